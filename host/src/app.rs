@@ -1,0 +1,147 @@
+//! The running host: config → plugins → sources → catalog → projection.
+//! Every surface and server reads from here; nothing here knows about MCP.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::catalog::Snapshot;
+use crate::config::LoadedConfig;
+use crate::plugins::{HostEvents, PluginSet, load_plugins, plugin_dirs};
+use crate::sources::Sources;
+use crate::surfaces::proxy::{NameRules, Projection};
+
+/// What the CLI hands to [`App::start`].
+#[derive(Debug, Clone, Default)]
+pub struct StartOptions {
+    pub config: Option<PathBuf>,
+    pub plugin_dirs: Vec<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    /// The most verbose level plugins should forward.
+    pub log_level: String,
+}
+
+pub struct App {
+    pub config: LoadedConfig,
+    pub plugins: PluginSet,
+    pub sources: Arc<Sources>,
+    pub state_dir: PathBuf,
+    pub rules: NameRules,
+    pub started: Instant,
+    projection: Mutex<(u64, Arc<Projection>)>,
+    versions: tokio::sync::watch::Receiver<u64>,
+}
+
+/// Loads the config (or the embedded default) and the plugins: what `wf
+/// plugins` and `wf check` need, without creating sources.
+pub fn load_config_and_plugins(
+    opts: &StartOptions,
+) -> anyhow::Result<(
+    LoadedConfig,
+    PluginSet,
+    HostEvents,
+    tokio::sync::mpsc::UnboundedReceiver<crate::plugins::HostEvent>,
+)> {
+    let config = match &opts.config {
+        Some(p) => LoadedConfig::load(p)?,
+        None => LoadedConfig::embedded_default(),
+    };
+    let dirs = plugin_dirs(&config, &opts.plugin_dirs);
+    let (events, rx) = HostEvents::channel();
+    let level = if opts.log_level.is_empty() {
+        "info"
+    } else {
+        &opts.log_level
+    };
+    let plugins = load_plugins(&dirs, &events, level);
+    Ok((config, plugins, events, rx))
+}
+
+/// The state directory: `--state-dir`, else the config's `server.state_dir`,
+/// else `$XDG_STATE_HOME/wf` or `~/.local/state/wf`.
+pub fn state_dir(opts: &StartOptions, config: &LoadedConfig) -> PathBuf {
+    if let Some(d) = &opts.state_dir {
+        return d.clone();
+    }
+    if let Some(d) = &config.config.server.state_dir {
+        return config.base_dir().join(d);
+    }
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME") {
+        return PathBuf::from(x).join("wf");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".local/state/wf"),
+        None => std::env::temp_dir().join("wf-state"),
+    }
+}
+
+impl App {
+    /// Loads everything and starts discovery in the background; returns at
+    /// once (a slow upstream never delays start).
+    pub async fn start(opts: &StartOptions) -> anyhow::Result<Arc<Self>> {
+        let (config, plugins, _events, mut events_rx) = load_config_and_plugins(opts)?;
+        let configured = config.sources()?;
+        let state_dir = state_dir(opts, &config);
+        std::fs::create_dir_all(&state_dir)
+            .map_err(|e| anyhow::anyhow!("cannot create state dir {}: {e}", state_dir.display()))?;
+        let sources = Arc::new(Sources::create(&config, configured, &plugins, &state_dir));
+        let rules = NameRules {
+            max_len: config.config.server.max_name_len.clamp(16, 64),
+        };
+        let versions = sources.changes();
+        let app = Arc::new(Self {
+            config,
+            plugins,
+            sources,
+            state_dir,
+            rules,
+            started: Instant::now(),
+            projection: Mutex::new((u64::MAX, Arc::new(Projection::default()))),
+            versions,
+        });
+
+        let timeout = Duration::from_millis(app.config.config.server.discovery_timeout_ms);
+        let sources = app.sources.clone();
+        tokio::spawn(async move { sources.discover_all(timeout).await });
+
+        // A plugin saying its capabilities changed triggers a fresh discovery of that source.
+        let sources = app.sources.clone();
+        tokio::spawn(async move {
+            while let Some(ev) = events_rx.recv().await {
+                tracing::debug!(plugin = %ev.plugin, event = ?ev.event, "plugin event");
+                if let wf_plugin_api::Event::CapabilitiesChanged { source } = ev.event
+                    && let Some(entry) = sources.get(&source).cloned()
+                {
+                    sources.discover(&entry, timeout).await;
+                }
+            }
+        });
+        Ok(app)
+    }
+
+    /// The current projection, rebuilt when a catalog changed since the last call.
+    pub fn projection(&self) -> Arc<Projection> {
+        let version = *self.versions.borrow();
+        let mut cached = self.projection.lock().unwrap();
+        if cached.0 != version {
+            let snapshot = Snapshot::take(&self.sources);
+            *cached = (version, Arc::new(Projection::build(&snapshot, self.rules)));
+        }
+        cached.1.clone()
+    }
+
+    /// Like [`Self::projection`], but right after start waits (bounded by
+    /// `server.startup_grace_ms`) for first discovery, so a client's first
+    /// list is complete whenever the upstreams are quick.
+    pub async fn projection_ready(&self) -> Arc<Projection> {
+        let grace = Duration::from_millis(self.config.config.server.startup_grace_ms);
+        self.sources
+            .wait_first_discovery(self.started + grace)
+            .await;
+        self.projection()
+    }
+
+    pub async fn shutdown(&self) {
+        self.sources.shutdown(Duration::from_secs(5)).await;
+    }
+}

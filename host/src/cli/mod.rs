@@ -1,0 +1,128 @@
+//! The `wf` command line.
+
+mod check;
+mod plugins;
+mod serve;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::app::StartOptions;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "wf",
+    version,
+    about = "Serves the capabilities of native source plugins to MCP hosts"
+)]
+pub struct Cli {
+    /// Log level for stderr (error, warn, info, debug, trace) or a tracing filter; WF_LOG also works.
+    #[arg(long, global = true, env = "WF_LOG", default_value = "info")]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve MCP over stdio (default) or streamable HTTP.
+    Serve(ServeArgs),
+    /// List loaded plugins and refused plugin files.
+    Plugins(PluginsArgs),
+    /// Validate the config and the plugins; exit non-zero on any problem.
+    Check(CommonArgs),
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct CommonArgs {
+    /// Config file (.toml or .json). Without it, the embedded default (wf.std only).
+    #[arg(long, env = "WF_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// An extra plugin folder (repeatable).
+    #[arg(long = "plugins", value_name = "DIR")]
+    pub plugins: Vec<PathBuf>,
+    /// Where wf keeps its state (default: $XDG_STATE_HOME/wf).
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at /mcp instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct PluginsArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl CommonArgs {
+    pub fn start_options(&self, log_level: &str) -> StartOptions {
+        StartOptions {
+            config: self.config.clone(),
+            plugin_dirs: self.plugins.clone(),
+            state_dir: self.state_dir.clone(),
+            log_level: plugin_level(log_level).into(),
+        }
+    }
+}
+
+/// The level plugins forward at: the filter's default level when it is a plain level.
+fn plugin_level(filter: &str) -> &str {
+    match filter.trim() {
+        l @ ("error" | "warn" | "info" | "debug" | "trace") => l,
+        _ => "info",
+    }
+}
+
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // stdout is the MCP stdio channel: logs go to stderr only.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// Runs the CLI; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    init_logging(&cli.log_level);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("wf: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Serve(a) => serve::run(a, &cli.log_level).await,
+            Command::Plugins(a) => plugins::run(a, &cli.log_level),
+            Command::Check(a) => check::run(a, &cli.log_level),
+        }
+    });
+    // Plugin runtimes and upstream clients may hold threads; do not wait for them.
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("wf: {e:#}");
+            1
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! `wf plugins`: what loaded, what was refused and why.
+
+use serde_json::json;
+
+use super::PluginsArgs;
+use crate::app::load_config_and_plugins;
+use crate::plugins::supported_api_range;
+
+pub fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
+    let (_config, set, _events, _rx) =
+        load_config_and_plugins(&args.common.start_options(log_level))?;
+    if args.json {
+        let loaded: Vec<_> = set
+            .loaded
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p.manifest.name,
+                    "version": p.manifest.version,
+                    "api_version": p.manifest.api_version,
+                    "file": p.file,
+                    "kinds": p.manifest.kinds,
+                    "description": p.manifest.description,
+                })
+            })
+            .collect();
+        let out = json!({
+            "host_api": wf_plugin_api::API_VERSION,
+            "supported_api": supported_api_range(),
+            "dirs": set.dirs,
+            "loaded": loaded,
+            "refused": set.refused,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
+    println!(
+        "wf {} · plugin api {} (loads plugins built against {})",
+        env!("CARGO_PKG_VERSION"),
+        wf_plugin_api::API_VERSION,
+        supported_api_range()
+    );
+    println!("plugin folders:");
+    for d in &set.dirs {
+        println!("  {}", d.display());
+    }
+    println!("loaded ({}):", set.loaded.len());
+    for p in &set.loaded {
+        let m = &p.manifest;
+        println!(
+            "  {} {} (api {}) kinds: {}  {}",
+            m.name,
+            m.version,
+            m.api_version,
+            m.kinds.join(", "),
+            p.file.display()
+        );
+    }
+    if !set.refused.is_empty() {
+        println!("refused ({}):", set.refused.len());
+        for r in &set.refused {
+            println!("  {}: {}", r.file.display(), r.reason);
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,59 @@
+//! `wf serve`.
+
+use std::net::SocketAddr;
+
+use tokio_util::sync::CancellationToken;
+
+use super::ServeArgs;
+use crate::app::App;
+use crate::config::expand_env;
+use crate::server::{HttpOptions, serve_http, serve_stdio, shutdown_signal};
+
+pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
+    let app = App::start(&args.common.start_options(log_level)).await?;
+    let server = &app.config.config.server;
+    let http = args.http.clone().or_else(|| server.http.clone());
+    let result = match http {
+        None => serve_stdio(app.clone()).await,
+        Some(addr) => {
+            let bind: SocketAddr = addr
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--http {addr}: not an IP:PORT address: {e}"))?;
+            let token = match std::env::var("WF_HTTP_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty())
+            {
+                Some(t) => Some(t),
+                None => match &server.http_token {
+                    Some(t) => {
+                        let lookup = |k: &str| std::env::var(k).ok();
+                        let v = expand_env(
+                            &serde_json::Value::String(t.clone()),
+                            "server.http_token",
+                            &lookup,
+                        )
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;
+                        v.as_str().map(str::to_string)
+                    }
+                    None => None,
+                },
+            };
+            let opts = HttpOptions {
+                bind,
+                token,
+                allowed_hosts: server.allowed_hosts.clone(),
+                allowed_origins: server.allowed_origins.clone(),
+            };
+            let stop = CancellationToken::new();
+            let on_signal = stop.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                on_signal.cancel();
+            });
+            serve_http(app.clone(), opts, stop).await
+        }
+    };
+    tracing::info!("shutting down");
+    app.shutdown().await;
+    result.map(|()| 0)
+}

@@ -1,0 +1,292 @@
+//! The config file: TOML or JSON by extension, with Claude Desktop's
+//! `mcpServers` object accepted as it is. Errors name the file, the key and
+//! what is wrong.
+
+mod env;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use env::expand_env;
+
+/// Default longest projected name: 64 (Claude's limit) minus room for a
+/// client's own prefix such as `mcp__<server>__`.
+pub const DEFAULT_MAX_NAME_LEN: usize = 48;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: cannot read: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{file}: {key}: {reason}")]
+    Invalid {
+        file: String,
+        key: String,
+        reason: String,
+    },
+    #[error("{file}: unsupported config format (use .toml or .json)")]
+    Format { file: String },
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub plugins: PluginsConfig,
+    /// Sources by name. Each has a `kind` served by some plugin.
+    #[serde(default)]
+    pub sources: BTreeMap<String, SourceConfig>,
+    /// Claude Desktop's format: each entry is an `mcp` source.
+    #[serde(
+        default,
+        rename = "mcpServers",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub mcp_servers: BTreeMap<String, Map<String, Value>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Serve streamable HTTP on this address instead of stdio.
+    #[serde(default)]
+    pub http: Option<String>,
+    /// Bearer token HTTP clients must send (required for a non-loopback bind).
+    /// `${VAR}` is expanded; `WF_HTTP_TOKEN` in the environment also works.
+    #[serde(default)]
+    pub http_token: Option<String>,
+    /// Extra `Host` header values accepted over HTTP (loopback names always are).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Extra browser origins accepted over HTTP (loopback origins always are).
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Longest name shown to MCP clients.
+    #[serde(default = "default_max_name_len")]
+    pub max_name_len: usize,
+    /// Items per page of tools/prompts/resources lists.
+    #[serde(default = "default_page_size")]
+    pub page_size: usize,
+    /// Where wf keeps its database and per-source data.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    /// How long one source's discovery may take.
+    #[serde(default = "default_discovery_timeout_ms")]
+    pub discovery_timeout_ms: u64,
+    /// How long list requests right after start wait for first discovery.
+    #[serde(default = "default_startup_grace_ms")]
+    pub startup_grace_ms: u64,
+}
+
+fn default_max_name_len() -> usize {
+    DEFAULT_MAX_NAME_LEN
+}
+fn default_page_size() -> usize {
+    100
+}
+fn default_discovery_timeout_ms() -> u64 {
+    15_000
+}
+fn default_startup_grace_ms() -> u64 {
+    3_000
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            http: None,
+            http_token: None,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            max_name_len: DEFAULT_MAX_NAME_LEN,
+            page_size: default_page_size(),
+            state_dir: None,
+            discovery_timeout_ms: default_discovery_timeout_ms(),
+            startup_grace_ms: default_startup_grace_ms(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginsConfig {
+    /// Extra plugin folders; relative paths are relative to the config file.
+    #[serde(default)]
+    pub dirs: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceConfig {
+    /// The source kind; a plugin must serve it. Defaults to `mcp`.
+    #[serde(default = "default_kind")]
+    pub kind: String,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Everything else is the plugin's business.
+    #[serde(flatten)]
+    pub settings: Map<String, Value>,
+}
+
+fn default_kind() -> String {
+    "mcp".into()
+}
+fn yes() -> bool {
+    true
+}
+
+/// A loaded config and where it came from.
+#[derive(Debug, Clone, Default)]
+pub struct LoadedConfig {
+    pub config: Config,
+    /// None for the embedded default.
+    pub file: Option<PathBuf>,
+}
+
+impl LoadedConfig {
+    /// The embedded default: no sources configured, so only the plugins'
+    /// default sources (wf.std) are served.
+    pub fn embedded_default() -> Self {
+        Self::default()
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            file: file.clone(),
+            source,
+        })?;
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let config = parse(&file, &text, &ext)?;
+        let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        Ok(Self {
+            config,
+            file: Some(abs),
+        })
+    }
+
+    /// The directory relative paths in the config are resolved against.
+    pub fn base_dir(&self) -> PathBuf {
+        match &self.file {
+            Some(f) => f.parent().map(Path::to_path_buf).unwrap_or_default(),
+            None => std::env::current_dir().unwrap_or_default(),
+        }
+    }
+
+    pub fn file_label(&self) -> String {
+        self.file
+            .as_ref()
+            .map(|f| f.display().to_string())
+            .unwrap_or_else(|| "<embedded default>".into())
+    }
+
+    /// Every configured source (including `mcpServers` entries), by name.
+    /// Claude Desktop entries become `kind = "mcp"` sources; a name used in
+    /// both tables is an error.
+    pub fn sources(&self) -> Result<BTreeMap<String, SourceConfig>, ConfigError> {
+        let mut out = self.config.sources.clone();
+        for (name, entry) in &self.config.mcp_servers {
+            let key = format!("mcpServers.{name}");
+            if out.contains_key(name) {
+                return Err(self.invalid(
+                    &key,
+                    format!("source {name:?} is also defined under [sources]"),
+                ));
+            }
+            let mut settings = entry.clone();
+            let enabled = match settings.remove("disabled") {
+                Some(Value::Bool(d)) => !d,
+                Some(_) => {
+                    return Err(
+                        self.invalid(&format!("{key}.disabled"), "expected a boolean".into())
+                    );
+                }
+                None => true,
+            };
+            out.insert(
+                name.clone(),
+                SourceConfig {
+                    kind: "mcp".into(),
+                    enabled,
+                    settings,
+                },
+            );
+        }
+        for name in out.keys() {
+            if let Err(reason) = check_source_name(name) {
+                return Err(self.invalid(&format!("sources.{name}"), reason));
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn invalid(&self, key: &str, reason: String) -> ConfigError {
+        ConfigError::Invalid {
+            file: self.file_label(),
+            key: key.into(),
+            reason,
+        }
+    }
+}
+
+fn parse(file: &str, text: &str, ext: &str) -> Result<Config, ConfigError> {
+    let invalid = |key: String, reason: String| ConfigError::Invalid {
+        file: file.into(),
+        key,
+        reason,
+    };
+    match ext {
+        "toml" => {
+            let de = toml::Deserializer::parse(text)
+                .map_err(|e| invalid("<syntax>".into(), one_line(&e.to_string())))?;
+            serde_path_to_error::deserialize(de).map_err(|e| {
+                let key = e.path().to_string();
+                invalid(key, one_line(&e.into_inner().to_string()))
+            })
+        }
+        "json" => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            serde_path_to_error::deserialize(&mut de).map_err(|e| {
+                let key = e.path().to_string();
+                invalid(key, one_line(&e.into_inner().to_string()))
+            })
+        }
+        _ => Err(ConfigError::Format { file: file.into() }),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Source names are config keys and the first part of capability refs:
+/// letters, digits, `.`, `_`, `-`; no `__` (the proxy's separator).
+pub fn check_source_name(name: &str) -> Result<(), String> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if name.is_empty() || !ok_chars || !name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(format!(
+            "invalid source name {name:?}: use letters, digits, '.', '_' and '-', starting with a letter or digit"
+        ));
+    }
+    if name.contains("__") {
+        return Err(format!(
+            "invalid source name {name:?}: '__' is reserved as the proxy's separator"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,63 @@
+//! The host-context object handed to each plugin: log forwarding into the
+//! host's `tracing` subscriber (tagged with the plugin's name) and events.
+
+use std::sync::Arc;
+
+use abi_stable::std_types::{RStr, RString};
+use tokio::sync::mpsc;
+use wf_plugin_api::Event;
+use wf_plugin_api::ffi::HostContextFfi;
+
+/// An event a plugin emitted, tagged with the plugin's name.
+#[derive(Debug, Clone)]
+pub struct HostEvent {
+    pub plugin: String,
+    pub event: Event,
+}
+
+/// Where plugin events go. Cheap to clone; callable from plugin threads.
+#[derive(Clone)]
+pub struct HostEvents {
+    tx: mpsc::UnboundedSender<HostEvent>,
+}
+
+impl HostEvents {
+    pub fn channel() -> (Self, mpsc::UnboundedReceiver<HostEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Self { tx }, rx)
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct HostContext {
+    pub plugin: Arc<str>,
+    pub events: HostEvents,
+}
+
+impl HostContextFfi for HostContext {
+    fn log(&self, level: u8, target: RStr<'_>, message: RStr<'_>) {
+        let (plugin, target, message) = (&*self.plugin, target.as_str(), message.as_str());
+        match level {
+            1 => tracing::error!(target: "wf::plugin", plugin, target, "{message}"),
+            2 => tracing::warn!(target: "wf::plugin", plugin, target, "{message}"),
+            3 => tracing::info!(target: "wf::plugin", plugin, target, "{message}"),
+            4 => tracing::debug!(target: "wf::plugin", plugin, target, "{message}"),
+            _ => tracing::trace!(target: "wf::plugin", plugin, target, "{message}"),
+        }
+    }
+
+    fn emit(&self, event_json: RString) {
+        match serde_json::from_str::<Event>(event_json.as_str()) {
+            Ok(event) => {
+                let _ = self.events.tx.send(HostEvent {
+                    plugin: self.plugin.to_string(),
+                    event,
+                });
+            }
+            Err(e) => tracing::warn!(
+                plugin = &*self.plugin,
+                "ignoring malformed plugin event: {e}"
+            ),
+        }
+    }
+}

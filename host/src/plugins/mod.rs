@@ -1,0 +1,38 @@
+//! Plugin loading: every library file in every plugin folder is tried on its
+//! own; a refused file gets one line (path and reason) and loading goes on.
+
+mod host_context;
+mod loader;
+
+pub use host_context::{HostEvent, HostEvents};
+pub use loader::{LoadedPlugin, PluginSet, Refusal, load_plugins, supported_api_range};
+
+use std::path::{Path, PathBuf};
+
+/// The plugin folders in order: the `wf` executable's own directory (so the
+/// output of `cargo build` works as it is), `plugins/` beside the config file,
+/// the config's `plugins.dirs`, then each `--plugins DIR`. Duplicates are dropped.
+pub fn plugin_dirs(config: &crate::config::LoadedConfig, extra: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(dir) = exe.parent()
+    {
+        dirs.push(dir.to_path_buf());
+    }
+    let base = config.base_dir();
+    if config.file.is_some() {
+        let beside = base.join("plugins");
+        if beside.is_dir() {
+            dirs.push(beside);
+        }
+    }
+    dirs.extend(config.config.plugins.dirs.iter().map(|d| base.join(d)));
+    dirs.extend(extra.iter().cloned());
+    let mut seen = std::collections::HashSet::new();
+    dirs.retain(|d| seen.insert(canonical(d)));
+    dirs
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}

@@ -1,0 +1,263 @@
+//! The rmcp server handler: projects the proxy surface and routes calls back
+//! to their sources. Conversions go through JSON, since plugin data already
+//! is MCP-shaped JSON.
+
+use std::sync::Arc;
+
+use rmcp::model::*;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use wf_plugin_api::ErrorCode;
+
+use crate::app::App;
+use crate::sources::{CallCtx, SourceError, SourceHandle};
+use crate::surfaces::proxy::page;
+
+#[derive(Clone)]
+pub struct WfServer {
+    app: Arc<App>,
+}
+
+impl WfServer {
+    pub fn new(app: Arc<App>) -> Self {
+        Self { app }
+    }
+
+    fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, McpError> {
+        self.app
+            .sources
+            .get(source)
+            .and_then(|e| e.handle.clone())
+            .ok_or_else(|| {
+                McpError::internal_error(format!("source {source:?} is not available"), None)
+            })
+    }
+
+    fn page_size(&self) -> usize {
+        self.app.config.config.server.page_size
+    }
+}
+
+fn convert<T: DeserializeOwned>(v: impl Serialize) -> Result<T, McpError> {
+    serde_json::to_value(v)
+        .and_then(serde_json::from_value)
+        .map_err(|e| {
+            McpError::internal_error(format!("cannot convert a plugin reply to MCP: {e}"), None)
+        })
+}
+
+/// A result of protocol 2026-07-28 carries `resultType`; rmcp drops it again
+/// for clients of older versions.
+fn complete<T: DeserializeOwned>(v: impl Serialize) -> Result<T, McpError> {
+    let mut v =
+        serde_json::to_value(v).map_err(|e| McpError::internal_error(e.to_string(), None))?;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("resultType".into(), Value::String("complete".into()));
+    }
+    convert(v)
+}
+
+fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
+    request.as_ref().and_then(|r| r.cursor.as_deref())
+}
+
+fn paged<T: Clone>(
+    items: &[T],
+    request: &Option<PaginatedRequestParams>,
+    size: usize,
+) -> Result<(Vec<T>, Option<String>), McpError> {
+    page(items, cursor(request), size).map_err(|e| McpError::invalid_params(e, None))
+}
+
+/// A source failure as an MCP error that names the source.
+fn source_error(e: SourceError) -> McpError {
+    let data = Some(json!({"source": e.source_name, "code": e.code().as_str()}));
+    match e.code() {
+        ErrorCode::NotFound => McpError::resource_not_found(e.to_string(), data),
+        ErrorCode::InvalidArguments => McpError::invalid_params(e.to_string(), data),
+        _ => McpError::internal_error(e.to_string(), data),
+    }
+}
+
+/// Runs `call` while forwarding its progress reports to the client (when it
+/// sent a progress token) and aborting it when the client cancels.
+async fn with_progress_and_cancel<T>(
+    context: &RequestContext<RoleServer>,
+    call: impl AsyncFnOnce(CallCtx) -> Result<T, SourceError>,
+) -> Result<T, McpError> {
+    let info = json!({"meta": context.meta});
+    let token = context.meta.get_progress_token();
+    let (ctx, mut progress) = CallCtx::new().with_info(info).with_progress();
+    let peer = context.peer.clone();
+    let forward = async move {
+        while let Some(p) = progress.recv().await {
+            if let Some(token) = &token {
+                let mut n = ProgressNotificationParam::new(token.clone(), p.progress);
+                n.total = p.total;
+                n.message = p.message;
+                let _ = peer.notify_progress(n).await;
+            }
+        }
+    };
+    let work = async {
+        tokio::select! {
+            r = call(ctx) => r.map_err(source_error),
+            _ = context.ct.cancelled() => Err(McpError::internal_error("cancelled by the client", None)),
+        }
+    };
+    // `forward` ends when the call's context (and its sender) is dropped.
+    let (result, ()) = tokio::join!(work, forward);
+    result
+}
+
+impl ServerHandler for WfServer {
+    fn get_info(&self) -> ServerConfig {
+        let caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .build();
+        ServerConfig::new(caps)
+            .with_server_info(Implementation::new("wf", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "wf serves the tools, prompts and resources of its sources. Names are `<source>__<name>`. \
+                 The wf_std__ tools are builtins; the wf_std__author_workflow prompt explains workflows.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let proj = self.app.projection_ready().await;
+        let items: Vec<&wf_plugin_api::Tool> = proj.tools.iter().map(|t| &t.item).collect();
+        let (items, next) = paged(&items, &request, self.page_size())?;
+        let mut r = ListToolsResult::with_all_items(convert(items)?);
+        r.next_cursor = next;
+        Ok(r)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let proj = self.app.projection();
+        proj.tool(name).and_then(|t| convert(&t.item).ok())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let proj = self.app.projection_ready().await;
+        let Some(tool) = proj.tool(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!("unknown tool {:?}", request.name),
+                None,
+            ));
+        };
+        let handle = self.handle(&tool.source)?;
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let name = tool.original.clone();
+        let result = with_progress_and_cancel(&context, async |ctx| {
+            handle.call_tool(&name, args, ctx).await
+        })
+        .await?;
+        Ok(CallToolResponse::Complete(complete(result)?))
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let proj = self.app.projection_ready().await;
+        let items: Vec<&wf_plugin_api::Prompt> = proj.prompts.iter().map(|p| &p.item).collect();
+        let (items, next) = paged(&items, &request, self.page_size())?;
+        let mut r = ListPromptsResult::with_all_items(convert(items)?);
+        r.next_cursor = next;
+        Ok(r)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let proj = self.app.projection_ready().await;
+        let Some(prompt) = proj.prompt(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!("unknown prompt {:?}", request.name),
+                None,
+            ));
+        };
+        let handle = self.handle(&prompt.source)?;
+        let name = prompt.original.clone();
+        let args = request.arguments.unwrap_or_default();
+        let result = with_progress_and_cancel(&context, async |ctx| {
+            handle.get_prompt(&name, args, ctx).await
+        })
+        .await?;
+        Ok(GetPromptResponse::Complete(complete(result)?))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let proj = self.app.projection_ready().await;
+        let items: Vec<&wf_plugin_api::Resource> = proj.resources.iter().map(|r| &r.item).collect();
+        let (items, next) = paged(&items, &request, self.page_size())?;
+        let mut r = ListResourcesResult::with_all_items(convert(items)?);
+        r.next_cursor = next;
+        Ok(r)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let proj = self.app.projection_ready().await;
+        let items: Vec<&wf_plugin_api::ResourceTemplate> =
+            proj.templates.iter().map(|t| &t.item).collect();
+        let (items, next) = paged(&items, &request, self.page_size())?;
+        let mut r = ListResourceTemplatesResult::with_all_items(convert(items)?);
+        r.next_cursor = next;
+        Ok(r)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let proj = self.app.projection_ready().await;
+        let Some(route) = proj.resource_route(&request.uri) else {
+            return Err(McpError::resource_not_found(
+                format!("no source serves resource {:?}", request.uri),
+                None,
+            ));
+        };
+        let handle = self.handle(&route.source)?;
+        let mut result = with_progress_and_cancel(&context, async |ctx| {
+            handle.read_resource(&route.uri, ctx).await
+        })
+        .await?;
+        // Contents carry the URI the client asked for, not the source's own.
+        if route.uri != request.uri {
+            for c in &mut result.contents {
+                if c.get("uri").and_then(Value::as_str) == Some(route.uri.as_str()) {
+                    c["uri"] = Value::String(request.uri.clone());
+                }
+            }
+        }
+        Ok(ReadResourceResponse::Complete(complete(result)?))
+    }
+}

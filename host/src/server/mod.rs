@@ -1,0 +1,43 @@
+//! The MCP front: one rmcp server handler over stdio or streamable HTTP.
+
+mod handler;
+mod http;
+mod http_guard;
+
+pub use handler::WfServer;
+pub use http::{HttpOptions, serve_http};
+pub use http_guard::HttpGuard;
+
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+
+use crate::app::App;
+
+/// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives.
+pub async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
+    let service = WfServer::new(app).serve(rmcp::transport::stdio()).await?;
+    tokio::select! {
+        r = service.waiting() => { r?; }
+        _ = shutdown_signal() => {}
+    }
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("signal handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

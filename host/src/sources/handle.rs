@@ -1,0 +1,144 @@
+//! A typed handle on one source's ABI object.
+
+use abi_stable::std_types::RString;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use wf_plugin_api::ffi::SourceBox;
+use wf_plugin_api::{
+    CallResult, Catalog, ErrorCode, GetPromptResult, PluginError, ReadResourceResult, SourceRequest,
+};
+
+use super::call::CallCtx;
+
+/// A source operation failed; the message always names the source.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("source {source_name:?}: {error}")]
+pub struct SourceError {
+    pub source_name: String,
+    pub error: PluginError,
+}
+
+impl SourceError {
+    pub fn code(&self) -> ErrorCode {
+        self.error.code
+    }
+}
+
+pub struct SourceHandle {
+    pub name: String,
+    pub kind: String,
+    pub plugin: String,
+    obj: SourceBox,
+}
+
+impl SourceHandle {
+    pub fn new(name: String, kind: String, plugin: String, obj: SourceBox) -> Self {
+        Self {
+            name,
+            kind,
+            plugin,
+            obj,
+        }
+    }
+
+    fn err(&self, error: PluginError) -> SourceError {
+        SourceError {
+            source_name: self.name.clone(),
+            error,
+        }
+    }
+
+    /// Sends one request. Dropping the returned future cancels the call in the plugin.
+    pub async fn request<T: DeserializeOwned>(
+        &self,
+        request: &SourceRequest,
+        ctx: CallCtx,
+    ) -> Result<T, SourceError> {
+        let text = serde_json::to_string(request)
+            .map_err(|e| self.err(PluginError::internal(e.to_string())))?;
+        match self
+            .obj
+            .request(RString::from(text), ctx.into_ffi())
+            .await
+            .into_result()
+        {
+            Ok(json) => serde_json::from_str(json.as_str()).map_err(|e| {
+                self.err(PluginError::internal(format!(
+                    "malformed plugin reply: {e}"
+                )))
+            }),
+            Err(e) => Err(self.err(PluginError::from_json(e.as_str()))),
+        }
+    }
+
+    pub async fn catalog(&self) -> Result<Catalog, SourceError> {
+        self.request(&SourceRequest::Catalog, CallCtx::new()).await
+    }
+
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        ctx: CallCtx,
+    ) -> Result<CallResult, SourceError> {
+        self.request(
+            &SourceRequest::CallTool {
+                name: name.into(),
+                arguments,
+            },
+            ctx,
+        )
+        .await
+    }
+
+    pub async fn run_node(
+        &self,
+        name: &str,
+        input: Value,
+        ctx: CallCtx,
+    ) -> Result<Value, SourceError> {
+        self.request(
+            &SourceRequest::RunNode {
+                name: name.into(),
+                input,
+            },
+            ctx,
+        )
+        .await
+    }
+
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        ctx: CallCtx,
+    ) -> Result<ReadResourceResult, SourceError> {
+        self.request(&SourceRequest::ReadResource { uri: uri.into() }, ctx)
+            .await
+    }
+
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        ctx: CallCtx,
+    ) -> Result<GetPromptResult, SourceError> {
+        self.request(
+            &SourceRequest::GetPrompt {
+                name: name.into(),
+                arguments,
+            },
+            ctx,
+        )
+        .await
+    }
+
+    pub async fn status(&self) -> Value {
+        self.request(&SourceRequest::Status, CallCtx::new())
+            .await
+            .unwrap_or(Value::Null)
+    }
+
+    pub async fn shutdown(&self) {
+        self.obj.shutdown().await
+    }
+}

@@ -1,0 +1,10 @@
+//! Configured source instances: created by their plugin, discovered in
+//! parallel, called through the same typed handle by every surface.
+
+mod call;
+mod handle;
+mod registry;
+
+pub use call::CallCtx;
+pub use handle::{SourceError, SourceHandle};
+pub use registry::{SourceEntry, SourceState, Sources};

@@ -1,0 +1,4 @@
+//! What MCP clients see: the proxy surface (every source's capabilities,
+//! under client-safe names). Planner and admin surfaces will live beside it.
+
+pub mod proxy;

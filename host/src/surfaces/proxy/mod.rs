@@ -1,0 +1,28 @@
+//! The proxy surface: every source's tools, prompts, resources and resource
+//! templates, under names valid for MCP hosts, routed back to their source.
+
+mod names;
+mod projection;
+
+pub use names::{NameRules, hash6, is_client_safe};
+pub use projection::{Projected, Projection, ResourceRoute};
+
+/// One page of `items` starting at `cursor` (an offset we issued).
+pub fn page<T: Clone>(
+    items: &[T],
+    cursor: Option<&str>,
+    size: usize,
+) -> Result<(Vec<T>, Option<String>), String> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => c
+            .parse::<usize>()
+            .map_err(|_| format!("invalid cursor {c:?}"))?,
+    };
+    if start > items.len() {
+        return Err(format!("invalid cursor {start:?}"));
+    }
+    let end = (start + size.max(1)).min(items.len());
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((items[start..end].to_vec(), next))
+}

@@ -1,0 +1,291 @@
+//! The projection of a catalog snapshot onto client-visible names, and the
+//! routes back from those names to `(source, original name)`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use wf_plugin_api::{Prompt, Resource, ResourceTemplate, Tool};
+
+use super::names::{NameRules, hash6};
+use crate::catalog::Snapshot;
+
+/// A capability under its client-visible name.
+#[derive(Debug, Clone)]
+pub struct Projected<T> {
+    /// The name (or URI) clients see.
+    pub name: String,
+    pub source: String,
+    /// The name (or URI) the source knows.
+    pub original: String,
+    pub item: T,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResourceRoute {
+    pub source: String,
+    pub uri: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Projection {
+    pub tools: Vec<Projected<Tool>>,
+    pub prompts: Vec<Projected<Prompt>>,
+    pub resources: Vec<Projected<Resource>>,
+    pub templates: Vec<Projected<ResourceTemplate>>,
+    tool_index: HashMap<String, usize>,
+    prompt_index: HashMap<String, usize>,
+    resource_index: HashMap<String, usize>,
+    /// Collisions that were resolved, for status output and logs.
+    pub collisions: Vec<String>,
+}
+
+/// Assigns unique names: `wanted` per item in sorted ref order; an item whose
+/// wanted name is taken gets a hashed one and the collision is reported.
+fn assign<T>(
+    items: Vec<(String, String, String, T)>,
+    rules: &NameRules,
+    what: &str,
+    collisions: &mut Vec<String>,
+) -> (Vec<Projected<T>>, HashMap<String, usize>) {
+    let mut out: Vec<Projected<T>> = Vec::with_capacity(items.len());
+    let mut index = HashMap::new();
+    for (wanted, source, original, item) in items {
+        let mut name = wanted.clone();
+        let mut n = 0;
+        while index.contains_key(&name) {
+            n += 1;
+            name = rules.hashed(&wanted, &format!("{source}.{original}#{n}"));
+        }
+        if n > 0 {
+            let holder: &Projected<T> = &out[index[&wanted]];
+            collisions.push(format!(
+                "{what} {source}.{original} wanted name {wanted:?}, already used by {}.{}; shown as {name:?}",
+                holder.source, holder.original
+            ));
+        }
+        index.insert(name.clone(), out.len());
+        out.push(Projected {
+            name,
+            source,
+            original,
+            item,
+        });
+    }
+    (out, index)
+}
+
+impl Projection {
+    pub fn build(snapshot: &Snapshot, rules: NameRules) -> Self {
+        let mut collisions = Vec::new();
+
+        // Source prefixes: `a.b` and `a_b` would share one, so the later
+        // (in name order) gets a hash.
+        let mut prefixes: BTreeMap<String, String> = BTreeMap::new();
+        let mut taken: HashMap<String, String> = HashMap::new();
+        for (source, _) in &snapshot.sources {
+            let mut p = rules.source_prefix(source);
+            if let Some(other) = taken.get(&p) {
+                let np = format!("{p}_{}", &hash6(source)[..4]);
+                collisions.push(format!(
+                    "source {source} would share prefix {p:?} with {other}; uses {np:?}"
+                ));
+                p = np;
+            }
+            taken.insert(p.clone(), source.clone());
+            prefixes.insert(source.clone(), p);
+        }
+
+        let mut tools = Vec::new();
+        let mut prompts = Vec::new();
+        let mut templates = Vec::new();
+        let mut resources = Vec::new();
+        for (source, cat) in &snapshot.sources {
+            let prefix = &prefixes[source];
+            for t in &cat.tools {
+                let name = rules.project(prefix, &t.name, &format!("{source}.{}", t.name));
+                tools.push((name, source.clone(), t.name.clone(), t.clone()));
+            }
+            for p in &cat.prompts {
+                let name = rules.project(prefix, &p.name, &format!("{source}.{}", p.name));
+                prompts.push((name, source.clone(), p.name.clone(), p.clone()));
+            }
+            for r in &cat.resources {
+                resources.push((r.uri.clone(), source.clone(), r.uri.clone(), r.clone()));
+            }
+            for t in &cat.resource_templates {
+                templates.push((
+                    t.uri_template.clone(),
+                    source.clone(),
+                    t.uri_template.clone(),
+                    t.clone(),
+                ));
+            }
+        }
+
+        let (tools, tool_index) = assign(tools, &rules, "tool", &mut collisions);
+        let (prompts, prompt_index) = assign(prompts, &rules, "prompt", &mut collisions);
+
+        // Resource URIs pass through unless two sources use the same one;
+        // the later is shown as `wf://<source>/<uri>`.
+        let mut res_out: Vec<Projected<Resource>> = Vec::new();
+        let mut resource_index = HashMap::new();
+        for (uri, source, original, mut item) in resources {
+            let mut shown = uri.clone();
+            if resource_index.contains_key(&shown) {
+                shown = format!("wf://{}/{}", prefixes[&source], encode_uri_component(&uri));
+                collisions.push(format!(
+                    "resource {uri} of {source} is also served by another source; shown as {shown}"
+                ));
+            }
+            item.uri = shown.clone();
+            resource_index.insert(shown.clone(), res_out.len());
+            res_out.push(Projected {
+                name: shown,
+                source,
+                original,
+                item,
+            });
+        }
+        let templates = templates
+            .into_iter()
+            .map(|(name, source, original, item)| Projected {
+                name,
+                source,
+                original,
+                item,
+            })
+            .collect();
+
+        for c in &collisions {
+            tracing::warn!("name collision resolved: {c}");
+        }
+        let mut tools = tools;
+        for t in &mut tools {
+            t.item.name = t.name.clone();
+        }
+        let mut prompts = prompts;
+        for p in &mut prompts {
+            p.item.name = p.name.clone();
+        }
+        Self {
+            tools,
+            prompts,
+            resources: res_out,
+            templates,
+            tool_index,
+            prompt_index,
+            resource_index,
+            collisions,
+        }
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&Projected<Tool>> {
+        self.tool_index.get(name).map(|i| &self.tools[*i])
+    }
+
+    pub fn prompt(&self, name: &str) -> Option<&Projected<Prompt>> {
+        self.prompt_index.get(name).map(|i| &self.prompts[*i])
+    }
+
+    /// Where a `resources/read` of `uri` goes: a listed resource, else the
+    /// source whose template's literal prefix matches (longest wins).
+    pub fn resource_route(&self, uri: &str) -> Option<ResourceRoute> {
+        if let Some(i) = self.resource_index.get(uri) {
+            let r = &self.resources[*i];
+            return Some(ResourceRoute {
+                source: r.source.clone(),
+                uri: r.original.clone(),
+            });
+        }
+        self.templates
+            .iter()
+            .filter_map(|t| {
+                let lit = t.original.split('{').next().unwrap_or("");
+                (!lit.is_empty() && uri.starts_with(lit)).then_some((lit.len(), t))
+            })
+            .max_by_key(|(len, _)| *len)
+            .map(|(_, t)| ResourceRoute {
+                source: t.source.clone(),
+                uri: uri.to_string(),
+            })
+    }
+}
+
+fn encode_uri_component(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use wf_plugin_api::Catalog;
+
+    use super::*;
+    use crate::surfaces::proxy::names::is_client_safe;
+
+    fn cat(tools: &[&str], resources: &[&str]) -> Arc<Catalog> {
+        let mut c = Catalog::default();
+        for t in tools {
+            c = c.tool(Tool::new(*t, "d", json!({"type": "object"})));
+        }
+        for r in resources {
+            c = c.resource(Resource::new(*r, "r", "d", "text/plain"));
+        }
+        Arc::new(c)
+    }
+
+    #[test]
+    fn projects_routes_and_resolves_collisions() {
+        let snap = Snapshot {
+            sources: vec![
+                (
+                    "a.b".into(),
+                    cat(&["x", "y.z"], &["file:///same", "file:///a"]),
+                ),
+                ("a_b".into(), cat(&["x"], &["file:///same"])),
+                ("wf.std".into(), cat(&["passthrough"], &[])),
+            ],
+        };
+        let p = Projection::build(&snap, NameRules { max_len: 48 });
+        let names: Vec<&str> = p.tools.iter().map(|t| t.name.as_str()).collect();
+        assert!(names.contains(&"a_b__x"));
+        assert!(names.contains(&"wf_std__passthrough"));
+        assert!(names.iter().all(|n| is_client_safe(n)));
+        let unique: std::collections::HashSet<_> = names.iter().collect();
+        assert_eq!(unique.len(), names.len());
+        // Both `x` tools route back to their own source.
+        let routes: Vec<(String, String)> = p
+            .tools
+            .iter()
+            .filter(|t| t.original == "x")
+            .map(|t| (t.source.clone(), t.name.clone()))
+            .collect();
+        assert_eq!(routes.len(), 2);
+        for (source, name) in routes {
+            assert_eq!(p.tool(&name).unwrap().source, source);
+        }
+        assert!(!p.collisions.is_empty());
+        // The duplicated resource URI is mapped for the second source, reversibly.
+        let mapped = p.resources.iter().find(|r| r.source == "a_b").unwrap();
+        assert_ne!(mapped.name, "file:///same");
+        let route = p.resource_route(&mapped.name).unwrap();
+        assert_eq!(
+            (route.source.as_str(), route.uri.as_str()),
+            ("a_b", "file:///same")
+        );
+        assert_eq!(p.resource_route("file:///same").unwrap().source, "a.b");
+        // Stable: the same snapshot gives the same names.
+        let again = Projection::build(&snap, NameRules { max_len: 48 });
+        let again: Vec<&str> = again.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, again);
+    }
+}
