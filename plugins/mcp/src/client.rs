@@ -1,0 +1,61 @@
+//! wf's MCP client handler: routes upstream progress notifications to the
+//! call that asked for them, and turns `list_changed` into a wf event.
+
+use std::sync::Arc;
+
+use rmcp::handler::client::progress::ProgressDispatcher;
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam};
+use rmcp::service::NotificationContext;
+use rmcp::{ClientHandler, RoleClient};
+
+/// Called when the upstream says its tools, prompts or resources changed.
+pub type OnListChanged = Arc<dyn Fn() + Send + Sync>;
+
+#[derive(Clone)]
+pub struct McpClient {
+    pub progress: ProgressDispatcher,
+    on_list_changed: Option<OnListChanged>,
+}
+
+impl McpClient {
+    pub fn new(on_list_changed: Option<OnListChanged>) -> Self {
+        Self {
+            progress: ProgressDispatcher::new(),
+            on_list_changed,
+        }
+    }
+    fn list_changed(&self) {
+        if let Some(f) = &self.on_list_changed {
+            f();
+        }
+    }
+}
+
+impl ClientHandler for McpClient {
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        info.capabilities = ClientCapabilities::default();
+        info.client_info = Implementation::new("wf", env!("CARGO_PKG_VERSION"));
+        info
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        self.progress.handle_notification(params).await;
+    }
+
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.list_changed();
+    }
+
+    async fn on_prompt_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.list_changed();
+    }
+
+    async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.list_changed();
+    }
+}

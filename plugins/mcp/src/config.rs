@@ -1,0 +1,229 @@
+//! A source's settings: Claude Desktop's `mcpServers` entry shape
+//! (`command`/`args`/`env`/`cwd` or `url`/`headers`) plus wf's own keys.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use wf_plugin_api::PluginError;
+
+/// How to reach the upstream.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+    /// A transport wf does not speak (e.g. legacy SSE); refused at open with a clear error.
+    Unsupported(String),
+}
+
+/// Credentials, kept apart from the transport so they are never printed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Auth {
+    /// Extra environment for stdio servers; wins over `env` on duplicate keys.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Sent as `Authorization: Bearer <token>` to HTTP servers.
+    #[serde(default)]
+    pub bearer_token: Option<String>,
+    /// Extra headers for HTTP servers; win over `headers` on duplicate names.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+    pub transport: Transport,
+    pub auth: Auth,
+    pub connect_timeout: Duration,
+    pub call_timeout: Duration,
+    pub allow_tools: Option<Vec<String>>,
+    pub deny_tools: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    #[serde(default, alias = "type")]
+    transport: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    auth: Auth,
+    connect_timeout_ms: Option<u64>,
+    call_timeout_ms: Option<u64>,
+    allow_tools: Option<Vec<String>>,
+    #[serde(default)]
+    deny_tools: Vec<String>,
+    /// Keys other clients put in `mcpServers` entries; ignored with a warning.
+    #[serde(flatten)]
+    other: Map<String, Value>,
+}
+
+impl McpConfig {
+    pub fn parse(source: &str, settings: &Value) -> Result<Self, PluginError> {
+        let raw: Raw = serde_json::from_value(settings.clone())
+            .map_err(|e| PluginError::invalid_config(format!("sources.{source}: {e}")))?;
+        for key in raw.other.keys() {
+            tracing::warn!(source, key, "ignoring unknown setting");
+        }
+        let kind = raw.transport.as_deref().map(str::to_ascii_lowercase);
+        let transport = match (kind.as_deref(), raw.command, raw.url) {
+            (Some("stdio") | None, Some(command), None) => Transport::Stdio {
+                command,
+                args: raw.args,
+                env: raw.env,
+                cwd: raw.cwd,
+            },
+            (
+                Some("http" | "streamable_http" | "streamable-http" | "streamablehttp") | None,
+                None,
+                Some(url),
+            ) => Transport::Http {
+                url,
+                headers: raw.headers,
+            },
+            (Some(other @ ("sse" | "ws" | "websocket")), _, _) => {
+                Transport::Unsupported(other.to_string())
+            }
+            (_, Some(_), Some(_)) => {
+                return Err(PluginError::invalid_config(format!(
+                    "sources.{source}: set either `command` (stdio) or `url` (streamable HTTP), not both"
+                )));
+            }
+            (Some(t), _, _)
+                if !matches!(
+                    t,
+                    "stdio" | "http" | "streamable_http" | "streamable-http" | "streamablehttp"
+                ) =>
+            {
+                Transport::Unsupported(t.to_string())
+            }
+            _ => {
+                return Err(PluginError::invalid_config(format!(
+                    "sources.{source}: needs `command` (a stdio server) or `url` (a streamable HTTP server)"
+                )));
+            }
+        };
+        Ok(Self {
+            transport,
+            auth: raw.auth,
+            connect_timeout: Duration::from_millis(raw.connect_timeout_ms.unwrap_or(30_000)),
+            call_timeout: Duration::from_millis(raw.call_timeout_ms.unwrap_or(300_000)),
+            allow_tools: raw.allow_tools,
+            deny_tools: raw.deny_tools,
+        })
+    }
+
+    /// The transport identity that decides whether a persistent runtime can
+    /// be reused: transport and credentials, not timeouts or filters.
+    pub fn fingerprint(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.transport.hash(&mut h);
+        self.auth.hash(&mut h);
+        format!("{:016x}", h.finish())
+    }
+
+    pub fn tool_visible(&self, name: &str) -> bool {
+        self.allow_tools
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|n| n == name))
+            && !self.deny_tools.iter().any(|n| n == name)
+    }
+
+    /// A description safe for status output: no env values, headers or tokens.
+    pub fn describe(&self) -> Value {
+        match &self.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => serde_json::json!({
+                "transport": "stdio", "command": command, "args": args,
+                "env_keys": env.keys().chain(self.auth.env.keys()).collect::<Vec<_>>(), "cwd": cwd,
+            }),
+            Transport::Http { url, headers } => serde_json::json!({
+                "transport": "streamable_http", "url": url,
+                "header_names": headers.keys().chain(self.auth.headers.keys()).collect::<Vec<_>>(),
+                "bearer_token": self.auth.bearer_token.is_some(),
+            }),
+            Transport::Unsupported(t) => serde_json::json!({"transport": t, "supported": false}),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn claude_desktop_shapes() {
+        let c = McpConfig::parse(
+            "fs",
+            &json!({"command": "npx", "args": ["-y", "x"], "env": {"A": "1"}}),
+        )
+        .unwrap();
+        assert!(matches!(c.transport, Transport::Stdio { ref command, .. } if command == "npx"));
+        let c = McpConfig::parse(
+            "r",
+            &json!({"url": "http://127.0.0.1:1/mcp", "headers": {"X": "y"}}),
+        )
+        .unwrap();
+        assert!(matches!(c.transport, Transport::Http { .. }));
+        let c = McpConfig::parse("s", &json!({"type": "sse", "url": "http://x/sse"})).unwrap();
+        assert_eq!(c.transport, Transport::Unsupported("sse".into()));
+        assert!(McpConfig::parse("b", &json!({"command": "a", "url": "b"})).is_err());
+        assert!(McpConfig::parse("n", &json!({})).is_err());
+    }
+
+    #[test]
+    fn describe_hides_secrets_and_fingerprint_tracks_identity() {
+        let a = McpConfig::parse(
+            "gh",
+            &json!({"command": "srv", "env": {"TOKEN": "s3cret"}, "auth": {"env": {"KEY": "k3y"}}}),
+        )
+        .unwrap();
+        let text = a.describe().to_string();
+        assert!(!text.contains("s3cret") && !text.contains("k3y"), "{text}");
+        assert!(text.contains("TOKEN") && text.contains("KEY"));
+        let b = McpConfig::parse(
+            "gh",
+            &json!({"command": "srv", "env": {"TOKEN": "other"}, "auth": {"env": {"KEY": "k3y"}}}),
+        )
+        .unwrap();
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        let c = McpConfig::parse("gh", &json!({"command": "srv", "env": {"TOKEN": "s3cret"}, "auth": {"env": {"KEY": "k3y"}}, "call_timeout_ms": 5})).unwrap();
+        assert_eq!(a.fingerprint(), c.fingerprint());
+    }
+
+    #[test]
+    fn tool_filters() {
+        let c = McpConfig::parse(
+            "x",
+            &json!({"command": "a", "allow_tools": ["echo", "add"], "deny_tools": ["add"]}),
+        )
+        .unwrap();
+        assert!(c.tool_visible("echo"));
+        assert!(!c.tool_visible("add"));
+        assert!(!c.tool_visible("other"));
+    }
+}

@@ -1,0 +1,201 @@
+//! The one session opener both paths use — one-shot discovery and the
+//! persistent runtime: auth merged over the configured environment (auth
+//! wins), cwd kept, auth headers injected, the handshake done before the
+//! session is handed out.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::str::FromStr;
+
+use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::RoleClient;
+use rmcp::ServiceExt;
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use tokio::io::AsyncBufReadExt;
+use wf_plugin_api::PluginError;
+
+use crate::client::McpClient;
+use crate::config::{Auth, McpConfig, Transport};
+
+pub type Session = RunningService<RoleClient, McpClient>;
+
+/// The command for a stdio server: configured env, then auth env over it.
+pub fn stdio_command(
+    transport: &Transport,
+    auth: &Auth,
+) -> Result<tokio::process::Command, PluginError> {
+    let Transport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = transport
+    else {
+        return Err(PluginError::internal("not a stdio transport"));
+    };
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args);
+    // Insertion order makes auth win on duplicate keys.
+    cmd.envs(env.iter().chain(auth.env.iter()));
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    Ok(cmd)
+}
+
+/// The transport config for a streamable HTTP server: headers, auth headers
+/// over them, and the bearer token.
+pub fn http_config(
+    transport: &Transport,
+    auth: &Auth,
+) -> Result<StreamableHttpClientTransportConfig, PluginError> {
+    let Transport::Http { url, headers } = transport else {
+        return Err(PluginError::internal("not an HTTP transport"));
+    };
+    let mut map = HashMap::new();
+    for (k, v) in headers.iter().chain(auth.headers.iter()) {
+        let name = http::HeaderName::from_str(k)
+            .map_err(|_| PluginError::invalid_config(format!("invalid header name {k:?}")))?;
+        let value = http::HeaderValue::from_str(v)
+            .map_err(|_| PluginError::invalid_config(format!("invalid value for header {k:?}")))?;
+        map.insert(name, value);
+    }
+    let mut config =
+        StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+    if let Some(token) = &auth.bearer_token {
+        config = config.auth_header(token.clone());
+    }
+    Ok(config)
+}
+
+/// Opens a session and completes the MCP handshake within the connect timeout.
+pub async fn open(
+    source: &str,
+    config: &McpConfig,
+    client: McpClient,
+) -> Result<Session, PluginError> {
+    let opening = async {
+        match &config.transport {
+            Transport::Stdio { command, .. } => {
+                let cmd = stdio_command(&config.transport, &config.auth)?;
+                // Its own process group, killed as a whole: `npx` and friends
+                // start grandchildren that must not outlive the session.
+                let mut wrapped = CommandWrap::from(cmd);
+                wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+                let (proc, stderr) = TokioChildProcess::builder(wrapped)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| PluginError::upstream(format!("cannot start {command:?}: {e}")))?;
+                if let Some(stderr) = stderr {
+                    forward_stderr(source.to_string(), stderr);
+                }
+                client.serve(proc).await.map_err(|e| {
+                    PluginError::upstream(format!("MCP handshake with {command:?} failed: {e}"))
+                })
+            }
+            Transport::Http { url, .. } => {
+                let transport = StreamableHttpClientTransport::from_config(http_config(
+                    &config.transport,
+                    &config.auth,
+                )?);
+                client.serve(transport).await.map_err(|e| {
+                    PluginError::upstream(format!("MCP handshake with {url} failed: {e}"))
+                })
+            }
+            Transport::Unsupported(t) => Err(PluginError::invalid_config(format!(
+                "unsupported transport {t:?}: wf speaks stdio and streamable HTTP"
+            ))),
+        }
+    };
+    match tokio::time::timeout(config.connect_timeout, opening).await {
+        Ok(r) => r,
+        Err(_) => Err(PluginError::new(
+            wf_plugin_api::ErrorCode::Timeout,
+            format!(
+                "connecting took longer than {} ms",
+                config.connect_timeout.as_millis()
+            ),
+        )),
+    }
+}
+
+/// An upstream's stderr goes to wf's log (debug), tagged with the source.
+fn forward_stderr(source: String, stderr: tokio::process::ChildStderr) {
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!(source = %source, "upstream stderr: {line}");
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cfg(v: serde_json::Value) -> McpConfig {
+        McpConfig::parse("t", &v).unwrap()
+    }
+
+    #[test]
+    fn stdio_env_merge_auth_wins_and_cwd_kept() {
+        let c = cfg(
+            json!({"command": "srv", "args": ["-v"], "env": {"A": "conf", "B": "conf"}, "cwd": "/tmp",
+                           "auth": {"env": {"B": "auth", "C": "auth"}}}),
+        );
+        let cmd = stdio_command(&c.transport, &c.auth).unwrap();
+        let std = cmd.as_std();
+        let envs: HashMap<_, _> = std
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_str().unwrap().to_string(),
+                    v.unwrap().to_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(envs["A"], "conf");
+        assert_eq!(envs["B"], "auth");
+        assert_eq!(envs["C"], "auth");
+        assert_eq!(std.get_current_dir().unwrap(), std::path::Path::new("/tmp"));
+        assert_eq!(std.get_program(), "srv");
+        assert_eq!(std.get_args().collect::<Vec<_>>(), vec!["-v"]);
+    }
+
+    #[test]
+    fn http_headers_and_bearer() {
+        let c = cfg(
+            json!({"url": "http://127.0.0.1:9/mcp", "headers": {"X-Team": "conf", "X-A": "1"},
+                           "auth": {"headers": {"X-Team": "auth"}, "bearer_token": "tok"}}),
+        );
+        let h = http_config(&c.transport, &c.auth).unwrap();
+        let get = |k: &str| {
+            h.custom_headers
+                .iter()
+                .find(|(n, _)| n.as_str() == k.to_ascii_lowercase())
+                .map(|(_, v)| v.to_str().unwrap().to_string())
+        };
+        assert_eq!(get("X-Team").as_deref(), Some("auth"));
+        assert_eq!(get("X-A").as_deref(), Some("1"));
+        assert_eq!(h.auth_header.as_deref(), Some("tok"));
+        assert_eq!(&*h.uri, "http://127.0.0.1:9/mcp");
+    }
+
+    #[tokio::test]
+    async fn unsupported_transport_is_a_clear_error() {
+        let c = cfg(json!({"type": "sse", "url": "http://127.0.0.1:9/sse"}));
+        let e = open("t", &c, McpClient::new(None)).await.err().unwrap();
+        assert!(e.message.contains("unsupported transport \"sse\""), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_command_is_an_upstream_error() {
+        let c = cfg(json!({"command": "/nonexistent/wf-test-server"}));
+        let e = open("t", &c, McpClient::new(None)).await.err().unwrap();
+        assert_eq!(e.code, wf_plugin_api::ErrorCode::Upstream);
+        assert!(e.message.contains("cannot start"), "{e}");
+    }
+}

@@ -1,0 +1,318 @@
+//! The persistent runtime of one source: one live upstream session, reused
+//! by every call (concurrent calls are multiplexed on it), reconnected on the
+//! next call after the upstream dies — with the session epoch incremented —
+//! and closed at shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use futures::StreamExt;
+use rmcp::model::*;
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::{Peer, RoleClient};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use tokio::sync::Mutex;
+use wf_plugin_api::{
+    CallContext, CallResult, ErrorCode, GetPromptResult, PluginError, Prompt, ReadResourceResult,
+    Resource, ResourceTemplate,
+};
+
+use crate::client::{McpClient, OnListChanged};
+use crate::config::McpConfig;
+use crate::opener::{Session, open};
+
+struct Live {
+    session: Session,
+    client: McpClient,
+    epoch: u64,
+}
+
+pub struct Runtime {
+    source: String,
+    config: Arc<McpConfig>,
+    on_list_changed: Option<OnListChanged>,
+    live: Mutex<Option<Live>>,
+    epoch: AtomicU64,
+    in_flight: AtomicUsize,
+    closed: AtomicBool,
+    last_error: std::sync::Mutex<Option<String>>,
+}
+
+/// Counts a call in flight for status output.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        Self(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Sends `notifications/cancelled` upstream if the call is dropped before
+/// its response arrived (the host cancelled it).
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let peer = self.peer.clone();
+            tokio::spawn(async move {
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("cancelled by the wf client".into()),
+                    ))
+                    .await;
+            });
+        }
+    }
+}
+
+pub(crate) fn convert<T: DeserializeOwned>(v: impl Serialize) -> Result<T, PluginError> {
+    serde_json::to_value(v)
+        .and_then(serde_json::from_value)
+        .map_err(|e| PluginError::upstream(format!("unexpected reply shape: {e}")))
+}
+
+impl Runtime {
+    pub fn new(
+        source: String,
+        config: Arc<McpConfig>,
+        on_list_changed: Option<OnListChanged>,
+    ) -> Self {
+        Self {
+            source,
+            config,
+            on_list_changed,
+            live: Mutex::new(None),
+            epoch: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            last_error: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The live session, opened (or reopened, epoch + 1) when there is none.
+    async fn peer(&self) -> Result<(Peer<RoleClient>, McpClient, u64), PluginError> {
+        let mut live = self.live.lock().await;
+        if self.closed.load(Ordering::Acquire) {
+            return Err(PluginError::upstream("the source is shut down"));
+        }
+        if let Some(l) = live.as_ref()
+            && !l.session.is_transport_closed()
+        {
+            return Ok((l.session.peer().clone(), l.client.clone(), l.epoch));
+        }
+        if let Some(dead) = live.take() {
+            tracing::info!(source = %self.source, epoch = dead.epoch, "upstream session ended; reconnecting");
+            drop(dead.session);
+        }
+        let client = McpClient::new(self.on_list_changed.clone());
+        let session = open(&self.source, &self.config, client.clone())
+            .await
+            .inspect_err(|e| self.note_error(e))?;
+        let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        tracing::info!(source = %self.source, epoch, "upstream session open");
+        let peer = session.peer().clone();
+        *live = Some(Live {
+            session,
+            client: client.clone(),
+            epoch,
+        });
+        Ok((peer, client, epoch))
+    }
+
+    fn note_error(&self, e: &PluginError) {
+        *self.last_error.lock().unwrap() = Some(e.message.clone());
+    }
+
+    /// Turns a transport failure into a clear error; the next call reconnects.
+    fn failure(&self, epoch: u64, e: ServiceError) -> PluginError {
+        let err = match e {
+            ServiceError::McpError(m) => {
+                PluginError::upstream(format!("upstream error {}: {}", m.code.0, m.message))
+                    .with_data(json!({"mcp_error": m}))
+            }
+            ServiceError::Timeout { timeout } => PluginError::new(
+                ErrorCode::Timeout,
+                format!("no reply within {} ms", timeout.as_millis()),
+            ),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                PluginError::upstream(format!(
+                    "upstream session ended (epoch {epoch}): {e}; the next call starts a new session"
+                ))
+            }
+            other => PluginError::upstream(other.to_string()),
+        };
+        self.note_error(&err);
+        err
+    }
+
+    fn options(&self) -> PeerRequestOptions {
+        let mut o = PeerRequestOptions::no_options();
+        o.timeout = Some(self.config.call_timeout);
+        o
+    }
+
+    /// Sends one request on the live session, forwarding progress to `ctx`
+    /// and cancelling upstream when dropped.
+    async fn request(
+        &self,
+        request: ClientRequest,
+        ctx: Option<&CallContext>,
+    ) -> Result<(ServerResult, u64), PluginError> {
+        let (peer, client, epoch) = self.peer().await?;
+        let _in_flight = InFlight::new(&self.in_flight);
+        let handle = peer
+            .send_request_with_option(request, self.options())
+            .await
+            .map_err(|e| self.failure(epoch, e))?;
+        let mut progress = client
+            .progress
+            .subscribe(handle.progress_token.clone())
+            .await;
+        let mut guard = CancelOnDrop {
+            peer: peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let forward = async {
+            while let Some(p) = progress.next().await {
+                if let Some(ctx) = ctx {
+                    ctx.progress(p.progress, p.total, p.message.as_deref());
+                }
+            }
+            std::future::pending::<()>().await
+        };
+        let result = tokio::select! {
+            r = handle.await_response() => r,
+            () = forward => unreachable!("progress forwarding never ends on its own"),
+        };
+        guard.id = None;
+        result
+            .map(|r| (r, epoch))
+            .map_err(|e| self.failure(epoch, e))
+    }
+
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        ctx: &CallContext,
+    ) -> Result<CallResult, PluginError> {
+        let args = match arguments {
+            Value::Object(m) => m,
+            Value::Null => Map::new(),
+            other => {
+                return Err(PluginError::invalid_arguments(format!(
+                    "tool arguments must be an object, got {other}"
+                )));
+            }
+        };
+        let params = CallToolRequestParams::new(name.to_string()).with_arguments(args);
+        let req = ClientRequest::CallToolRequest(Request::new(params));
+        match self.request(req, Some(ctx)).await? {
+            (ServerResult::CallToolResult(r), _) => convert(r),
+            (other, _) => Err(unexpected("tools/call", &other)),
+        }
+    }
+
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        ctx: &CallContext,
+    ) -> Result<ReadResourceResult, PluginError> {
+        let req =
+            ClientRequest::ReadResourceRequest(Request::new(ReadResourceRequestParams::new(uri)));
+        match self.request(req, Some(ctx)).await? {
+            (ServerResult::ReadResourceResult(r), _) => convert(r),
+            (other, _) => Err(unexpected("resources/read", &other)),
+        }
+    }
+
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        ctx: &CallContext,
+    ) -> Result<GetPromptResult, PluginError> {
+        let mut params = GetPromptRequestParams::new(name);
+        params.arguments = Some(arguments);
+        let req = ClientRequest::GetPromptRequest(Request::new(params));
+        match self.request(req, Some(ctx)).await? {
+            (ServerResult::GetPromptResult(r), _) => convert(r),
+            (other, _) => Err(unexpected("prompts/get", &other)),
+        }
+    }
+
+    /// Session-scoped listings: what this session sees now.
+    pub async fn list_resources(&self) -> Result<Vec<Resource>, PluginError> {
+        let (peer, _, epoch) = self.peer().await?;
+        let items = peer
+            .list_all_resources()
+            .await
+            .map_err(|e| self.failure(epoch, e))?;
+        convert(items)
+    }
+
+    pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, PluginError> {
+        let (peer, _, epoch) = self.peer().await?;
+        let items = peer
+            .list_all_resource_templates()
+            .await
+            .map_err(|e| self.failure(epoch, e))?;
+        convert(items)
+    }
+
+    pub async fn list_prompts(&self) -> Result<Vec<Prompt>, PluginError> {
+        let (peer, _, epoch) = self.peer().await?;
+        let items = peer
+            .list_all_prompts()
+            .await
+            .map_err(|e| self.failure(epoch, e))?;
+        convert(items)
+    }
+
+    pub async fn status(&self) -> Value {
+        let connected = self
+            .live
+            .try_lock()
+            .map(|l| l.as_ref().is_some_and(|l| !l.session.is_transport_closed()))
+            .ok();
+        json!({
+            "epoch": self.epoch.load(Ordering::Acquire),
+            "connected": connected,
+            "calls_in_flight": self.in_flight.load(Ordering::Relaxed),
+            "last_error": self.last_error.lock().unwrap().clone(),
+        })
+    }
+
+    /// Closes the session (and ends a stdio server's process group).
+    pub async fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        if let Some(live) = self.live.lock().await.take() {
+            tracing::info!(source = %self.source, epoch = live.epoch, "closing upstream session");
+            let _ = live.session.cancel().await;
+        }
+    }
+}
+
+fn unexpected(method: &str, r: &ServerResult) -> PluginError {
+    let kind = serde_json::to_value(r)
+        .ok()
+        .and_then(|v| v.get("resultType").cloned())
+        .unwrap_or(Value::Null);
+    PluginError::upstream(format!(
+        "unsupported reply to {method} (resultType {kind}): wf does not drive input-required rounds or tasks"
+    ))
+}

@@ -1,0 +1,239 @@
+//! A stateful MCP server for tests and benchmarks: a counter that lives as
+//! long as the session, a slow tool, a tool that reports progress, a tool
+//! that kills the process, a resource and a prompt.
+//!
+//! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N]`: stdio by default.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use rmcp::model::*;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+#[derive(Clone, Default)]
+struct Fixture {
+    /// One counter per server instance: per process over stdio, per session over HTTP.
+    count: Arc<AtomicI64>,
+}
+
+fn tool(name: &str, description: &str, schema: Value) -> Tool {
+    serde_json::from_value(json!({"name": name, "description": description, "inputSchema": schema}))
+        .expect("tool")
+}
+
+fn obj(props: Value, required: &[&str]) -> Value {
+    json!({"type": "object", "properties": props, "required": required})
+}
+
+fn structured(v: Value) -> CallToolResult {
+    let mut r = CallToolResult::success(vec![ContentBlock::text(v.to_string())]);
+    r.structured_content = Some(v);
+    r
+}
+
+fn int_arg(args: &Option<JsonObject>, key: &str, default: i64) -> i64 {
+    args.as_ref()
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_i64)
+        .unwrap_or(default)
+}
+
+impl ServerHandler for Fixture {
+    fn get_info(&self) -> ServerConfig {
+        let caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .enable_resources()
+            .build();
+        ServerConfig::new(caps)
+            .with_server_info(Implementation::new("wf-fixture-upstream", "0.0.0"))
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(vec![
+            tool(
+                "echo",
+                "Returns its message",
+                obj(json!({"message": {"type": "string"}}), &["message"]),
+            ),
+            tool(
+                "increment",
+                "Adds `by` (default 1) to the session's counter",
+                obj(json!({"by": {"type": "integer"}}), &[]),
+            ),
+            tool("get_count", "The session's counter", obj(json!({}), &[])),
+            tool(
+                "slow",
+                "Sleeps `ms` milliseconds",
+                obj(json!({"ms": {"type": "integer"}}), &["ms"]),
+            ),
+            tool(
+                "progress",
+                "Reports `steps` progress notifications",
+                obj(
+                    json!({"steps": {"type": "integer"}, "interval_ms": {"type": "integer"}}),
+                    &[],
+                ),
+            ),
+            tool(
+                "crash",
+                "Exits the server process at once",
+                obj(json!({}), &[]),
+            ),
+            tool("pid", "The server's process id", obj(json!({}), &[])),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = &request.arguments;
+        let result = match &*request.name {
+            "echo" => {
+                let msg = args
+                    .as_ref()
+                    .and_then(|a| a.get("message"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                CallToolResult::success(vec![ContentBlock::text(msg)])
+            }
+            "increment" => {
+                let by = int_arg(args, "by", 1);
+                structured(json!({"count": self.count.fetch_add(by, Ordering::SeqCst) + by}))
+            }
+            "get_count" => structured(json!({"count": self.count.load(Ordering::SeqCst)})),
+            "slow" => {
+                let ms = int_arg(args, "ms", 0).max(0) as u64;
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(ms)) => structured(json!({"slept_ms": ms})),
+                    _ = context.ct.cancelled() => return Err(ErrorData::internal_error("cancelled", None)),
+                }
+            }
+            "progress" => {
+                let steps = int_arg(args, "steps", 3).max(0);
+                let interval = int_arg(args, "interval_ms", 10).max(0) as u64;
+                if let Some(token) = context.meta.get_progress_token() {
+                    for i in 1..=steps {
+                        let p = ProgressNotificationParam::new(token.clone(), i as f64)
+                            .with_total(steps as f64)
+                            .with_message(format!("step {i}"));
+                        let _ = context.peer.notify_progress(p).await;
+                        tokio::time::sleep(Duration::from_millis(interval)).await;
+                    }
+                }
+                structured(json!({"steps": steps}))
+            }
+            "crash" => std::process::exit(3),
+            "pid" => structured(json!({"pid": std::process::id()})),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {other}"),
+                    None,
+                ));
+            }
+        };
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let r: Resource = serde_json::from_value(
+            json!({"uri": "fixture://counter", "name": "counter", "mimeType": "text/plain"}),
+        )
+        .expect("resource");
+        Ok(ListResourcesResult::with_all_items(vec![r]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri != "fixture://counter" {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource {}", request.uri),
+                None,
+            ));
+        }
+        let r: ReadResourceResult = serde_json::from_value(json!({
+            "resultType": "complete",
+            "contents": [{"uri": "fixture://counter", "mimeType": "text/plain", "text": self.count.load(Ordering::SeqCst).to_string()}]
+        })).expect("contents");
+        Ok(ReadResourceResponse::Complete(r))
+    }
+
+    async fn list_prompts(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let p: Prompt = serde_json::from_value(json!({"name": "greet", "description": "Greets someone", "arguments": [{"name": "name", "required": true}]})).expect("prompt");
+        Ok(ListPromptsResult::with_all_items(vec![p]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let name = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("stranger");
+        let r: GetPromptResult = serde_json::from_value(json!({
+            "resultType": "complete",
+            "messages": [{"role": "user", "content": {"type": "text", "text": format!("Hello, {name}!")}}]
+        })).expect("prompt result");
+        Ok(GetPromptResponse::Complete(r))
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    if let Some(ms) = flag("--start-delay-ms") {
+        tokio::time::sleep(Duration::from_millis(ms.parse()?)).await;
+    }
+    match flag("--http") {
+        None => {
+            let service = Fixture::default().serve(rmcp::transport::stdio()).await?;
+            service.waiting().await?;
+        }
+        Some(addr) => {
+            use rmcp::transport::streamable_http_server::{
+                StreamableHttpServerConfig, StreamableHttpService,
+                session::local::LocalSessionManager,
+            };
+            let service: StreamableHttpService<Fixture, LocalSessionManager> =
+                StreamableHttpService::new(
+                    || Ok(Fixture::default()),
+                    Default::default(),
+                    StreamableHttpServerConfig::default(),
+                );
+            let listener = tokio::net::TcpListener::bind(&addr).await?;
+            eprintln!("fixture listening on http://{}/mcp", listener.local_addr()?);
+            axum::serve(listener, axum::Router::new().nest_service("/mcp", service)).await?;
+        }
+    }
+    Ok(())
+}
