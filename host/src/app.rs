@@ -29,6 +29,8 @@ pub struct App {
     pub rules: NameRules,
     pub started: Instant,
     projection: Mutex<(u64, Arc<Projection>)>,
+    /// The last projection that included session-scoped listings.
+    live: Mutex<Option<Arc<Projection>>>,
     versions: tokio::sync::watch::Receiver<u64>,
 }
 
@@ -97,6 +99,7 @@ impl App {
             rules,
             started: Instant::now(),
             projection: Mutex::new((u64::MAX, Arc::new(Projection::default()))),
+            live: Mutex::new(None),
             versions,
         });
 
@@ -139,6 +142,64 @@ impl App {
             .wait_first_discovery(self.started + grace)
             .await;
         self.projection()
+    }
+
+    /// A projection whose resources, templates and prompts are what each
+    /// source's live session lists now (they can be session-scoped, e.g. a
+    /// resource a tool call just created). Tools stay as discovered. A
+    /// source that does not answer in time keeps its discovered listings.
+    pub async fn live_projection(&self) -> Arc<Projection> {
+        self.projection_ready().await;
+        let mut snapshot = Snapshot::take(&self.sources);
+        let timeout = Duration::from_millis(self.config.config.server.live_list_timeout_ms);
+        let lists = snapshot.sources.iter().map(|(name, _)| {
+            let handle = self.sources.get(name).and_then(|e| e.handle.clone());
+            async move {
+                let handle = handle?;
+                let (r, t, p) = tokio::time::timeout(timeout, async {
+                    tokio::join!(
+                        handle.list_resources(),
+                        handle.list_resource_templates(),
+                        handle.list_prompts()
+                    )
+                })
+                .await
+                .ok()?;
+                Some((r.ok(), t.ok(), p.ok()))
+            }
+        });
+        let lists = futures::future::join_all(lists).await;
+        for ((_, catalog), live) in snapshot.sources.iter_mut().zip(lists) {
+            let Some((resources, templates, prompts)) = live else {
+                continue;
+            };
+            let c = Arc::make_mut(catalog);
+            if let Some(r) = resources {
+                c.resources = r;
+            }
+            if let Some(t) = templates {
+                c.resource_templates = t;
+            }
+            if let Some(p) = prompts {
+                c.prompts = p;
+            }
+        }
+        let p = Arc::new(Projection::build(&snapshot, self.rules));
+        *self.live.lock().unwrap() = Some(p.clone());
+        p
+    }
+
+    /// Routes a resource read: the discovered projection, else the last live
+    /// one, else a fresh live listing.
+    pub async fn resource_route(&self, uri: &str) -> Option<crate::surfaces::proxy::ResourceRoute> {
+        if let Some(r) = self.projection_ready().await.resource_route(uri) {
+            return Some(r);
+        }
+        let last = self.live.lock().unwrap().clone();
+        if let Some(r) = last.and_then(|p| p.resource_route(uri)) {
+            return Some(r);
+        }
+        self.live_projection().await.resource_route(uri)
     }
 
     pub async fn shutdown(&self) {

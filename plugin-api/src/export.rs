@@ -107,7 +107,7 @@ extern "C" fn instantiate<P: Plugin>(
 ) -> RResult<PluginBox, RString> {
     let result = catch_unwind(AssertUnwindSafe(move || {
         let init: PluginInit = serde_json::from_str(init_json.as_str()).unwrap_or_default();
-        crate::logging::install(host.clone(), &P::manifest().name, &init.log_level);
+        crate::logging::install(host.clone(), &init.log_level);
         let host = Host {
             inner: host,
             init: Arc::new(init),

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use abi_stable::std_types::RStr;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::prelude::*;
 
@@ -13,7 +14,6 @@ use crate::ffi::HostContextBox;
 
 struct ForwardLayer {
     host: HostContextBox,
-    max: Level,
 }
 
 #[derive(Default)]
@@ -47,9 +47,6 @@ fn level_number(level: &Level) -> u8 {
 }
 
 impl<S: Subscriber> Layer<S> for ForwardLayer {
-    fn enabled(&self, metadata: &tracing::Metadata<'_>, _: Context<'_, S>) -> bool {
-        *metadata.level() <= self.max
-    }
     fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
         let mut msg = Message::default();
         event.record(&mut msg);
@@ -64,12 +61,16 @@ impl<S: Subscriber> Layer<S> for ForwardLayer {
 
 /// Installs the forwarding subscriber as this dylib's global default, unless
 /// one is already set (e.g. when the plugin runs in-process in a test).
-pub(crate) fn install(host: HostContextBox, _plugin: &str, level: &str) {
+/// `filter` uses `tracing` target syntax (`info,rmcp=warn`); events it
+/// rejects never cross the ABI.
+pub(crate) fn install(host: HostContextBox, filter: &str) {
     if tracing::dispatcher::has_been_set() {
         return;
     }
-    let max = level.parse::<Level>().unwrap_or(Level::INFO);
+    let targets: Targets = filter
+        .parse()
+        .unwrap_or_else(|_| Targets::new().with_default(Level::INFO));
     let _ = tracing_subscriber::registry()
-        .with(ForwardLayer { host, max })
+        .with(ForwardLayer { host }.with_filter(targets))
         .try_init();
 }

@@ -74,7 +74,9 @@ pub struct PluginInit {
     /// The host's version (`wf --version`).
     #[serde(default)]
     pub host_version: String,
-    /// The most verbose log level the host records: error, warn, info, debug, trace.
+    /// Which plugin log events the host wants, in `tracing` target syntax:
+    /// a level (`info`) optionally followed by `target=level` pairs
+    /// (`info,rmcp=warn`). Filtered events never cross the ABI.
     #[serde(default)]
     pub log_level: String,
 }

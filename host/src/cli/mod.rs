@@ -17,8 +17,9 @@ use crate::app::StartOptions;
     about = "Serves the capabilities of native source plugins to MCP hosts"
 )]
 pub struct Cli {
-    /// Log level for stderr (error, warn, info, debug, trace) or a tracing filter; WF_LOG also works.
-    #[arg(long, global = true, env = "WF_LOG", default_value = "info")]
+    /// Log filter for stderr, also handed to plugins: a level (error, warn, info, debug, trace)
+    /// optionally followed by target=level pairs. WF_LOG also works.
+    #[arg(long, global = true, env = "WF_LOG", default_value = "info,rmcp=warn")]
     pub log_level: String,
     #[command(subcommand)]
     pub command: Command,
@@ -71,16 +72,8 @@ impl CommonArgs {
             config: self.config.clone(),
             plugin_dirs: self.plugins.clone(),
             state_dir: self.state_dir.clone(),
-            log_level: plugin_level(log_level).into(),
+            log_level: log_level.into(),
         }
-    }
-}
-
-/// The level plugins forward at: the filter's default level when it is a plain level.
-fn plugin_level(filter: &str) -> &str {
-    match filter.trim() {
-        l @ ("error" | "warn" | "info" | "debug" | "trace") => l,
-        _ => "info",
     }
 }
 

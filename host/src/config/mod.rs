@@ -83,6 +83,9 @@ pub struct ServerConfig {
     /// How long list requests right after start wait for first discovery.
     #[serde(default = "default_startup_grace_ms")]
     pub startup_grace_ms: u64,
+    /// How long a resources/prompts listing waits for a source's live session.
+    #[serde(default = "default_live_list_timeout_ms")]
+    pub live_list_timeout_ms: u64,
 }
 
 fn default_max_name_len() -> usize {
@@ -97,6 +100,9 @@ fn default_discovery_timeout_ms() -> u64 {
 fn default_startup_grace_ms() -> u64 {
     3_000
 }
+fn default_live_list_timeout_ms() -> u64 {
+    5_000
+}
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -110,6 +116,7 @@ impl Default for ServerConfig {
             state_dir: None,
             discovery_timeout_ms: default_discovery_timeout_ms(),
             startup_grace_ms: default_startup_grace_ms(),
+            live_list_timeout_ms: default_live_list_timeout_ms(),
         }
     }
 }

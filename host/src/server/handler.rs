@@ -176,7 +176,7 @@ impl ServerHandler for WfServer {
         request: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let proj = self.app.projection_ready().await;
+        let proj = self.app.live_projection().await;
         let items: Vec<&wf_plugin_api::Prompt> = proj.prompts.iter().map(|p| &p.item).collect();
         let (items, next) = paged(&items, &request, self.page_size())?;
         let mut r = ListPromptsResult::with_all_items(convert(items)?);
@@ -189,7 +189,10 @@ impl ServerHandler for WfServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let proj = self.app.projection_ready().await;
+        let mut proj = self.app.projection_ready().await;
+        if proj.prompt(&request.name).is_none() {
+            proj = self.app.live_projection().await;
+        }
         let Some(prompt) = proj.prompt(&request.name) else {
             return Err(McpError::invalid_params(
                 format!("unknown prompt {:?}", request.name),
@@ -211,7 +214,7 @@ impl ServerHandler for WfServer {
         request: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let proj = self.app.projection_ready().await;
+        let proj = self.app.live_projection().await;
         let items: Vec<&wf_plugin_api::Resource> = proj.resources.iter().map(|r| &r.item).collect();
         let (items, next) = paged(&items, &request, self.page_size())?;
         let mut r = ListResourcesResult::with_all_items(convert(items)?);
@@ -224,7 +227,7 @@ impl ServerHandler for WfServer {
         request: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let proj = self.app.projection_ready().await;
+        let proj = self.app.live_projection().await;
         let items: Vec<&wf_plugin_api::ResourceTemplate> =
             proj.templates.iter().map(|t| &t.item).collect();
         let (items, next) = paged(&items, &request, self.page_size())?;
@@ -238,8 +241,7 @@ impl ServerHandler for WfServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let proj = self.app.projection_ready().await;
-        let Some(route) = proj.resource_route(&request.uri) else {
+        let Some(route) = self.app.resource_route(&request.uri).await else {
             return Err(McpError::resource_not_found(
                 format!("no source serves resource {:?}", request.uri),
                 None,

@@ -132,6 +132,23 @@ impl SourceHandle {
         .await
     }
 
+    pub async fn list_resources(&self) -> Result<Vec<wf_plugin_api::Resource>, SourceError> {
+        self.request(&SourceRequest::ListResources, CallCtx::new())
+            .await
+    }
+
+    pub async fn list_resource_templates(
+        &self,
+    ) -> Result<Vec<wf_plugin_api::ResourceTemplate>, SourceError> {
+        self.request(&SourceRequest::ListResourceTemplates, CallCtx::new())
+            .await
+    }
+
+    pub async fn list_prompts(&self) -> Result<Vec<wf_plugin_api::Prompt>, SourceError> {
+        self.request(&SourceRequest::ListPrompts, CallCtx::new())
+            .await
+    }
+
     pub async fn status(&self) -> Value {
         self.request(&SourceRequest::Status, CallCtx::new())
             .await
