@@ -225,8 +225,15 @@ async fn dispatch<S: Source>(
     request: &str,
     ctx: CallContext,
 ) -> Result<String, PluginError> {
-    let request: SourceRequest = serde_json::from_str(request)
-        .map_err(|e| PluginError::unsupported(format!("unsupported or malformed request: {e}")))?;
+    let request: SourceRequest = serde_json::from_str(request).map_err(|e| {
+        // An operation this plugin predates is `unsupported`; a known one
+        // with bad fields is the caller's mistake.
+        if e.to_string().contains("unknown variant") {
+            PluginError::unsupported(format!("unsupported operation: {e}"))
+        } else {
+            PluginError::invalid_arguments(format!("malformed request: {e}"))
+        }
+    })?;
     let json = match request {
         SourceRequest::Catalog => serde_json::to_string(&source.catalog().await?),
         SourceRequest::CallTool { name, arguments } => {

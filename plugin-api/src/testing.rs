@@ -91,8 +91,11 @@ impl Harness {
 
     /// Creates a source with a fresh temporary data directory.
     pub fn source(&self, name: &str, kind: &str, config: Value) -> Result<TestSource, PluginError> {
+        // Unique per source created, so parallel tests never share files.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let data_dir =
-            std::env::temp_dir().join(format!("wf-harness-{}-{name}", std::process::id()));
+            std::env::temp_dir().join(format!("wf-harness-{}-{n}-{name}", std::process::id()));
         std::fs::create_dir_all(&data_dir).map_err(|e| PluginError::internal(e.to_string()))?;
         self.source_in(name, kind, config, data_dir)
     }
@@ -240,6 +243,15 @@ pub fn schema_problems(catalog: &Catalog) -> Vec<String> {
     for t in &catalog.tools {
         if t.name.is_empty() || !seen.insert(t.name.clone()) {
             problems.push(format!("tool name {:?} is empty or duplicated", t.name));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for n in &catalog.node_specs {
+        if n.name.is_empty() || !seen.insert(n.name.clone()) {
+            problems.push(format!(
+                "node spec name {:?} is empty or duplicated",
+                n.name
+            ));
         }
     }
     problems

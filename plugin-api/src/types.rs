@@ -184,7 +184,10 @@ impl NodeSpec {
             name: self.name.clone(),
             description: Some(self.description.clone()),
             input_schema: self.input_schema.clone(),
-            output_schema: Some(self.output_schema.clone()),
+            // MCP wants an output schema to be an object schema; "any" is left out.
+            output_schema: (self.output_schema.get("type").and_then(Value::as_str)
+                == Some("object"))
+            .then(|| self.output_schema.clone()),
             extra: Map::new(),
         }
     }
