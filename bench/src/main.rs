@@ -1,0 +1,249 @@
+//! `wf-bench`: how much `wf` costs in front of an MCP upstream.
+//!
+//! - overhead: echo round trips through `wf` versus the same rmcp client
+//!   straight to the same upstream, interleaved in one run (p50/p99 at
+//!   concurrency 1, calls per second at concurrency 16);
+//! - start-up: time until a complete tools/list with 10 upstream sources,
+//!   against the slowest single upstream's own start;
+//! - memory: the host's resident memory with 10 upstream sources connected.
+//!
+//! Prints markdown tables on stdout, progress on stderr. See docs/benchmarks.md.
+
+mod memory;
+mod overhead;
+mod proc;
+mod startup;
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "wf-bench",
+    about = "Benchmarks wf against its upstreams and prints markdown tables"
+)]
+struct Args {
+    /// A short smoke run (well under a minute); the numbers are only indicative.
+    #[arg(long)]
+    quick: bool,
+    /// The `wf` binary (default: next to wf-bench; its plugins must sit beside it).
+    #[arg(long, value_name = "PATH")]
+    wf: Option<PathBuf>,
+    /// The Rust upstream fixture (default: wf-fixture-upstream next to wf-bench).
+    #[arg(long, value_name = "PATH")]
+    fixture: Option<PathBuf>,
+    /// `mcp-server-everything` (default: tests/e2e/node_modules/.bin/mcp-server-everything;
+    /// skipped with a note when missing).
+    #[arg(long, value_name = "PATH")]
+    everything: Option<PathBuf>,
+    /// Run only these benchmarks (repeatable; default: all).
+    #[arg(long, value_enum, value_name = "BENCH")]
+    only: Vec<Bench>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Bench {
+    Overhead,
+    Startup,
+    Memory,
+}
+
+/// What every benchmark needs: binaries, a scratch directory, the run size.
+pub struct Env {
+    pub wf: PathBuf,
+    pub fixture: PathBuf,
+    pub everything: Option<PathBuf>,
+    pub scratch: PathBuf,
+    pub quick: bool,
+}
+
+/// The longest any child may take to answer the MCP handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Env {
+    /// `wf serve` over stdio with a fresh config and state dir holding `sources`.
+    /// Returns the command and the file its stderr goes to.
+    pub fn wf_command(&self, name: &str, sources: Value) -> anyhow::Result<(Command, PathBuf)> {
+        let config = self.scratch.join(format!("{name}.json"));
+        std::fs::write(&config, serde_json::to_vec_pretty(&json!({"sources": sources}))?)
+            .with_context(|| format!("cannot write {}", config.display()))?;
+        let state = self.scratch.join(format!("state-{name}"));
+        let _ = std::fs::remove_dir_all(&state);
+        let mut cmd = Command::new(&self.wf);
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .arg("--state-dir")
+            .arg(&state)
+            .env("WF_LOG", "warn");
+        Ok((cmd, self.scratch.join(format!("{name}.stderr"))))
+    }
+
+    /// A wf source entry for the fixture (stdio), optionally slow to start.
+    pub fn fixture_source(&self, delay_ms: u64) -> Value {
+        json!({"command": self.fixture, "args": fixture_args(delay_ms)})
+    }
+
+    pub fn fixture_command(&self, delay_ms: u64) -> Command {
+        let mut cmd = Command::new(&self.fixture);
+        cmd.args(fixture_args(delay_ms));
+        cmd
+    }
+}
+
+fn fixture_args(delay_ms: u64) -> Vec<String> {
+    if delay_ms == 0 {
+        Vec::new()
+    } else {
+        vec!["--start-delay-ms".into(), delay_ms.to_string()]
+    }
+}
+
+fn beside_exe(name: &str) -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find wf-bench's own path")?;
+    Ok(exe.parent().unwrap_or(Path::new(".")).join(name))
+}
+
+fn resolve(args: &Args) -> anyhow::Result<Env> {
+    let wf = match &args.wf {
+        Some(p) => p.clone(),
+        None => beside_exe("wf")?,
+    };
+    let fixture = match &args.fixture {
+        Some(p) => p.clone(),
+        None => beside_exe("wf-fixture-upstream")?,
+    };
+    for (what, p) in [("wf", &wf), ("the upstream fixture", &fixture)] {
+        if !p.is_file() {
+            bail!(
+                "{what} not found at {} (build it: cargo build --release -p wf-bench -p wf-host \
+                 -p wf-source-std -p wf-source-mcp -p wf-fixture-upstream)",
+                p.display()
+            );
+        }
+    }
+    let plugin_dir = wf.parent().unwrap_or(Path::new("."));
+    let has_mcp_plugin = std::fs::read_dir(plugin_dir)?
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().contains("wf_source_mcp"));
+    if !has_mcp_plugin {
+        bail!(
+            "no wf_source_mcp plugin next to {} (build -p wf-source-mcp in the same profile)",
+            wf.display()
+        );
+    }
+    let everything = match &args.everything {
+        Some(p) => Some(p.clone()),
+        None => Some(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/e2e/node_modules/.bin/mcp-server-everything"),
+        ),
+    }
+    .filter(|p| p.exists());
+    let scratch = std::env::temp_dir().join(format!("wf-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)
+        .with_context(|| format!("cannot create {}", scratch.display()))?;
+    Ok(Env {
+        wf: absolute(wf),
+        fixture: absolute(fixture),
+        everything: everything.map(absolute),
+        scratch,
+        quick: args.quick,
+    })
+}
+
+fn absolute(p: PathBuf) -> PathBuf {
+    std::path::absolute(&p).unwrap_or(p)
+}
+
+fn command_output(program: &str, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new(program).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn print_header(env: &Env) {
+    let date = command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_default();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let command: Vec<String> = std::env::args().collect();
+    println!("# wf benchmark ({})\n", if env.quick { "quick" } else { "full" });
+    println!("- date: {date}");
+    println!("- command: `{}`", command.join(" "));
+    println!("- machine: {cores} cores, {cpu}, Linux {}", kernel.trim());
+    println!(
+        "- load average at start: {}",
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    );
+    println!("- wf: `{}`", env.wf.display());
+    println!("- fixture: `{}`", env.fixture.display());
+    match &env.everything {
+        Some(p) => println!("- server-everything: `{}`", p.display()),
+        None => println!(
+            "- server-everything: not installed (run `npm ci` in tests/e2e); its rows are skipped"
+        ),
+    }
+    println!();
+}
+
+async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
+    let wants = |b: Bench| only.is_empty() || only.contains(&b);
+    print_header(env);
+    if wants(Bench::Overhead) {
+        overhead::run(env).await?;
+    }
+    if wants(Bench::Startup) {
+        startup::run(env).await?;
+    }
+    if wants(Bench::Memory) {
+        memory::run(env).await?;
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let env = match resolve(&args) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("wf-bench: {e:#}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    // Interrupting drops the run: every child is reaped by its guard.
+    let result = tokio::select! {
+        r = run(&env, &args.only) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+    };
+    match result {
+        Ok(()) => {
+            let _ = std::fs::remove_dir_all(&env.scratch);
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("wf-bench: {e:#}");
+            eprintln!(
+                "wf-bench: configs and wf's stderr are kept in {}",
+                env.scratch.display()
+            );
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,122 @@
+"""The streamable HTTP front: a public bind needs a bearer token, a loopback
+bind rejects foreign Origin and Host headers (DNS rebinding), and the official
+client still connects with its default headers."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from conftest import HttpServer, Wf, all_tools, tail
+
+OP_TIMEOUT = 30
+TOKEN = "secret"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "wf-e2e", "version": "0"},
+    },
+}
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture
+def http() -> Iterator[httpx2.Client]:
+    with httpx2.Client(timeout=15, trust_env=False) as c:
+        yield c
+
+
+def post_status(http: httpx2.Client, url: str, headers: dict[str, str] | None = None) -> int:
+    """POSTs an initialize request and returns the status (the body is not read:
+    a streamed answer may stay open)."""
+    with http.stream("POST", url, json=INITIALIZE, headers={**MCP_HEADERS, **(headers or {})}) as r:
+        return r.status_code
+
+
+def test_public_bind_without_token_refuses_to_start(wf: Wf) -> None:
+    server = wf.start_http("0.0.0.0", wait=False)
+    try:
+        code = server.proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"wf serve --http 0.0.0.0 without a token is still running:\n{tail(server.log)}")
+    assert code != 0
+    assert "token" in server.log.read_text(errors="replace").lower(), tail(server.log)
+
+
+@pytest.fixture
+def public_server(wf: Wf) -> HttpServer:
+    return wf.start_http("0.0.0.0", env={"WF_HTTP_TOKEN": TOKEN})
+
+
+def test_public_bind_requires_bearer_token(public_server: HttpServer, http: httpx2.Client) -> None:
+    url = public_server.url
+    assert post_status(http, url) == 401
+    assert post_status(http, url, {"Authorization": "Bearer wrong"}) == 401
+    assert post_status(http, url, {"Authorization": TOKEN}) == 401
+    status = post_status(http, url, {"Authorization": f"Bearer {TOKEN}"})
+    assert status not in (401, 403) and status < 500, status
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_client_with_token_on_public_bind(public_server: HttpServer, mode: str) -> None:
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as h:
+        transport = streamable_http_client(public_server.url, http_client=h)
+        async with Client(transport, mode=mode, cache=None, read_timeout_seconds=OP_TIMEOUT) as c:
+            with anyio.fail_after(OP_TIMEOUT):
+                names = {t.name for t in await all_tools(c)}
+    assert "wf_std__const" in names
+
+
+def test_loopback_rejects_foreign_origin_and_host(http_server: HttpServer, http: httpx2.Client) -> None:
+    url = http_server.url
+    assert post_status(http, url, {"Origin": "http://evil.example"}) == 403
+    assert post_status(http, url, {"Host": "evil.example"}) == 403
+    assert post_status(http, url, {"Host": f"evil.example:{http_server.port}"}) == 403
+
+
+def test_loopback_accepts_local_origin_and_host(http_server: HttpServer, http: httpx2.Client) -> None:
+    url, port = http_server.url, http_server.port
+    for headers in (
+        {},
+        {"Origin": f"http://127.0.0.1:{port}"},
+        {"Origin": f"http://localhost:{port}"},
+        {"Host": f"localhost:{port}"},
+        {"Host": f"127.0.0.1:{port}"},
+    ):
+        status = post_status(http, url, headers)
+        assert status not in (401, 403) and status < 500, (headers, status)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_client_default_headers_on_loopback(wf: Wf, http_server: HttpServer, mode: str) -> None:
+    async with wf.http_client(http_server, mode) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            names = {t.name for t in await all_tools(c)}
+            result = await c.call_tool("wf_std__const", {"value": "x"})
+    assert "wf_std__const" in names
+    assert result.structured_content == {"value": "x"}
+
+
+def test_server_stops_on_sigterm(http_server: HttpServer) -> None:
+    """Teardown relies on this: SIGTERM ends `wf serve --http` promptly."""
+    started = time.monotonic()
+    http_server.proc.terminate()
+    try:
+        http_server.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("wf serve --http ignored SIGTERM for 10s")
+    assert time.monotonic() - started < 10
