@@ -70,7 +70,12 @@ pub(crate) fn install(host: HostContextBox, filter: &str) {
     let targets: Targets = filter
         .parse()
         .unwrap_or_else(|_| Targets::new().with_default(Level::INFO));
-    let _ = tracing_subscriber::registry()
+    let installed = tracing_subscriber::registry()
         .with(ForwardLayer { host }.with_filter(targets))
         .try_init();
+    if installed.is_ok() {
+        // Panics are caught at the ABI boundary and returned as errors; report
+        // them through the host's log rather than on the process's stderr.
+        std::panic::set_hook(Box::new(|info| tracing::error!(target: "panic", "{info}")));
+    }
 }

@@ -117,8 +117,8 @@ fn load_one(
     log_level: &str,
 ) -> Result<LoadedPlugin, String> {
     let header = lib_header_from_path(file).map_err(|e| match e {
-        LibraryError::OpenError { .. } => {
-            format!("not a loadable library: {}", first_line(&e.to_string()))
+        LibraryError::OpenError { err, .. } => {
+            format!("not a loadable library: {}", one_line(&err.to_string()))
         }
         LibraryError::GetSymbolError { .. } => {
             "not a wf plugin: it exports no wf_plugin root module".to_string()

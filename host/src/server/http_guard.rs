@@ -57,7 +57,7 @@ impl HttpGuard {
             return true;
         };
         let origin = origin.trim_end_matches('/').to_ascii_lowercase();
-        if self.origins.iter().any(|o| *o == origin) {
+        if self.origins.contains(&origin) {
             return true;
         }
         let Some((scheme, authority)) = origin.split_once("://") else {
