@@ -64,6 +64,14 @@ impl CallContext {
     pub fn info(&self) -> Value {
         serde_json::from_str(self.inner.info().as_str()).unwrap_or(Value::Null)
     }
+    /// Since 1.1: the session this call must run on (default: the shared one, any epoch).
+    pub fn scope(&self) -> CallScope {
+        self.info()
+            .get("scope")
+            .cloned()
+            .and_then(|s| serde_json::from_value(s).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// A plugin: a factory of sources of one or more kinds.
@@ -143,6 +151,25 @@ pub trait Source: Send + Sync + 'static {
     /// Health and runtime details for `wf` status output. Never include secrets.
     fn status(&self) -> impl Future<Output = Value> + Send {
         async { Value::Object(Map::new()) }
+    }
+
+    /// Since 1.1: opens the session calls run on (the shared one, or a
+    /// lease's) and tells its epoch. Sources without sessions keep the default.
+    fn open_session(
+        &self,
+        _lease: Option<&str>,
+    ) -> impl Future<Output = Result<SessionInfo, PluginError>> + Send {
+        async { Err(PluginError::unsupported("this source has no sessions")) }
+    }
+
+    /// Since 1.1: opens a run-scoped session of its own.
+    fn open_lease(&self) -> impl Future<Output = Result<SessionInfo, PluginError>> + Send {
+        async { Err(PluginError::unsupported("this source has no sessions")) }
+    }
+
+    /// Since 1.1: closes a lease's session.
+    fn close_lease(&self, _lease: &str) -> impl Future<Output = Result<(), PluginError>> + Send {
+        async { Ok(()) }
     }
 
     /// Closes sessions and child processes. Called once, at shutdown or when

@@ -254,6 +254,13 @@ async fn dispatch<S: Source>(
             serde_json::to_string(&source.get_prompt(&name, arguments, ctx).await?)
         }
         SourceRequest::Status => serde_json::to_string(&source.status().await),
+        SourceRequest::OpenSession { lease } => {
+            serde_json::to_string(&source.open_session(lease.as_deref()).await?)
+        }
+        SourceRequest::OpenLease => serde_json::to_string(&source.open_lease().await?),
+        SourceRequest::CloseLease { lease } => {
+            serde_json::to_string(&source.close_lease(&lease).await?)
+        }
     };
     json.map_err(|e| PluginError::internal(format!("result is not serializable: {e}")))
 }

@@ -431,7 +431,47 @@ pub enum SourceRequest {
     },
     /// Health and runtime details (JSON object; secrets never included).
     Status,
+    /// Since 1.1: opens (if needed) the session calls will run on — the
+    /// shared persistent one, or `lease`'s — and returns its [`SessionInfo`].
+    /// Sources without sessions answer `unsupported`.
+    OpenSession {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lease: Option<String>,
+    },
+    /// Since 1.1: opens a run-scoped session of its own, returned as
+    /// [`SessionInfo`] with its `lease` id; calls whose [`CallScope`] names the
+    /// lease use it.
+    OpenLease,
+    /// Since 1.1: closes a lease's session.
+    CloseLease {
+        lease: String,
+    },
 }
+
+/// Since 1.1: which session a call must run on. Sent in the call's info as
+/// `{"scope": {...}}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CallScope {
+    /// Run on this lease's session instead of the shared one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
+    /// Fail with "upstream session restarted; state lost" unless the session
+    /// is still the one with this epoch (it did not reconnect meanwhile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_epoch: Option<u64>,
+}
+
+/// Since 1.1: a session a source's calls run on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    /// Increases each time the session is (re)opened.
+    pub epoch: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
+}
+
+/// The message of the error a call fails with when its session restarted.
+pub const STATE_LOST: &str = "upstream session restarted; state lost";
 
 /// Something a plugin tells the host outside of a call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -12,7 +12,9 @@ mod discovery;
 pub mod opener;
 mod runtime;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 use wf_plugin_api::prelude::*;
@@ -27,7 +29,12 @@ pub struct McpPlugin {
 pub struct McpSource {
     name: String,
     config: Arc<McpConfig>,
-    runtime: Runtime,
+    on_list_changed: client::OnListChanged,
+    /// The shared persistent runtime every call uses by default.
+    runtime: Arc<Runtime>,
+    /// Run-scoped leases: each its own upstream session, closed when released.
+    leases: Mutex<HashMap<String, Arc<Runtime>>>,
+    next_lease: AtomicU64,
 }
 
 impl Plugin for McpPlugin {
@@ -51,16 +58,33 @@ impl Plugin for McpPlugin {
                 source: name.clone(),
             })
         });
-        let runtime = Runtime::new(spec.name.clone(), config.clone(), Some(on_list_changed));
+        let runtime = Arc::new(Runtime::new(
+            spec.name.clone(),
+            config.clone(),
+            Some(on_list_changed.clone()),
+        ));
         Ok(McpSource {
             name: spec.name,
             config,
+            on_list_changed,
             runtime,
+            leases: Mutex::new(HashMap::new()),
+            next_lease: AtomicU64::new(1),
         })
     }
 }
 
 impl McpSource {
+    /// The runtime a call runs on: its lease's, or the shared one.
+    fn runtime_for(&self, lease: Option<&str>) -> Result<Arc<Runtime>, PluginError> {
+        match lease {
+            None => Ok(self.runtime.clone()),
+            Some(id) => self.leases.lock().unwrap().get(id).cloned().ok_or_else(|| {
+                PluginError::not_found(format!("no open lease {id:?} on source {:?}", self.name))
+            }),
+        }
+    }
+
     fn check_tool(&self, name: &str) -> Result<(), PluginError> {
         if self.config.tool_visible(name) {
             Ok(())
@@ -84,7 +108,8 @@ impl Source for McpSource {
         ctx: CallContext,
     ) -> Result<CallResult, PluginError> {
         self.check_tool(name)?;
-        self.runtime.call_tool(name, arguments, &ctx).await
+        let rt = self.runtime_for(ctx.scope().lease.as_deref())?;
+        rt.call_tool(name, arguments, &ctx).await
     }
 
     async fn list_resources(&self) -> Result<Vec<Resource>, PluginError> {
@@ -100,7 +125,8 @@ impl Source for McpSource {
         uri: &str,
         ctx: CallContext,
     ) -> Result<ReadResourceResult, PluginError> {
-        self.runtime.read_resource(uri, &ctx).await
+        let rt = self.runtime_for(ctx.scope().lease.as_deref())?;
+        rt.read_resource(uri, &ctx).await
     }
 
     async fn list_prompts(&self) -> Result<Vec<Prompt>, PluginError> {
@@ -113,17 +139,61 @@ impl Source for McpSource {
         arguments: Map<String, Value>,
         ctx: CallContext,
     ) -> Result<GetPromptResult, PluginError> {
-        self.runtime.get_prompt(name, arguments, &ctx).await
+        let rt = self.runtime_for(ctx.scope().lease.as_deref())?;
+        rt.get_prompt(name, arguments, &ctx).await
+    }
+
+    async fn open_session(&self, lease: Option<&str>) -> Result<SessionInfo, PluginError> {
+        let epoch = self.runtime_for(lease)?.open_session().await?;
+        Ok(SessionInfo {
+            epoch,
+            lease: lease.map(str::to_string),
+        })
+    }
+
+    async fn open_lease(&self) -> Result<SessionInfo, PluginError> {
+        let id = format!("lease-{}", self.next_lease.fetch_add(1, Ordering::Relaxed));
+        let rt = Arc::new(Runtime::new(
+            format!("{}#{id}", self.name),
+            self.config.clone(),
+            Some(self.on_list_changed.clone()),
+        ));
+        let epoch = rt.open_session().await?;
+        self.leases.lock().unwrap().insert(id.clone(), rt);
+        Ok(SessionInfo {
+            epoch,
+            lease: Some(id),
+        })
+    }
+
+    async fn close_lease(&self, lease: &str) -> Result<(), PluginError> {
+        let rt = self.leases.lock().unwrap().remove(lease);
+        match rt {
+            Some(rt) => {
+                rt.close().await;
+                Ok(())
+            }
+            None => Err(PluginError::not_found(format!("no open lease {lease:?}"))),
+        }
     }
 
     async fn status(&self) -> Value {
         let mut s = self.runtime.status().await;
+        s["leases"] = json!(self.leases.lock().unwrap().len());
         s["upstream"] = self.config.describe();
         s["fingerprint"] = json!(self.config.fingerprint());
         s
     }
 
     async fn shutdown(&self) {
+        let leases: Vec<Arc<Runtime>> = self
+            .leases
+            .lock()
+            .unwrap()
+            .drain()
+            .map(|(_, rt)| rt)
+            .collect();
+        futures::future::join_all(leases.iter().map(|rt| rt.close())).await;
         self.runtime.close().await;
     }
 }

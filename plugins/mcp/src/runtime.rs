@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::Mutex;
 use wf_plugin_api::{
     CallContext, CallResult, ErrorCode, GetPromptResult, PluginError, Prompt, ReadResourceResult,
-    Resource, ResourceTemplate,
+    Resource, ResourceTemplate, STATE_LOST,
 };
 
 use crate::client::{McpClient, OnListChanged};
@@ -104,14 +104,26 @@ impl Runtime {
     }
 
     /// The live session, opened (or reopened, epoch + 1) when there is none.
-    async fn peer(&self) -> Result<(Peer<RoleClient>, McpClient, u64), PluginError> {
+    /// With `expect`, the session must still be the one of that epoch: a
+    /// workflow's state lives in it, so a restarted session is an error, not a
+    /// silent fresh start.
+    async fn peer(
+        &self,
+        expect: Option<u64>,
+    ) -> Result<(Peer<RoleClient>, McpClient, u64), PluginError> {
         let mut live = self.live.lock().await;
         if self.closed.load(Ordering::Acquire) {
             return Err(PluginError::upstream("the source is shut down"));
         }
-        if let Some(l) = live.as_ref()
-            && !l.session.is_transport_closed()
+        let alive = live.as_ref().filter(|l| !l.session.is_transport_closed());
+        if let Some(expected) = expect
+            && alive.map(|l| l.epoch) != Some(expected)
         {
+            let current = self.epoch.load(Ordering::Acquire);
+            return Err(PluginError::upstream(STATE_LOST)
+                .with_data(json!({"expected_epoch": expected, "epoch": current})));
+        }
+        if let Some(l) = alive {
             return Ok((l.session.peer().clone(), l.client.clone(), l.epoch));
         }
         if let Some(dead) = live.take() {
@@ -131,6 +143,11 @@ impl Runtime {
             epoch,
         });
         Ok((peer, client, epoch))
+    }
+
+    /// Opens the session if needed and tells its epoch.
+    pub async fn open_session(&self) -> Result<u64, PluginError> {
+        Ok(self.peer(None).await?.2)
     }
 
     fn note_error(&self, e: &PluginError) {
@@ -172,7 +189,8 @@ impl Runtime {
         request: ClientRequest,
         ctx: Option<&CallContext>,
     ) -> Result<(ServerResult, u64), PluginError> {
-        let (peer, client, epoch) = self.peer().await?;
+        let expect = ctx.and_then(|c| c.scope().expect_epoch);
+        let (peer, client, epoch) = self.peer(expect).await?;
         let _in_flight = InFlight::new(&self.in_flight);
         let handle = peer
             .send_request_with_option(request, self.options())
@@ -257,7 +275,7 @@ impl Runtime {
 
     /// Session-scoped listings: what this session sees now.
     pub async fn list_resources(&self) -> Result<Vec<Resource>, PluginError> {
-        let (peer, _, epoch) = self.peer().await?;
+        let (peer, _, epoch) = self.peer(None).await?;
         let items = peer
             .list_all_resources()
             .await
@@ -266,7 +284,7 @@ impl Runtime {
     }
 
     pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, PluginError> {
-        let (peer, _, epoch) = self.peer().await?;
+        let (peer, _, epoch) = self.peer(None).await?;
         let items = peer
             .list_all_resource_templates()
             .await
@@ -275,7 +293,7 @@ impl Runtime {
     }
 
     pub async fn list_prompts(&self) -> Result<Vec<Prompt>, PluginError> {
-        let (peer, _, epoch) = self.peer().await?;
+        let (peer, _, epoch) = self.peer(None).await?;
         let items = peer
             .list_all_prompts()
             .await
