@@ -8,4 +8,6 @@ pub mod config;
 pub mod plugins;
 pub mod server;
 pub mod sources;
+pub mod store;
 pub mod surfaces;
+pub mod workflow;

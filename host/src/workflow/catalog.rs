@@ -1,0 +1,46 @@
+//! The planner catalog: every source's node specs (MCP tools become node
+//! specs in the mcp plugin's discovery; wf.std has its own), by dotted ref.
+
+use std::collections::BTreeMap;
+
+use wf_plugin_api::NodeSpec;
+
+use crate::catalog::Snapshot;
+
+#[derive(Debug, Clone)]
+pub struct CapabilityEntry {
+    pub reference: String,
+    pub source: String,
+    pub name: String,
+    pub spec: NodeSpec,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PlannerCatalog {
+    pub nodes: BTreeMap<String, CapabilityEntry>,
+}
+
+impl PlannerCatalog {
+    pub fn from_snapshot(snapshot: &Snapshot) -> Self {
+        let mut nodes = BTreeMap::new();
+        for (source, cat) in &snapshot.sources {
+            for spec in &cat.node_specs {
+                let reference = format!("{source}.{}", spec.name);
+                nodes.insert(
+                    reference.clone(),
+                    CapabilityEntry {
+                        reference,
+                        source: source.clone(),
+                        name: spec.name.clone(),
+                        spec: spec.clone(),
+                    },
+                );
+            }
+        }
+        Self { nodes }
+    }
+
+    pub fn get(&self, reference: &str) -> Option<&CapabilityEntry> {
+        self.nodes.get(reference)
+    }
+}

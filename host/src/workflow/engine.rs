@@ -1,0 +1,766 @@
+//! The engine: runs a validated workflow in dependency order, independent
+//! branches concurrently, nodes of one stateful source one at a time in the
+//! graph's order, every node through the same source API the proxy uses, and
+//! records every step in the store as it happens.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use wf_plugin_api::{CallScope, ErrorCode, STATE_LOST, SessionInfo, SourceRequest};
+
+use super::catalog::{CapabilityEntry, PlannerCatalog};
+use super::model::{OnError, SessionMode, Workflow};
+use super::refs::{self, Ref, Scope};
+use super::validate::{Problem, validate};
+use crate::app::App;
+use crate::sources::{CallCtx, SourceHandle};
+use crate::store::{NodeRecord, RunRecord, Store, new_id, now_ms};
+
+/// Where a run's workflow came from (recorded with the run).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunOrigin {
+    Draft { id: String },
+    Artifact { artifact: String },
+    Deployment { name: String, artifact: String },
+    File { path: String },
+    Inline,
+}
+
+/// A node changed state (for live progress output).
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeEvent {
+    pub run_id: String,
+    pub node_id: String,
+    pub capability: String,
+    pub status: &'static str,
+    pub elapsed_ms: u64,
+    pub error: Option<String>,
+}
+
+pub type OnEvent = Arc<dyn Fn(&NodeEvent) + Send + Sync>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("the workflow has {} problem(s)", .0.len())]
+    Invalid(Vec<Problem>),
+    #[error("{0}")]
+    BadInputs(String),
+    #[error("{0}")]
+    Store(#[from] crate::store::StoreError),
+}
+
+struct Control {
+    cancel: CancellationToken,
+    done: watch::Receiver<bool>,
+}
+
+pub struct Engine {
+    app: Arc<App>,
+    pub store: Arc<Store>,
+    runs: Mutex<HashMap<String, Control>>,
+}
+
+/// Checks the run's inputs against the workflow's input schema: required
+/// fields and top-level types.
+fn check_inputs(schema: &Value, inputs: &Value) -> Result<(), String> {
+    let Some(obj) = inputs.as_object() else {
+        return Err("inputs must be a JSON object".into());
+    };
+    for r in schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if !obj.contains_key(r) {
+            return Err(format!("missing required input {r:?}"));
+        }
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, v) in obj {
+            let Some(t) = props
+                .get(k)
+                .and_then(|p| p.get("type"))
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            let ok = match t {
+                "string" => v.is_string(),
+                "integer" => v.is_i64() || v.is_u64(),
+                "number" => v.is_number(),
+                "boolean" => v.is_boolean(),
+                "object" => v.is_object(),
+                "array" => v.is_array(),
+                "null" => v.is_null(),
+                _ => true,
+            };
+            if !ok {
+                return Err(format!("input {k:?} must be {t}, got {v}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Engine {
+    pub fn new(app: Arc<App>, store: Arc<Store>) -> Arc<Self> {
+        Arc::new(Self {
+            app,
+            store,
+            runs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The planner catalog as discovered now.
+    pub async fn catalog(&self) -> PlannerCatalog {
+        self.app.projection_ready().await;
+        PlannerCatalog::from_snapshot(&crate::catalog::Snapshot::take(&self.app.sources))
+    }
+
+    /// Validates and starts a run; returns its id at once.
+    pub async fn start(
+        self: &Arc<Self>,
+        wf: Workflow,
+        inputs: Value,
+        origin: RunOrigin,
+        on_event: Option<OnEvent>,
+    ) -> Result<String, StartError> {
+        let catalog = self.catalog().await;
+        let problems = validate(&wf, &catalog);
+        if !problems.is_empty() {
+            return Err(StartError::Invalid(problems));
+        }
+        let inputs = if inputs.is_null() { json!({}) } else { inputs };
+        check_inputs(&wf.inputs, &inputs).map_err(StartError::BadInputs)?;
+        let run_id = new_id("run");
+        let origin = serde_json::to_value(&origin).unwrap_or(Value::Null);
+        let name = if wf.name.is_empty() {
+            "workflow".to_string()
+        } else {
+            wf.name.clone()
+        };
+        self.store.create_run(&run_id, &name, &origin, &inputs)?;
+        let cancel = CancellationToken::new();
+        let (done_tx, done_rx) = watch::channel(false);
+        self.runs.lock().unwrap().insert(
+            run_id.clone(),
+            Control {
+                cancel: cancel.clone(),
+                done: done_rx,
+            },
+        );
+        let this = self.clone();
+        let id = run_id.clone();
+        tokio::spawn(async move {
+            let run = Run {
+                engine: this.clone(),
+                id: id.clone(),
+                wf,
+                inputs,
+                catalog,
+                cancel,
+                on_event,
+            };
+            run.execute().await;
+            let _ = done_tx.send(true);
+            this.runs.lock().unwrap().remove(&id);
+        });
+        Ok(run_id)
+    }
+
+    /// Waits for a run to end (or `timeout`), then returns its record.
+    pub async fn wait(
+        &self,
+        run_id: &str,
+        timeout: Duration,
+    ) -> Result<(RunRecord, Vec<NodeRecord>), crate::store::StoreError> {
+        let done = self
+            .runs
+            .lock()
+            .unwrap()
+            .get(run_id)
+            .map(|c| c.done.clone());
+        if let Some(mut done) = done {
+            let _ = tokio::time::timeout(timeout, done.wait_for(|d| *d)).await;
+        }
+        self.store.run(run_id)
+    }
+
+    /// Cancels a running run; false when it is not running here.
+    pub fn cancel(&self, run_id: &str) -> bool {
+        match self.runs.lock().unwrap().get(run_id) {
+            Some(c) => {
+                c.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Pending,
+    Running,
+    Done,
+    Skipped,
+    Failed,
+}
+
+struct Run {
+    engine: Arc<Engine>,
+    id: String,
+    wf: Workflow,
+    inputs: Value,
+    catalog: PlannerCatalog,
+    cancel: CancellationToken,
+    on_event: Option<OnEvent>,
+}
+
+struct NodeOutcome {
+    index: usize,
+    result: Result<Value, String>,
+    attempts: u32,
+}
+
+impl Run {
+    fn emit(&self, node: usize, status: &'static str, started: Instant, error: Option<String>) {
+        if let Some(f) = &self.on_event {
+            let n = &self.wf.nodes[node];
+            f(&NodeEvent {
+                run_id: self.id.clone(),
+                node_id: n.id.clone(),
+                capability: n.uses.clone(),
+                status,
+                elapsed_ms: started.elapsed().as_millis() as u64,
+                error,
+            });
+        }
+    }
+
+    fn record(
+        &self,
+        node: usize,
+        status: &str,
+        args: Option<&Value>,
+        output: Option<&Value>,
+        error: Option<&str>,
+        attempts: u32,
+        epoch: Option<u64>,
+        started_at: Option<i64>,
+        finished: bool,
+    ) {
+        let n = &self.wf.nodes[node];
+        let rec = NodeRecord {
+            node_id: n.id.clone(),
+            capability: n.uses.clone(),
+            status: status.into(),
+            args: args.cloned(),
+            output: output.cloned(),
+            error: error.map(str::to_string),
+            attempts: attempts as i64,
+            epoch: epoch.map(|e| e as i64),
+            started_at,
+            finished_at: finished.then(now_ms),
+        };
+        if let Err(e) = self.engine.store.put_node(&self.id, &rec) {
+            tracing::error!(run = %self.id, node = %n.id, "cannot record node: {e}");
+        }
+    }
+
+    fn entry(&self, i: usize) -> &CapabilityEntry {
+        self.catalog.get(&self.wf.nodes[i].uses).expect("validated")
+    }
+
+    fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, String> {
+        self.engine
+            .app
+            .sources
+            .get(source)
+            .and_then(|e| e.handle.clone())
+            .ok_or_else(|| format!("source {source:?} is not available"))
+    }
+
+    /// Opens the session each used source's calls run on: a run-scoped lease
+    /// where the workflow asks for one, else the shared persistent session
+    /// (for sources with stateful nodes), remembering its epoch.
+    async fn open_sessions(
+        &self,
+    ) -> Result<
+        (
+            BTreeMap<String, CallScope>,
+            Vec<(Arc<SourceHandle>, String)>,
+        ),
+        String,
+    > {
+        let mut used: BTreeMap<&str, bool> = BTreeMap::new();
+        for i in 0..self.wf.nodes.len() {
+            let e = self.entry(i);
+            *used.entry(e.source.as_str()).or_default() |= e.spec.stateful;
+        }
+        let mut scopes = BTreeMap::new();
+        let mut leases = Vec::new();
+        for (source, stateful) in used {
+            let mode = self
+                .wf
+                .sessions
+                .get(source)
+                .copied()
+                .unwrap_or(SessionMode::Shared);
+            if mode == SessionMode::Shared && !stateful {
+                continue;
+            }
+            let handle = self.handle(source)?;
+            let req = if mode == SessionMode::Run {
+                SourceRequest::OpenLease
+            } else {
+                SourceRequest::OpenSession { lease: None }
+            };
+            match handle.request::<SessionInfo>(&req, CallCtx::new()).await {
+                Ok(info) => {
+                    if let Some(lease) = &info.lease {
+                        leases.push((handle.clone(), lease.clone()));
+                    }
+                    scopes.insert(
+                        source.to_string(),
+                        CallScope {
+                            lease: info.lease,
+                            expect_epoch: Some(info.epoch),
+                        },
+                    );
+                }
+                // Sources without sessions (e.g. wf.std) need no scope.
+                Err(e) if e.code() == ErrorCode::Unsupported => {}
+                Err(e) => return Err(format!("cannot open a session: {e}")),
+            }
+        }
+        Ok((scopes, leases))
+    }
+
+    async fn execute(self) {
+        let started = Instant::now();
+        let (scopes, leases) = match self.open_sessions().await {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = self
+                    .engine
+                    .store
+                    .finish_run(&self.id, "failed", None, Some(&e));
+                return;
+            }
+        };
+        let _ = self
+            .engine
+            .store
+            .set_run_sessions(&self.id, &serde_json::to_value(&scopes).unwrap_or_default());
+        let (status, outputs, error) = self.schedule(&scopes).await;
+        for (handle, lease) in leases {
+            let _ = handle
+                .request::<Value>(&SourceRequest::CloseLease { lease }, CallCtx::new())
+                .await;
+        }
+        if let Err(e) =
+            self.engine
+                .store
+                .finish_run(&self.id, status, outputs.as_ref(), error.as_deref())
+        {
+            tracing::error!(run = %self.id, "cannot record the run's end: {e}");
+        }
+        tracing::info!(run = %self.id, status, ms = started.elapsed().as_millis() as u64, "run finished");
+    }
+
+    /// Dependencies of each node: `after` plus every node its args/when reference.
+    fn dependencies(&self) -> Vec<BTreeSet<usize>> {
+        let index: HashMap<&str, usize> = self
+            .wf
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.id.as_str(), i))
+            .collect();
+        self.wf
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut found = Vec::new();
+                for v in n.args.values().chain(n.when.iter()) {
+                    refs::collect(v, "", &mut found);
+                }
+                let by_ref = found.into_iter().filter_map(|(_, r)| match r {
+                    Ok(Ref::Node { id, .. }) => index.get(id.as_str()).copied(),
+                    _ => None,
+                });
+                n.after
+                    .iter()
+                    .filter_map(|a| index.get(a.as_str()).copied())
+                    .chain(by_ref)
+                    .collect()
+            })
+            .collect()
+    }
+
+    async fn schedule(
+        &self,
+        scopes: &BTreeMap<String, CallScope>,
+    ) -> (&'static str, Option<Value>, Option<String>) {
+        let n = self.wf.nodes.len();
+        let deps = self.dependencies();
+        let mut state = vec![State::Pending; n];
+        let mut outputs: HashMap<String, Value> = HashMap::new();
+        let mut busy: BTreeSet<String> = BTreeSet::new();
+        let mut tasks: JoinSet<NodeOutcome> = JoinSet::new();
+        let mut started_at: Vec<Option<Instant>> = vec![None; n];
+        let mut failure: Option<String> = None;
+
+        loop {
+            // Start every ready node, in document order; a stateful source
+            // runs one node at a time.
+            let mut progressed = true;
+            while progressed && failure.is_none() && !self.cancel.is_cancelled() {
+                progressed = false;
+                for i in 0..n {
+                    if state[i] != State::Pending
+                        || deps[i]
+                            .iter()
+                            .any(|&d| matches!(state[d], State::Pending | State::Running))
+                    {
+                        continue;
+                    }
+                    let entry = self.entry(i);
+                    if entry.spec.stateful && busy.contains(&entry.source) {
+                        continue;
+                    }
+                    progressed = true;
+                    let node = &self.wf.nodes[i];
+                    let t0 = Instant::now();
+                    if deps[i].iter().any(|&d| state[d] == State::Skipped) {
+                        state[i] = State::Skipped;
+                        self.record(
+                            i,
+                            "skipped",
+                            None,
+                            None,
+                            Some("a node it depends on was skipped"),
+                            0,
+                            None,
+                            None,
+                            true,
+                        );
+                        self.emit(i, "skipped", t0, None);
+                        continue;
+                    }
+                    let scope_vals = Scope {
+                        inputs: &self.inputs,
+                        outputs: &outputs,
+                    };
+                    if let Some(w) = &node.when {
+                        match refs::resolve(w, &scope_vals) {
+                            Ok(v) if !refs::truthy(&v) => {
+                                state[i] = State::Skipped;
+                                self.record(
+                                    i,
+                                    "skipped",
+                                    None,
+                                    None,
+                                    Some("`when` was false"),
+                                    0,
+                                    None,
+                                    None,
+                                    true,
+                                );
+                                self.emit(i, "skipped", t0, None);
+                                continue;
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                state[i] = State::Failed;
+                                failure = Some(format!("node {:?}: {e}", node.id));
+                                self.record(
+                                    i,
+                                    "failed",
+                                    None,
+                                    None,
+                                    Some(&e),
+                                    0,
+                                    None,
+                                    Some(now_ms()),
+                                    true,
+                                );
+                                self.emit(i, "failed", t0, Some(e));
+                                break;
+                            }
+                        }
+                    }
+                    let args = refs::resolve(&Value::Object(node.args.clone()), &scope_vals);
+                    let args = match args {
+                        Ok(a) => a,
+                        Err(e) => {
+                            state[i] = State::Failed;
+                            failure = Some(format!("node {:?}: {e}", node.id));
+                            self.record(
+                                i,
+                                "failed",
+                                None,
+                                None,
+                                Some(&e),
+                                0,
+                                None,
+                                Some(now_ms()),
+                                true,
+                            );
+                            self.emit(i, "failed", t0, Some(e));
+                            break;
+                        }
+                    };
+                    let scope = scopes.get(&entry.source).cloned().unwrap_or_default();
+                    let handle = match self.handle(&entry.source) {
+                        Ok(h) => h,
+                        Err(e) => {
+                            state[i] = State::Failed;
+                            failure = Some(format!("node {:?}: {e}", node.id));
+                            self.record(
+                                i,
+                                "failed",
+                                Some(&args),
+                                None,
+                                Some(&e),
+                                0,
+                                None,
+                                Some(now_ms()),
+                                true,
+                            );
+                            self.emit(i, "failed", t0, Some(e));
+                            break;
+                        }
+                    };
+                    state[i] = State::Running;
+                    started_at[i] = Some(t0);
+                    if entry.spec.stateful {
+                        busy.insert(entry.source.clone());
+                    }
+                    self.record(
+                        i,
+                        "running",
+                        Some(&args),
+                        None,
+                        None,
+                        0,
+                        scope.expect_epoch,
+                        Some(now_ms()),
+                        false,
+                    );
+                    self.emit(i, "running", t0, None);
+                    let (name, timeout, retry) = (
+                        entry.name.clone(),
+                        node.timeout_ms.map(Duration::from_millis),
+                        node.retry.clone(),
+                    );
+                    tasks.spawn(run_node(i, handle, name, args, scope, timeout, retry));
+                }
+            }
+
+            if tasks.is_empty() {
+                break;
+            }
+            let outcome = tokio::select! {
+                r = tasks.join_next() => r,
+                _ = self.cancel.cancelled() => None,
+            };
+            let Some(outcome) = outcome else {
+                // Cancelled: dropping the tasks cancels the calls in the plugins.
+                tasks.abort_all();
+                for i in 0..n {
+                    if state[i] == State::Running {
+                        self.record(
+                            i,
+                            "cancelled",
+                            None,
+                            None,
+                            Some("the run was cancelled"),
+                            0,
+                            None,
+                            None,
+                            true,
+                        );
+                        self.emit(
+                            i,
+                            "cancelled",
+                            started_at[i].unwrap_or_else(Instant::now),
+                            None,
+                        );
+                    }
+                }
+                while tasks.join_next().await.is_some() {}
+                return ("cancelled", None, Some("cancelled".into()));
+            };
+            let Ok(NodeOutcome {
+                index: i,
+                result,
+                attempts,
+            }) = outcome
+            else {
+                continue;
+            };
+            let entry = self.entry(i);
+            busy.remove(&entry.source);
+            let node = &self.wf.nodes[i];
+            let scope = scopes.get(&entry.source);
+            let epoch = scope.and_then(|s| s.expect_epoch);
+            let t0 = started_at[i].unwrap_or_else(Instant::now);
+            match result {
+                Ok(out) => {
+                    state[i] = State::Done;
+                    self.record(
+                        i,
+                        "succeeded",
+                        None,
+                        Some(&out),
+                        None,
+                        attempts,
+                        epoch,
+                        None,
+                        true,
+                    );
+                    outputs.insert(node.id.clone(), out);
+                    self.emit(i, "succeeded", t0, None);
+                }
+                Err(e) => {
+                    self.record(
+                        i,
+                        "failed",
+                        None,
+                        None,
+                        Some(&e),
+                        attempts,
+                        epoch,
+                        None,
+                        true,
+                    );
+                    self.emit(i, "failed", t0, Some(e.clone()));
+                    if node.on_error == OnError::Continue {
+                        state[i] = State::Done;
+                        outputs.insert(node.id.clone(), json!({"error": e}));
+                    } else {
+                        state[i] = State::Failed;
+                        if failure.is_none() {
+                            failure =
+                                Some(format!("node {:?} ({}) failed: {e}", node.id, node.uses));
+                        }
+                    }
+                }
+            }
+            if failure.is_some() && !tasks.is_empty() {
+                // Stop the rest: the run has failed.
+                tasks.abort_all();
+                while let Some(r) = tasks.join_next().await {
+                    if let Ok(o) = r {
+                        state[o.index] = State::Failed;
+                    }
+                }
+                for i in 0..n {
+                    if state[i] == State::Running {
+                        self.record(
+                            i,
+                            "cancelled",
+                            None,
+                            None,
+                            Some("another node failed"),
+                            0,
+                            None,
+                            None,
+                            true,
+                        );
+                    }
+                }
+            }
+        }
+
+        if let Some(e) = failure {
+            return ("failed", None, Some(e));
+        }
+        let scope_vals = Scope {
+            inputs: &self.inputs,
+            outputs: &outputs,
+        };
+        let mut out = Map::new();
+        for (k, expr) in &self.wf.outputs {
+            // An output of a skipped branch is null.
+            out.insert(
+                k.clone(),
+                refs::resolve(expr, &scope_vals).unwrap_or(Value::Null),
+            );
+        }
+        ("succeeded", Some(Value::Object(out)), None)
+    }
+}
+
+/// Runs one node: its call on the right session, with timeout and retries. A
+/// lost session is never retried: the state the workflow built is gone.
+async fn run_node(
+    index: usize,
+    handle: Arc<SourceHandle>,
+    name: String,
+    args: Value,
+    scope: CallScope,
+    timeout: Option<Duration>,
+    retry: Option<super::model::Retry>,
+) -> NodeOutcome {
+    let attempts = retry.as_ref().map(|r| r.attempts.max(1)).unwrap_or(1);
+    let backoff = Duration::from_millis(retry.as_ref().map(|r| r.backoff_ms).unwrap_or(0));
+    let mut last = String::new();
+    for attempt in 1..=attempts {
+        let ctx = CallCtx::new().with_info(json!({"scope": scope}));
+        let call = handle.run_node(&name, args.clone(), ctx);
+        let result = match timeout {
+            Some(t) => tokio::time::timeout(t, call).await.unwrap_or_else(|_| {
+                Err(crate::sources::SourceError {
+                    source_name: handle.name.clone(),
+                    error: wf_plugin_api::PluginError::new(
+                        ErrorCode::Timeout,
+                        format!("no result within {} ms", t.as_millis()),
+                    ),
+                })
+            }),
+            None => call.await,
+        };
+        match result {
+            Ok(v) => {
+                return NodeOutcome {
+                    index,
+                    result: Ok(v),
+                    attempts: attempt,
+                };
+            }
+            Err(e) => {
+                let lost = e.error.message.contains(STATE_LOST);
+                last = if lost {
+                    format!("{STATE_LOST} (source {:?})", handle.name)
+                } else {
+                    e.to_string()
+                };
+                if lost || attempt == attempts {
+                    return NodeOutcome {
+                        index,
+                        result: Err(last),
+                        attempts: attempt,
+                    };
+                }
+                tokio::time::sleep(backoff).await;
+            }
+        }
+    }
+    NodeOutcome {
+        index,
+        result: Err(last),
+        attempts,
+    }
+}

@@ -1,0 +1,13 @@
+//! Workflows: the document model, references, validation against the live
+//! planner catalog, and the engine that runs them on the sources' sessions.
+
+pub mod catalog;
+pub mod engine;
+pub mod model;
+pub mod refs;
+pub mod validate;
+
+pub use catalog::PlannerCatalog;
+pub use engine::{Engine, NodeEvent, RunOrigin};
+pub use model::Workflow;
+pub use validate::{Problem, validate};

@@ -1,0 +1,385 @@
+//! Validation against the live planner catalog, before anything runs. Every
+//! problem is listed, each with its node and the path of the offending value.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::catalog::PlannerCatalog;
+use super::model::Workflow;
+use super::refs::{Ref, collect};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Problem {
+    /// The node the problem is in (None: the workflow itself, e.g. its outputs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Where in the document: `nodes[2].args.url`, `outputs.page`…
+    pub path: String,
+    /// Stable kind: unknown_capability, missing_argument, unknown_argument,
+    /// unknown_node, unknown_input, unknown_output, type_conflict, cycle,
+    /// dangling_output, malformed_reference, duplicate_node, invalid_id, unknown_source.
+    pub kind: &'static str,
+    pub message: String,
+}
+
+fn problem(node: Option<&str>, path: String, kind: &'static str, message: String) -> Problem {
+    Problem {
+        node: node.map(str::to_string),
+        path,
+        kind,
+        message,
+    }
+}
+
+/// The sub-schema at `path`: `Ok(Some)` found, `Ok(None)` unknown (the schema
+/// does not say), `Err(seg)` the schema says `seg` does not exist.
+fn schema_at<'a>(schema: &'a Value, path: &[String]) -> Result<Option<&'a Value>, String> {
+    let mut cur = schema;
+    for seg in path {
+        if let Some(p) = cur.get("properties").and_then(Value::as_object) {
+            if let Some(next) = p.get(seg) {
+                cur = next;
+                continue;
+            }
+            match cur.get("additionalProperties") {
+                Some(Value::Bool(true)) => return Ok(None),
+                Some(extra @ Value::Object(_)) => {
+                    cur = extra;
+                    continue;
+                }
+                _ => return Err(seg.clone()),
+            }
+        }
+        if let Some(items) = cur.get("items")
+            && seg.parse::<usize>().is_ok()
+        {
+            cur = items;
+            continue;
+        }
+        return Ok(None);
+    }
+    Ok(Some(cur))
+}
+
+fn types_of(schema: &Value) -> Option<Vec<String>> {
+    match schema.get("type")? {
+        Value::String(t) => Some(vec![t.clone()]),
+        Value::Array(ts) => Some(
+            ts.iter()
+                .filter_map(|t| t.as_str().map(str::to_string))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+fn compatible(a: &[String], b: &[String]) -> bool {
+    a.iter().any(|x| {
+        b.iter().any(|y| {
+            x == y || (x == "integer" && y == "number") || (x == "number" && y == "integer")
+        })
+    })
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+pub fn validate(wf: &Workflow, catalog: &PlannerCatalog) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let ids: HashMap<&str, usize> = wf
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.id.as_str(), i))
+        .collect();
+    let mut seen = HashSet::new();
+    for (i, n) in wf.nodes.iter().enumerate() {
+        if !valid_id(&n.id) {
+            out.push(problem(
+                Some(&n.id),
+                format!("nodes[{i}].id"),
+                "invalid_id",
+                format!("node id {:?} must use letters, digits, '_' and '-'", n.id),
+            ));
+        }
+        if !seen.insert(n.id.as_str()) {
+            out.push(problem(
+                Some(&n.id),
+                format!("nodes[{i}].id"),
+                "duplicate_node",
+                format!("node id {:?} is used twice", n.id),
+            ));
+        }
+    }
+
+    // A reference, checked; returns its schema when known.
+    let check_ref = |out: &mut Vec<Problem>,
+                     node: Option<&str>,
+                     path: &str,
+                     r: &Result<Ref, String>,
+                     kind_missing: Option<&'static str>|
+     -> Option<Value> {
+        match r {
+            Err(e) => {
+                out.push(problem(
+                    node,
+                    path.to_string(),
+                    "malformed_reference",
+                    e.clone(),
+                ));
+                None
+            }
+            Ok(Ref::Input(p)) => match schema_at(&wf.inputs, p) {
+                Ok(s) => s.cloned(),
+                Err(seg) => {
+                    out.push(problem(
+                        node,
+                        path.to_string(),
+                        kind_missing.unwrap_or("unknown_input"),
+                        format!("the workflow has no input {seg:?}"),
+                    ));
+                    None
+                }
+            },
+            Ok(Ref::Node { id, path: p }) => {
+                let Some(&target) = ids.get(id.as_str()) else {
+                    out.push(problem(
+                        node,
+                        path.to_string(),
+                        kind_missing.unwrap_or("unknown_node"),
+                        format!("there is no node {id:?}"),
+                    ));
+                    return None;
+                };
+                if node == Some(id.as_str()) {
+                    out.push(problem(
+                        node,
+                        path.to_string(),
+                        "cycle",
+                        format!("node {id:?} refers to its own output"),
+                    ));
+                    return None;
+                }
+                let spec = catalog.get(&wf.nodes[target].uses)?;
+                match schema_at(&spec.spec.output_schema, p) {
+                    Ok(s) => s.cloned(),
+                    Err(seg) => {
+                        out.push(problem(
+                            node,
+                            path.to_string(),
+                            kind_missing.unwrap_or("unknown_output"),
+                            format!(
+                                "the output of node {id:?} ({}) has no field {seg:?}",
+                                wf.nodes[target].uses
+                            ),
+                        ));
+                        None
+                    }
+                }
+            }
+        }
+    };
+
+    let mut deps: Vec<HashSet<usize>> = vec![HashSet::new(); wf.nodes.len()];
+    for (i, n) in wf.nodes.iter().enumerate() {
+        let node = Some(n.id.as_str());
+        let entry = catalog.get(&n.uses);
+        if entry.is_none() {
+            let name = n.uses.rsplit('.').next().unwrap_or(&n.uses);
+            let similar: Vec<&str> = catalog
+                .nodes
+                .keys()
+                .filter(|k| k.ends_with(&format!(".{name}")))
+                .map(String::as_str)
+                .take(3)
+                .collect();
+            let hint = if similar.is_empty() {
+                "call list_capabilities to find one".to_string()
+            } else {
+                format!("did you mean {}?", similar.join(", "))
+            };
+            out.push(problem(
+                node,
+                format!("nodes[{i}].use"),
+                "unknown_capability",
+                format!("no capability {:?}: {hint}", n.uses),
+            ));
+        }
+        if let Some(entry) = entry {
+            let schema = &entry.spec.input_schema;
+            let props = schema.get("properties").and_then(Value::as_object);
+            for req in schema
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                if !n.args.contains_key(req) {
+                    out.push(problem(
+                        node,
+                        format!("nodes[{i}].args.{req}"),
+                        "missing_argument",
+                        format!("{} requires argument {req:?}", n.uses),
+                    ));
+                }
+            }
+            let open = matches!(
+                schema.get("additionalProperties"),
+                Some(Value::Bool(true)) | Some(Value::Object(_))
+            );
+            if let Some(props) = props {
+                for (k, v) in &n.args {
+                    let Some(arg_schema) = props.get(k) else {
+                        if !open {
+                            let known: Vec<&str> = props.keys().map(String::as_str).collect();
+                            out.push(problem(
+                                node,
+                                format!("nodes[{i}].args.{k}"),
+                                "unknown_argument",
+                                format!(
+                                    "{} has no argument {k:?} (it takes: {})",
+                                    n.uses,
+                                    known.join(", ")
+                                ),
+                            ));
+                        }
+                        continue;
+                    };
+                    // Type check where a whole argument is one reference.
+                    if let Some(text) = super::refs::as_ref_text(v) {
+                        let r = super::refs::parse(text);
+                        let mut scratch = Vec::new();
+                        if let Some(src) = check_ref(&mut scratch, node, "", &r, None)
+                            && let (Some(want), Some(have)) = (types_of(arg_schema), types_of(&src))
+                            && !compatible(&want, &have)
+                        {
+                            out.push(problem(
+                                node,
+                                format!("nodes[{i}].args.{k}"),
+                                "type_conflict",
+                                format!(
+                                    "argument {k:?} of {} wants {}, but {text} is {}",
+                                    n.uses,
+                                    want.join("|"),
+                                    have.join("|")
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let mut found = Vec::new();
+        for (k, v) in &n.args {
+            collect(v, &format!("nodes[{i}].args.{k}"), &mut found);
+        }
+        if let Some(w) = &n.when {
+            collect(w, &format!("nodes[{i}].when"), &mut found);
+        }
+        for (path, r) in &found {
+            check_ref(&mut out, node, path, r, None);
+            if let Ok(Ref::Node { id, .. }) = r
+                && let Some(&t) = ids.get(id.as_str())
+            {
+                deps[i].insert(t);
+            }
+        }
+        for (j, a) in n.after.iter().enumerate() {
+            match ids.get(a.as_str()) {
+                Some(&t) => {
+                    deps[i].insert(t);
+                }
+                None => out.push(problem(
+                    node,
+                    format!("nodes[{i}].after[{j}]"),
+                    "unknown_node",
+                    format!("there is no node {a:?}"),
+                )),
+            }
+        }
+    }
+
+    if let Some(cycle) = find_cycle(&deps) {
+        let names: Vec<&str> = cycle.iter().map(|&i| wf.nodes[i].id.as_str()).collect();
+        out.push(problem(
+            Some(names[0]),
+            format!("nodes[{}]", cycle[0]),
+            "cycle",
+            format!(
+                "the nodes form a cycle: {} -> {}",
+                names.join(" -> "),
+                names[0]
+            ),
+        ));
+    }
+
+    for (name, expr) in &wf.outputs {
+        let mut found = Vec::new();
+        collect(expr, &format!("outputs.{name}"), &mut found);
+        for (path, r) in &found {
+            check_ref(&mut out, None, path, r, Some("dangling_output"));
+        }
+    }
+
+    let sources: HashSet<&str> = catalog.nodes.values().map(|e| e.source.as_str()).collect();
+    for s in wf.sessions.keys() {
+        if !sources.contains(s.as_str()) {
+            out.push(problem(
+                None,
+                format!("sessions.{s}"),
+                "unknown_source",
+                format!("no source {s:?} offers workflow nodes"),
+            ));
+        }
+    }
+    out
+}
+
+/// A cycle in the dependency graph (node indexes), if any.
+fn find_cycle(deps: &[HashSet<usize>]) -> Option<Vec<usize>> {
+    // 0 new, 1 on the stack, 2 done.
+    fn visit(
+        i: usize,
+        deps: &[HashSet<usize>],
+        state: &mut [u8],
+        stack: &mut Vec<usize>,
+    ) -> Option<Vec<usize>> {
+        state[i] = 1;
+        stack.push(i);
+        let mut next: Vec<usize> = deps[i].iter().copied().collect();
+        next.sort_unstable();
+        for d in next {
+            if state[d] == 1 {
+                let from = stack.iter().position(|&x| x == d).unwrap_or(0);
+                return Some(stack[from..].to_vec());
+            }
+            if state[d] == 0
+                && let Some(c) = visit(d, deps, state, stack)
+            {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        state[i] = 2;
+        None
+    }
+    let mut state = vec![0u8; deps.len()];
+    for i in 0..deps.len() {
+        if state[i] == 0
+            && let Some(c) = visit(i, deps, &mut state, &mut Vec::new())
+        {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests;
