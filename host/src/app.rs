@@ -5,10 +5,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use wf_plugin_api::Catalog;
+
 use crate::catalog::Snapshot;
 use crate::config::LoadedConfig;
 use crate::plugins::{HostEvents, PluginSet, load_plugins, plugin_dirs};
 use crate::sources::Sources;
+use crate::store::Store;
 use crate::surfaces::proxy::{NameRules, Projection};
 
 /// What the CLI hands to [`App::start`].
@@ -28,6 +31,11 @@ pub struct App {
     pub state_dir: PathBuf,
     pub rules: NameRules,
     pub started: Instant,
+    /// Drafts, artifacts, deployments, runs.
+    pub store: Arc<Store>,
+    /// Capabilities the host itself serves (the planner's tools, deployments),
+    /// by source name; projected beside the plugins' sources.
+    locals: Mutex<Vec<(String, Arc<Catalog>)>>,
     projection: Mutex<(u64, Arc<Projection>)>,
     /// The last projection that included session-scoped listings.
     live: Mutex<Option<Arc<Projection>>>,
@@ -86,6 +94,12 @@ impl App {
         let state_dir = state_dir(opts, &config);
         std::fs::create_dir_all(&state_dir)
             .map_err(|e| anyhow::anyhow!("cannot create state dir {}: {e}", state_dir.display()))?;
+        let store = Arc::new(Store::open(&state_dir).map_err(|e| {
+            anyhow::anyhow!("cannot open the database in {}: {e}", state_dir.display())
+        })?);
+        for id in store.mark_interrupted()? {
+            tracing::warn!(run = %id, "run was interrupted when the host stopped");
+        }
         let sources = Arc::new(Sources::create(&config, configured, &plugins, &state_dir));
         let rules = NameRules {
             max_len: config.config.server.max_name_len.clamp(16, 64),
@@ -98,6 +112,8 @@ impl App {
             state_dir,
             rules,
             started: Instant::now(),
+            store,
+            locals: Mutex::new(Vec::new()),
             projection: Mutex::new((u64::MAX, Arc::new(Projection::default()))),
             live: Mutex::new(None),
             versions,
@@ -122,12 +138,36 @@ impl App {
         Ok(app)
     }
 
+    /// Sets (replaces) a host-local source's capabilities.
+    pub fn set_local(&self, name: &str, catalog: Catalog) {
+        {
+            let mut locals = self.locals.lock().unwrap();
+            locals.retain(|(n, _)| n != name);
+            locals.push((name.to_string(), Arc::new(catalog)));
+            locals.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        self.sources.touch();
+    }
+
+    pub fn is_local(&self, name: &str) -> bool {
+        self.locals.lock().unwrap().iter().any(|(n, _)| n == name)
+    }
+
+    /// The plugin sources' catalogs plus the host-local ones.
+    fn snapshot(&self) -> Snapshot {
+        let mut s = Snapshot::take(&self.sources);
+        s.sources
+            .extend(self.locals.lock().unwrap().iter().cloned());
+        s.sources.sort_by(|a, b| a.0.cmp(&b.0));
+        s
+    }
+
     /// The current projection, rebuilt when a catalog changed since the last call.
     pub fn projection(&self) -> Arc<Projection> {
         let version = *self.versions.borrow();
         let mut cached = self.projection.lock().unwrap();
         if cached.0 != version {
-            let snapshot = Snapshot::take(&self.sources);
+            let snapshot = self.snapshot();
             *cached = (version, Arc::new(Projection::build(&snapshot, self.rules)));
         }
         cached.1.clone()
@@ -150,7 +190,7 @@ impl App {
     /// source that does not answer in time keeps its discovered listings.
     pub async fn live_projection(&self) -> Arc<Projection> {
         self.projection_ready().await;
-        let mut snapshot = Snapshot::take(&self.sources);
+        let mut snapshot = self.snapshot();
         let timeout = Duration::from_millis(self.config.config.server.live_list_timeout_ms);
         let lists = snapshot.sources.iter().map(|(name, _)| {
             let handle = self.sources.get(name).and_then(|e| e.handle.clone());

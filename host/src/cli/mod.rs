@@ -2,6 +2,7 @@
 
 mod check;
 mod plugins;
+mod run;
 mod serve;
 
 use std::path::PathBuf;
@@ -33,6 +34,36 @@ pub enum Command {
     Plugins(PluginsArgs),
     /// Validate the config and the plugins; exit non-zero on any problem.
     Check(CommonArgs),
+    /// Run a workflow file with live progress, then print its outputs.
+    Run(RunArgs),
+    /// List recent workflow runs.
+    Runs(RunsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The workflow document (JSON).
+    pub file: PathBuf,
+    /// A workflow input as key=value (the value is parsed as JSON when it can be); repeatable.
+    #[arg(long = "input", value_name = "KEY=VALUE")]
+    pub input: Vec<String>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct RunsArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// How many runs to show.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Only runs with this status (running, succeeded, failed, cancelled, interrupted).
+    #[arg(long)]
+    pub status: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -107,6 +138,8 @@ pub fn main() -> i32 {
             Command::Serve(a) => serve::run(a, &cli.log_level).await,
             Command::Plugins(a) => plugins::run(a, &cli.log_level),
             Command::Check(a) => check::run(a, &cli.log_level),
+            Command::Run(a) => run::run(a, &cli.log_level).await,
+            Command::Runs(a) => run::runs(a, &cli.log_level),
         }
     });
     // Plugin runtimes and upstream clients may hold threads; do not wait for them.

@@ -14,16 +14,18 @@ use wf_plugin_api::ErrorCode;
 
 use crate::app::App;
 use crate::sources::{CallCtx, SourceError, SourceHandle};
+use crate::surfaces::planner::Planner;
 use crate::surfaces::proxy::page;
 
 #[derive(Clone)]
 pub struct WfServer {
     app: Arc<App>,
+    planner: Arc<Planner>,
 }
 
 impl WfServer {
-    pub fn new(app: Arc<App>) -> Self {
-        Self { app }
+    pub fn new(app: Arc<App>, planner: Arc<Planner>) -> Self {
+        Self { app, planner }
     }
 
     fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, McpError> {
@@ -161,8 +163,12 @@ impl ServerHandler for WfServer {
                 None,
             ));
         };
-        let handle = self.handle(&tool.source)?;
         let args = Value::Object(request.arguments.unwrap_or_default());
+        if self.app.is_local(&tool.source) {
+            let result = self.planner.call(&tool.source, &tool.original, args).await;
+            return Ok(CallToolResponse::Complete(complete(result)?));
+        }
+        let handle = self.handle(&tool.source)?;
         let name = tool.original.clone();
         let result = with_progress_and_cancel(&context, async |ctx| {
             handle.call_tool(&name, args, ctx).await

@@ -13,10 +13,13 @@ use std::sync::Arc;
 use rmcp::ServiceExt;
 
 use crate::app::App;
+use crate::surfaces::planner::Planner;
 
 /// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives.
-pub async fn serve_stdio(app: Arc<App>) -> anyhow::Result<()> {
-    let service = WfServer::new(app).serve(rmcp::transport::stdio()).await?;
+pub async fn serve_stdio(app: Arc<App>, planner: Arc<Planner>) -> anyhow::Result<()> {
+    let service = WfServer::new(app, planner)
+        .serve(rmcp::transport::stdio())
+        .await?;
     tokio::select! {
         r = service.waiting() => { r?; }
         _ = shutdown_signal() => {}

@@ -132,6 +132,11 @@ impl Sources {
         self.entries.values()
     }
 
+    /// Marks the catalog as changed (e.g. a host-local capability was added).
+    pub fn touch(&self) {
+        self.version.send_modify(|v| *v += 1);
+    }
+
     /// Ticks each time some source's catalog changes.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.version.subscribe()

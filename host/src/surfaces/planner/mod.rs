@@ -1,0 +1,506 @@
+//! The planner surface: tools an LLM uses to discover capabilities, write,
+//! validate, save, publish, deploy and run workflows. Served as the host-local
+//! source `wf.planner`; each deployment is a tool of the local source `wf.deploy`.
+
+mod tools;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wf_plugin_api::{CallResult, Catalog, Tool};
+
+use crate::app::App;
+use crate::catalog::Snapshot;
+use crate::sources::CallCtx;
+use crate::store::StoreError;
+use crate::workflow::engine::StartError;
+use crate::workflow::{Engine, RunOrigin, Workflow, validate};
+
+pub const PLANNER_SOURCE: &str = "wf.planner";
+pub const DEPLOY_SOURCE: &str = "wf.deploy";
+const DEFAULT_WAIT: Duration = Duration::from_secs(600);
+
+pub struct Planner {
+    app: Arc<App>,
+    pub engine: Arc<Engine>,
+}
+
+/// A failed planner call: what went wrong and what to do next.
+struct Failure {
+    error: String,
+    hint: &'static str,
+    detail: Value,
+}
+
+fn fail(error: impl Into<String>, hint: &'static str) -> Failure {
+    Failure {
+        error: error.into(),
+        hint,
+        detail: Value::Null,
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        let hint = match e {
+            StoreError::NotFound(_) => {
+                "check the id or name with list_drafts, list_runs or list_capabilities"
+            }
+            _ => "retry; if it persists, check the host's log",
+        };
+        fail(e.to_string(), hint)
+    }
+}
+
+type Reply = Result<Value, Failure>;
+
+fn arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
+    args.get(key).and_then(Value::as_str)
+}
+
+fn need<'a>(args: &'a Value, key: &str) -> Result<&'a str, Failure> {
+    arg(args, key).ok_or_else(|| {
+        fail(
+            format!("missing argument {key:?}"),
+            "see the tool's input schema",
+        )
+    })
+}
+
+fn valid_deployment_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 40
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+impl Planner {
+    pub fn new(app: Arc<App>) -> Arc<Self> {
+        let engine = Engine::new(app.clone(), app.store.clone());
+        let planner = Arc::new(Self { app, engine });
+        planner.app.set_local(PLANNER_SOURCE, tools::catalog());
+        planner.refresh_deployments();
+        planner
+    }
+
+    /// Serves each deployment as a tool taking its workflow's inputs.
+    pub fn refresh_deployments(&self) {
+        let mut catalog = Catalog::default();
+        for d in self.app.store.deployments().unwrap_or_default() {
+            let Ok(artifact) = self
+                .app
+                .store
+                .artifact(&d.artifact_name, Some(d.artifact_version))
+            else {
+                continue;
+            };
+            let wf = Workflow::from_value(&artifact.document).ok();
+            let about = wf
+                .as_ref()
+                .map(|w| w.description.clone())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "Runs a deployed workflow".into());
+            let schema = wf
+                .map(|w| w.inputs)
+                .unwrap_or_else(|| json!({"type": "object"}));
+            let schema = if schema.get("type").is_some() {
+                schema
+            } else {
+                json!({"type": "object"})
+            };
+            catalog = catalog.tool(Tool::new(
+                &d.name,
+                format!("{about} (deployment of {})", artifact.reference()),
+                schema,
+            ));
+        }
+        self.app.set_local(DEPLOY_SOURCE, catalog);
+    }
+
+    /// Handles a call to a host-local tool.
+    pub async fn call(&self, source: &str, name: &str, args: Value) -> CallResult {
+        let reply = match source {
+            DEPLOY_SOURCE => {
+                self.run_deployment(&json!({"name": name, "inputs": args}))
+                    .await
+            }
+            _ => self.planner_call(name, &args).await,
+        };
+        match reply {
+            Ok(v) => {
+                let failed = v
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| matches!(s, "failed" | "cancelled"));
+                CallResult {
+                    is_error: failed,
+                    ..CallResult::structured(v)
+                }
+            }
+            Err(f) => {
+                let mut v = json!({"error": f.error, "hint": f.hint});
+                if !f.detail.is_null() {
+                    v["detail"] = f.detail;
+                }
+                CallResult {
+                    is_error: true,
+                    ..CallResult::structured(v)
+                }
+            }
+        }
+    }
+
+    async fn planner_call(&self, name: &str, args: &Value) -> Reply {
+        match name {
+            "list_capabilities" => self.list_capabilities(args).await,
+            "describe_capability" => self.describe(args).await,
+            "validate_workflow" => self.validate(args).await,
+            "save_draft" => self.save_draft(args).await,
+            "get_draft" => {
+                let d = self.app.store.draft(need(args, "draft_id")?)?;
+                Ok(
+                    json!({"draft_id": d.id, "name": d.name, "workflow": d.document, "updated_at": d.updated_at}),
+                )
+            }
+            "list_drafts" => {
+                let drafts: Vec<Value> = self
+                    .app
+                    .store
+                    .drafts()?
+                    .into_iter()
+                    .map(|d| json!({"draft_id": d.id, "name": d.name, "updated_at": d.updated_at}))
+                    .collect();
+                Ok(json!({"drafts": drafts}))
+            }
+            "publish_artifact" => self.publish(args).await,
+            "deploy" => self.deploy(args),
+            "run_deployment" => self.run_deployment(args).await,
+            "run_workflow" => self.run_workflow(args).await,
+            "get_run" => {
+                let (run, nodes) = self.app.store.run(need(args, "run_id")?)?;
+                Ok(json!({"run": run, "nodes": nodes}))
+            }
+            "list_runs" => {
+                let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(20) as usize;
+                let runs = self.app.store.runs(limit, arg(args, "status"))?;
+                let runs: Vec<Value> = runs.into_iter().map(|r| json!({"run_id": r.id, "workflow": r.workflow, "status": r.status, "origin": r.origin, "started_at": r.started_at, "finished_at": r.finished_at, "error": r.error})).collect();
+                Ok(json!({"runs": runs}))
+            }
+            "cancel_run" => {
+                let id = need(args, "run_id")?;
+                let cancelled = self.engine.cancel(id);
+                let (run, _) = self.engine.wait(id, Duration::from_secs(10)).await?;
+                Ok(json!({"run_id": id, "cancelled": cancelled, "status": run.status}))
+            }
+            "call_capability" => self.call_capability(args).await,
+            other => Err(fail(
+                format!("no planner tool {other:?}"),
+                "list the server's tools",
+            )),
+        }
+    }
+
+    async fn list_capabilities(&self, args: &Value) -> Reply {
+        let kind = arg(args, "kind").unwrap_or("node");
+        let query: Vec<String> = arg(args, "query")
+            .unwrap_or("")
+            .split_whitespace()
+            .map(str::to_lowercase)
+            .collect();
+        let only = arg(args, "source");
+        let limit = args
+            .get("limit")
+            .and_then(Value::as_u64)
+            .unwrap_or(50)
+            .clamp(1, 200) as usize;
+        self.app.projection_ready().await;
+        let snapshot = Snapshot::take(&self.app.sources);
+        let mut items = Vec::new();
+        for (source, cat) in &snapshot.sources {
+            if only.is_some_and(|o| o != source) {
+                continue;
+            }
+            let mut push = |name: &str, description: &str, extra: Value| {
+                let reference = format!("{source}.{name}");
+                let hay = format!("{reference} {description}").to_lowercase();
+                if query.iter().all(|q| hay.contains(q)) {
+                    let short: String = description.chars().take(200).collect();
+                    let mut item = json!({"ref": reference, "kind": kind, "source": source, "name": name, "description": short});
+                    if let (Some(o), Some(e)) = (item.as_object_mut(), extra.as_object()) {
+                        o.extend(e.clone());
+                    }
+                    items.push(item);
+                }
+            };
+            match kind {
+                "node" => cat.node_specs.iter().for_each(|n| {
+                    push(
+                        &n.name,
+                        &n.description,
+                        json!({"stateful": n.stateful, "side_effects": n.side_effects}),
+                    )
+                }),
+                "tool" => cat
+                    .tools
+                    .iter()
+                    .for_each(|t| push(&t.name, t.description.as_deref().unwrap_or(""), json!({}))),
+                "prompt" => cat
+                    .prompts
+                    .iter()
+                    .for_each(|p| push(&p.name, p.description.as_deref().unwrap_or(""), json!({}))),
+                "resource" => cat.resources.iter().for_each(|r| {
+                    push(
+                        &r.name,
+                        r.description.as_deref().unwrap_or(""),
+                        json!({"uri": r.uri}),
+                    )
+                }),
+                other => {
+                    return Err(fail(
+                        format!("unknown kind {other:?}"),
+                        "use node, tool, prompt or resource",
+                    ));
+                }
+            }
+        }
+        let (page, next) = crate::surfaces::proxy::page(&items, arg(args, "cursor"), limit)
+            .map_err(|e| fail(e, "pass the next_cursor you were given"))?;
+        Ok(json!({"items": page, "total": items.len(), "next_cursor": next}))
+    }
+
+    async fn describe(&self, args: &Value) -> Reply {
+        let reference = need(args, "ref")?;
+        let catalog = self.engine.catalog().await;
+        let Some(e) = catalog.get(reference) else {
+            return Err(fail(
+                format!("no capability {reference:?}"),
+                "call list_capabilities to find refs",
+            ));
+        };
+        let required: Vec<&str> = e
+            .spec
+            .input_schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let example_args: serde_json::Map<String, Value> = required
+            .iter()
+            .map(|r| (r.to_string(), json!(format!("<{r}>"))))
+            .collect();
+        Ok(json!({
+            "ref": reference, "kind": "node", "source": e.source, "name": e.name,
+            "description": e.spec.description, "input_schema": e.spec.input_schema, "output_schema": e.spec.output_schema,
+            "stateful": e.spec.stateful, "side_effects": e.spec.side_effects,
+            "example_node": {"id": "step1", "use": reference, "args": example_args},
+        }))
+    }
+
+    fn parse(&self, v: Option<&Value>) -> Result<Workflow, Failure> {
+        let v = v.ok_or_else(|| {
+            fail(
+                "missing argument \"workflow\"",
+                "pass the workflow document as `workflow`",
+            )
+        })?;
+        Workflow::from_value(v).map_err(|e| {
+            fail(
+                e,
+                "see the wf_std__author_workflow prompt for the document format",
+            )
+        })
+    }
+
+    async fn validate(&self, args: &Value) -> Reply {
+        let wf = self.parse(args.get("workflow"))?;
+        let problems = validate(&wf, &self.engine.catalog().await);
+        let hint = if problems.is_empty() {
+            "valid: save_draft, then publish_artifact and deploy, or run_workflow"
+        } else {
+            "fix each problem at its path, then validate again"
+        };
+        Ok(json!({"valid": problems.is_empty(), "problems": problems, "hint": hint}))
+    }
+
+    async fn save_draft(&self, args: &Value) -> Reply {
+        let wf = self.parse(args.get("workflow"))?;
+        let name = arg(args, "name").map(str::to_string).unwrap_or_else(|| {
+            if wf.name.is_empty() {
+                "workflow".into()
+            } else {
+                wf.name.clone()
+            }
+        });
+        let d = self.app.store.save_draft(
+            arg(args, "draft_id"),
+            &name,
+            &serde_json::to_value(&wf).unwrap_or_default(),
+        )?;
+        let problems = validate(&wf, &self.engine.catalog().await);
+        Ok(
+            json!({"draft_id": d.id, "name": d.name, "valid": problems.is_empty(), "problems": problems}),
+        )
+    }
+
+    async fn publish(&self, args: &Value) -> Reply {
+        let d = self.app.store.draft(need(args, "draft_id")?)?;
+        let wf = Workflow::from_value(&d.document)
+            .map_err(|e| fail(e, "fix the draft with save_draft"))?;
+        let problems = validate(&wf, &self.engine.catalog().await);
+        if !problems.is_empty() {
+            return Err(Failure {
+                error: "the draft is not valid".into(),
+                hint: "fix the problems, save_draft, then publish again",
+                detail: json!(problems),
+            });
+        }
+        let name = arg(args, "name").unwrap_or(&d.name);
+        let a = self.app.store.publish(name, &d.document, Some(&d.id))?;
+        Ok(
+            json!({"artifact": a.reference(), "name": a.name, "version": a.version, "hash": a.hash, "hint": "deploy it with deploy"}),
+        )
+    }
+
+    fn deploy(&self, args: &Value) -> Reply {
+        let name = need(args, "name")?;
+        if !valid_deployment_name(name) {
+            return Err(fail(
+                format!("invalid deployment name {name:?}"),
+                "use up to 40 letters, digits, '_' and '-'",
+            ));
+        }
+        let spec = need(args, "artifact")?;
+        let (an, av) =
+            match spec.split_once('@') {
+                Some((n, v)) => (
+                    n,
+                    Some(v.parse::<i64>().map_err(|_| {
+                        fail(format!("bad version in {spec:?}"), "use name@version")
+                    })?),
+                ),
+                None => (spec, None),
+            };
+        let artifact = self.app.store.artifact(an, av)?;
+        let d = self.app.store.deploy(name, &artifact)?;
+        self.refresh_deployments();
+        let tool = self
+            .app
+            .projection()
+            .tools
+            .iter()
+            .find(|t| t.source == DEPLOY_SOURCE && t.original == name)
+            .map(|t| t.name.clone());
+        Ok(
+            json!({"deployment": d.name, "artifact": artifact.reference(), "tool": tool, "hint": "run it with run_deployment or by calling its tool"}),
+        )
+    }
+
+    async fn run(&self, wf: Workflow, inputs: Value, origin: RunOrigin, args: &Value) -> Reply {
+        let run_id = match self.engine.start(wf, inputs, origin, None).await {
+            Ok(id) => id,
+            Err(StartError::Invalid(problems)) => {
+                return Err(Failure {
+                    error: "the workflow is not valid against the current catalog".into(),
+                    hint: "fix the problems (validate_workflow), then run again",
+                    detail: json!(problems),
+                });
+            }
+            Err(StartError::BadInputs(e)) => {
+                return Err(fail(e, "pass inputs matching the workflow's input schema"));
+            }
+            Err(StartError::Store(e)) => return Err(e.into()),
+        };
+        if args.get("wait").and_then(Value::as_bool) == Some(false) {
+            return Ok(json!({"run_id": run_id, "status": "running", "hint": "poll get_run"}));
+        }
+        let wait = args
+            .get("timeout_ms")
+            .and_then(Value::as_u64)
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_WAIT);
+        let (run, nodes) = self.engine.wait(&run_id, wait).await?;
+        let nodes: Vec<Value> = nodes
+            .iter()
+            .map(|n| json!({"id": n.node_id, "use": n.capability, "status": n.status, "ms": n.finished_at.zip(n.started_at).map(|(f, s)| f - s), "error": n.error}))
+            .collect();
+        Ok(
+            json!({"run_id": run.id, "status": run.status, "outputs": run.outputs, "error": run.error, "nodes": nodes}),
+        )
+    }
+
+    async fn run_deployment(&self, args: &Value) -> Reply {
+        let name = need(args, "name")?;
+        let d = self.app.store.deployment(name)?;
+        let artifact = self
+            .app
+            .store
+            .artifact(&d.artifact_name, Some(d.artifact_version))?;
+        let wf = Workflow::from_value(&artifact.document)
+            .map_err(|e| fail(e, "redeploy a valid artifact"))?;
+        let origin = RunOrigin::Deployment {
+            name: name.into(),
+            artifact: artifact.reference(),
+        };
+        self.run(
+            wf,
+            args.get("inputs").cloned().unwrap_or(Value::Null),
+            origin,
+            args,
+        )
+        .await
+    }
+
+    async fn run_workflow(&self, args: &Value) -> Reply {
+        let (wf, origin) = match arg(args, "draft_id") {
+            Some(id) => {
+                let d = self.app.store.draft(id)?;
+                (
+                    Workflow::from_value(&d.document)
+                        .map_err(|e| fail(e, "fix the draft with save_draft"))?,
+                    RunOrigin::Draft { id: id.into() },
+                )
+            }
+            None => (self.parse(args.get("workflow"))?, RunOrigin::Inline),
+        };
+        self.run(
+            wf,
+            args.get("inputs").cloned().unwrap_or(Value::Null),
+            origin,
+            args,
+        )
+        .await
+    }
+
+    async fn call_capability(&self, args: &Value) -> Reply {
+        let reference = need(args, "ref")?;
+        let catalog = self.engine.catalog().await;
+        let e = catalog.get(reference).ok_or_else(|| {
+            fail(
+                format!("no capability {reference:?}"),
+                "call list_capabilities to find refs",
+            )
+        })?;
+        let handle = self
+            .app
+            .sources
+            .get(&e.source)
+            .and_then(|s| s.handle.clone())
+            .ok_or_else(|| {
+                fail(
+                    format!("source {:?} is not available", e.source),
+                    "check the source's status",
+                )
+            })?;
+        let arguments = args.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        match handle.run_node(&e.name, arguments, CallCtx::new()).await {
+            Ok(output) => Ok(json!({"ref": reference, "output": output})),
+            Err(err) => Err(fail(
+                err.to_string(),
+                "check the arguments against describe_capability",
+            )),
+        }
+    }
+}
