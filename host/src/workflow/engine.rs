@@ -247,34 +247,26 @@ impl Run {
         }
     }
 
-    fn record(
-        &self,
-        node: usize,
-        status: &str,
-        args: Option<&Value>,
-        output: Option<&Value>,
-        error: Option<&str>,
-        attempts: u32,
-        epoch: Option<u64>,
-        started_at: Option<i64>,
-        finished: bool,
-    ) {
-        let n = &self.wf.nodes[node];
-        let rec = NodeRecord {
-            node_id: n.id.clone(),
-            capability: n.uses.clone(),
-            status: status.into(),
-            args: args.cloned(),
-            output: output.cloned(),
-            error: error.map(str::to_string),
-            attempts: attempts as i64,
-            epoch: epoch.map(|e| e as i64),
-            started_at,
-            finished_at: finished.then(now_ms),
-        };
-        if let Err(e) = self.engine.store.put_node(&self.id, &rec) {
-            tracing::error!(run = %self.id, node = %n.id, "cannot record node: {e}");
+    /// Saves a node's record (one transaction).
+    fn save(&self, rec: &NodeRecord) {
+        if let Err(e) = self.engine.store.put_node(&self.id, rec) {
+            tracing::error!(run = %self.id, node = %rec.node_id, "cannot record node: {e}");
         }
+    }
+
+    /// Marks a node finished with `status` and saves it.
+    fn finish(
+        &self,
+        rec: &mut NodeRecord,
+        status: &str,
+        output: Option<Value>,
+        error: Option<String>,
+    ) {
+        rec.status = status.into();
+        rec.output = output;
+        rec.error = error;
+        rec.finished_at = Some(now_ms());
+        self.save(rec);
     }
 
     fn entry(&self, i: usize) -> &CapabilityEntry {
@@ -418,7 +410,24 @@ impl Run {
         let mut outputs: HashMap<String, Value> = HashMap::new();
         let mut busy: BTreeSet<String> = BTreeSet::new();
         let mut tasks: JoinSet<NodeOutcome> = JoinSet::new();
-        let mut started_at: Vec<Option<Instant>> = vec![None; n];
+        let mut clock: Vec<Instant> = vec![Instant::now(); n];
+        let mut recs: Vec<NodeRecord> = self
+            .wf
+            .nodes
+            .iter()
+            .map(|node| NodeRecord {
+                node_id: node.id.clone(),
+                capability: node.uses.clone(),
+                status: "pending".into(),
+                args: None,
+                output: None,
+                error: None,
+                attempts: 0,
+                epoch: None,
+                started_at: None,
+                finished_at: None,
+            })
+            .collect();
         let mut failure: Option<String> = None;
 
         loop {
@@ -441,124 +450,64 @@ impl Run {
                     }
                     progressed = true;
                     let node = &self.wf.nodes[i];
-                    let t0 = Instant::now();
+                    clock[i] = Instant::now();
+                    recs[i].started_at = Some(now_ms());
                     if deps[i].iter().any(|&d| state[d] == State::Skipped) {
                         state[i] = State::Skipped;
-                        self.record(
-                            i,
+                        self.finish(
+                            &mut recs[i],
                             "skipped",
                             None,
-                            None,
-                            Some("a node it depends on was skipped"),
-                            0,
-                            None,
-                            None,
-                            true,
+                            Some("a node it depends on was skipped".into()),
                         );
-                        self.emit(i, "skipped", t0, None);
+                        self.emit(i, "skipped", clock[i], None);
                         continue;
                     }
-                    let scope_vals = Scope {
+                    let values = Scope {
                         inputs: &self.inputs,
                         outputs: &outputs,
                     };
-                    if let Some(w) = &node.when {
-                        match refs::resolve(w, &scope_vals) {
-                            Ok(v) if !refs::truthy(&v) => {
-                                state[i] = State::Skipped;
-                                self.record(
-                                    i,
-                                    "skipped",
-                                    None,
-                                    None,
-                                    Some("`when` was false"),
-                                    0,
-                                    None,
-                                    None,
-                                    true,
-                                );
-                                self.emit(i, "skipped", t0, None);
-                                continue;
-                            }
-                            Ok(_) => {}
-                            Err(e) => {
-                                state[i] = State::Failed;
-                                failure = Some(format!("node {:?}: {e}", node.id));
-                                self.record(
-                                    i,
-                                    "failed",
-                                    None,
-                                    None,
-                                    Some(&e),
-                                    0,
-                                    None,
-                                    Some(now_ms()),
-                                    true,
-                                );
-                                self.emit(i, "failed", t0, Some(e));
-                                break;
-                            }
-                        }
+                    let when = node
+                        .when
+                        .as_ref()
+                        .map(|w| refs::resolve(w, &values))
+                        .transpose();
+                    if let Ok(Some(v)) = &when
+                        && !refs::truthy(v)
+                    {
+                        state[i] = State::Skipped;
+                        self.finish(
+                            &mut recs[i],
+                            "skipped",
+                            None,
+                            Some("`when` was false".into()),
+                        );
+                        self.emit(i, "skipped", clock[i], None);
+                        continue;
                     }
-                    let args = refs::resolve(&Value::Object(node.args.clone()), &scope_vals);
-                    let args = match args {
-                        Ok(a) => a,
+                    let prepared = when
+                        .and_then(|_| refs::resolve(&Value::Object(node.args.clone()), &values))
+                        .and_then(|args| Ok((args, self.handle(&entry.source)?)));
+                    let (args, handle) = match prepared {
+                        Ok(x) => x,
                         Err(e) => {
                             state[i] = State::Failed;
                             failure = Some(format!("node {:?}: {e}", node.id));
-                            self.record(
-                                i,
-                                "failed",
-                                None,
-                                None,
-                                Some(&e),
-                                0,
-                                None,
-                                Some(now_ms()),
-                                true,
-                            );
-                            self.emit(i, "failed", t0, Some(e));
+                            self.finish(&mut recs[i], "failed", None, Some(e.clone()));
+                            self.emit(i, "failed", clock[i], Some(e));
                             break;
                         }
                     };
                     let scope = scopes.get(&entry.source).cloned().unwrap_or_default();
-                    let handle = match self.handle(&entry.source) {
-                        Ok(h) => h,
-                        Err(e) => {
-                            state[i] = State::Failed;
-                            failure = Some(format!("node {:?}: {e}", node.id));
-                            self.record(
-                                i,
-                                "failed",
-                                Some(&args),
-                                None,
-                                Some(&e),
-                                0,
-                                None,
-                                Some(now_ms()),
-                                true,
-                            );
-                            self.emit(i, "failed", t0, Some(e));
-                            break;
-                        }
-                    };
                     state[i] = State::Running;
-                    started_at[i] = Some(t0);
                     if entry.spec.stateful {
                         busy.insert(entry.source.clone());
                     }
-                    self.record(
-                        i,
-                        "running",
-                        Some(&args),
-                        None,
-                        None,
-                        0,
-                        scope.expect_epoch,
-                        Some(now_ms()),
-                        false,
-                    );
-                    self.emit(i, "running", t0, None);
+                    recs[i].status = "running".into();
+                    recs[i].args = Some(args.clone());
+                    recs[i].epoch = scope.expect_epoch.map(|e| e as i64);
+                    self.save(&recs[i]);
+                    self.emit(i, "running", clock[i], None);
                     let (name, timeout, retry) = (
                         entry.name.clone(),
                         node.timeout_ms.map(Duration::from_millis),
@@ -578,28 +527,18 @@ impl Run {
             let Some(outcome) = outcome else {
                 // Cancelled: dropping the tasks cancels the calls in the plugins.
                 tasks.abort_all();
+                while tasks.join_next().await.is_some() {}
                 for i in 0..n {
                     if state[i] == State::Running {
-                        self.record(
-                            i,
+                        self.finish(
+                            &mut recs[i],
                             "cancelled",
                             None,
-                            None,
-                            Some("the run was cancelled"),
-                            0,
-                            None,
-                            None,
-                            true,
+                            Some("the run was cancelled".into()),
                         );
-                        self.emit(
-                            i,
-                            "cancelled",
-                            started_at[i].unwrap_or_else(Instant::now),
-                            None,
-                        );
+                        self.emit(i, "cancelled", clock[i], None);
                     }
                 }
-                while tasks.join_next().await.is_some() {}
                 return ("cancelled", None, Some("cancelled".into()));
             };
             let Ok(NodeOutcome {
@@ -613,71 +552,40 @@ impl Run {
             let entry = self.entry(i);
             busy.remove(&entry.source);
             let node = &self.wf.nodes[i];
-            let scope = scopes.get(&entry.source);
-            let epoch = scope.and_then(|s| s.expect_epoch);
-            let t0 = started_at[i].unwrap_or_else(Instant::now);
+            recs[i].attempts = attempts as i64;
             match result {
                 Ok(out) => {
                     state[i] = State::Done;
-                    self.record(
-                        i,
-                        "succeeded",
-                        None,
-                        Some(&out),
-                        None,
-                        attempts,
-                        epoch,
-                        None,
-                        true,
-                    );
+                    self.finish(&mut recs[i], "succeeded", Some(out.clone()), None);
                     outputs.insert(node.id.clone(), out);
-                    self.emit(i, "succeeded", t0, None);
+                    self.emit(i, "succeeded", clock[i], None);
                 }
                 Err(e) => {
-                    self.record(
-                        i,
-                        "failed",
-                        None,
-                        None,
-                        Some(&e),
-                        attempts,
-                        epoch,
-                        None,
-                        true,
-                    );
-                    self.emit(i, "failed", t0, Some(e.clone()));
+                    self.finish(&mut recs[i], "failed", None, Some(e.clone()));
+                    self.emit(i, "failed", clock[i], Some(e.clone()));
                     if node.on_error == OnError::Continue {
                         state[i] = State::Done;
                         outputs.insert(node.id.clone(), json!({"error": e}));
                     } else {
                         state[i] = State::Failed;
-                        if failure.is_none() {
-                            failure =
-                                Some(format!("node {:?} ({}) failed: {e}", node.id, node.uses));
-                        }
+                        failure.get_or_insert_with(|| {
+                            format!("node {:?} ({}) failed: {e}", node.id, node.uses)
+                        });
                     }
                 }
             }
             if failure.is_some() && !tasks.is_empty() {
-                // Stop the rest: the run has failed.
+                // The run has failed: stop the nodes still running.
                 tasks.abort_all();
-                while let Some(r) = tasks.join_next().await {
-                    if let Ok(o) = r {
-                        state[o.index] = State::Failed;
-                    }
-                }
+                while tasks.join_next().await.is_some() {}
                 for i in 0..n {
                     if state[i] == State::Running {
-                        self.record(
-                            i,
+                        state[i] = State::Failed;
+                        self.finish(
+                            &mut recs[i],
                             "cancelled",
                             None,
-                            None,
-                            Some("another node failed"),
-                            0,
-                            None,
-                            None,
-                            true,
+                            Some("another node failed".into()),
                         );
                     }
                 }
@@ -687,7 +595,7 @@ impl Run {
         if let Some(e) = failure {
             return ("failed", None, Some(e));
         }
-        let scope_vals = Scope {
+        let values = Scope {
             inputs: &self.inputs,
             outputs: &outputs,
         };
@@ -696,7 +604,7 @@ impl Run {
             // An output of a skipped branch is null.
             out.insert(
                 k.clone(),
-                refs::resolve(expr, &scope_vals).unwrap_or(Value::Null),
+                refs::resolve(expr, &values).unwrap_or(Value::Null),
             );
         }
         ("succeeded", Some(Value::Object(out)), None)
