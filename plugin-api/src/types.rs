@@ -283,6 +283,24 @@ pub struct ResourceTemplate {
     pub extra: Map<String, Value>,
 }
 
+impl ResourceTemplate {
+    /// `uri_template` is an RFC 6570 template such as `notes://note/{id}`.
+    pub fn new(
+        uri_template: impl Into<String>,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        mime_type: impl Into<String>,
+    ) -> Self {
+        Self {
+            uri_template: uri_template.into(),
+            name: name.into(),
+            description: Some(description.into()),
+            mime_type: Some(mime_type.into()),
+            extra: Map::new(),
+        }
+    }
+}
+
 /// Everything a source offers, as found by discovery.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -316,6 +334,10 @@ impl Catalog {
     }
     pub fn resource(mut self, resource: Resource) -> Self {
         self.resources.push(resource);
+        self
+    }
+    pub fn resource_template(mut self, template: ResourceTemplate) -> Self {
+        self.resource_templates.push(template);
         self
     }
 }
