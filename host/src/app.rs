@@ -2,7 +2,7 @@
 //! Every surface and server reads from here; nothing here knows about MCP.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use wf_plugin_api::Catalog;
@@ -10,9 +10,23 @@ use wf_plugin_api::Catalog;
 use crate::catalog::Snapshot;
 use crate::config::LoadedConfig;
 use crate::plugins::{HostEvents, PluginSet, load_plugins, plugin_dirs};
-use crate::sources::Sources;
+use crate::sources::{ApplyReport, Sources, desired_sources};
 use crate::store::Store;
 use crate::surfaces::proxy::{NameRules, Projection};
+
+/// The outcome of a reload (also shown by the admin status).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReloadOutcome {
+    /// When (ms since the epoch).
+    pub at: i64,
+    /// Why the file was refused; the running configuration stayed in force.
+    pub error: Option<String>,
+    pub sources: ApplyReport,
+    /// Plugin files loaded by this reload.
+    pub plugins_loaded: Vec<String>,
+    /// Loaded plugin files that changed on disk: they take effect after a restart.
+    pub restart_needed: Vec<String>,
+}
 
 /// What the CLI hands to [`App::start`].
 #[derive(Debug, Clone, Default)]
@@ -25,8 +39,15 @@ pub struct StartOptions {
 }
 
 pub struct App {
+    /// The config the host started with (server settings need a restart).
     pub config: LoadedConfig,
-    pub plugins: PluginSet,
+    /// The config now in force for sources and plugin folders (changes on reload).
+    pub live_config: Mutex<LoadedConfig>,
+    pub plugins: RwLock<PluginSet>,
+    options: StartOptions,
+    events: HostEvents,
+    /// The outcome of the last reload.
+    pub last_reload: Mutex<Option<ReloadOutcome>>,
     pub sources: Arc<Sources>,
     pub state_dir: PathBuf,
     pub rules: NameRules,
@@ -89,7 +110,7 @@ impl App {
     /// Loads everything and starts discovery in the background; returns at
     /// once (a slow upstream never delays start).
     pub async fn start(opts: &StartOptions) -> anyhow::Result<Arc<Self>> {
-        let (config, plugins, _events, mut events_rx) = load_config_and_plugins(opts)?;
+        let (config, plugins, events, mut events_rx) = load_config_and_plugins(opts)?;
         let configured = config.sources()?;
         let state_dir = state_dir(opts, &config);
         std::fs::create_dir_all(&state_dir)
@@ -100,14 +121,24 @@ impl App {
         for id in store.mark_interrupted()? {
             tracing::warn!(run = %id, "run was interrupted when the host stopped");
         }
-        let sources = Arc::new(Sources::create(&config, configured, &plugins, &state_dir));
+        let sources = Arc::new(Sources::new(Some(store.clone())));
+        sources.apply(
+            desired_sources(configured, &plugins),
+            &config,
+            &plugins,
+            &state_dir,
+        );
         let rules = NameRules {
             max_len: config.config.server.max_name_len.clamp(16, 64),
         };
         let versions = sources.changes();
         let app = Arc::new(Self {
+            live_config: Mutex::new(config.clone()),
             config,
-            plugins,
+            plugins: RwLock::new(plugins),
+            options: opts.clone(),
+            events,
+            last_reload: Mutex::new(None),
             sources,
             state_dir,
             rules,
@@ -121,7 +152,7 @@ impl App {
 
         let timeout = Duration::from_millis(app.config.config.server.discovery_timeout_ms);
         let sources = app.sources.clone();
-        tokio::spawn(async move { sources.discover_all(timeout).await });
+        tokio::spawn(async move { sources.discover_all(sources.list(), timeout).await });
 
         // A plugin saying its capabilities changed triggers a fresh discovery of that source.
         let sources = app.sources.clone();
@@ -129,7 +160,7 @@ impl App {
             while let Some(ev) = events_rx.recv().await {
                 tracing::debug!(plugin = %ev.plugin, event = ?ev.event, "plugin event");
                 if let wf_plugin_api::Event::CapabilitiesChanged { source } = ev.event
-                    && let Some(entry) = sources.get(&source).cloned()
+                    && let Some(entry) = sources.get(&source)
                 {
                     sources.discover(&entry, timeout).await;
                 }
@@ -240,6 +271,86 @@ impl App {
             return Some(r);
         }
         self.live_projection().await.resource_route(uri)
+    }
+
+    pub fn discovery_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.config.server.discovery_timeout_ms)
+    }
+
+    /// Re-reads the config file and applies it: new plugin files are loaded,
+    /// unchanged sources keep their instance (and upstream sessions), changed
+    /// ones are replaced, removed ones closed, new and changed ones discovered.
+    /// An invalid file changes nothing; the error is kept in `last_reload`.
+    pub async fn reload(&self) -> ReloadOutcome {
+        let outcome = self.try_reload().await;
+        match &outcome.error {
+            None => {
+                tracing::info!(added = ?outcome.sources.added, changed = ?outcome.sources.changed, removed = ?outcome.sources.removed, "config reloaded")
+            }
+            Some(e) => tracing::error!(
+                "config reload refused; the running configuration stays in force: {e}"
+            ),
+        }
+        *self.last_reload.lock().unwrap() = Some(outcome.clone());
+        outcome
+    }
+
+    async fn try_reload(&self) -> ReloadOutcome {
+        let mut outcome = ReloadOutcome {
+            at: crate::store::now_ms(),
+            ..Default::default()
+        };
+        let config = match &self.options.config {
+            Some(p) => match LoadedConfig::load(p) {
+                Ok(c) => c,
+                Err(e) => {
+                    outcome.error = Some(e.to_string());
+                    return outcome;
+                }
+            },
+            None => LoadedConfig::embedded_default(),
+        };
+        let configured = match config.sources() {
+            Ok(s) => s,
+            Err(e) => {
+                outcome.error = Some(e.to_string());
+                return outcome;
+            }
+        };
+        // New plugin files are loaded; loaded ones are never unloaded.
+        let dirs = plugin_dirs(&config, &self.options.plugin_dirs);
+        let level = if self.options.log_level.is_empty() {
+            "info"
+        } else {
+            &self.options.log_level
+        };
+        {
+            let mut plugins = self.plugins.write().unwrap();
+            outcome.plugins_loaded = plugins.load_new(&dirs, &self.events, level);
+            outcome.restart_needed = plugins.changed_files();
+        }
+        let desired = {
+            let plugins = self.plugins.read().unwrap();
+            desired_sources(configured, &plugins)
+        };
+        let (report, retired) = {
+            let plugins = self.plugins.read().unwrap();
+            self.sources
+                .apply(desired, &config, &plugins, &self.state_dir)
+        };
+        *self.live_config.lock().unwrap() = config;
+        crate::sources::close(retired, Duration::from_secs(5)).await;
+        let fresh: Vec<_> = report
+            .added
+            .iter()
+            .chain(&report.changed)
+            .filter_map(|n| self.sources.get(n))
+            .collect();
+        let sources = self.sources.clone();
+        let timeout = self.discovery_timeout();
+        tokio::spawn(async move { sources.discover_all(fresh, timeout).await });
+        outcome.sources = report;
+        outcome
     }
 
     pub async fn shutdown(&self) {

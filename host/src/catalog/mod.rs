@@ -18,7 +18,8 @@ impl Snapshot {
     pub fn take(sources: &Sources) -> Self {
         Self {
             sources: sources
-                .iter()
+                .list()
+                .into_iter()
                 .filter_map(|e| Some((e.name.clone(), e.catalog()?)))
                 .collect(),
         }

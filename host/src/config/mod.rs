@@ -2,6 +2,7 @@
 //! `mcpServers` object accepted as it is. Errors name the file, the key and
 //! what is wrong.
 
+mod edit;
 mod env;
 
 use std::collections::BTreeMap;
@@ -10,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use edit::{Edit, stage};
 pub use env::expand_env;
 
 /// Default longest projected name: 64 (Claude's limit) minus room for a
@@ -34,7 +36,6 @@ pub enum ConfigError {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
     pub server: ServerConfig,
@@ -246,7 +247,7 @@ impl LoadedConfig {
     }
 }
 
-fn parse(file: &str, text: &str, ext: &str) -> Result<Config, ConfigError> {
+pub(crate) fn parse(file: &str, text: &str, ext: &str) -> Result<Config, ConfigError> {
     let invalid = |key: String, reason: String| ConfigError::Invalid {
         file: file.into(),
         key,

@@ -19,6 +19,15 @@ pub struct LoadedPlugin {
     pub manifest: Manifest,
     pub file: PathBuf,
     pub plugin: PluginBox,
+    /// The file's size and modification time when it was loaded.
+    stamp: Option<Stamp>,
+}
+
+type Stamp = (u64, std::time::SystemTime);
+
+fn stamp(file: &Path) -> Option<Stamp> {
+    let m = std::fs::metadata(file).ok()?;
+    Some((m.len(), m.modified().ok()?))
 }
 
 /// A file that was tried and refused.
@@ -26,6 +35,8 @@ pub struct LoadedPlugin {
 pub struct Refusal {
     pub file: PathBuf,
     pub reason: String,
+    #[serde(skip)]
+    stamp: Option<Stamp>,
 }
 
 #[derive(Default)]
@@ -76,38 +87,89 @@ fn api_compatible(plugin: &Version) -> bool {
 
 /// Tries every library file in `dirs` (sorted by name within a folder).
 pub fn load_plugins(dirs: &[PathBuf], events: &HostEvents, log_level: &str) -> PluginSet {
-    let mut set = PluginSet {
-        dirs: dirs.to_vec(),
-        ..Default::default()
+    let mut set = PluginSet::default();
+    set.load_new(dirs, events, log_level);
+    set
+}
+
+fn library_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        tracing::debug!(dir = %dir.display(), "plugin folder not readable; skipped");
+        return Vec::new();
     };
-    for dir in dirs {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            tracing::debug!(dir = %dir.display(), "plugin folder not readable; skipped");
-            continue;
-        };
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.is_file()
-                    && p.extension()
-                        .is_some_and(|e| e == std::env::consts::DLL_EXTENSION)
-            })
-            .collect();
-        files.sort();
-        for file in files {
-            match load_one(&file, &set, events, log_level) {
-                Ok(plugin) => {
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && p.extension()
+                    .is_some_and(|e| e == std::env::consts::DLL_EXTENSION)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+impl PluginSet {
+    /// Tries every library file in `dirs` not tried before (or refused and
+    /// changed since); returns the names of the plugins it loaded. Loaded
+    /// plugins are never unloaded.
+    pub fn load_new(
+        &mut self,
+        dirs: &[PathBuf],
+        events: &HostEvents,
+        log_level: &str,
+    ) -> Vec<String> {
+        for d in dirs {
+            if !self.dirs.contains(d) {
+                self.dirs.push(d.clone());
+            }
+        }
+        let mut loaded = Vec::new();
+        for file in dirs.iter().flat_map(|d| library_files(d)) {
+            if self.loaded.iter().any(|p| p.file == file) {
+                continue;
+            }
+            let now = stamp(&file);
+            if let Some(i) = self.refused.iter().position(|r| r.file == file) {
+                if self.refused[i].stamp == now {
+                    continue;
+                }
+                self.refused.remove(i);
+            }
+            match load_one(&file, self, events, log_level) {
+                Ok(mut plugin) => {
                     tracing::info!(plugin = %plugin.manifest.name, version = %plugin.manifest.version, file = %file.display(), "plugin loaded");
-                    set.loaded.push(Arc::new(plugin));
+                    plugin.stamp = now;
+                    loaded.push(plugin.manifest.name.clone());
+                    self.loaded.push(Arc::new(plugin));
                 }
                 Err(reason) => {
                     tracing::warn!("refused plugin {}: {reason}", file.display());
-                    set.refused.push(Refusal { file, reason });
+                    self.refused.push(Refusal {
+                        file,
+                        reason,
+                        stamp: now,
+                    });
                 }
             }
         }
+        loaded
     }
-    set
+
+    /// Loaded plugin files that changed on disk since: a restart applies them.
+    pub fn changed_files(&self) -> Vec<String> {
+        self.loaded
+            .iter()
+            .filter(|p| stamp(&p.file) != p.stamp)
+            .map(|p| {
+                format!(
+                    "{} ({}): changed on disk; restart wf to load the new build",
+                    p.file.display(),
+                    p.manifest.name
+                )
+            })
+            .collect()
+    }
 }
 
 fn load_one(
@@ -185,6 +247,7 @@ fn load_one(
             }
         })?;
     Ok(LoadedPlugin {
+        stamp: None,
         manifest,
         file: file.to_path_buf(),
         plugin,

@@ -7,4 +7,6 @@ mod registry;
 
 pub use call::CallCtx;
 pub use handle::{SourceError, SourceHandle};
-pub use registry::{SourceEntry, SourceState, Sources};
+pub use registry::{
+    ApplyReport, SourceEntry, SourceState, SourceStatus, Sources, close, desired_sources,
+};

@@ -1,21 +1,24 @@
-//! The set of configured sources, their status and their last discovered
-//! catalog. Discovery runs for all sources in parallel, each bounded in time;
-//! a slow or dead source delays no other.
+//! The set of sources, their status and their last discovered catalog.
+//! Discovery runs for all sources in parallel, each bounded in time; a slow or
+//! dead source delays no other. The set can be re-applied from a new config
+//! (reload): unchanged sources keep their instance — and so their upstream
+//! sessions — changed ones are replaced, removed ones closed.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use abi_stable::std_types::RString;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::watch;
 use wf_plugin_api::{Catalog, PluginError, SourceSpec};
 
 use super::handle::SourceHandle;
 use crate::config::{LoadedConfig, SourceConfig, expand_env};
 use crate::plugins::PluginSet;
+use crate::store::{Store, content_hash};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,41 +37,25 @@ pub struct SourceStatus {
     pub error: Option<String>,
     #[serde(skip)]
     pub catalog: Option<Arc<Catalog>>,
-    pub discovered_at: Option<SystemTime>,
+    /// When the catalog now served was discovered (ms since the epoch).
+    pub discovered_at: Option<i64>,
     pub discovery_ms: Option<u64>,
+    /// The catalog served comes from a snapshot of an earlier run.
+    pub from_snapshot: bool,
 }
 
 pub struct SourceEntry {
     pub name: String,
     pub kind: String,
     pub plugin: Option<String>,
+    pub enabled: bool,
+    /// Identity of the source's effective config: same fingerprint, same instance.
+    pub fingerprint: String,
     pub handle: Option<Arc<SourceHandle>>,
     status: Mutex<SourceStatus>,
 }
 
 impl SourceEntry {
-    fn new(
-        name: &str,
-        kind: &str,
-        plugin: Option<String>,
-        handle: Option<SourceHandle>,
-        state: SourceState,
-        error: Option<String>,
-    ) -> Self {
-        Self {
-            name: name.into(),
-            kind: kind.into(),
-            plugin,
-            handle: handle.map(Arc::new),
-            status: Mutex::new(SourceStatus {
-                state,
-                error,
-                catalog: None,
-                discovered_at: None,
-                discovery_ms: None,
-            }),
-        }
-    }
     pub fn status(&self) -> SourceStatus {
         self.status.lock().unwrap().clone()
     }
@@ -77,59 +64,73 @@ impl SourceEntry {
     }
 }
 
-/// All sources. Cheap to share; `changes()` ticks whenever a catalog changes.
+/// What applying a source set changed.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct ApplyReport {
+    pub added: Vec<String>,
+    pub changed: Vec<String>,
+    pub removed: Vec<String>,
+    pub unchanged: Vec<String>,
+}
+
+impl ApplyReport {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
+    }
+}
+
+/// All sources. `changes()` ticks whenever the set or a catalog changes.
 pub struct Sources {
-    entries: BTreeMap<String, Arc<SourceEntry>>,
+    entries: RwLock<BTreeMap<String, Arc<SourceEntry>>>,
     version: watch::Sender<u64>,
-    /// Sources whose first discovery has not finished.
+    /// Sources with no catalog yet whose first discovery has not finished.
     pending: watch::Sender<usize>,
+    /// Where catalog snapshots are kept (None: not persisted).
+    store: Option<Arc<Store>>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Every source to run: the configured ones plus each plugin's default
+/// sources that the config does not name.
+pub fn desired_sources(
+    configured: BTreeMap<String, SourceConfig>,
+    plugins: &PluginSet,
+) -> BTreeMap<String, SourceConfig> {
+    let mut all = configured;
+    for plugin in &plugins.loaded {
+        for d in &plugin.manifest.default_sources {
+            all.entry(d.name.clone()).or_insert_with(|| SourceConfig {
+                kind: d.kind.clone(),
+                enabled: true,
+                settings: d.config.as_object().cloned().unwrap_or_default(),
+            });
+        }
+    }
+    all
 }
 
 impl Sources {
-    /// Creates every configured source plus the plugins' default sources.
-    /// Problems (unknown kind, bad settings, failing constructor) are kept
-    /// in the source's status; they never stop the others.
-    pub fn create(
-        config: &LoadedConfig,
-        configured: BTreeMap<String, SourceConfig>,
-        plugins: &PluginSet,
-        state_dir: &Path,
-    ) -> Self {
-        let mut all = configured;
-        for plugin in &plugins.loaded {
-            for d in &plugin.manifest.default_sources {
-                all.entry(d.name.clone()).or_insert_with(|| SourceConfig {
-                    kind: d.kind.clone(),
-                    enabled: true,
-                    settings: d.config.as_object().cloned().unwrap_or_default(),
-                });
-            }
-        }
-        let mut entries = BTreeMap::new();
-        for (name, sc) in all {
-            let entry = create_one(config, &name, &sc, plugins, state_dir);
-            if let Some(e) = &entry.status().error {
-                tracing::warn!(source = %name, "{e}");
-            }
-            entries.insert(name, Arc::new(entry));
-        }
-        let pending = entries
-            .values()
-            .filter(|e| e.status().state == SourceState::Pending)
-            .count();
+    pub fn new(store: Option<Arc<Store>>) -> Self {
         Self {
-            entries,
+            entries: RwLock::new(BTreeMap::new()),
             version: watch::channel(0).0,
-            pending: watch::channel(pending).0,
+            pending: watch::channel(0).0,
+            store,
         }
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<SourceEntry>> {
-        self.entries.get(name)
+    pub fn get(&self, name: &str) -> Option<Arc<SourceEntry>> {
+        self.entries.read().unwrap().get(name).cloned()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<SourceEntry>> {
-        self.entries.values()
+    pub fn list(&self) -> Vec<Arc<SourceEntry>> {
+        self.entries.read().unwrap().values().cloned().collect()
     }
 
     /// Marks the catalog as changed (e.g. a host-local capability was added).
@@ -137,26 +138,177 @@ impl Sources {
         self.version.send_modify(|v| *v += 1);
     }
 
-    /// Ticks each time some source's catalog changes.
+    /// Ticks each time the set or some catalog changes.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
     }
 
-    /// Waits until every source finished its first discovery, or `deadline`.
+    /// Waits until every source has a catalog or finished its first discovery, or `deadline`.
     pub async fn wait_first_discovery(&self, deadline: Instant) {
         let mut rx = self.pending.subscribe();
         let _ = tokio::time::timeout_at(deadline.into(), rx.wait_for(|n| *n == 0)).await;
     }
 
-    /// Discovers every source in parallel, each bounded by `timeout`. Returns
-    /// when all have finished; the catalog of each is published as it arrives.
-    pub async fn discover_all(self: &Arc<Self>, timeout: Duration) {
-        let tasks: Vec<_> = self
-            .entries
-            .values()
+    /// Makes the set match `desired`: unchanged sources (same fingerprint)
+    /// are kept as they are; changed ones are replaced and new ones created.
+    /// Returns the report and the replaced or removed entries, which the
+    /// caller closes (after the new set is in place).
+    pub fn apply(
+        &self,
+        desired: BTreeMap<String, SourceConfig>,
+        config: &LoadedConfig,
+        plugins: &PluginSet,
+        state_dir: &Path,
+    ) -> (ApplyReport, Vec<Arc<SourceEntry>>) {
+        let mut report = ApplyReport::default();
+        let mut retired = Vec::new();
+        let mut fresh = 0usize;
+        {
+            let mut entries = self.entries.write().unwrap();
+            let mut next = BTreeMap::new();
+            for (name, sc) in desired {
+                let (fingerprint, prepared) = prepare(config, &name, &sc, plugins);
+                match entries.remove(&name) {
+                    Some(old) if old.fingerprint == fingerprint => {
+                        report.unchanged.push(name.clone());
+                        next.insert(name, old);
+                        continue;
+                    }
+                    Some(old) => {
+                        report.changed.push(name.clone());
+                        retired.push(old);
+                    }
+                    None => report.added.push(name.clone()),
+                }
+                let entry = self.create(&name, &sc, fingerprint, prepared, plugins, state_dir);
+                if let Some(e) = &entry.status().error {
+                    tracing::warn!(source = %name, "{e}");
+                }
+                if entry.handle.is_some() && entry.catalog().is_none() {
+                    fresh += 1;
+                }
+                next.insert(name, Arc::new(entry));
+            }
+            for (name, old) in std::mem::take(&mut *entries) {
+                report.removed.push(name);
+                retired.push(old);
+            }
+            *entries = next;
+        }
+        if fresh > 0 {
+            self.pending.send_modify(|n| *n += fresh);
+        }
+        self.touch();
+        (report, retired)
+    }
+
+    fn create(
+        &self,
+        name: &str,
+        sc: &SourceConfig,
+        fingerprint: String,
+        prepared: Result<Value, String>,
+        plugins: &PluginSet,
+        state_dir: &Path,
+    ) -> SourceEntry {
+        let plugin = plugins.for_kind(&sc.kind);
+        let entry = |handle: Option<SourceHandle>, state, error| SourceEntry {
+            name: name.into(),
+            kind: sc.kind.clone(),
+            plugin: plugin.map(|p| p.manifest.name.clone()),
+            enabled: sc.enabled,
+            fingerprint: fingerprint.clone(),
+            handle: handle.map(Arc::new),
+            status: Mutex::new(SourceStatus {
+                state,
+                error,
+                catalog: None,
+                discovered_at: None,
+                discovery_ms: None,
+                from_snapshot: false,
+            }),
+        };
+        if !sc.enabled {
+            return entry(None, SourceState::Disabled, None);
+        }
+        let (Some(plugin), Ok(settings)) = (plugin, prepared.clone()) else {
+            return entry(None, SourceState::Failed, prepared.err());
+        };
+        let data_dir = state_dir.join("sources").join(name);
+        if let Err(e) = std::fs::create_dir_all(&data_dir) {
+            return entry(
+                None,
+                SourceState::Failed,
+                Some(format!(
+                    "cannot create data dir {}: {e}",
+                    data_dir.display()
+                )),
+            );
+        }
+        let spec = SourceSpec {
+            name: name.into(),
+            kind: sc.kind.clone(),
+            config: settings,
+            data_dir,
+        };
+        let spec = serde_json::to_string(&spec).unwrap_or_default();
+        match plugin
+            .plugin
+            .create_source(RString::from(spec))
+            .into_result()
+        {
+            Ok(obj) => {
+                let handle = SourceHandle::new(
+                    name.into(),
+                    sc.kind.clone(),
+                    plugin.manifest.name.clone(),
+                    obj,
+                );
+                let e = entry(Some(handle), SourceState::Pending, None);
+                self.restore_snapshot(&e);
+                e
+            }
+            Err(err) => entry(
+                None,
+                SourceState::Failed,
+                Some(format!(
+                    "could not be created: {}",
+                    PluginError::from_json(err.as_str())
+                )),
+            ),
+        }
+    }
+
+    /// Serves the last catalog an earlier run discovered for this exact
+    /// config until discovery finishes, so clients see the tools at once.
+    fn restore_snapshot(&self, entry: &SourceEntry) {
+        let Some(store) = &self.store else { return };
+        match store.snapshot(&entry.name, &entry.fingerprint) {
+            Ok(Some((catalog, at))) => match serde_json::from_value::<Catalog>(catalog) {
+                Ok(c) => {
+                    let mut st = entry.status.lock().unwrap();
+                    st.catalog = Some(Arc::new(c));
+                    st.discovered_at = Some(at);
+                    st.from_snapshot = true;
+                    tracing::info!(source = %entry.name, age_ms = now_ms() - at, "serving the catalog snapshot until discovery finishes");
+                }
+                Err(e) => {
+                    tracing::warn!(source = %entry.name, "ignoring an unreadable catalog snapshot: {e}")
+                }
+            },
+            Ok(None) => {}
+            Err(e) => tracing::warn!(source = %entry.name, "cannot read the catalog snapshot: {e}"),
+        }
+    }
+
+    /// Discovers `entries` in parallel, each bounded by `timeout`. Returns
+    /// when all have finished; each catalog is published as it arrives.
+    pub async fn discover_all(self: &Arc<Self>, entries: Vec<Arc<SourceEntry>>, timeout: Duration) {
+        let tasks: Vec<_> = entries
+            .into_iter()
             .filter(|e| e.handle.is_some())
             .map(|e| {
-                let (this, e) = (self.clone(), e.clone());
+                let this = self.clone();
                 tokio::spawn(async move { this.discover(&e, timeout).await })
             })
             .collect();
@@ -165,9 +317,11 @@ impl Sources {
         }
     }
 
-    /// One-shot discovery of one source.
-    pub async fn discover(&self, entry: &SourceEntry, timeout: Duration) {
-        let Some(handle) = &entry.handle else { return };
+    /// One-shot discovery of one source; true when its catalog changed.
+    pub async fn discover(&self, entry: &SourceEntry, timeout: Duration) -> bool {
+        let Some(handle) = &entry.handle else {
+            return false;
+        };
         let started = Instant::now();
         let result = match tokio::time::timeout(timeout, handle.catalog()).await {
             Ok(r) => r.map_err(|e| e.error.to_string()),
@@ -177,121 +331,97 @@ impl Sources {
             )),
         };
         let elapsed = started.elapsed().as_millis() as u64;
-        let was_pending;
+        let (was_waiting, changed);
         {
             let mut st = entry.status.lock().unwrap();
-            was_pending = st.state == SourceState::Pending;
+            was_waiting =
+                st.state == SourceState::Pending && (st.catalog.is_none() || st.from_snapshot);
             st.discovery_ms = Some(elapsed);
             match result {
                 Ok(catalog) => {
                     tracing::info!(source = %entry.name, tools = catalog.tools.len(), ms = elapsed, "discovered");
+                    changed = st.catalog.as_deref() != Some(&catalog);
+                    if let Some(store) = &self.store
+                        && let Err(e) =
+                            store.save_snapshot(&entry.name, &entry.fingerprint, &json!(catalog))
+                    {
+                        tracing::warn!(source = %entry.name, "cannot save the catalog snapshot: {e}");
+                    }
                     st.state = SourceState::Ready;
                     st.error = None;
                     st.catalog = Some(Arc::new(catalog));
-                    st.discovered_at = Some(SystemTime::now());
+                    st.discovered_at = Some(now_ms());
+                    st.from_snapshot = false;
                 }
                 Err(e) => {
                     tracing::warn!(source = %entry.name, "discovery failed: {e}");
+                    changed = false;
                     st.state = SourceState::Failed;
                     st.error = Some(format!("discovery failed: {e}"));
                 }
             }
         }
-        self.version.send_modify(|v| *v += 1);
-        if was_pending {
+        self.touch();
+        if was_waiting
+            && self
+                .entries
+                .read()
+                .unwrap()
+                .get(&entry.name)
+                .is_some_and(|e| std::ptr::eq(&**e, entry))
+        {
             self.pending.send_modify(|n| *n = n.saturating_sub(1));
         }
+        changed
     }
 
     /// Closes every source (child processes, sessions), each bounded in time.
     pub async fn shutdown(&self, timeout: Duration) {
-        let closing = self
-            .entries
-            .values()
-            .filter_map(|e| e.handle.clone())
-            .map(|h| async move {
-                if tokio::time::timeout(timeout, h.shutdown()).await.is_err() {
-                    tracing::warn!(source = %h.name, "shutdown timed out");
-                }
-            });
-        futures::future::join_all(closing).await;
+        close(self.list(), timeout).await;
     }
 }
 
-fn create_one(
+/// Closes retired or all sources, each bounded in time.
+pub async fn close(entries: Vec<Arc<SourceEntry>>, timeout: Duration) {
+    let closing = entries
+        .into_iter()
+        .filter_map(|e| e.handle.clone())
+        .map(|h| async move {
+            if tokio::time::timeout(timeout, h.shutdown()).await.is_err() {
+                tracing::warn!(source = %h.name, "shutdown timed out");
+            }
+        });
+    futures::future::join_all(closing).await;
+}
+
+/// The source's effective settings (env expanded) and its fingerprint.
+fn prepare(
     config: &LoadedConfig,
     name: &str,
     sc: &SourceConfig,
     plugins: &PluginSet,
-    state_dir: &Path,
-) -> SourceEntry {
-    let failed = |plugin: Option<String>, msg: String| {
-        SourceEntry::new(name, &sc.kind, plugin, None, SourceState::Failed, Some(msg))
-    };
-    if !sc.enabled {
-        return SourceEntry::new(name, &sc.kind, None, None, SourceState::Disabled, None);
-    }
-    let Some(plugin) = plugins.for_kind(&sc.kind) else {
-        return failed(
-            None,
-            format!(
-                "no loaded plugin serves kind {:?} (loaded kinds: {})",
-                sc.kind,
-                plugins.kinds().join(", ")
-            ),
-        );
-    };
-    let pname = Some(plugin.manifest.name.clone());
+) -> (String, Result<Value, String>) {
+    let plugin = plugins.for_kind(&sc.kind);
     let lookup = |k: &str| std::env::var(k).ok();
-    let settings = match expand_env(
-        &Value::Object(sc.settings.clone()),
-        &format!("sources.{name}"),
-        &lookup,
-    ) {
-        Ok(v) => v,
-        Err(e) => return failed(pname, format!("{}: {e}", config.file_label())),
+    let settings = match plugin {
+        None => Err(format!(
+            "no loaded plugin serves kind {:?} (loaded kinds: {})",
+            sc.kind,
+            plugins.kinds().join(", ")
+        )),
+        Some(_) => expand_env(
+            &Value::Object(sc.settings.clone()),
+            &format!("sources.{name}"),
+            &lookup,
+        )
+        .map_err(|e| format!("{}: {e}", config.file_label())),
     };
-    let data_dir = state_dir.join("sources").join(name);
-    if let Err(e) = std::fs::create_dir_all(&data_dir) {
-        return failed(
-            pname,
-            format!("cannot create data dir {}: {e}", data_dir.display()),
-        );
-    }
-    let spec = SourceSpec {
-        name: name.into(),
-        kind: sc.kind.clone(),
-        config: settings,
-        data_dir,
-    };
-    let spec = serde_json::to_string(&spec).unwrap_or_default();
-    match plugin
-        .plugin
-        .create_source(RString::from(spec))
-        .into_result()
-    {
-        Ok(obj) => {
-            let handle = SourceHandle::new(
-                name.into(),
-                sc.kind.clone(),
-                plugin.manifest.name.clone(),
-                obj,
-            );
-            SourceEntry::new(
-                name,
-                &sc.kind,
-                pname,
-                Some(handle),
-                SourceState::Pending,
-                None,
-            )
-        }
-        Err(e) => failed(
-            pname,
-            format!(
-                "could not be created: {}",
-                PluginError::from_json(e.as_str())
-            ),
-        ),
-    }
+    let identity = json!({
+        "kind": sc.kind,
+        "enabled": sc.enabled,
+        "plugin": plugin.map(|p| &p.manifest.name),
+        "settings": settings.as_ref().ok(),
+        "error": settings.as_ref().err(),
+    });
+    (content_hash(&identity), settings)
 }

@@ -185,6 +185,31 @@ impl Store {
         })
     }
 
+    // ------------------------------------------------------ catalog snapshots
+
+    /// The last catalog discovered for `source` with this config fingerprint.
+    pub fn snapshot(&self, source: &str, fingerprint: &str) -> Result<Option<(Value, i64)>> {
+        self.with(|db| {
+            Ok(db
+                .query_row(
+                    "SELECT catalog, discovered_at FROM catalog_snapshots WHERE source = ?1 AND fingerprint = ?2",
+                    params![source, fingerprint],
+                    |r| Ok((json(r.get(0)?).unwrap_or(Value::Null), r.get(1)?)),
+                )
+                .optional()?)
+        })
+    }
+
+    pub fn save_snapshot(&self, source: &str, fingerprint: &str, catalog: &Value) -> Result<()> {
+        self.with(|db| {
+            db.execute(
+                "INSERT OR REPLACE INTO catalog_snapshots (source, fingerprint, catalog, discovered_at) VALUES (?1, ?2, ?3, ?4)",
+                params![source, fingerprint, catalog.to_string(), now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
     // ---------------------------------------------------------------- drafts
 
     pub fn save_draft(&self, id: Option<&str>, name: &str, document: &Value) -> Result<Draft> {

@@ -51,3 +51,9 @@ CREATE TABLE IF NOT EXISTS node_runs (
     finished_at INTEGER,
     PRIMARY KEY (run_id, node_id)
 );
+CREATE TABLE IF NOT EXISTS catalog_snapshots (
+    source        TEXT PRIMARY KEY,
+    fingerprint   TEXT NOT NULL,
+    catalog       TEXT NOT NULL,
+    discovered_at INTEGER NOT NULL
+);
