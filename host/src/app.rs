@@ -353,6 +353,44 @@ impl App {
         outcome
     }
 
+    /// Watches the config file and reloads after it changed and then stayed
+    /// the same for `debounce` (editors write in several steps).
+    pub fn watch_config(self: &Arc<Self>, debounce: Duration) {
+        let Some(path) = self.config.file.clone() else {
+            return;
+        };
+        let app = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let stamp = |p: &std::path::Path| {
+                std::fs::metadata(p)
+                    .ok()
+                    .map(|m| (m.len(), m.modified().ok()))
+            };
+            let mut seen = stamp(&path);
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let now = stamp(&path);
+                if now == seen {
+                    continue;
+                }
+                // Changed: wait until it holds still.
+                let mut settled = now;
+                loop {
+                    tokio::time::sleep(debounce).await;
+                    let again = stamp(&path);
+                    if again == settled {
+                        break;
+                    }
+                    settled = again;
+                }
+                seen = settled;
+                let Some(app) = app.upgrade() else { return };
+                tracing::info!(file = %path.display(), "config file changed; reloading");
+                app.reload().await;
+            }
+        });
+    }
+
     pub async fn shutdown(&self) {
         self.sources.shutdown(Duration::from_secs(5)).await;
     }

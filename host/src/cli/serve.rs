@@ -1,22 +1,23 @@
 //! `wf serve`.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::ServeArgs;
 use crate::app::App;
 use crate::config::expand_env;
-use crate::server::{HttpOptions, serve_http, serve_stdio, shutdown_signal};
-use crate::surfaces::planner::Planner;
+use crate::server::{HttpOptions, Surfaces, serve_http, serve_stdio, shutdown_signal};
 
 pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     let app = App::start(&args.common.start_options(log_level)).await?;
-    let planner = Planner::new(app.clone());
+    let surfaces = Surfaces::new(&app);
+    app.watch_config(Duration::from_millis(300));
     let server = &app.config.config.server;
     let http = args.http.clone().or_else(|| server.http.clone());
     let result = match http {
-        None => serve_stdio(app.clone(), planner.clone()).await,
+        None => serve_stdio(app.clone(), surfaces.clone()).await,
         Some(addr) => {
             let bind: SocketAddr = addr
                 .parse()
@@ -52,7 +53,7 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
                 shutdown_signal().await;
                 on_signal.cancel();
             });
-            serve_http(app.clone(), planner.clone(), opts, stop).await
+            serve_http(app.clone(), surfaces.clone(), opts, stop).await
         }
     };
     tracing::info!("shutting down");

@@ -41,6 +41,8 @@ pub struct Config {
     pub server: ServerConfig,
     #[serde(default)]
     pub plugins: PluginsConfig,
+    #[serde(default)]
+    pub admin: AdminConfig,
     /// Sources by name. Each has a `kind` served by some plugin.
     #[serde(default)]
     pub sources: BTreeMap<String, SourceConfig>,
@@ -119,6 +121,50 @@ impl Default for ServerConfig {
             startup_grace_ms: default_startup_grace_ms(),
             live_list_timeout_ms: default_live_list_timeout_ms(),
         }
+    }
+}
+
+/// Who may use the admin surface.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// false: no admin tools at all.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Over HTTP: "off" (stdio only), "token" (callers send X-Wf-Admin-Token),
+    /// "open". Default: "token" when a token is set, else "off".
+    #[serde(default)]
+    pub over_http: Option<AdminOverHttp>,
+    /// The admin token (`${VAR}` allowed).
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            over_http: None,
+            token: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdminOverHttp {
+    Off,
+    Token,
+    Open,
+}
+
+impl AdminConfig {
+    pub fn over_http(&self) -> AdminOverHttp {
+        self.over_http.unwrap_or(if self.token.is_some() {
+            AdminOverHttp::Token
+        } else {
+            AdminOverHttp::Off
+        })
     }
 }
 

@@ -5,27 +5,48 @@
 use std::sync::Arc;
 
 use rmcp::model::*;
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use wf_plugin_api::ErrorCode;
 
+use super::Surfaces;
+use super::notify::{self, ListKind};
 use crate::app::App;
 use crate::sources::{CallCtx, SourceError, SourceHandle};
-use crate::surfaces::planner::Planner;
+use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
 use crate::surfaces::proxy::page;
 
 #[derive(Clone)]
 pub struct WfServer {
     app: Arc<App>,
-    planner: Arc<Planner>,
+    surfaces: Surfaces,
+    /// Served over HTTP (admin access rules differ from stdio).
+    http: bool,
 }
 
 impl WfServer {
-    pub fn new(app: Arc<App>, planner: Arc<Planner>) -> Self {
-        Self { app, planner }
+    pub fn new(app: Arc<App>, surfaces: Surfaces, http: bool) -> Self {
+        Self {
+            app,
+            surfaces,
+            http,
+        }
+    }
+
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
+        if !self.http {
+            return Caller::Stdio;
+        }
+        let token = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("x-wf-admin-token"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        Caller::Http { admin_token: token }
     }
 
     fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, McpError> {
@@ -116,6 +137,57 @@ async fn with_progress_and_cancel<T>(
 }
 
 impl ServerHandler for WfServer {
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // A 2025-11-25 client: tell it when its lists change.
+        let peer = context.peer;
+        tokio::spawn(notify::follow(self.app.clone(), move |kind| {
+            let peer = peer.clone();
+            async move {
+                let sent = match kind {
+                    ListKind::Tools => peer.notify_tool_list_changed().await,
+                    ListKind::Prompts => peer.notify_prompt_list_changed().await,
+                    ListKind::Resources => peer.notify_resource_list_changed().await,
+                };
+                sent.is_ok() && !peer.is_transport_closed()
+            }
+        }));
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // 2026-07-28 clients listen for list changes (not resource updates).
+        let mut f = SubscriptionFilter::new();
+        f.tools_list_changed = requested.tools_list_changed;
+        f.prompts_list_changed = requested.prompts_list_changed;
+        f.resources_list_changed = requested.resources_list_changed;
+        Some(f)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let ctx = Arc::new(context);
+        let sink = ctx.clone();
+        let follow = notify::follow(self.app.clone(), move |kind| {
+            let sink = sink.clone();
+            async move {
+                let sent = match kind {
+                    ListKind::Tools => sink.sink().notify_tool_list_changed().await,
+                    ListKind::Prompts => sink.sink().notify_prompt_list_changed().await,
+                    ListKind::Resources => sink.sink().notify_resource_list_changed().await,
+                };
+                // A kind the client did not ask for is refused by the sink;
+                // only a closed stream ends the subscription.
+                sent.is_ok() || !sink.request_context().peer.is_transport_closed()
+            }
+        });
+        tokio::select! {
+            () = follow => {}
+            () = ctx.cancelled() => {}
+        }
+        Ok(())
+    }
+
     fn get_info(&self) -> ServerConfig {
         let caps = ServerCapabilities::builder()
             .enable_tools()
@@ -165,7 +237,19 @@ impl ServerHandler for WfServer {
         };
         let args = Value::Object(request.arguments.unwrap_or_default());
         if self.app.is_local(&tool.source) {
-            let result = self.planner.call(&tool.source, &tool.original, args).await;
+            let result = match (tool.source.as_str(), &self.surfaces.admin) {
+                (ADMIN_SOURCE, Some(admin)) => {
+                    admin
+                        .call(&tool.original, args, &self.caller(&context))
+                        .await
+                }
+                _ => {
+                    self.surfaces
+                        .planner
+                        .call(&tool.source, &tool.original, args)
+                        .await
+                }
+            };
             return Ok(CallToolResponse::Complete(complete(result)?));
         }
         let handle = self.handle(&tool.source)?;

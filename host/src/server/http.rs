@@ -8,10 +8,10 @@ use rmcp::transport::streamable_http_server::{
 };
 use tokio_util::sync::CancellationToken;
 
+use super::Surfaces;
 use super::handler::WfServer;
 use super::http_guard::{HttpGuard, guard};
 use crate::app::App;
-use crate::surfaces::planner::Planner;
 
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -38,7 +38,7 @@ impl HttpOptions {
 
 pub async fn serve_http(
     app: Arc<App>,
-    planner: Arc<Planner>,
+    surfaces: Surfaces,
     opts: HttpOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -52,7 +52,7 @@ pub async fn serve_http(
         .disable_allowed_hosts()
         .with_cancellation_token(shutdown.child_token());
     let service: StreamableHttpService<WfServer, LocalSessionManager> = StreamableHttpService::new(
-        move || Ok(WfServer::new(app.clone(), planner.clone())),
+        move || Ok(WfServer::new(app.clone(), surfaces.clone(), true)),
         Default::default(),
         config,
     );

@@ -3,6 +3,7 @@
 mod handler;
 mod http;
 mod http_guard;
+mod notify;
 
 pub use handler::WfServer;
 pub use http::{HttpOptions, serve_http};
@@ -13,11 +14,28 @@ use std::sync::Arc;
 use rmcp::ServiceExt;
 
 use crate::app::App;
+use crate::surfaces::admin::Admin;
 use crate::surfaces::planner::Planner;
 
+/// The host-side surfaces a server routes calls to.
+#[derive(Clone)]
+pub struct Surfaces {
+    pub planner: Arc<Planner>,
+    pub admin: Option<Arc<Admin>>,
+}
+
+impl Surfaces {
+    pub fn new(app: &Arc<App>) -> Self {
+        Self {
+            planner: Planner::new(app.clone()),
+            admin: Admin::new(app.clone()),
+        }
+    }
+}
+
 /// Serves MCP over stdin/stdout until the client closes stdin or a signal arrives.
-pub async fn serve_stdio(app: Arc<App>, planner: Arc<Planner>) -> anyhow::Result<()> {
-    let service = WfServer::new(app, planner)
+pub async fn serve_stdio(app: Arc<App>, surfaces: Surfaces) -> anyhow::Result<()> {
+    let service = WfServer::new(app, surfaces, false)
         .serve(rmcp::transport::stdio())
         .await?;
     tokio::select! {

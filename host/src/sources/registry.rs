@@ -334,8 +334,8 @@ impl Sources {
         let (was_waiting, changed);
         {
             let mut st = entry.status.lock().unwrap();
-            was_waiting =
-                st.state == SourceState::Pending && (st.catalog.is_none() || st.from_snapshot);
+            // Only sources that had no catalog (no snapshot) were waited for.
+            was_waiting = st.state == SourceState::Pending && st.catalog.is_none();
             st.discovery_ms = Some(elapsed);
             match result {
                 Ok(catalog) => {

@@ -1,5 +1,6 @@
 //! What MCP clients see: the proxy surface (every source's capabilities,
 //! under client-safe names). Planner and admin surfaces will live beside it.
 
+pub mod admin;
 pub mod planner;
 pub mod proxy;

@@ -1,0 +1,71 @@
+//! list_changed notifications: after a reload or refresh changes what a
+//! client would list, connected clients are told. 2025-11-25 clients (after
+//! `initialize`) get plain notifications; 2026-07-28 clients get them on a
+//! `subscriptions/listen` stream.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::app::App;
+use crate::surfaces::proxy::Projection;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+/// A fingerprint of each list a client sees.
+#[derive(PartialEq, Eq, Clone, Copy)]
+struct Shape([u64; 3]);
+
+fn digest<T: serde::Serialize>(items: impl Iterator<Item = (String, T)>) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (name, item) in items {
+        name.hash(&mut h);
+        serde_json::to_string(&item)
+            .unwrap_or_default()
+            .hash(&mut h);
+    }
+    h.finish()
+}
+
+fn shape(p: &Projection) -> Shape {
+    Shape([
+        digest(p.tools.iter().map(|t| (t.name.clone(), &t.item))),
+        digest(p.prompts.iter().map(|t| (t.name.clone(), &t.item))),
+        digest(p.resources.iter().map(|t| (t.name.clone(), &t.item)))
+            ^ digest(p.templates.iter().map(|t| (t.name.clone(), &t.item))),
+    ])
+}
+
+/// Calls `send` for each list that changed, until `send` says the client is
+/// gone. Bursts of changes (a reload discovering several sources) are
+/// coalesced.
+pub async fn follow<F, Fut>(app: Arc<App>, mut send: F)
+where
+    F: FnMut(ListKind) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let mut changes = app.sources.changes();
+    let mut last = shape(&app.projection());
+    loop {
+        if changes.changed().await.is_err() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        changes.borrow_and_update();
+        let now = shape(&app.projection());
+        for (i, kind) in [ListKind::Tools, ListKind::Prompts, ListKind::Resources]
+            .into_iter()
+            .enumerate()
+        {
+            if now.0[i] != last.0[i] && !send(kind).await {
+                return;
+            }
+        }
+        last = now;
+    }
+}

@@ -1,0 +1,259 @@
+//! The admin surface: plugins, sources and their health, catalog refresh,
+//! staged source edits and reload, status. Served as the host-local source
+//! `wf.admin`; access is limited by `[admin]` in the config. No output ever
+//! contains a secret: source settings are never echoed, and plugins' status
+//! reports names of env vars and headers only.
+
+mod tools;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use wf_plugin_api::CallResult;
+
+use crate::app::App;
+use crate::config::{AdminOverHttp, Edit};
+use crate::plugins::supported_api_range;
+
+pub const ADMIN_SOURCE: &str = "wf.admin";
+
+/// How the caller reached wf, for access checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    Stdio,
+    /// Over HTTP, with the value of its `X-Wf-Admin-Token` header, if any.
+    Http {
+        admin_token: Option<String>,
+    },
+}
+
+pub struct Admin {
+    app: Arc<App>,
+}
+
+fn reply(v: Value) -> CallResult {
+    CallResult::structured(v)
+}
+
+fn refuse(error: impl Into<String>, hint: &str) -> CallResult {
+    CallResult {
+        is_error: true,
+        ..CallResult::structured(json!({"error": error.into(), "hint": hint}))
+    }
+}
+
+impl Admin {
+    /// Registers the admin tools unless `[admin] enabled = false`.
+    pub fn new(app: Arc<App>) -> Option<Arc<Self>> {
+        if !app.config.config.admin.enabled {
+            return None;
+        }
+        app.set_local(ADMIN_SOURCE, tools::catalog());
+        Some(Arc::new(Self { app }))
+    }
+
+    /// Why a caller may not use the admin surface, if it may not.
+    fn refusal(&self, caller: &Caller) -> Option<CallResult> {
+        let Caller::Http { admin_token } = caller else {
+            return None;
+        };
+        let admin = &self.app.config.config.admin;
+        match admin.over_http() {
+            AdminOverHttp::Open => None,
+            AdminOverHttp::Off => Some(refuse(
+                "admin call refused: the admin surface is limited to stdio (config: [admin] over_http = \"off\")",
+                "use wf over stdio, or set [admin] over_http = \"token\" with a token",
+            )),
+            AdminOverHttp::Token => {
+                let expected = admin
+                    .token
+                    .as_deref()
+                    .and_then(|t| {
+                        crate::config::expand_env(&Value::String(t.into()), "admin.token", &|k| {
+                            std::env::var(k).ok()
+                        })
+                        .ok()
+                    })
+                    .and_then(|v| v.as_str().map(str::to_string));
+                let ok = matches!((expected.as_deref(), admin_token.as_deref()), (Some(e), Some(g)) if !e.is_empty() && e == g);
+                (!ok).then(|| {
+                    refuse(
+                        "admin call refused: missing or wrong admin token",
+                        "send the admin token in the X-Wf-Admin-Token header (config: [admin] token)",
+                    )
+                })
+            }
+        }
+    }
+
+    pub async fn call(&self, name: &str, args: Value, caller: &Caller) -> CallResult {
+        if let Some(r) = self.refusal(caller) {
+            return r;
+        }
+        let str_arg = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_string);
+        match name {
+            "list_plugins" => reply(self.list_plugins()),
+            "list_sources" => reply(self.list_sources().await),
+            "refresh_catalog" => self.refresh(str_arg("source")).await,
+            "status" => reply(self.status()),
+            "reload" => {
+                let outcome = self.app.reload().await;
+                let failed = outcome.error.is_some();
+                CallResult {
+                    is_error: failed,
+                    ..reply(json!(outcome))
+                }
+            }
+            "add_source" | "update_source" => {
+                let (Some(source), Some(table)) = (
+                    str_arg("name"),
+                    args.get("config").and_then(Value::as_object).cloned(),
+                ) else {
+                    return refuse(
+                        "needs `name` and a `config` object",
+                        "see the tool's input schema",
+                    );
+                };
+                let table = with_kind(table, str_arg("kind"));
+                let edit = if name == "add_source" {
+                    Edit::Add {
+                        name: source,
+                        table,
+                    }
+                } else {
+                    Edit::Update {
+                        name: source,
+                        table,
+                    }
+                };
+                self.stage(edit)
+            }
+            "remove_source" | "enable_source" | "disable_source" => {
+                let Some(source) = str_arg("name") else {
+                    return refuse("needs `name`", "see the tool's input schema");
+                };
+                let edit = match name {
+                    "remove_source" => Edit::Remove { name: source },
+                    "enable_source" => Edit::SetEnabled {
+                        name: source,
+                        enabled: true,
+                    },
+                    _ => Edit::SetEnabled {
+                        name: source,
+                        enabled: false,
+                    },
+                };
+                self.stage(edit)
+            }
+            other => refuse(
+                format!("no admin tool {other:?}"),
+                "list the server's tools",
+            ),
+        }
+    }
+
+    fn stage(&self, edit: Edit) -> CallResult {
+        let config = self.app.live_config.lock().unwrap().clone();
+        match config.stage(&edit) {
+            Ok(()) => reply(json!({
+                "staged": true,
+                "requires_reload": true,
+                "file": config.file_label(),
+                "hint": "the change is in the config file; call reload to apply it now (the file watcher applies it within a second)",
+            })),
+            Err(e) => refuse(
+                e.to_string(),
+                "fix the value and try again; the file was not changed",
+            ),
+        }
+    }
+
+    fn list_plugins(&self) -> Value {
+        let plugins = self.app.plugins.read().unwrap();
+        let loaded: Vec<Value> = plugins
+            .loaded
+            .iter()
+            .map(|p| json!({"name": p.manifest.name, "version": p.manifest.version, "api_version": p.manifest.api_version, "file": p.file, "kinds": p.manifest.kinds}))
+            .collect();
+        json!({
+            "loaded": loaded,
+            "refused": plugins.refused,
+            "supported_api": supported_api_range(),
+            "restart_needed": plugins.changed_files(),
+        })
+    }
+
+    pub async fn list_sources(&self) -> Value {
+        let now = crate::store::now_ms();
+        let entries = self.app.sources.list();
+        let rows = entries.iter().map(|e| async move {
+            let st = e.status();
+            let counts = st.catalog.as_ref().map(|c| {
+                json!({"tools": c.tools.len(), "nodes": c.node_specs.len(), "prompts": c.prompts.len(), "resources": c.resources.len(), "resource_templates": c.resource_templates.len()})
+            });
+            let runtime = match &e.handle {
+                Some(h) => tokio::time::timeout(Duration::from_secs(2), h.status()).await.unwrap_or(Value::Null),
+                None => Value::Null,
+            };
+            json!({
+                "name": e.name, "kind": e.kind, "plugin": e.plugin, "enabled": e.enabled,
+                "state": st.state, "error": st.error,
+                "last_discovery_at": st.discovered_at, "discovery_ms": st.discovery_ms,
+                "catalog_from_snapshot": st.from_snapshot,
+                "catalog_age_ms": st.discovered_at.map(|t| now - t),
+                "session_epoch": runtime.get("epoch"),
+                "calls_in_flight": runtime.get("calls_in_flight"),
+                "capabilities": counts,
+                "runtime": runtime,
+            })
+        });
+        json!({"sources": futures::future::join_all(rows).await})
+    }
+
+    async fn refresh(&self, source: Option<String>) -> CallResult {
+        let entries = match &source {
+            Some(name) => match self.app.sources.get(name) {
+                Some(e) => vec![e],
+                None => return refuse(format!("no source {name:?}"), "see list_sources"),
+            },
+            None => self.app.sources.list(),
+        };
+        let timeout = self.app.discovery_timeout();
+        let runs = entries.iter().filter(|e| e.handle.is_some()).map(|e| async move {
+            let changed = self.app.sources.discover(e, timeout).await;
+            let st = e.status();
+            json!({"source": e.name, "state": st.state, "changed": changed, "error": st.error, "discovery_ms": st.discovery_ms})
+        });
+        reply(json!({"refreshed": futures::future::join_all(runs).await}))
+    }
+
+    fn status(&self) -> Value {
+        let proj = self.app.projection();
+        let sources = self.app.sources.list();
+        let plugins = self.app.plugins.read().unwrap();
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "plugin_api": wf_plugin_api::API_VERSION,
+            "supported_plugin_api": supported_api_range(),
+            "uptime_ms": self.app.started.elapsed().as_millis() as u64,
+            "config_file": self.app.live_config.lock().unwrap().file_label(),
+            "counts": {
+                "plugins": plugins.loaded.len(), "refused_plugin_files": plugins.refused.len(),
+                "sources": sources.len(), "tools": proj.tools.len(), "prompts": proj.prompts.len(),
+                "resources": proj.resources.len(), "resource_templates": proj.templates.len(),
+            },
+            "name_collisions": proj.collisions,
+            "last_reload": *self.app.last_reload.lock().unwrap(),
+            "restart_needed": plugins.changed_files(),
+        })
+    }
+}
+
+/// `kind` given beside the table goes into it.
+fn with_kind(mut table: Map<String, Value>, kind: Option<String>) -> Map<String, Value> {
+    if let Some(k) = kind {
+        table.insert("kind".into(), Value::String(k));
+    }
+    table
+}

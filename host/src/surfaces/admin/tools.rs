@@ -1,0 +1,38 @@
+//! The admin tools' definitions.
+
+use serde_json::{Value, json};
+use wf_plugin_api::{Catalog, Tool};
+
+fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Tool {
+    Tool::new(
+        name,
+        description,
+        json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false}),
+    )
+}
+
+pub fn catalog() -> Catalog {
+    let name = json!({"type": "string", "description": "Source name"});
+    let config = json!({"type": "object", "description": "The source's table, as in the config file (e.g. {\"command\": \"npx\", \"args\": [..]} or {\"url\": ..})"});
+    Catalog::default()
+        .tool(tool("list_plugins", "Loaded plugins (name, version, api version, file, kinds) and refused plugin files with their reasons.", json!({}), &[]))
+        .tool(tool(
+            "list_sources",
+            "Every source: kind, plugin, enabled, status, last discovery time and error, catalog age, session epoch, calls in flight, capability counts.",
+            json!({}),
+            &[],
+        ))
+        .tool(tool("refresh_catalog", "Rediscovers one source (or all) with a one-shot session.", json!({"source": name}), &[]))
+        .tool(tool(
+            "add_source",
+            "Adds a source to the config file (staged: answered with requires_reload).",
+            json!({"name": name, "kind": {"type": "string", "description": "Default mcp"}, "config": config}),
+            &["name", "config"],
+        ))
+        .tool(tool("update_source", "Replaces a source's table in the config file (staged).", json!({"name": name, "kind": {"type": "string"}, "config": config}), &["name", "config"]))
+        .tool(tool("remove_source", "Removes a source from the config file (staged).", json!({"name": name}), &["name"]))
+        .tool(tool("enable_source", "Enables a source in the config file (staged).", json!({"name": name}), &["name"]))
+        .tool(tool("disable_source", "Disables a source in the config file (staged).", json!({"name": name}), &["name"]))
+        .tool(tool("reload", "Applies the config file now: unchanged sources keep their sessions, changed ones restart, removed ones close.", json!({}), &[]))
+        .tool(tool("status", "Uptime, versions, counts, the last reload's result, plugin files that need a restart.", json!({}), &[]))
+}
