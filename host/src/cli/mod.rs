@@ -4,6 +4,7 @@ mod check;
 mod plugins;
 mod run;
 mod serve;
+mod sources;
 
 use std::path::PathBuf;
 
@@ -38,6 +39,82 @@ pub enum Command {
     Run(RunArgs),
     /// List recent workflow runs.
     Runs(RunsArgs),
+    /// List the configured sources (and plugins' default sources).
+    Sources(SourcesArgs),
+    /// Change a source in the config file (a running wf serve applies it).
+    Source {
+        #[command(subcommand)]
+        command: SourceCommand,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct SourcesArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SourceCommand {
+    /// Add a source: `wf source add fs --config wf.toml --set command=npx --set 'args=["-y","x"]'`.
+    Add {
+        name: String,
+        /// The source's table as a JSON object.
+        #[arg(long)]
+        json: Option<String>,
+        /// A setting as key=value (JSON values allowed); repeatable.
+        #[arg(long)]
+        set: Vec<String>,
+        #[arg(long)]
+        kind: Option<String>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Replace a source's table.
+    Update {
+        name: String,
+        #[arg(long)]
+        json: Option<String>,
+        #[arg(long)]
+        set: Vec<String>,
+        #[arg(long)]
+        kind: Option<String>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Remove a source.
+    Remove {
+        name: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Enable a source.
+    Enable {
+        name: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Disable a source.
+    Disable {
+        name: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+}
+
+impl SourceCommand {
+    fn common(&self) -> CommonArgs {
+        match self {
+            SourceCommand::Add { common, .. }
+            | SourceCommand::Update { common, .. }
+            | SourceCommand::Remove { common, .. }
+            | SourceCommand::Enable { common, .. }
+            | SourceCommand::Disable { common, .. } => common.clone(),
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -140,6 +217,11 @@ pub fn main() -> i32 {
             Command::Check(a) => check::run(a, &cli.log_level),
             Command::Run(a) => run::run(a, &cli.log_level).await,
             Command::Runs(a) => run::runs(a, &cli.log_level),
+            Command::Sources(a) => sources::list(a, &cli.log_level),
+            Command::Source { command } => {
+                let common = command.common();
+                sources::edit(command, &common)
+            }
         }
     });
     // Plugin runtimes and upstream clients may hold threads; do not wait for them.
