@@ -1,0 +1,258 @@
+//! Runs a plugin in-process through the real ABI objects, without the host:
+//! the same root module, `#[sabi_trait]` vtables, JSON encoding, plugin
+//! runtime and panic catching that a loaded library goes through.
+//!
+//! ```ignore
+//! let h = wf_plugin_api::testing::Harness::start::<MyPlugin>()?;
+//! let src = h.source("notes", "notes", serde_json::json!({}))?;
+//! let result = src.call_tool("add", serde_json::json!({"text": "hi"})).await?;
+//! ```
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{ROption, RStr, RString};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use crate::author::Plugin;
+use crate::error::PluginError;
+use crate::ffi::*;
+use crate::types::*;
+
+/// What the test host recorded: log lines, events and progress reports.
+#[derive(Default, Debug)]
+pub struct Recorded {
+    pub logs: Vec<(u8, String, String)>,
+    pub events: Vec<Value>,
+    pub progress: Vec<(f64, Option<f64>, Option<String>)>,
+}
+
+#[derive(Clone)]
+struct TestHost(Arc<Mutex<Recorded>>);
+
+impl HostContextFfi for TestHost {
+    fn log(&self, level: u8, target: RStr<'_>, message: RStr<'_>) {
+        self.0
+            .lock()
+            .unwrap()
+            .logs
+            .push((level, target.to_string(), message.to_string()));
+    }
+    fn emit(&self, event_json: RString) {
+        let v = serde_json::from_str(event_json.as_str()).unwrap_or(Value::Null);
+        self.0.lock().unwrap().events.push(v);
+    }
+}
+
+struct TestCall(Arc<Mutex<Recorded>>);
+
+impl CallContextFfi for TestCall {
+    fn progress(&self, progress: f64, total: ROption<f64>, message: ROption<RString>) {
+        self.0.lock().unwrap().progress.push((
+            progress,
+            total.into_option(),
+            message.into_option().map(Into::into),
+        ));
+    }
+    fn info(&self) -> RString {
+        RString::from("{}")
+    }
+}
+
+/// An instantiated plugin, driven through its ABI objects.
+pub struct Harness {
+    pub manifest: Manifest,
+    plugin: PluginBox,
+    pub recorded: Arc<Mutex<Recorded>>,
+}
+
+impl Harness {
+    /// Instantiates plugin `P` through its exported root module.
+    pub fn start<P: Plugin>() -> Result<Self, PluginError> {
+        let module = crate::export::module::<P>();
+        let manifest: Manifest = serde_json::from_str((module.manifest())().as_str())?;
+        let recorded = Arc::new(Mutex::new(Recorded::default()));
+        let host: HostContextBox = HostContextFfi_TO::from_ptr(
+            abi_stable::std_types::RArc::new(TestHost(recorded.clone())),
+            TD_Opaque,
+        );
+        let init = json!({"host_version": "test", "log_level": "debug"}).to_string();
+        let plugin = (module.instantiate())(host, RString::from(init))
+            .into_result()
+            .map_err(|e| PluginError::from_json(e.as_str()))?;
+        Ok(Self {
+            manifest,
+            plugin,
+            recorded,
+        })
+    }
+
+    /// Creates a source with a fresh temporary data directory.
+    pub fn source(&self, name: &str, kind: &str, config: Value) -> Result<TestSource, PluginError> {
+        // Unique per source created, so parallel tests never share files.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let data_dir =
+            std::env::temp_dir().join(format!("wf-harness-{}-{n}-{name}", std::process::id()));
+        std::fs::create_dir_all(&data_dir).map_err(|e| PluginError::internal(e.to_string()))?;
+        self.source_in(name, kind, config, data_dir)
+    }
+
+    pub fn source_in(
+        &self,
+        name: &str,
+        kind: &str,
+        config: Value,
+        data_dir: PathBuf,
+    ) -> Result<TestSource, PluginError> {
+        let spec = SourceSpec {
+            name: name.into(),
+            kind: kind.into(),
+            config,
+            data_dir,
+        };
+        let source = self
+            .plugin
+            .create_source(RString::from(serde_json::to_string(&spec)?))
+            .into_result()
+            .map_err(|e| PluginError::from_json(e.as_str()))?;
+        Ok(TestSource {
+            source,
+            recorded: self.recorded.clone(),
+        })
+    }
+}
+
+/// A source created through the ABI.
+pub struct TestSource {
+    source: SourceBox,
+    recorded: Arc<Mutex<Recorded>>,
+}
+
+impl TestSource {
+    /// Sends one raw request and decodes its result.
+    pub async fn request<T: DeserializeOwned>(
+        &self,
+        request: &SourceRequest,
+    ) -> Result<T, PluginError> {
+        let ctx = CallContextFfi_TO::from_value(TestCall(self.recorded.clone()), TD_Opaque);
+        let text = serde_json::to_string(request)?;
+        match self
+            .source
+            .request(RString::from(text), ctx)
+            .await
+            .into_result()
+        {
+            Ok(v) => {
+                serde_json::from_str(v.as_str()).map_err(|e| PluginError::internal(e.to_string()))
+            }
+            Err(e) => Err(PluginError::from_json(e.as_str())),
+        }
+    }
+    pub async fn catalog(&self) -> Result<Catalog, PluginError> {
+        self.request(&SourceRequest::Catalog).await
+    }
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<CallResult, PluginError> {
+        self.request(&SourceRequest::CallTool {
+            name: name.into(),
+            arguments,
+        })
+        .await
+    }
+    pub async fn run_node(&self, name: &str, input: Value) -> Result<Value, PluginError> {
+        self.request(&SourceRequest::RunNode {
+            name: name.into(),
+            input,
+        })
+        .await
+    }
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, PluginError> {
+        self.request(&SourceRequest::ReadResource { uri: uri.into() })
+            .await
+    }
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<GetPromptResult, PluginError> {
+        self.request(&SourceRequest::GetPrompt {
+            name: name.into(),
+            arguments,
+        })
+        .await
+    }
+    pub async fn shutdown(&self) {
+        self.source.shutdown().await
+    }
+    /// The progress reports recorded so far.
+    pub fn progress(&self) -> Vec<(f64, Option<f64>, Option<String>)> {
+        self.recorded.lock().unwrap().progress.clone()
+    }
+}
+
+/// Structural checks of a catalog's schemas: every input schema is an object
+/// schema, `required` names existing properties, names are unique and non-empty.
+/// Returns the problems found (empty when all is well).
+pub fn schema_problems(catalog: &Catalog) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut check = |what: &str, name: &str, schema: &Value, must_be_object: bool| {
+        let Some(obj) = schema.as_object() else {
+            problems.push(format!("{what} {name}: schema is not a JSON object"));
+            return;
+        };
+        if must_be_object && obj.get("type").and_then(Value::as_str) != Some("object") {
+            problems.push(format!(
+                "{what} {name}: input schema must have \"type\": \"object\""
+            ));
+        }
+        let props = obj.get("properties").and_then(Value::as_object);
+        if let Some(req) = obj.get("required") {
+            match req.as_array() {
+                Some(names) => {
+                    for n in names {
+                        let known = n
+                            .as_str()
+                            .is_some_and(|n| props.is_some_and(|p| p.contains_key(n)));
+                        if !known {
+                            problems.push(format!("{what} {name}: required {n} is not a property"));
+                        }
+                    }
+                }
+                None => problems.push(format!("{what} {name}: \"required\" is not an array")),
+            }
+        }
+        if let Some(p) = obj.get("properties")
+            && !p.is_object()
+        {
+            problems.push(format!("{what} {name}: \"properties\" is not an object"));
+        }
+    };
+    for t in &catalog.tools {
+        check("tool", &t.name, &t.input_schema, true);
+        if let Some(o) = &t.output_schema {
+            check("tool output", &t.name, o, false);
+        }
+    }
+    for n in &catalog.node_specs {
+        check("node", &n.name, &n.input_schema, true);
+        check("node output", &n.name, &n.output_schema, false);
+    }
+    let mut seen = std::collections::HashSet::new();
+    for t in &catalog.tools {
+        if t.name.is_empty() || !seen.insert(t.name.clone()) {
+            problems.push(format!("tool name {:?} is empty or duplicated", t.name));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for n in &catalog.node_specs {
+        if n.name.is_empty() || !seen.insert(n.name.clone()) {
+            problems.push(format!(
+                "node spec name {:?} is empty or duplicated",
+                n.name
+            ));
+        }
+    }
+    problems
+}

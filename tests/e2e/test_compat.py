@@ -1,0 +1,98 @@
+"""The ABI compatibility promise (docs/abi-evolution.md), tested with real
+builds of two wf-plugin-api versions:
+
+- tests/compat/plugin-v1_0 is built against wf-plugin-api 1.0.0 (a frozen copy
+  of the previous minor release, tests/compat/wf-plugin-api-1.0.0) and must
+  load and work in today's host (1.1.x) — including when the host sends it an
+  operation 1.0 does not know;
+- the bad-version fixture claims 2.0.0 and must be refused with its one line.
+
+tests/run builds the 1.0 plugin into target/compat and sets WF_COMPAT_PLUGIN.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from conftest import Wf, content_text
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="session")
+def compat_plugin() -> Path:
+    value = os.environ.get("WF_COMPAT_PLUGIN")
+    if not value:
+        pytest.skip("WF_COMPAT_PLUGIN is not set (tests/run builds tests/compat/plugin-v1_0 and sets it)")
+    path = Path(value)
+    assert path.is_file(), f"WF_COMPAT_PLUGIN={value} is not a file"
+    return path
+
+
+@pytest.fixture
+def compat_wf(compat_plugin: Path, wf: Wf) -> Wf:
+    wf.install_file(compat_plugin)
+    return wf
+
+
+def test_a_previous_minor_plugin_loads(compat_wf: Wf) -> None:
+    doc = compat_wf.plugins_json()
+    ours = [p for p in doc["loaded"] if p["name"] == "compat-v1-0"]
+    assert len(ours) == 1, doc
+    assert ours[0]["api_version"] == "1.0.0"
+    host_api = doc["host_api"]
+    major, minor = (int(x) for x in host_api.split(".")[:2])
+    assert (major, minor) > (1, 0), f"the host must be newer than the plugin for this test to mean anything: {host_api}"
+    assert doc["refused"] == [], doc["refused"]
+
+
+def test_an_incompatible_plugin_is_refused_with_one_line(compat_wf: Wf) -> None:
+    compat_wf.install("bad-version")
+    doc = compat_wf.plugins_json()
+    reasons = [r["reason"] for r in doc["refused"]]
+    assert len(reasons) == 1, doc
+    assert "incompatible wf-plugin-api" in reasons[0] and "2.0.0" in reasons[0], reasons[0]
+    assert doc["supported_api"] in reasons[0], reasons[0]
+    assert "\n" not in reasons[0]
+    assert any(p["name"] == "compat-v1-0" for p in doc["loaded"])
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_previous_minor_plugin_serves_its_tools(compat_wf: Wf, mode: str) -> None:
+    params = StdioServerParameters(
+        command=str(compat_wf.bin),
+        args=["serve", "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir)],
+        env=compat_wf.stdio_env(),
+        cwd=str(compat_wf.root),
+    )
+    with anyio.fail_after(60):
+        async with Client(params, mode=mode) as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert "compat__hello" in names and "wf_std__passthrough" in names, names
+            r = await c.call_tool("compat__hello", {"name": "Ada"})
+            assert not r.is_error, content_text(r.content)
+            assert r.structured_content == {"greeting": "hello from api 1.0, Ada"}
+
+
+def test_a_previous_minor_plugin_runs_in_a_workflow_with_a_lease(compat_wf: Wf) -> None:
+    # `sessions: run` makes the 1.1 engine send OpenLease, an operation the
+    # 1.0 plugin predates: it answers `unsupported` and the run goes on.
+    doc = {
+        "name": "compat",
+        "sessions": {"compat": "run"},
+        "nodes": [{"id": "h", "use": "compat.hello", "args": {"name": "Ada"}}],
+        "outputs": {"greeting": {"$ref": "nodes.h.output.greeting"}},
+    }
+    path = compat_wf.root / "compat.json"
+    path.write_text(json.dumps(doc))
+    r = compat_wf.run("run", str(path), "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == "succeeded", out
+    assert out["outputs"] == {"greeting": "hello from api 1.0, Ada"}
