@@ -452,28 +452,38 @@ impl Store {
         })
     }
 
-    /// Records a node's state (insert or replace): one transaction per call.
-    pub fn put_node(&self, run_id: &str, n: &NodeRecord) -> Result<()> {
+    /// Records node states (insert or replace), all in one transaction.
+    pub fn put_nodes(&self, run_id: &str, nodes: &[NodeRecord]) -> Result<()> {
         self.with(|db| {
-            db.prepare_cached(
-                "INSERT OR REPLACE INTO node_runs (run_id, node_id, capability, status, args, output, error, attempts, epoch, started_at, finished_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?
-            .execute(params![
-                run_id,
-                n.node_id,
-                n.capability,
-                n.status,
-                n.args.as_ref().map(Value::to_string),
-                n.output.as_ref().map(Value::to_string),
-                n.error,
-                n.attempts,
-                n.epoch,
-                n.started_at,
-                n.finished_at
-            ])?;
+            let tx = db.transaction()?;
+            {
+                let mut st = tx.prepare_cached(
+                    "INSERT OR REPLACE INTO node_runs (run_id, node_id, capability, status, args, output, error, attempts, epoch, started_at, finished_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )?;
+                for n in nodes {
+                    st.execute(params![
+                        run_id,
+                        n.node_id,
+                        n.capability,
+                        n.status,
+                        n.args.as_ref().map(Value::to_string),
+                        n.output.as_ref().map(Value::to_string),
+                        n.error,
+                        n.attempts,
+                        n.epoch,
+                        n.started_at,
+                        n.finished_at
+                    ])?;
+                }
+            }
+            tx.commit()?;
             Ok(())
         })
+    }
+
+    pub fn put_node(&self, run_id: &str, n: &NodeRecord) -> Result<()> {
+        self.put_nodes(run_id, std::slice::from_ref(n))
     }
 
     pub fn run(&self, id: &str) -> Result<(RunRecord, Vec<NodeRecord>)> {

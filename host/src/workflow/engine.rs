@@ -161,8 +161,10 @@ impl Engine {
         let this = self.clone();
         let id = run_id.clone();
         tokio::spawn(async move {
+            let log = NodeLog::start(this.store.clone(), id.clone());
             let run = Run {
                 engine: this.clone(),
+                log,
                 id: id.clone(),
                 wf,
                 inputs,
@@ -207,6 +209,39 @@ impl Engine {
     }
 }
 
+/// Writes a run's node records in the background, batching whatever piled up
+/// into one transaction, so the store's latency stays off the scheduling path.
+struct NodeLog {
+    tx: tokio::sync::mpsc::UnboundedSender<NodeRecord>,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+impl NodeLog {
+    fn start(store: Arc<Store>, run_id: String) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<NodeRecord>();
+        let writer = tokio::spawn(async move {
+            let mut batch = Vec::new();
+            while rx.recv_many(&mut batch, 512).await > 0 {
+                if let Err(e) = store.put_nodes(&run_id, &batch) {
+                    tracing::error!(run = %run_id, "cannot record nodes: {e}");
+                }
+                batch.clear();
+            }
+        });
+        Self { tx, writer }
+    }
+
+    fn save(&self, rec: &NodeRecord) {
+        let _ = self.tx.send(rec.clone());
+    }
+
+    /// Waits until everything sent is written.
+    async fn close(self) {
+        drop(self.tx);
+        let _ = self.writer.await;
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum State {
     Pending,
@@ -218,6 +253,7 @@ enum State {
 
 struct Run {
     engine: Arc<Engine>,
+    log: NodeLog,
     id: String,
     wf: Workflow,
     inputs: Value,
@@ -249,9 +285,7 @@ impl Run {
 
     /// Saves a node's record (one transaction).
     fn save(&self, rec: &NodeRecord) {
-        if let Err(e) = self.engine.store.put_node(&self.id, rec) {
-            tracing::error!(run = %self.id, node = %rec.node_id, "cannot record node: {e}");
-        }
+        self.log.save(rec);
     }
 
     /// Marks a node finished with `status` and saves it.
@@ -340,34 +374,34 @@ impl Run {
 
     async fn execute(self) {
         let started = Instant::now();
-        let (scopes, leases) = match self.open_sessions().await {
-            Ok(x) => x,
-            Err(e) => {
+        let (status, outputs, error) = match self.open_sessions().await {
+            Err(e) => ("failed", None, Some(e)),
+            Ok((scopes, leases)) => {
                 let _ = self
                     .engine
                     .store
-                    .finish_run(&self.id, "failed", None, Some(&e));
-                return;
+                    .set_run_sessions(&self.id, &serde_json::to_value(&scopes).unwrap_or_default());
+                let result = self.schedule(&scopes).await;
+                for (handle, lease) in leases {
+                    let _ = handle
+                        .request::<Value>(&SourceRequest::CloseLease { lease }, CallCtx::new())
+                        .await;
+                }
+                result
             }
         };
-        let _ = self
-            .engine
+        let Run {
+            engine, id, log, ..
+        } = self;
+        // Every node record is written before the run is marked finished.
+        log.close().await;
+        if let Err(e) = engine
             .store
-            .set_run_sessions(&self.id, &serde_json::to_value(&scopes).unwrap_or_default());
-        let (status, outputs, error) = self.schedule(&scopes).await;
-        for (handle, lease) in leases {
-            let _ = handle
-                .request::<Value>(&SourceRequest::CloseLease { lease }, CallCtx::new())
-                .await;
-        }
-        if let Err(e) =
-            self.engine
-                .store
-                .finish_run(&self.id, status, outputs.as_ref(), error.as_deref())
+            .finish_run(&id, status, outputs.as_ref(), error.as_deref())
         {
-            tracing::error!(run = %self.id, "cannot record the run's end: {e}");
+            tracing::error!(run = %id, "cannot record the run's end: {e}");
         }
-        tracing::info!(run = %self.id, status, ms = started.elapsed().as_millis() as u64, "run finished");
+        tracing::info!(run = %id, status, ms = started.elapsed().as_millis() as u64, "run finished");
     }
 
     /// Dependencies of each node: `after` plus every node its args/when reference.
@@ -406,6 +440,15 @@ impl Run {
     ) -> (&'static str, Option<Value>, Option<String>) {
         let n = self.wf.nodes.len();
         let deps = self.dependencies();
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, ds) in deps.iter().enumerate() {
+            for &d in ds {
+                dependents[d].push(i);
+            }
+        }
+        // Nodes whose dependencies have all settled, in document order.
+        let mut waiting: Vec<usize> = deps.iter().map(BTreeSet::len).collect();
+        let mut ready: BTreeSet<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
         let mut state = vec![State::Pending; n];
         let mut outputs: HashMap<String, Value> = HashMap::new();
         let mut busy: BTreeSet<String> = BTreeSet::new();
@@ -429,62 +472,56 @@ impl Run {
             })
             .collect();
         let mut failure: Option<String> = None;
+        let settle = |i: usize, waiting: &mut Vec<usize>, ready: &mut BTreeSet<usize>| {
+            for &d in &dependents[i] {
+                waiting[d] -= 1;
+                if waiting[d] == 0 {
+                    ready.insert(d);
+                }
+            }
+        };
 
         loop {
             // Start every ready node, in document order; a stateful source
-            // runs one node at a time.
+            // runs one node at a time. Skipping a node can make others ready.
             let mut progressed = true;
             while progressed && failure.is_none() && !self.cancel.is_cancelled() {
                 progressed = false;
-                for i in 0..n {
-                    if state[i] != State::Pending
-                        || deps[i]
-                            .iter()
-                            .any(|&d| matches!(state[d], State::Pending | State::Running))
-                    {
-                        continue;
-                    }
+                let candidates: Vec<usize> = ready.iter().copied().collect();
+                for i in candidates {
                     let entry = self.entry(i);
                     if entry.spec.stateful && busy.contains(&entry.source) {
                         continue;
                     }
+                    ready.remove(&i);
                     progressed = true;
                     let node = &self.wf.nodes[i];
                     clock[i] = Instant::now();
                     recs[i].started_at = Some(now_ms());
-                    if deps[i].iter().any(|&d| state[d] == State::Skipped) {
-                        state[i] = State::Skipped;
-                        self.finish(
-                            &mut recs[i],
-                            "skipped",
-                            None,
-                            Some("a node it depends on was skipped".into()),
-                        );
-                        self.emit(i, "skipped", clock[i], None);
-                        continue;
-                    }
                     let values = Scope {
                         inputs: &self.inputs,
                         outputs: &outputs,
                     };
+                    let skip = if deps[i].iter().any(|&d| state[d] == State::Skipped) {
+                        Some("a node it depends on was skipped")
+                    } else {
+                        match node.when.as_ref().map(|w| refs::resolve(w, &values)) {
+                            Some(Ok(v)) if !refs::truthy(&v) => Some("`when` was false"),
+                            _ => None,
+                        }
+                    };
+                    if let Some(why) = skip {
+                        state[i] = State::Skipped;
+                        self.finish(&mut recs[i], "skipped", None, Some(why.into()));
+                        self.emit(i, "skipped", clock[i], None);
+                        settle(i, &mut waiting, &mut ready);
+                        continue;
+                    }
                     let when = node
                         .when
                         .as_ref()
                         .map(|w| refs::resolve(w, &values))
                         .transpose();
-                    if let Ok(Some(v)) = &when
-                        && !refs::truthy(v)
-                    {
-                        state[i] = State::Skipped;
-                        self.finish(
-                            &mut recs[i],
-                            "skipped",
-                            None,
-                            Some("`when` was false".into()),
-                        );
-                        self.emit(i, "skipped", clock[i], None);
-                        continue;
-                    }
                     let prepared = when
                         .and_then(|_| refs::resolve(&Value::Object(node.args.clone()), &values))
                         .and_then(|args| Ok((args, self.handle(&entry.source)?)));
@@ -559,6 +596,7 @@ impl Run {
                     self.finish(&mut recs[i], "succeeded", Some(out.clone()), None);
                     outputs.insert(node.id.clone(), out);
                     self.emit(i, "succeeded", clock[i], None);
+                    settle(i, &mut waiting, &mut ready);
                 }
                 Err(e) => {
                     self.finish(&mut recs[i], "failed", None, Some(e.clone()));
@@ -566,6 +604,7 @@ impl Run {
                     if node.on_error == OnError::Continue {
                         state[i] = State::Done;
                         outputs.insert(node.id.clone(), json!({"error": e}));
+                        settle(i, &mut waiting, &mut ready);
                     } else {
                         state[i] = State::Failed;
                         failure.get_or_insert_with(|| {
