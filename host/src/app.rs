@@ -392,6 +392,13 @@ impl App {
     }
 
     pub async fn shutdown(&self) {
+        match self.store.interrupt_own() {
+            Ok(ids) if !ids.is_empty() => {
+                tracing::warn!(runs = ?ids, "runs in progress were interrupted by the shutdown")
+            }
+            Err(e) => tracing::error!("cannot record interrupted runs: {e}"),
+            _ => {}
+        }
         self.sources.shutdown(Duration::from_secs(5)).await;
     }
 }

@@ -13,6 +13,15 @@ Environment:
                     (default: <repo>/target/fixtures/debug)
   WF_E2E_NO_BUILD   set to 1 to never run cargo from the tests (missing fixture
                     plugins then fail the tests that need them)
+  WF_FIXTURE_UPSTREAM  the Rust upstream MCP fixture server
+                    (default: wf-fixture-upstream next to WF_BIN)
+  WF_EVERYTHING_BIN @modelcontextprotocol/server-everything's bin
+                    (default: tests/e2e/node_modules/.bin/mcp-server-everything,
+                    installed by tests/run with `npm ci`)
+  WF_PLAYWRIGHT_MCP_BIN  @playwright/mcp's bin (test_playwright.py; default:
+                    tests/e2e/node_modules/.bin/playwright-mcp, from `npm ci`)
+  WF_CHROMIUM       the browser it drives (default: /usr/bin/chromium, Debian's;
+                    tests/run installs it when missing)
 
 `tests/run` builds everything first; when a fixture plugin is missing (say,
 you run pytest by hand), the suite builds the fixture crates itself into
@@ -35,9 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,6 +60,9 @@ STD_PLUGIN = "wf-source-std"
 
 # How long a started `wf serve --http` may take to accept connections.
 HTTP_START_TIMEOUT = 30.0
+
+E2E_DIR = Path(__file__).resolve().parent
+EVERYTHING_BIN_DEFAULT = E2E_DIR / "node_modules" / ".bin" / "mcp-server-everything"
 
 # Never route the tests' loopback requests through a proxy from the environment.
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost,::1"
@@ -129,6 +143,128 @@ async def all_resources(c: Client) -> list[Any]:
     return await _all_pages(c.list_resources, "resources")
 
 
+async def all_templates(c: Client) -> list[Any]:
+    """Every resource template, following resources/templates/list cursors."""
+    return await _all_pages(c.list_resource_templates, "resource_templates")
+
+
+def toml_value(v: Any) -> str:
+    """A Python value as a TOML value (strings, numbers, booleans, lists, inline tables)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a TOML basic string for everything the tests write
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"no TOML form for {v!r}")
+
+
+def toml_config(sources: dict[str, dict[str, Any]], server: dict[str, Any] | None = None) -> str:
+    """A wf config in TOML: `[server]` (optional) and one `[sources.NAME]` table per source."""
+    out: list[str] = []
+    if server:
+        out.append("[server]")
+        out += [f"{k} = {toml_value(v)}" for k, v in server.items()]
+        out.append("")
+    for name, settings in sources.items():
+        out.append(f"[sources.{json.dumps(name)}]")
+        out += [f"{k} = {toml_value(v)}" for k, v in settings.items()]
+        out.append("")
+    return "\n".join(out)
+
+
+# ---- processes (Linux /proc)
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    ppid: int
+    state: str
+    starttime: int  # clock ticks since boot: tells a pid apart from a reused one
+
+
+def proc_info(pid: int) -> ProcInfo | None:
+    """`/proc/PID/stat` of a process, or None when there is no such process."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    rest = raw[raw.rindex(")") + 2 :].split()
+    return ProcInfo(pid=pid, ppid=int(rest[1]), state=rest[0], starttime=int(rest[19]))
+
+
+def all_procs() -> list[ProcInfo]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and (info := proc_info(int(d))) is not None:
+            out.append(info)
+    return out
+
+
+def children_of(pid: int) -> list[ProcInfo]:
+    """Processes whose parent is `pid` now (zombies included)."""
+    return [p for p in all_procs() if p.ppid == pid]
+
+
+def descendants_of(pid: int) -> list[ProcInfo]:
+    """Every process below `pid` now (children, grandchildren...)."""
+    procs = all_procs()
+    by_parent: dict[int, list[ProcInfo]] = {}
+    for p in procs:
+        by_parent.setdefault(p.ppid, []).append(p)
+    out: list[ProcInfo] = []
+    todo = [pid]
+    while todo:
+        for child in by_parent.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child.pid)
+    return out
+
+
+def still_there(p: ProcInfo) -> ProcInfo | None:
+    """The same process (same pid and start time) if it still exists — alive or a zombie."""
+    now = proc_info(p.pid)
+    return now if now is not None and now.starttime == p.starttime else None
+
+
+def wait_processes_gone(procs: list[ProcInfo], timeout: float = 5.0) -> list[ProcInfo]:
+    """Waits until none of `procs` exists any more (not even as a zombie); returns the survivors."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [now for p in procs if (now := still_there(p)) is not None]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+async def call_outcome(c: Client, name: str, arguments: dict[str, Any] | None = None) -> tuple[Any, str | None]:
+    """Calls a tool; returns (result, None) on success, or (result or None, error text)
+    when the call failed, either as an MCP error or as a result with isError."""
+    try:
+        result = await c.call_tool(name, arguments or {})
+    except MCPError as e:
+        return None, f"{e.message} {json.dumps(e.data) if e.data is not None else ''}".strip()
+    if result.is_error:
+        return result, content_text(result.content)
+    return result, None
+
+
+async def wait_processes_gone_async(procs: list[ProcInfo], timeout: float = 5.0) -> list[ProcInfo]:
+    """Like wait_processes_gone, without blocking the event loop (for use while a client is open)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [now for p in procs if (now := still_there(p)) is not None]
+        if not left or time.monotonic() > deadline:
+            return left
+        await anyio.sleep(0.05)
+
+
 def stop_process(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
     """SIGTERM, then SIGKILL after `grace` seconds; always reaps."""
     if proc.poll() is None:
@@ -183,6 +319,7 @@ class Wf:
     logs: list[Path] = field(default_factory=list)
     _servers: list[HttpServer] = field(default_factory=list)
     _files: list[TextIO] = field(default_factory=list)
+    _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for d in (self.plugin_dir, self.state_dir, self.home, self.log_dir):
@@ -223,7 +360,7 @@ class Wf:
     def stdio_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """What to pass as `StdioServerParameters.env` (merged over the client's whitelist)."""
         full = self.env(extra)
-        keep = {"HOME", "NO_COLOR", "RUST_BACKTRACE", "RUST_LOG", "NO_PROXY", "no_proxy"}
+        keep = {"HOME", "NO_COLOR", "RUST_BACKTRACE", "RUST_LOG", "NO_PROXY", "no_proxy", *(extra or {})}
         return {k: v for k, v in full.items() if k in keep or k.startswith(("WF_", "XDG_"))}
 
     def new_log(self, what: str) -> Path:
@@ -243,6 +380,12 @@ class Wf:
         dst = self.plugin_dir / (as_name or src.name)
         shutil.copy2(src, dst)
         return dst
+
+    def write_config(self, text: str, name: str = "wf.toml") -> Path:
+        """Writes a config file into the test's root; returns its path."""
+        path = self.root / name
+        path.write_text(text)
+        return path
 
     def install_file(self, src: Path, as_name: str | None = None) -> Path:
         dst = self.plugin_dir / (as_name or src.name)
@@ -343,9 +486,52 @@ class Wf:
         kw.setdefault("read_timeout_seconds", 60)
         return Client(server.url, mode=mode, cache=None, **kw)
 
+    def client(self, transport: str, mode: str, *extra: str, env: dict[str, str] | None = None) -> Client:
+        """A client (not yet entered) of a new `wf serve <extra>` over `transport`
+        ("stdio", or "http": a `wf serve --http` on a free loopback port) in `mode`."""
+        if transport == "stdio":
+            return self.stdio_client(mode, *extra, env=env)
+        if transport == "http":
+            return self.http_client(self.start_http("127.0.0.1", None, *extra, env=env), mode)
+        raise ValueError(f"unknown transport {transport!r}")
+
+    # ---- third-party upstream servers
+
+    def start_upstream_http(
+        self, what: str, argv: list[str], port: int, env: dict[str, str] | None = None, timeout: float = 30.0
+    ) -> str:
+        """Starts an upstream MCP server that serves streamable HTTP on 127.0.0.1:`port`
+        (in its own process group, killed as a whole at teardown) and waits until it
+        accepts connections. Returns its MCP endpoint URL."""
+        log = self.new_log(what)
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                argv,
+                cwd=self.root,
+                env={**self.env(), **(env or {})},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._procs.append(proc)
+        deadline = time.monotonic() + timeout
+        while not port_accepts("127.0.0.1", port):
+            if proc.poll() is not None:
+                pytest.fail(f"{what} exited {proc.returncode} before listening on {port}:\n{tail(log)}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"{what} did not listen on {port} within {timeout}s:\n{tail(log)}")
+            time.sleep(0.05)
+        return f"http://127.0.0.1:{port}/mcp"
+
     def close(self) -> None:
         for s in self._servers:
             s.stop()
+        for p in self._procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
         for f in self._files:
             f.close()
 
@@ -400,6 +586,24 @@ def plain_c_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cc = os.environ.get("CC", "gcc")
     subprocess.run([cc, "-shared", "-fPIC", "-o", str(out), str(src)], check=True)
     return out
+
+
+@pytest.fixture(scope="session")
+def fixture_upstream_bin(wf_bin: Path) -> Path:
+    """The Rust stateful upstream fixture server (`wf-fixture-upstream`), built with the workspace."""
+    path = Path(os.environ.get("WF_FIXTURE_UPSTREAM") or wf_bin.parent / "wf-fixture-upstream")
+    if not path.is_file() or not os.access(path, os.X_OK):
+        pytest.fail(f"{path} is missing: `cargo build --workspace` (tests/run) builds it, or set WF_FIXTURE_UPSTREAM")
+    return path
+
+
+@pytest.fixture(scope="session")
+def everything_bin() -> Path:
+    """@modelcontextprotocol/server-everything, installed by tests/run (`npm ci` in tests/e2e)."""
+    path = Path(os.environ.get("WF_EVERYTHING_BIN") or EVERYTHING_BIN_DEFAULT)
+    if not path.exists() or not os.access(path, os.X_OK):
+        pytest.fail(f"{path} is missing: run tests/run (or `npm ci` in tests/e2e), or set WF_EVERYTHING_BIN")
+    return path
 
 
 @pytest.fixture

@@ -131,6 +131,41 @@ pub struct NodeRecord {
 
 pub struct Store {
     db: Mutex<Connection>,
+    /// This process, as recorded with the runs it executes.
+    host: String,
+}
+
+/// Identifies a process beyond its pid (which the OS reuses): `pid:start`,
+/// where `start` is the process start time where the OS tells it.
+fn process_identity(pid: u32) -> Option<String> {
+    #[cfg(target_os = "linux")]
+    {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Field 22 (starttime) counts from after the command's closing paren.
+        let start = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(19)?
+            .to_string();
+        Some(format!("{pid}:{start}"))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Some(format!("{pid}:0"))
+    }
+}
+
+/// Whether the process that recorded `host` still runs.
+fn host_alive(host: &str) -> bool {
+    let Some(pid) = host.split(':').next().and_then(|p| p.parse::<u32>().ok()) else {
+        return false;
+    };
+    if cfg!(target_os = "linux") {
+        process_identity(pid).as_deref() == Some(host)
+    } else {
+        false
+    }
 }
 
 fn json(text: Option<String>) -> Option<Value> {
@@ -156,8 +191,11 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(include_str!("schema.sql"))?;
+        let host = process_identity(std::process::id())
+            .unwrap_or_else(|| format!("{}:0", std::process::id()));
         Ok(Self {
             db: Mutex::new(conn),
+            host,
         })
     }
 
@@ -166,22 +204,52 @@ impl Store {
         f(&mut db)
     }
 
-    /// Runs left `running` by a host that died are `interrupted`; returns their ids.
+    /// Runs left `running` by a host that is gone are `interrupted`; returns
+    /// their ids. Runs of another live host on the same state dir are left alone.
     pub fn mark_interrupted(&self) -> Result<Vec<String>> {
+        let running: Vec<(String, Option<String>)> = self.with(|db| {
+            let mut st =
+                db.prepare("SELECT id, host FROM runs WHERE status IN ('running', 'pending')")?;
+            Ok(st
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<std::result::Result<_, _>>()?)
+        })?;
+        let dead: Vec<String> = running
+            .into_iter()
+            .filter(|(_, h)| !h.as_deref().is_some_and(host_alive))
+            .map(|(id, _)| id)
+            .collect();
+        self.interrupt(&dead, "the host stopped while the run was in progress")?;
+        Ok(dead)
+    }
+
+    /// At shutdown: this host's unfinished runs are `interrupted`.
+    pub fn interrupt_own(&self) -> Result<Vec<String>> {
+        let ids: Vec<String> = self.with(|db| {
+            let mut st = db.prepare(
+                "SELECT id FROM runs WHERE status IN ('running', 'pending') AND host = ?1",
+            )?;
+            Ok(st
+                .query_map([&self.host], |r| r.get(0))?
+                .collect::<std::result::Result<_, _>>()?)
+        })?;
+        self.interrupt(&ids, "the host shut down while the run was in progress")?;
+        Ok(ids)
+    }
+
+    fn interrupt(&self, ids: &[String], why: &str) -> Result<()> {
+        let now = now_ms();
         self.with(|db| {
             let tx = db.transaction()?;
-            let ids: Vec<String> = {
-                let mut st = tx.prepare("SELECT id FROM runs WHERE status IN ('running', 'pending')")?;
-                st.query_map([], |r| r.get(0))?.collect::<std::result::Result<_, _>>()?
-            };
-            let now = now_ms();
-            tx.execute(
-                "UPDATE runs SET status = 'interrupted', finished_at = ?1, error = 'the host stopped while the run was in progress' WHERE status IN ('running', 'pending')",
-                params![now],
-            )?;
-            tx.execute("UPDATE node_runs SET status = 'interrupted', finished_at = ?1 WHERE status = 'running'", params![now])?;
+            for id in ids {
+                tx.execute(
+                    "UPDATE runs SET status = 'interrupted', finished_at = ?2, error = ?3 WHERE id = ?1 AND status IN ('running', 'pending')",
+                    params![id, now, why],
+                )?;
+                tx.execute("UPDATE node_runs SET status = 'interrupted', finished_at = ?2 WHERE run_id = ?1 AND status = 'running'", params![id, now])?;
+            }
             tx.commit()?;
-            Ok(ids)
+            Ok(())
         })
     }
 
@@ -419,8 +487,8 @@ impl Store {
     ) -> Result<()> {
         self.with(|db| {
             db.execute(
-                "INSERT INTO runs (id, workflow, origin, status, inputs, started_at) VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
-                params![id, workflow, origin.to_string(), inputs.to_string(), now_ms()],
+                "INSERT INTO runs (id, workflow, origin, status, inputs, started_at, host) VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6)",
+                params![id, workflow, origin.to_string(), inputs.to_string(), now_ms(), self.host],
             )?;
             Ok(())
         })
@@ -599,10 +667,18 @@ mod tests {
             finished_at: None,
         };
         s.put_node("r1", &n).unwrap();
-        assert_eq!(s.mark_interrupted().unwrap(), vec!["r1".to_string()]);
+        // A run of a live host (this process) is left alone at another start.
+        assert!(s.mark_interrupted().unwrap().is_empty());
+        // One whose host is gone is interrupted.
+        s.create_run("r2", "wf", &json!({}), &json!({})).unwrap();
+        s.with(|db| Ok(db.execute("UPDATE runs SET host = '4000000000:1' WHERE id = 'r2'", [])?))
+            .unwrap();
+        assert_eq!(s.mark_interrupted().unwrap(), vec!["r2".to_string()]);
+        // At shutdown, this host's own runs are interrupted.
+        assert_eq!(s.interrupt_own().unwrap(), vec!["r1".to_string()]);
         let (run, nodes) = s.run("r1").unwrap();
         assert_eq!(run.status, "interrupted");
         assert_eq!(nodes[0].status, "interrupted");
-        assert_eq!(s.runs(10, Some("interrupted")).unwrap().len(), 1);
+        assert_eq!(s.runs(10, Some("interrupted")).unwrap().len(), 2);
     }
 }

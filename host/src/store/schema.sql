@@ -34,7 +34,10 @@ CREATE TABLE IF NOT EXISTS runs (
     error        TEXT,
     sessions     TEXT,
     started_at   INTEGER NOT NULL,
-    finished_at  INTEGER
+    finished_at  INTEGER,
+    -- The process executing the run (pid:start), so a second wf on the same
+    -- state dir can tell a live run from an interrupted one.
+    host         TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_start ON runs(started_at DESC);
 CREATE TABLE IF NOT EXISTS node_runs (

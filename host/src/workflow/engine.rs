@@ -366,7 +366,15 @@ impl Run {
                 }
                 // Sources without sessions (e.g. wf.std) need no scope.
                 Err(e) if e.code() == ErrorCode::Unsupported => {}
-                Err(e) => return Err(format!("cannot open a session: {e}")),
+                Err(e) => {
+                    // Leases opened so far would outlive the failed run.
+                    for (handle, lease) in leases {
+                        let _ = handle
+                            .request::<Value>(&SourceRequest::CloseLease { lease }, CallCtx::new())
+                            .await;
+                    }
+                    return Err(format!("cannot open a session: {e}"));
+                }
             }
         }
         Ok((scopes, leases))
@@ -667,17 +675,22 @@ async fn run_node(
     for attempt in 1..=attempts {
         let ctx = CallCtx::new().with_info(json!({"scope": scope}));
         let call = handle.run_node(&name, args.clone(), ctx);
-        let result = match timeout {
-            Some(t) => tokio::time::timeout(t, call).await.unwrap_or_else(|_| {
-                Err(crate::sources::SourceError {
-                    source_name: handle.name.clone(),
-                    error: wf_plugin_api::PluginError::new(
-                        ErrorCode::Timeout,
-                        format!("no result within {} ms", t.as_millis()),
+        // Err(message, whether the session was lost)
+        let result: Result<Value, (String, bool)> = match timeout {
+            Some(t) => match tokio::time::timeout(t, call).await {
+                Ok(r) => r.map_err(|e| (e.to_string(), e.error.message.contains(STATE_LOST))),
+                Err(_) => Err((
+                    format!(
+                        "source {:?}: no result within {} ms",
+                        handle.name,
+                        t.as_millis()
                     ),
-                })
-            }),
-            None => call.await,
+                    false,
+                )),
+            },
+            None => call
+                .await
+                .map_err(|e| (e.to_string(), e.error.message.contains(STATE_LOST))),
         };
         match result {
             Ok(v) => {
@@ -687,12 +700,11 @@ async fn run_node(
                     attempts: attempt,
                 };
             }
-            Err(e) => {
-                let lost = e.error.message.contains(STATE_LOST);
+            Err((message, lost)) => {
                 last = if lost {
                     format!("{STATE_LOST} (source {:?})", handle.name)
                 } else {
-                    e.to_string()
+                    message
                 };
                 if lost || attempt == attempts {
                     return NodeOutcome {

@@ -285,8 +285,10 @@ pub fn validate(wf: &Workflow, catalog: &PlannerCatalog) -> Vec<Problem> {
         }
         for (path, r) in &found {
             check_ref(&mut out, node, path, r, None);
+            // A self-reference was reported above; keep it out of the cycle search.
             if let Ok(Ref::Node { id, .. }) = r
                 && let Some(&t) = ids.get(id.as_str())
+                && t != i
             {
                 deps[i].insert(t);
             }

@@ -79,6 +79,16 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// How long to wait for progress notifications that trail a response.
+const PROGRESS_GRACE: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Whether the client behind this call asked for progress (sent a token).
+fn wants_progress(ctx: &CallContext) -> bool {
+    ctx.info()
+        .pointer("/meta/progressToken")
+        .is_some_and(|t| !t.is_null())
+}
+
 pub(crate) fn convert<T: DeserializeOwned>(v: impl Serialize) -> Result<T, PluginError> {
     serde_json::to_value(v)
         .and_then(serde_json::from_value)
@@ -217,6 +227,15 @@ impl Runtime {
             () = forward => unreachable!("progress forwarding never ends on its own"),
         };
         guard.id = None;
+        // rmcp hands each notification to its own task but the response to us
+        // directly, so progress sent just before the response can still be on
+        // its way. When the caller asked for progress, collect stragglers
+        // until the stream has been quiet for a moment.
+        if let Some(ctx) = ctx.filter(|c| wants_progress(c)) {
+            while let Ok(Some(p)) = tokio::time::timeout(PROGRESS_GRACE, progress.next()).await {
+                ctx.progress(p.progress, p.total, p.message.as_deref());
+            }
+        }
         result
             .map(|r| (r, epoch))
             .map_err(|e| self.failure(epoch, e))

@@ -129,10 +129,14 @@ impl Planner {
         };
         match reply {
             Ok(v) => {
-                let failed = v
-                    .get("status")
-                    .and_then(Value::as_str)
-                    .is_some_and(|s| matches!(s, "failed" | "cancelled"));
+                // A run that failed is the call's failure; any other reply
+                // (e.g. cancel_run's "cancelled") is a success.
+                let runs =
+                    source == DEPLOY_SOURCE || matches!(name, "run_deployment" | "run_workflow");
+                let failed = runs
+                    && v.get("status")
+                        .and_then(Value::as_str)
+                        .is_some_and(|s| matches!(s, "failed" | "cancelled"));
                 CallResult {
                     is_error: failed,
                     ..CallResult::structured(v)

@@ -1,0 +1,540 @@
+"""Workflow runs against the stateful Rust fixture (source `fx`): the session
+epoch check when the upstream dies mid-run, run-scoped leases versus the shared
+persistent session, and cancelling a run.
+
+Everything goes through the official `mcp` client on `wf serve` (planner tools
+`wf_planner__*` and the proxied `fx__*` tools).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from conftest import Wf, descendants_of, proc_info, toml_config
+from planner_support import fx_config, get_run, planner, tool_json, wait_node, wait_run
+
+pytestmark = pytest.mark.anyio
+
+OP_TIMEOUT = 60
+STATE_LOST = "upstream session restarted; state lost"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def kill_fixture(pid: int) -> int:
+    """SIGKILLs the fixture process `pid`; returns the time of the kill (ms since the epoch)."""
+    assert proc_info(pid) is not None, f"fixture {pid} is not running"
+    at = now_ms()
+    os.kill(pid, signal.SIGKILL)
+    return at
+
+
+async def pid_gone(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = proc_info(pid)
+        if info is None:
+            return True
+        await anyio.sleep(0.05)
+    return proc_info(pid) is None
+
+
+def no_success_after(nodes: dict[str, dict[str, Any]], killed_at: int) -> None:
+    """Nothing ran on a fresh session silently: no node that started after the kill
+    succeeded, and no fx node finished successfully after it."""
+    late = [
+        n
+        for n in nodes.values()
+        if n["status"] == "succeeded"
+        and (
+            (n["started_at"] or 0) >= killed_at
+            or (n["capability"].startswith("fx.") and (n["finished_at"] or 0) >= killed_at)
+        )
+    ]
+    assert late == [], f"nodes succeeded after the upstream was killed: {late}"
+
+
+def incr_slow_incr(slow: dict[str, Any], sessions: dict[str, str] | None = None) -> dict[str, Any]:
+    wf: dict[str, Any] = {
+        "name": "epoch-check",
+        "nodes": [
+            {"id": "first", "use": "fx.increment"},
+            {**slow, "id": "wait", "after": ["first"]},
+            {"id": "second", "use": "fx.increment", "after": ["wait"]},
+        ],
+        "outputs": {"count": {"$ref": "nodes.second.output.count"}},
+    }
+    if sessions:
+        wf["sessions"] = sessions
+    return wf
+
+
+async def test_upstream_killed_during_a_node_fails_the_run(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """increment → fx.slow(1500) → increment on the shared session; the fixture is
+    SIGKILLed during `slow`. The in-flight node fails (its session ended), the run
+    fails, and the next increment never runs — not on a fresh session either."""
+    config = fx_config(wf, fixture_upstream_bin)
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            pid = (await tool_json(c, "fx__pid"))["pid"]
+            started = await planner(
+                c, "run_workflow", {"workflow": incr_slow_incr({"use": "fx.slow", "args": {"ms": 1500}}), "wait": False}
+            )
+            run_id = started["run_id"]
+            assert started["status"] == "running"
+            _, nodes = await wait_node(c, run_id, "wait", "running")
+            assert nodes["first"]["status"] == "succeeded" and nodes["first"]["output"] == {"count": 1}
+            await anyio.sleep(0.2)
+            killed_at = kill_fixture(pid)
+
+            run, nodes = await wait_run(c, run_id)
+            assert run["status"] == "failed", run
+            assert nodes["wait"]["status"] == "failed"
+            assert "upstream session ended" in nodes["wait"]["error"], nodes["wait"]
+            assert run["error"].startswith('node "wait" (fx.slow) failed:'), run["error"]
+            # `second` never started: it has no record at all (or a pending one).
+            assert nodes.get("second", {"status": "pending"})["status"] == "pending", nodes
+            no_success_after(nodes, killed_at)
+            assert run["outputs"] is None
+            # Both nodes ran on the session the run opened (epoch 1).
+            assert nodes["first"]["epoch"] == nodes["wait"]["epoch"] == 1
+            assert run["sessions"] == {"fx": {"expect_epoch": 1}}
+
+            # The next proxied call starts a new upstream session: new process, counter 0.
+            new_pid = (await tool_json(c, "fx__pid"))["pid"]
+            assert new_pid != pid
+            assert await tool_json(c, "fx__get_count") == {"count": 0}
+
+
+@pytest.mark.parametrize(
+    "between",
+    [
+        pytest.param({"use": "fx.slow", "args": {"ms": 1500}, "on_error": "continue"}, id="slow-node-continues"),
+        pytest.param({"use": "wf.std.sleep", "args": {"ms": 1500}}, id="between-fx-nodes"),
+    ],
+)
+async def test_next_node_after_a_restart_reports_state_lost(
+    wf: Wf, fixture_upstream_bin: Path, between: dict[str, Any]
+) -> None:
+    """The fixture dies after `first` built state and before `second` runs — during an
+    fx.slow node whose failure the workflow tolerates (on_error: continue), or during
+    a wf.std.sleep node (the session is idle). `second` must not silently start a new
+    upstream session: it fails with "upstream session restarted; state lost"."""
+    config = fx_config(wf, fixture_upstream_bin)
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            pid = (await tool_json(c, "fx__pid"))["pid"]
+            started = await planner(c, "run_workflow", {"workflow": incr_slow_incr(between), "wait": False})
+            run_id = started["run_id"]
+            await wait_node(c, run_id, "wait", "running")
+            await anyio.sleep(0.3)
+            killed_at = kill_fixture(pid)
+            assert await pid_gone(pid), "the killed fixture was not reaped"
+
+            run, nodes = await wait_run(c, run_id)
+            assert run["status"] == "failed", (run, nodes)
+            assert nodes["second"]["status"] == "failed", nodes
+            assert STATE_LOST in nodes["second"]["error"], nodes["second"]
+            assert nodes["second"]["attempts"] == 1
+            assert STATE_LOST in run["error"]
+            no_success_after(nodes, killed_at)
+            if between["use"] == "fx.slow":
+                assert nodes["wait"]["status"] == "failed" and "upstream session ended" in nodes["wait"]["error"]
+            else:
+                assert nodes["wait"]["status"] == "succeeded"
+
+            # The host reconnects for calls that do not depend on the old state.
+            assert (await tool_json(c, "fx__pid"))["pid"] != pid
+            assert await tool_json(c, "fx__get_count") == {"count": 0}
+
+
+async def test_state_lost_even_when_a_proxied_call_reconnected_first(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """The fixture dies while the run sleeps (wf.std.sleep); a proxied call then
+    reconnects (a new, live session, epoch 2) before the run's next fx node. That
+    node must still fail: its state lived in epoch 1."""
+    config = fx_config(wf, fixture_upstream_bin)
+    workflow = incr_slow_incr({"use": "wf.std.sleep", "args": {"ms": 2000}})
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            pid = (await tool_json(c, "fx__pid"))["pid"]
+            run_id = (await planner(c, "run_workflow", {"workflow": workflow, "wait": False}))["run_id"]
+            await wait_node(c, run_id, "wait", "running")
+            killed_at = kill_fixture(pid)
+            assert await pid_gone(pid)
+            # A proxied call in the meantime starts a fresh upstream session.
+            new_pid = (await tool_json(c, "fx__pid"))["pid"]
+            assert new_pid != pid
+            run, nodes = await get_run(c, run_id)
+            assert run["status"] == "running" and nodes["wait"]["status"] == "running", (run, nodes)
+
+            run, nodes = await wait_run(c, run_id)
+            assert run["status"] == "failed", (run, nodes)
+            assert STATE_LOST in nodes["second"]["error"], nodes["second"]
+            no_success_after(nodes, killed_at)
+            # The fresh session was not touched by the failed node.
+            assert await tool_json(c, "fx__get_count") == {"count": 0}
+            assert (await tool_json(c, "fx__pid"))["pid"] == new_pid
+
+
+async def test_a_lost_lease_fails_the_run(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """With `sessions: {fx: run}` the run's own upstream process dies mid-run: the
+    next node fails with state lost, and the shared session is unaffected."""
+    workflow = {
+        "name": "leased",
+        "sessions": {"fx": "run"},
+        "nodes": [
+            {"id": "pid", "use": "fx.pid"},
+            {"id": "first", "use": "fx.increment", "after": ["pid"]},
+            {"id": "wait", "use": "wf.std.sleep", "args": {"ms": 1500}, "after": ["first"]},
+            {"id": "second", "use": "fx.increment", "after": ["wait"]},
+        ],
+    }
+    config = fx_config(wf, fixture_upstream_bin)
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            shared_pid = (await tool_json(c, "fx__pid"))["pid"]
+            run_id = (await planner(c, "run_workflow", {"workflow": workflow, "wait": False}))["run_id"]
+            _, nodes = await wait_node(c, run_id, "wait", "running")
+            lease_pid = nodes["pid"]["output"]["pid"]
+            assert lease_pid != shared_pid
+            killed_at = kill_fixture(lease_pid)
+            run, nodes = await wait_run(c, run_id)
+            assert run["status"] == "failed"
+            assert STATE_LOST in nodes["second"]["error"], nodes["second"]
+            no_success_after(nodes, killed_at)
+            assert (await tool_json(c, "fx__pid"))["pid"] == shared_pid
+
+
+async def test_state_lost_is_not_retried(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """A node with retries still fails at once on a lost session (retrying on a fresh
+    session would be the silent restart the epoch check prevents)."""
+    workflow = {
+        "name": "retrying",
+        "nodes": [
+            {"id": "first", "use": "fx.increment"},
+            {"id": "wait", "use": "wf.std.sleep", "args": {"ms": 1200}, "after": ["first"]},
+            {"id": "second", "use": "fx.increment", "after": ["wait"], "retry": {"attempts": 3, "backoff_ms": 10}},
+        ],
+    }
+    config = fx_config(wf, fixture_upstream_bin)
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            pid = (await tool_json(c, "fx__pid"))["pid"]
+            run_id = (await planner(c, "run_workflow", {"workflow": workflow, "wait": False}))["run_id"]
+            await wait_node(c, run_id, "wait", "running")
+            killed_at = kill_fixture(pid)
+            run, nodes = await wait_run(c, run_id)
+            assert run["status"] == "failed"
+            assert STATE_LOST in nodes["second"]["error"] and nodes["second"]["attempts"] == 1, nodes["second"]
+            no_success_after(nodes, killed_at)
+
+
+def counting(sessions: dict[str, str] | None, pause_ms: int = 300) -> dict[str, Any]:
+    """pid → increment → slow → increment → slow → increment, outputs the three counts."""
+    wf: dict[str, Any] = {
+        "name": "counting",
+        "nodes": [
+            {"id": "pid", "use": "fx.pid"},
+            {"id": "i1", "use": "fx.increment", "after": ["pid"]},
+            {"id": "s1", "use": "fx.slow", "args": {"ms": pause_ms}, "after": ["i1"]},
+            {"id": "i2", "use": "fx.increment", "after": ["s1"]},
+            {"id": "s2", "use": "fx.slow", "args": {"ms": pause_ms}, "after": ["i2"]},
+            {"id": "i3", "use": "fx.increment", "after": ["s2"]},
+        ],
+        "outputs": {
+            "pid": {"$ref": "nodes.pid.output.pid"},
+            "counts": [
+                {"$ref": "nodes.i1.output.count"},
+                {"$ref": "nodes.i2.output.count"},
+                {"$ref": "nodes.i3.output.count"},
+            ],
+        },
+    }
+    if sessions:
+        wf["sessions"] = sessions
+    return wf
+
+
+async def run_concurrently(c: Client, workflow: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Starts `n` runs of `workflow` (wait=false), then polls each to its end."""
+    ids = [(await planner(c, "run_workflow", {"workflow": workflow, "wait": False}))["run_id"] for _ in range(n)]
+    runs = []
+    for run_id in ids:
+        run, _ = await wait_run(c, run_id)
+        assert run["status"] == "succeeded", run
+        runs.append(run)
+    # They really overlapped in time.
+    assert max(r["started_at"] for r in runs) < min(r["finished_at"] for r in runs), runs
+    return runs
+
+
+async def test_run_scoped_leases_keep_concurrent_runs_apart(wf: Wf, fixture_upstream_bin: Path) -> None:
+    config = fx_config(wf, fixture_upstream_bin)
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            shared_pid = (await tool_json(c, "fx__pid"))["pid"]
+            await tool_json(c, "fx__increment", {"by": 100})
+
+            # Two concurrent runs, each with its own upstream session (`sessions: {fx: run}`).
+            leased = await run_concurrently(c, counting({"fx": "run"}), 2)
+            assert [r["outputs"]["counts"] for r in leased] == [[1, 2, 3], [1, 2, 3]]
+            lease_pids = {r["outputs"]["pid"] for r in leased}
+            assert len(lease_pids) == 2 and shared_pid not in lease_pids
+            for r in leased:
+                assert r["sessions"]["fx"]["lease"], r["sessions"]
+            assert leased[0]["sessions"]["fx"]["lease"] != leased[1]["sessions"]["fx"]["lease"]
+            # A lease ends with its run: its upstream process is gone.
+            for pid in lease_pids:
+                assert await pid_gone(pid), f"lease process {pid} outlived its run"
+            # The shared session was untouched.
+            assert await tool_json(c, "fx__get_count") == {"count": 100}
+
+            # The same two runs on the shared session trample each other's counter.
+            shared = await run_concurrently(c, counting(None), 2)
+            assert {r["outputs"]["pid"] for r in shared} == {shared_pid}
+            all_counts = sorted(x for r in shared for x in r["outputs"]["counts"])
+            assert all_counts == list(range(101, 107)), shared
+            assert max(r["outputs"]["counts"][2] for r in shared) == 106
+            assert await tool_json(c, "fx__get_count") == {"count": 106}
+            assert (await tool_json(c, "fx__pid"))["pid"] == shared_pid
+
+
+async def test_cancel_a_running_run(wf: Wf, fixture_upstream_bin: Path) -> None:
+    workflow = {
+        "name": "long",
+        "nodes": [
+            {"id": "mark", "use": "fx.increment"},
+            {"id": "long", "use": "fx.slow", "args": {"ms": 30000}, "after": ["mark"]},
+            {"id": "after", "use": "fx.increment", "after": ["long"]},
+        ],
+    }
+    config = fx_config(wf, fixture_upstream_bin)
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            pid = (await tool_json(c, "fx__pid"))["pid"]
+            run_id = (await planner(c, "run_workflow", {"workflow": workflow, "wait": False}))["run_id"]
+            await wait_node(c, run_id, "long", "running", timeout=5)
+            await anyio.sleep(0.3)
+
+            t0 = time.monotonic()
+            # (Its reply is flagged is_error — a host bug pinned by
+            # test_cancel_run_reply_is_not_an_error — so read the structured content directly.)
+            reply = await c.call_tool("wf_planner__cancel_run", {"run_id": run_id})
+            took = time.monotonic() - t0
+            assert reply.structured_content == {"run_id": run_id, "cancelled": True, "status": "cancelled"}
+            assert took < 3.0, f"cancel_run took {took:.1f}s"
+
+            run, nodes = await get_run(c, run_id)
+            assert run["status"] == "cancelled" and run["finished_at"] is not None
+            assert nodes["long"]["status"] == "cancelled" and nodes["long"]["finished_at"] is not None
+            assert nodes["long"]["error"] == "the run was cancelled"
+            assert nodes["mark"]["status"] == "succeeded"
+            assert "after" not in nodes or nodes["after"]["status"] == "pending"
+            assert (await planner(c, "list_runs", {"status": "cancelled"}))["runs"][0]["run_id"] == run_id
+
+            # Cancelling again: not running any more.
+            again = (await c.call_tool("wf_planner__cancel_run", {"run_id": run_id})).structured_content
+            assert again["cancelled"] is False and again["status"] == "cancelled"
+
+            # The host keeps serving, on the same upstream session (the slow call was
+            # cancelled upstream, not by killing the session).
+            t0 = time.monotonic()
+            assert (await tool_json(c, "fx__pid"))["pid"] == pid
+            assert await tool_json(c, "fx__get_count") == {"count": 1}
+            quick = await planner(
+                c,
+                "run_workflow",
+                {"workflow": {"nodes": [{"id": "n", "use": "fx.increment"}], "outputs": {"c": {"$ref": "nodes.n.output.count"}}}},
+            )
+            assert quick["status"] == "succeeded" and quick["outputs"] == {"c": 2}
+            assert time.monotonic() - t0 < 5.0
+
+
+async def test_cancel_run_reply_is_not_an_error(wf: Wf, fixture_upstream_bin: Path) -> None:
+    workflow = {"name": "long", "nodes": [{"id": "long", "use": "wf.std.sleep", "args": {"ms": 30000}}]}
+    config = fx_config(wf, fixture_upstream_bin)
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            run_id = (await planner(c, "run_workflow", {"workflow": workflow, "wait": False}))["run_id"]
+            await wait_node(c, run_id, "long", "running", timeout=5)
+            reply = await c.call_tool("wf_planner__cancel_run", {"run_id": run_id})
+            assert reply.structured_content == {"run_id": run_id, "cancelled": True, "status": "cancelled"}
+            # The cancellation succeeded: an MCP client must not see a failed tool call.
+            assert not reply.is_error
+
+
+async def test_cancelling_a_leased_run_closes_its_session(wf: Wf, fixture_upstream_bin: Path) -> None:
+    workflow = {
+        "name": "leased-long",
+        "sessions": {"fx": "run"},
+        "nodes": [
+            {"id": "pid", "use": "fx.pid"},
+            {"id": "long", "use": "fx.slow", "args": {"ms": 30000}, "after": ["pid"]},
+        ],
+    }
+    config = fx_config(wf, fixture_upstream_bin)
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            run_id = (await planner(c, "run_workflow", {"workflow": workflow, "wait": False}))["run_id"]
+            _, nodes = await wait_node(c, run_id, "long", "running", timeout=10)
+            lease_pid = nodes["pid"]["output"]["pid"]
+            reply = await c.call_tool("wf_planner__cancel_run", {"run_id": run_id})
+            assert reply.structured_content["status"] == "cancelled"
+            assert await pid_gone(lease_pid), "the cancelled run's lease process is still running"
+            _, nodes = await get_run(c, run_id)
+            assert nodes["long"]["status"] == "cancelled"
+
+
+async def test_a_failing_node_stops_the_other_branches(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """Independent branches run concurrently; when one fails, the run fails at once
+    and the still-running nodes are cancelled."""
+    workflow = {
+        "name": "branches",
+        "nodes": [
+            {"id": "long", "use": "fx.slow", "args": {"ms": 20000}},
+            {"id": "nap", "use": "wf.std.sleep", "args": {"ms": 20000}},
+            {"id": "pause", "use": "wf.std.sleep", "args": {"ms": 300}},
+            {"id": "boom", "use": "wf.std.runtime_error", "args": {"code": "bad", "message": "stop"}, "after": ["pause"]},
+        ],
+    }
+    config = fx_config(wf, fixture_upstream_bin)
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            t0 = time.monotonic()
+            got = await c.call_tool("wf_planner__run_workflow", {"workflow": workflow})
+            assert time.monotonic() - t0 < 5.0
+            assert got.is_error and got.structured_content["status"] == "failed"
+            assert "bad: stop" in got.structured_content["error"]
+            _, nodes = await get_run(c, got.structured_content["run_id"])
+            assert {k: v["status"] for k, v in nodes.items()} == {
+                "long": "cancelled",
+                "nap": "cancelled",
+                "pause": "succeeded",
+                "boom": "failed",
+            }
+            assert nodes["long"]["error"] == nodes["nap"]["error"] == "another node failed"
+            # The shared session survived the cancelled call.
+            assert await tool_json(c, "fx__slow", {"ms": 1}) == {"slept_ms": 1}
+
+
+async def test_when_skips_a_node_and_its_dependents(wf: Wf, fixture_upstream_bin: Path) -> None:
+    workflow = {
+        "name": "conditional",
+        "inputs": {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]},
+        "nodes": [
+            {"id": "inc", "use": "fx.increment", "when": {"$ref": "inputs.go"}},
+            {"id": "after_inc", "use": "wf.std.passthrough", "args": {"value": {"$ref": "nodes.inc.output.count"}}},
+            {"id": "always", "use": "wf.std.const", "args": {"value": "ok"}},
+        ],
+        "outputs": {"count": {"$ref": "nodes.after_inc.output.value"}, "always": {"$ref": "nodes.always.output.value"}},
+    }
+    config = fx_config(wf, fixture_upstream_bin)
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            skipped = await planner(c, "run_workflow", {"workflow": workflow, "inputs": {"go": False}})
+            assert skipped["status"] == "succeeded"
+            assert skipped["outputs"] == {"count": None, "always": "ok"}
+            assert {n["id"]: n["status"] for n in skipped["nodes"]} == {
+                "inc": "skipped",
+                "after_inc": "skipped",
+                "always": "succeeded",
+            }
+            assert await tool_json(c, "fx__get_count") == {"count": 0}
+            ran = await planner(c, "run_workflow", {"workflow": workflow, "inputs": {"go": True}})
+            assert ran["outputs"] == {"count": 1, "always": "ok"}
+
+
+async def test_node_timeout_and_retry(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """timeout_ms fails a slow node (the session stays usable); on_error: continue
+    records the failure and lets the run finish; retry re-runs a failing node."""
+    workflow = {
+        "name": "timeouts",
+        "nodes": [
+            {"id": "slow", "use": "fx.slow", "args": {"ms": 5000}, "timeout_ms": 300, "on_error": "continue"},
+            {"id": "next", "use": "fx.increment", "after": ["slow"]},
+            {
+                "id": "flaky",
+                "use": "wf.std.runtime_error",
+                "args": {"code": "x", "message": "always"},
+                "retry": {"attempts": 3, "backoff_ms": 20},
+                "on_error": "continue",
+            },
+        ],
+        "outputs": {"slow": {"$ref": "nodes.slow.output"}, "count": {"$ref": "nodes.next.output.count"}},
+    }
+    config = fx_config(wf, fixture_upstream_bin)
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            t0 = time.monotonic()
+            got = await planner(c, "run_workflow", {"workflow": workflow})
+            assert time.monotonic() - t0 < 4.0
+            assert got["status"] == "succeeded", got
+            assert "no result within 300 ms" in got["outputs"]["slow"]["error"]
+            assert got["outputs"]["count"] == 1
+            _, nodes = await get_run(c, got["run_id"])
+            assert nodes["slow"]["status"] == "failed"
+            assert nodes["flaky"]["status"] == "failed" and nodes["flaky"]["attempts"] == 3
+
+
+def fixture_procs_below(pid: int, fixture_upstream_bin: Path) -> list[Any]:
+    """The fixture server processes below `pid` now."""
+    found = []
+    for p in descendants_of(pid):
+        try:
+            exe = os.readlink(f"/proc/{p.pid}/exe")
+        except OSError:
+            continue
+        if Path(exe) == fixture_upstream_bin.resolve() and p.state != "Z":
+            found.append(p)
+    return found
+
+
+async def test_a_run_that_cannot_open_its_sessions_leaks_no_lease(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """Source `a` (leased) opens fine; source `b` answers discovery but refuses any
+    later session (a wrapper that runs the fixture only once). The run fails
+    before any node — and must close `a`'s lease."""
+    marker = wf.root / "b-started-once"
+    wrapper = wf.root / "b-once.sh"
+    wrapper.write_text(
+        f"#!/bin/sh\nif [ -e '{marker}' ]; then echo 'b refuses' >&2; exit 1; fi\n"
+        f"touch '{marker}'\nexec '{fixture_upstream_bin}'\n"
+    )
+    wrapper.chmod(0o755)
+    config = wf.write_config(
+        toml_config({"a": {"command": str(fixture_upstream_bin)}, "b": {"command": str(wrapper), "connect_timeout_ms": 5000}})
+    )
+    workflow = {
+        "name": "two-sources",
+        "sessions": {"a": "run", "b": "run"},
+        "nodes": [{"id": "pa", "use": "a.pid"}, {"id": "pb", "use": "b.pid"}],
+    }
+    server = wf.start_http("127.0.0.1", None, "--config", str(config))
+    async with wf.http_client(server) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            # Discovery of both sources is done (and its one-shot sessions closed).
+            deadline = time.monotonic() + 20
+            while not (marker.exists() and {"a__pid", "b__pid"} <= {t.name for t in (await c.list_tools()).tools}):
+                assert time.monotonic() < deadline, "discovery of a and b did not finish"
+                await anyio.sleep(0.1)
+            deadline = time.monotonic() + 10
+            while fixture_procs_below(server.proc.pid, fixture_upstream_bin):
+                assert time.monotonic() < deadline, "discovery sessions did not close"
+                await anyio.sleep(0.1)
+
+            got = await c.call_tool("wf_planner__run_workflow", {"workflow": workflow})
+            assert got.is_error and got.structured_content["status"] == "failed", got.structured_content
+            assert "cannot open a session" in got.structured_content["error"]
+
+            await anyio.sleep(1.0)
+            leaked = fixture_procs_below(server.proc.pid, fixture_upstream_bin)
+            assert leaked == [], f"lease processes left running after the run failed: {leaked}"
