@@ -311,36 +311,16 @@ impl Store {
 
     pub fn draft(&self, id: &str) -> Result<Draft> {
         self.with(|db| {
-            db.query_row(
-                "SELECT id, name, document, created_at, updated_at FROM drafts WHERE id = ?1",
-                [id],
-                |r| {
-                    Ok(Draft {
-                        id: r.get(0)?,
-                        name: r.get(1)?,
-                        document: json(r.get(2)?).unwrap_or(Value::Null),
-                        created_at: r.get(3)?,
-                        updated_at: r.get(4)?,
-                    })
-                },
-            )
-            .optional()?
-            .ok_or_else(|| StoreError::NotFound(format!("no draft {id:?}")))
+            db.query_row(&format!("{DRAFT_COLUMNS} WHERE id = ?1"), [id], draft_row)
+                .optional()?
+                .ok_or_else(|| StoreError::NotFound(format!("no draft {id:?}")))
         })
     }
 
     pub fn drafts(&self) -> Result<Vec<Draft>> {
         self.with(|db| {
-            let mut st = db.prepare("SELECT id, name, document, created_at, updated_at FROM drafts ORDER BY updated_at DESC")?;
-            let rows = st.query_map([], |r| {
-                Ok(Draft {
-                    id: r.get(0)?,
-                    name: r.get(1)?,
-                    document: json(r.get(2)?).unwrap_or(Value::Null),
-                    created_at: r.get(3)?,
-                    updated_at: r.get(4)?,
-                })
-            })?;
+            let mut st = db.prepare(&format!("{DRAFT_COLUMNS} ORDER BY updated_at DESC"))?;
+            let rows = st.query_map([], draft_row)?;
             Ok(rows.collect::<std::result::Result<_, _>>()?)
         })
     }
@@ -597,6 +577,18 @@ impl Store {
             Ok(rows.collect::<std::result::Result<_, _>>()?)
         })
     }
+}
+
+const DRAFT_COLUMNS: &str = "SELECT id, name, document, created_at, updated_at FROM drafts";
+
+fn draft_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Draft> {
+    Ok(Draft {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        document: json(r.get(2)?).unwrap_or(Value::Null),
+        created_at: r.get(3)?,
+        updated_at: r.get(4)?,
+    })
 }
 
 fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
