@@ -48,6 +48,7 @@ pub struct App {
     events: HostEvents,
     /// The outcome of the last reload.
     pub last_reload: Mutex<Option<ReloadOutcome>>,
+    reloading: tokio::sync::Mutex<()>,
     pub sources: Arc<Sources>,
     pub state_dir: PathBuf,
     pub rules: NameRules,
@@ -139,6 +140,7 @@ impl App {
             options: opts.clone(),
             events,
             last_reload: Mutex::new(None),
+            reloading: tokio::sync::Mutex::new(()),
             sources,
             state_dir,
             rules,
@@ -282,6 +284,9 @@ impl App {
     /// ones are replaced, removed ones closed, new and changed ones discovered.
     /// An invalid file changes nothing; the error is kept in `last_reload`.
     pub async fn reload(&self) -> ReloadOutcome {
+        // One reload at a time: the watcher and the admin tool must not
+        // interleave reading and applying the file.
+        let _one = self.reloading.lock().await;
         let outcome = self.try_reload().await;
         match &outcome.error {
             None => {

@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod plugins;
+pub mod secrets;
 pub mod server;
 pub mod sources;
 pub mod store;

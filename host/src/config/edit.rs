@@ -109,6 +109,33 @@ fn toml_table(map: &Map<String, Value>) -> toml_edit::Table {
     t
 }
 
+/// Makes `t` hold exactly `map`, keeping the comments and layout of every
+/// key that stays (recursively for sub-tables).
+fn update_table(t: &mut dyn toml_edit::TableLike, map: &Map<String, Value>) {
+    let old: Vec<String> = t.iter().map(|(k, _)| k.to_string()).collect();
+    for k in old.iter().filter(|k| !map.contains_key(*k)) {
+        t.remove(k);
+    }
+    for (k, v) in map {
+        match (t.get_mut(k), v) {
+            (Some(item), Value::Object(sub)) if item.is_table_like() => {
+                if let Some(inner) = item.as_table_like_mut() {
+                    update_table(inner, sub);
+                }
+            }
+            (Some(item), _) if item.is_value() => {
+                let old = item.as_value_mut().expect("a value");
+                let mut value = to_toml(v);
+                *value.decor_mut() = old.decor().clone();
+                *old = value;
+            }
+            _ => {
+                t.insert(k, toml_edit::Item::Value(to_toml(v)));
+            }
+        }
+    }
+}
+
 fn edit_toml(file: &str, text: &str, edit: &Edit) -> Result<String, ConfigError> {
     let mut doc: toml_edit::DocumentMut = text
         .parse()
@@ -137,28 +164,12 @@ fn edit_toml(file: &str, text: &str, edit: &Edit) -> Result<String, ConfigError>
             if !exists {
                 return Err(invalid(file, key, "no such source"));
             }
-            // Keep the table's own comments: replace values, drop keys that went away.
+            // Keep the table's own comments: update it in place.
             let t = tables
                 .get_mut(name)
                 .and_then(|i| i.as_table_like_mut())
                 .ok_or_else(|| invalid(file, key.clone(), "is not a table"))?;
-            let old: Vec<String> = t.iter().map(|(k, _)| k.to_string()).collect();
-            for k in old.iter().filter(|k| !table.contains_key(*k)) {
-                t.remove(k);
-            }
-            for (k, v) in table {
-                let mut value = to_toml(v);
-                match t.get_mut(k).and_then(|i| i.as_value_mut()) {
-                    // Same key: keep its comments and spacing.
-                    Some(old) => {
-                        *value.decor_mut() = old.decor().clone();
-                        *old = value;
-                    }
-                    None => {
-                        t.insert(k, toml_edit::Item::Value(value));
-                    }
-                }
-            }
+            update_table(t, table);
         }
         Edit::Remove { .. } => {
             if tables.remove(name).is_none() {

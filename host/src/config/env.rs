@@ -48,6 +48,7 @@ fn expand_str(
             let var = &tail[..end];
             let val = lookup(var)
                 .ok_or_else(|| format!("{key}: environment variable {var} is not set"))?;
+            crate::secrets::remember(&val);
             out.push_str(&val);
             rest = &tail[end + 1..];
         } else {

@@ -36,6 +36,7 @@ pub(crate) struct HostContext {
 
 impl HostContextFfi for HostContext {
     fn log(&self, level: u8, target: RStr<'_>, message: RStr<'_>) {
+        let message = crate::secrets::redact(message.as_str());
         let (plugin, target, message) = (&*self.plugin, target.as_str(), message.as_str());
         match level {
             1 => tracing::error!(target: "wf::plugin", plugin, target, "{message}"),

@@ -92,6 +92,15 @@ pub fn load_plugins(dirs: &[PathBuf], events: &HostEvents, log_level: &str) -> P
     set
 }
 
+/// A private copy of `file` to load a rebuilt library from.
+fn fresh_copy(file: &Path) -> Option<PathBuf> {
+    let name = file.file_name()?.to_string_lossy().to_string();
+    let dir = std::env::temp_dir().join(format!("wf-plugin-reload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let copy = dir.join(format!("{}-{name}", crate::store::now_ms()));
+    std::fs::copy(file, &copy).ok().map(|_| copy)
+}
+
 fn library_files(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         tracing::debug!(dir = %dir.display(), "plugin folder not readable; skipped");
@@ -130,13 +139,25 @@ impl PluginSet {
                 continue;
             }
             let now = stamp(&file);
+            let mut retry = false;
             if let Some(i) = self.refused.iter().position(|r| r.file == file) {
                 if self.refused[i].stamp == now {
                     continue;
                 }
                 self.refused.remove(i);
+                retry = true;
             }
-            match load_one(&file, self, events, log_level) {
+            // The refused build stays mapped (libraries are never unloaded) and
+            // the OS hands out the mapped one for the same path: load a
+            // changed file from a fresh copy.
+            let fresh = if retry { fresh_copy(&file) } else { None };
+            let result = load_one(fresh.as_deref().unwrap_or(&file), self, events, log_level).map(
+                |mut p| {
+                    p.file = file.clone();
+                    p
+                },
+            );
+            match result {
                 Ok(mut plugin) => {
                     tracing::info!(plugin = %plugin.manifest.name, version = %plugin.manifest.version, file = %file.display(), "plugin loaded");
                     plugin.stamp = now;

@@ -2,7 +2,7 @@
 
 mod handler;
 mod http;
-mod http_guard;
+pub(crate) mod http_guard;
 mod notify;
 
 pub use handler::WfServer;

@@ -67,7 +67,11 @@ impl SourceHandle {
                     "malformed plugin reply: {e}"
                 )))
             }),
-            Err(e) => Err(self.err(PluginError::from_json(e.as_str()))),
+            Err(e) => {
+                let mut error = PluginError::from_json(e.as_str());
+                error.message = crate::secrets::redact(&error.message);
+                Err(self.err(error))
+            }
         }
     }
 

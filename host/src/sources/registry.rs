@@ -42,6 +42,9 @@ pub struct SourceStatus {
     pub discovery_ms: Option<u64>,
     /// The catalog served comes from a snapshot of an earlier run.
     pub from_snapshot: bool,
+    /// The discovery whose result is applied (see `SourceEntry::discoveries`).
+    #[serde(skip)]
+    applied: u64,
 }
 
 pub struct SourceEntry {
@@ -53,6 +56,9 @@ pub struct SourceEntry {
     pub fingerprint: String,
     pub handle: Option<Arc<SourceHandle>>,
     status: Mutex<SourceStatus>,
+    /// Discoveries started so far; a result older than the last one applied
+    /// is dropped (a slow early discovery must not undo a later refresh).
+    discoveries: std::sync::atomic::AtomicU64,
 }
 
 impl SourceEntry {
@@ -226,7 +232,9 @@ impl Sources {
                 discovered_at: None,
                 discovery_ms: None,
                 from_snapshot: false,
+                applied: 0,
             }),
+            discoveries: std::sync::atomic::AtomicU64::new(0),
         };
         if !sc.enabled {
             return entry(None, SourceState::Disabled, None);
@@ -322,6 +330,10 @@ impl Sources {
         let Some(handle) = &entry.handle else {
             return false;
         };
+        let generation = entry
+            .discoveries
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+            + 1;
         let started = Instant::now();
         let result = match tokio::time::timeout(timeout, handle.catalog()).await {
             Ok(r) => r.map_err(|e| e.error.to_string()),
@@ -334,6 +346,11 @@ impl Sources {
         let (was_waiting, changed);
         {
             let mut st = entry.status.lock().unwrap();
+            if st.applied > generation {
+                tracing::debug!(source = %entry.name, "dropping a discovery result older than the one applied");
+                return false;
+            }
+            st.applied = generation;
             // Only sources that had no catalog (no snapshot) were waited for.
             was_waiting = st.state == SourceState::Pending && st.catalog.is_none();
             st.discovery_ms = Some(elapsed);

@@ -157,16 +157,35 @@ impl McpConfig {
                 env,
                 cwd,
             } => serde_json::json!({
-                "transport": "stdio", "command": command, "args": args,
+                // Arguments may carry expanded secrets (`--api-key ${KEY}`): only their count.
+                "transport": "stdio", "command": command, "args_count": args.len(),
                 "env_keys": env.keys().chain(self.auth.env.keys()).collect::<Vec<_>>(), "cwd": cwd,
             }),
             Transport::Http { url, headers } => serde_json::json!({
-                "transport": "streamable_http", "url": url,
+                "transport": "streamable_http", "url": redact_url(url),
                 "header_names": headers.keys().chain(self.auth.headers.keys()).collect::<Vec<_>>(),
                 "bearer_token": self.auth.bearer_token.is_some(),
             }),
             Transport::Unsupported(t) => serde_json::json!({"transport": t, "supported": false}),
         }
+    }
+}
+
+/// A URL without its credentials and query (either may hold a secret).
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or(rest);
+    let rest = match rest.split_once('/') {
+        Some((authority, path)) => format!(
+            "{}/{path}",
+            authority.rsplit('@').next().unwrap_or(authority)
+        ),
+        None => rest.rsplit('@').next().unwrap_or(rest).to_string(),
+    };
+    if scheme.is_empty() {
+        rest
+    } else {
+        format!("{scheme}://{rest}")
     }
 }
 
@@ -213,6 +232,25 @@ mod tests {
         assert_ne!(a.fingerprint(), b.fingerprint());
         let c = McpConfig::parse("gh", &json!({"command": "srv", "env": {"TOKEN": "s3cret"}, "auth": {"env": {"KEY": "k3y"}}, "call_timeout_ms": 5})).unwrap();
         assert_eq!(a.fingerprint(), c.fingerprint());
+    }
+
+    #[test]
+    fn urls_lose_credentials_and_queries() {
+        assert_eq!(
+            redact_url("https://user:pw@host:8/mcp?key=s3cret#x"),
+            "https://host:8/mcp"
+        );
+        assert_eq!(
+            redact_url("http://127.0.0.1:9/mcp"),
+            "http://127.0.0.1:9/mcp"
+        );
+        assert_eq!(redact_url("http://host?key=1"), "http://host");
+        let c = McpConfig::parse(
+            "x",
+            &json!({"command": "srv", "args": ["--api-key", "s3cret"]}),
+        )
+        .unwrap();
+        assert!(!c.describe().to_string().contains("s3cret"));
     }
 
     #[test]

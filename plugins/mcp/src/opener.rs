@@ -101,7 +101,14 @@ pub async fn open(
                     &config.auth,
                 )?);
                 client.serve(transport).await.map_err(|e| {
-                    PluginError::upstream(format!("MCP handshake with {url} failed: {e}"))
+                    {
+                        // The transport's error may quote the URL: never its secret parts.
+                        let shown = crate::config::redact_url(url);
+                        PluginError::upstream(format!(
+                            "MCP handshake with {shown} failed: {}",
+                            e.to_string().replace(url.as_str(), &shown)
+                        ))
+                    }
                 })
             }
             Transport::Unsupported(t) => Err(PluginError::invalid_config(format!(

@@ -76,7 +76,7 @@ impl Admin {
                         .ok()
                     })
                     .and_then(|v| v.as_str().map(str::to_string));
-                let ok = matches!((expected.as_deref(), admin_token.as_deref()), (Some(e), Some(g)) if !e.is_empty() && e == g);
+                let ok = matches!((expected.as_deref(), admin_token.as_deref()), (Some(e), Some(g)) if !e.is_empty() && crate::server::http_guard::constant_time_eq(e.as_bytes(), g.as_bytes()));
                 (!ok).then(|| {
                     refuse(
                         "admin call refused: missing or wrong admin token",
