@@ -12,6 +12,7 @@
 mod memory;
 mod overhead;
 mod proc;
+mod relay;
 mod startup;
 mod stats;
 
@@ -42,9 +43,19 @@ struct Args {
     /// skipped with a note when missing).
     #[arg(long, value_name = "PATH")]
     everything: Option<PathBuf>,
+    /// Another `wf` build measured in the same overhead rounds, as an extra
+    /// reference row (to A/B-test a change; its plugins must sit beside it).
+    #[arg(long, value_name = "PATH")]
+    compare: Option<PathBuf>,
     /// Run only these benchmarks (repeatable; default: all).
     #[arg(long, value_enum, value_name = "BENCH")]
     only: Vec<Bench>,
+    /// Internal: serve as a bare rmcp relay (`stdio` or `pipes`) in front of
+    /// the command after `--` (the reference rows of the overhead tables).
+    #[arg(long, hide = true, value_name = "TRANSPORT")]
+    relay: Option<String>,
+    #[arg(last = true, hide = true)]
+    relay_command: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -59,6 +70,7 @@ pub struct Env {
     pub wf: PathBuf,
     pub fixture: PathBuf,
     pub everything: Option<PathBuf>,
+    pub compare: Option<PathBuf>,
     pub scratch: PathBuf,
     pub quick: bool,
 }
@@ -70,12 +82,25 @@ impl Env {
     /// `wf serve` over stdio with a fresh config and state dir holding `sources`.
     /// Returns the command and the file its stderr goes to.
     pub fn wf_command(&self, name: &str, sources: Value) -> anyhow::Result<(Command, PathBuf)> {
+        self.wf_command_with(&self.wf, name, sources)
+    }
+
+    /// Like [`Self::wf_command`] for another `wf` binary.
+    pub fn wf_command_with(
+        &self,
+        binary: &Path,
+        name: &str,
+        sources: Value,
+    ) -> anyhow::Result<(Command, PathBuf)> {
         let config = self.scratch.join(format!("{name}.json"));
-        std::fs::write(&config, serde_json::to_vec_pretty(&json!({"sources": sources}))?)
-            .with_context(|| format!("cannot write {}", config.display()))?;
+        std::fs::write(
+            &config,
+            serde_json::to_vec_pretty(&json!({"sources": sources}))?,
+        )
+        .with_context(|| format!("cannot write {}", config.display()))?;
         let state = self.scratch.join(format!("state-{name}"));
         let _ = std::fs::remove_dir_all(&state);
-        let mut cmd = Command::new(&self.wf);
+        let mut cmd = Command::new(binary);
         cmd.arg("serve")
             .arg("--config")
             .arg(&config)
@@ -119,7 +144,11 @@ fn resolve(args: &Args) -> anyhow::Result<Env> {
         Some(p) => p.clone(),
         None => beside_exe("wf-fixture-upstream")?,
     };
-    for (what, p) in [("wf", &wf), ("the upstream fixture", &fixture)] {
+    let mut required = vec![("wf", &wf), ("the upstream fixture", &fixture)];
+    if let Some(c) = &args.compare {
+        required.push(("the --compare wf build", c));
+    }
+    for (what, p) in required {
         if !p.is_file() {
             bail!(
                 "{what} not found at {} (build it: cargo build --release -p wf-bench -p wf-host \
@@ -145,7 +174,17 @@ fn resolve(args: &Args) -> anyhow::Result<Env> {
                 .join("../tests/e2e/node_modules/.bin/mcp-server-everything"),
         ),
     }
-    .filter(|p| p.exists());
+    .filter(|p| p.exists())
+    // Tidy `bench/../tests` without resolving the `.bin` symlink itself.
+    .map(|p| {
+        match (
+            p.parent().and_then(|d| d.canonicalize().ok()),
+            p.file_name(),
+        ) {
+            (Some(dir), Some(name)) => dir.join(name),
+            _ => p,
+        }
+    });
     let scratch = std::env::temp_dir().join(format!("wf-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)
         .with_context(|| format!("cannot create {}", scratch.display()))?;
@@ -153,6 +192,7 @@ fn resolve(args: &Args) -> anyhow::Result<Env> {
         wf: absolute(wf),
         fixture: absolute(fixture),
         everything: everything.map(absolute),
+        compare: args.compare.clone().map(absolute),
         scratch,
         quick: args.quick,
     })
@@ -163,7 +203,10 @@ fn absolute(p: PathBuf) -> PathBuf {
 }
 
 fn command_output(program: &str, args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new(program).args(args).output().ok()?;
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
@@ -183,15 +226,24 @@ fn print_header(env: &Env) {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let command: Vec<String> = std::env::args().collect();
-    println!("# wf benchmark ({})\n", if env.quick { "quick" } else { "full" });
+    println!(
+        "# wf benchmark ({})\n",
+        if env.quick { "quick" } else { "full" }
+    );
     println!("- date: {date}");
     println!("- command: `{}`", command.join(" "));
     println!("- machine: {cores} cores, {cpu}, Linux {}", kernel.trim());
     println!(
         "- load average at start: {}",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     println!("- wf: `{}`", env.wf.display());
+    if let Some(c) = &env.compare {
+        println!("- compared wf build: `{}`", c.display());
+    }
     println!("- fixture: `{}`", env.fixture.display());
     match &env.everything {
         Some(p) => println!("- server-everything: `{}`", p.display()),
@@ -220,6 +272,15 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if let Some(transport) = &args.relay {
+        return match relay::serve(transport, &args.relay_command).await {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("wf-bench --relay: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let env = match resolve(&args) {
         Ok(e) => e,
         Err(e) => {
@@ -229,8 +290,14 @@ async fn main() -> std::process::ExitCode {
     };
     // Interrupting drops the run: every child is reaped by its guard.
     let result = tokio::select! {
-        r = run(&env, &args.only) => r,
-        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        r = run(&env, &args.only) => Some(r),
+        _ = tokio::signal::ctrl_c() => None,
+    };
+    // The run future is gone here: every child has been stopped and reaped.
+    let Some(result) = result else {
+        let _ = std::fs::remove_dir_all(&env.scratch);
+        eprintln!("wf-bench: interrupted");
+        return std::process::ExitCode::from(130);
     };
     match result {
         Ok(()) => {

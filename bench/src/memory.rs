@@ -9,7 +9,7 @@ use anyhow::bail;
 use serde_json::{Map, Value, json};
 use tokio::task::JoinSet;
 
-use crate::proc::{McpProc, children, echo, rss_kib};
+use crate::proc::{McpProc, children, echo, rss_kib, settle_children};
 use crate::startup::until_complete;
 use crate::stats::mib;
 use crate::{Env, HANDSHAKE_TIMEOUT};
@@ -122,23 +122,4 @@ async fn sample(wf: &McpProc, state: &str) -> anyhow::Result<Row> {
         wf: rss,
         children,
     })
-}
-
-/// Waits (up to 5 s) until wf has exactly `n` live children: one-shot
-/// discovery sessions end in the background.
-async fn settle_children(pid: u32, n: usize) -> bool {
-    let until = Instant::now() + Duration::from_secs(5);
-    loop {
-        let live = children(pid)
-            .into_iter()
-            .filter(|&p| rss_kib(p).is_some())
-            .count();
-        if live == n {
-            return true;
-        }
-        if Instant::now() >= until {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

@@ -13,7 +13,7 @@ use rmcp::{Peer, RoleClient};
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use crate::proc::{McpProc, echo};
+use crate::proc::{Cpu, McpProc, children, echo, settle_children};
 use crate::stats::{delta_us, median_f64, percentile, us, verdict};
 use crate::{Env, HANDSHAKE_TIMEOUT};
 
@@ -67,6 +67,25 @@ struct Side {
     latencies: Vec<Duration>,
     /// (calls, seconds) per throughput window.
     windows: Vec<(u64, f64)>,
+    /// CPU used during this path's concurrency-1 batches, by role.
+    batch_cpu: [Cpu; ROLES],
+    /// CPU used during this path's concurrency-16 windows, by role.
+    window_cpu: [Cpu; ROLES],
+}
+
+/// The processes a call passes through: this client, the proxy (wf or a
+/// relay; none on the direct path) and the upstream server.
+const ROLES: usize = 3;
+
+fn snapshot(pids: &[Option<u32>; ROLES]) -> [Cpu; ROLES] {
+    pids.map(|p| p.map(Cpu::of).unwrap_or_default())
+}
+
+fn accumulate(into: &mut [Cpu; ROLES], pids: &[Option<u32>; ROLES], before: [Cpu; ROLES]) {
+    let after = snapshot(pids);
+    for r in 0..ROLES {
+        into[r].add(after[r].since(before[r]));
+    }
 }
 
 impl Side {
@@ -85,8 +104,10 @@ impl Side {
 
 struct Outcome {
     label: &'static str,
-    direct: Side,
-    wf: Side,
+    /// The paths' names: direct, wf, then the reference paths.
+    names: Vec<String>,
+    /// One per path.
+    sides: Vec<Side>,
     /// wf − direct p50 of each interleaved round.
     round_p50_deltas: Vec<f64>,
 }
@@ -118,25 +139,58 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
 
 async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcome> {
     eprintln!("wf-bench: overhead: {}", up.label);
+    // The paths: direct and wf (which the targets compare), then an optional
+    // second wf build (--compare) and the reference relays.
+    let mut names: Vec<String> = Vec::new();
+    let mut procs = Vec::new();
+    let mut tools = Vec::new();
     let mut direct_cmd = tokio::process::Command::new(&up.command);
     direct_cmd.args(&up.args);
-    let mut direct = McpProc::start(
-        &format!("{} (direct)", up.label),
-        direct_cmd,
-        None,
-        HANDSHAKE_TIMEOUT,
-    )
-    .await?;
-    let (wf_cmd, log) = env.wf_command(
-        &format!("overhead-{}", up.source),
-        json!({ up.source: {"command": up.command, "args": up.args} }),
-    )?;
-    let mut wf = McpProc::start("wf", wf_cmd, Some(&log), HANDSHAKE_TIMEOUT).await?;
-
+    procs.push(
+        McpProc::start(
+            &format!("{} (direct)", up.label),
+            direct_cmd,
+            None,
+            HANDSHAKE_TIMEOUT,
+        )
+        .await?,
+    );
+    names.push("direct".into());
+    tools.push("echo".to_string());
+    let source = json!({ up.source: {"command": up.command, "args": up.args} });
     let wf_tool = format!("{}__echo", up.source);
-    require_tool(&direct.peer(), "echo", up.label).await?;
-    require_tool(&wf.peer(), &wf_tool, "wf").await?;
-    let paths = [(direct.peer(), "echo".to_string()), (wf.peer(), wf_tool)];
+    let mut builds = vec![("wf".to_string(), env.wf.clone())];
+    if let Some(other) = &env.compare {
+        builds.push((format!("wf `{}`", other.display()), other.clone()));
+    }
+    for (i, (name, binary)) in builds.into_iter().enumerate() {
+        let (cmd, log) = env.wf_command_with(
+            &binary,
+            &format!("overhead-{}-{i}", up.source),
+            source.clone(),
+        )?;
+        procs.push(McpProc::start(&name, cmd, Some(&log), HANDSHAKE_TIMEOUT).await?);
+        names.push(name);
+        tools.push(wf_tool.clone());
+    }
+    for (transport, name) in [
+        ("stdio", "relay (stdio, like wf)"),
+        ("pipes", "relay (stdio_pipes)"),
+    ] {
+        let mut cmd = tokio::process::Command::new(std::env::current_exe()?);
+        cmd.args(["--relay", transport, "--"])
+            .arg(&up.command)
+            .args(&up.args);
+        procs.push(McpProc::start(name, cmd, None, HANDSHAKE_TIMEOUT).await?);
+        names.push(name.into());
+        tools.push("echo".into());
+    }
+
+    let mut paths = Vec::new();
+    for ((p, tool), name) in procs.iter().zip(tools).zip(&names) {
+        require_tool(&p.peer(), &tool, name).await?;
+        paths.push((p.peer(), tool));
+    }
 
     // Warm-up: opens wf's persistent upstream session, faults pages in.
     for (peer, tool) in &paths {
@@ -144,21 +198,39 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
             echo(peer, tool, &message(i)).await?;
         }
     }
+    // Whose CPU each path spends: [client, proxy, upstream].
+    let me = Some(std::process::id());
+    let mut pids = vec![[me, None, Some(procs[0].pid)]];
+    for p in &procs[1..] {
+        settle_children(p.pid, 1).await;
+        let kids = children(p.pid);
+        let upstream = (kids.len() == 1).then(|| kids[0]);
+        if upstream.is_none() {
+            eprintln!(
+                "wf-bench: {} has {} children, not 1: its upstream CPU is not counted",
+                p.label,
+                kids.len()
+            );
+        }
+        pids.push([me, Some(p.pid), upstream]);
+    }
 
-    let mut sides = [Side::default(), Side::default()];
+    let n = paths.len();
+    let mut sides: Vec<Side> = (0..n).map(|_| Side::default()).collect();
     let mut round_p50_deltas = Vec::new();
     for round in 0..plan.rounds {
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-        let mut p50 = [0.0; 2];
-        for &k in &order {
+        let mut p50 = vec![0.0; n];
+        for k in rotation(round, n) {
             let (peer, tool) = &paths[k];
             let mut batch = Vec::with_capacity(plan.batch);
+            let before = snapshot(&pids[k]);
             for i in 0..plan.batch {
                 let msg = message(round * plan.batch + i);
                 let t = Instant::now();
                 echo(peer, tool, &msg).await?;
                 batch.push(t.elapsed());
             }
+            accumulate(&mut sides[k].batch_cpu, &pids[k], before);
             p50[k] = us(percentile(&batch, 0.5));
             sides[k].latencies.extend(batch);
         }
@@ -166,23 +238,35 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
     }
 
     for round in 0..plan.tput_rounds {
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-        for &k in &order {
+        for k in rotation(round, n) {
             let (peer, tool) = &paths[k];
+            let before = snapshot(&pids[k]);
             let w = throughput(peer, tool, plan.tput_window).await?;
+            accumulate(&mut sides[k].window_cpu, &pids[k], before);
             sides[k].windows.push(w);
         }
     }
 
-    direct.stop().await;
-    wf.stop().await;
-    let [d, w] = sides;
+    for p in &mut procs {
+        p.stop().await;
+    }
     Ok(Outcome {
         label: up.label,
-        direct: d,
-        wf: w,
+        names,
+        sides,
         round_p50_deltas,
     })
+}
+
+/// The order of the paths in round `round`: direct and wf swap places every
+/// round (ABBA), the relays follow.
+fn rotation(round: usize, n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    if round % 2 == 1 {
+        order.swap(0, 1);
+    }
+    order.rotate_left(round % n);
+    order
 }
 
 fn message(i: usize) -> String {
@@ -231,27 +315,21 @@ async fn throughput(
 fn print(plan: &Plan, outcomes: &[Outcome], everything_missing: bool) {
     println!("## Echo round trip: wf versus direct\n");
     println!(
-        "Concurrency 1, one session per path, {} rounds of {} calls per path in alternating order \
-         ({} calls per path after {} warm-up calls).\n",
+        "Concurrency 1, one session per path, {} rounds of {} calls per path, the paths taking \
+         turns round by round ({} calls per path after {} warm-up calls each).\n",
         plan.rounds,
         plan.batch,
         plan.rounds * plan.batch,
         plan.warmup
     );
     println!(
-        "| upstream | direct p50 | wf p50 | p50 added by wf | direct p99 | wf p99 | p99 added by wf | median per-round p50 delta | target: p50 +≤ {P50_BUDGET_US:.0} µs |"
+        "| upstream | direct p50 | wf p50 | p50 added by wf | direct p99 | wf p99 | p99 added by wf | median of per-round p50 deltas | target: p50 +≤ {P50_BUDGET_US:.0} µs |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
     for o in outcomes {
-        let (d50, w50) = (
-            percentile(&o.direct.latencies, 0.5),
-            percentile(&o.wf.latencies, 0.5),
-        );
-        let (d99, w99) = (
-            percentile(&o.direct.latencies, 0.99),
-            percentile(&o.wf.latencies, 0.99),
-        );
-        let added = us(w50) - us(d50);
+        let (d, w) = (&o.sides[0].latencies, &o.sides[1].latencies);
+        let (d50, w50) = (percentile(d, 0.5), percentile(w, 0.5));
+        let (d99, w99) = (percentile(d, 0.99), percentile(w, 0.99));
         println!(
             "| {} | {:.0} µs | {:.0} µs | {} µs | {:.0} µs | {:.0} µs | {} µs | {:+.0} µs | {} |",
             o.label,
@@ -262,37 +340,100 @@ fn print(plan: &Plan, outcomes: &[Outcome], everything_missing: bool) {
             us(w99),
             delta_us(w99, d99),
             median_f64(&o.round_p50_deltas),
-            verdict(added <= P50_BUDGET_US)
+            verdict(us(w50) - us(d50) <= P50_BUDGET_US)
         );
     }
     println!();
     println!(
-        "Concurrency {CONCURRENCY}: {CONCURRENCY} callers sharing one session per path, {} windows of {:.1} s per path in alternating order.\n",
+        "Concurrency {CONCURRENCY}: {CONCURRENCY} callers sharing one session per path, {} windows \
+         of {:.1} s per path, the paths taking turns.\n",
         plan.tput_rounds,
         plan.tput_window.as_secs_f64()
     );
     println!(
-        "| upstream | direct calls/s | wf calls/s | wf / direct | windows (direct; wf) | target: ≥ {:.0}% |",
+        "| upstream | direct calls/s | wf calls/s | wf / direct | each window (direct; wf) | target: ≥ {:.0}% |",
         THROUGHPUT_SHARE * 100.0
     );
     println!("|---|---:|---:|---:|---|---|");
     for o in outcomes {
-        let (d, w) = (o.direct.rate(), o.wf.rate());
+        let (d, w) = (o.sides[0].rate(), o.sides[1].rate());
         let share = if d > 0.0 { w / d } else { 0.0 };
-        let fmt = |v: Vec<f64>| {
-            v.iter()
-                .map(|r| format!("{r:.0}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         println!(
             "| {} | {d:.0} | {w:.0} | {:.0}% | {}; {} | {} |",
             o.label,
             share * 100.0,
-            fmt(o.direct.rates()),
-            fmt(o.wf.rates()),
+            rates(&o.sides[0]),
+            rates(&o.sides[1]),
             verdict(share >= THROUGHPUT_SHARE)
         );
+    }
+    println!();
+    println!(
+        "Reference: the same calls through a bare rmcp pass-through relay (`wf-bench --relay`, \
+         not wf: one tokio runtime, no plugins, no conversions), measured in the same rounds. \
+         \"stdio\" serves with `rmcp::transport::stdio()` as `wf serve` does; \"stdio_pipes\" \
+         with rmcp's non-blocking pipe transport.\n"
+    );
+    println!(
+        "| upstream | path | p50 | p50 added | p99 | calls/s at {CONCURRENCY} | share of direct |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for o in outcomes {
+        let d50 = percentile(&o.sides[0].latencies, 0.5);
+        let drate = o.sides[0].rate();
+        for (name, side) in o.names.iter().zip(&o.sides) {
+            let p50 = percentile(&side.latencies, 0.5);
+            println!(
+                "| {} | {name} | {:.0} µs | {} µs | {:.0} µs | {:.0} | {:.0}% |",
+                o.label,
+                us(p50),
+                delta_us(p50, d50),
+                us(percentile(&side.latencies, 0.99)),
+                side.rate(),
+                100.0 * side.rate() / drate.max(1e-9)
+            );
+        }
+    }
+    println!();
+    println!(
+        "Where the CPU goes: on-CPU time per call of each process on the path (summed over its \
+         threads from /proc/PID/task/*/schedstat while that path ran), and how often the \
+         proxy's threads were put on a CPU per call (wake-ups). Two cores: at concurrency \
+         {CONCURRENCY} the CPU per call caps the calls per second.\n"
+    );
+    println!(
+        "| upstream | path | client µs/call | proxy µs/call | upstream µs/call | total µs/call | proxy wake-ups/call | total µs/call at {CONCURRENCY} |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    for o in outcomes {
+        for (name, side) in o.names.iter().zip(&o.sides) {
+            let calls = side.latencies.len().max(1) as f64;
+            let wcalls = side.windows.iter().map(|w| w.0).sum::<u64>().max(1) as f64;
+            let per = |c: &Cpu| c.ns as f64 / 1e3 / calls;
+            let total = side.batch_cpu.iter().map(per).sum::<f64>();
+            let wtotal = side
+                .window_cpu
+                .iter()
+                .map(|c| c.ns as f64 / 1e3)
+                .sum::<f64>()
+                / wcalls;
+            let proxy = if name == "direct" {
+                ("–".to_string(), "–".to_string())
+            } else {
+                (
+                    format!("{:.0}", per(&side.batch_cpu[1])),
+                    format!("{:.1}", side.batch_cpu[1].switches as f64 / calls),
+                )
+            };
+            println!(
+                "| {} | {name} | {:.0} | {} | {:.0} | {total:.0} | {} | {wtotal:.0} |",
+                o.label,
+                per(&side.batch_cpu[0]),
+                proxy.0,
+                per(&side.batch_cpu[2]),
+                proxy.1,
+            );
+        }
     }
     if everything_missing {
         println!(
@@ -300,4 +441,12 @@ fn print(plan: &Plan, outcomes: &[Outcome], everything_missing: bool) {
         );
     }
     println!();
+}
+
+fn rates(side: &Side) -> String {
+    side.rates()
+        .iter()
+        .map(|r| format!("{r:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

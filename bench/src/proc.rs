@@ -60,7 +60,10 @@ impl McpProc {
             }
             Err(_) => {
                 me.stop().await;
-                bail!("{label}: no MCP handshake within {} ms", timeout.as_millis());
+                bail!(
+                    "{label}: no MCP handshake within {} ms",
+                    timeout.as_millis()
+                );
             }
         };
         me.client = Some(client);
@@ -171,21 +174,79 @@ pub fn rss_kib(pid: u32) -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
-/// The live child processes of `pid`.
+/// The live (not zombie) child processes of `pid`.
 pub fn children(pid: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|&p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .ok()
-                .and_then(|s| {
-                    // pid (comm) state ppid ...: comm may hold spaces and parentheses.
-                    let rest = &s[s.rfind(')')? + 1..];
-                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
-                })
-                == Some(pid)
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                return false;
+            };
+            // pid (comm) state ppid ...: comm may hold spaces and parentheses.
+            let Some(close) = stat.rfind(')') else {
+                return false;
+            };
+            let mut f = stat[close + 1..].split_whitespace();
+            let state = f.next();
+            let ppid = f.next().and_then(|v| v.parse::<u32>().ok());
+            ppid == Some(pid) && state != Some("Z")
         })
         .collect()
+}
+
+/// On-CPU time and scheduling count summed over a process's threads.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cpu {
+    pub ns: u64,
+    /// Times a thread of the process was put on a CPU (≈ context switches).
+    pub switches: u64,
+}
+
+impl Cpu {
+    /// The process's threads so far, from /proc/PID/task/*/schedstat.
+    pub fn of(pid: u32) -> Self {
+        let mut total = Cpu::default();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return total;
+        };
+        for t in tasks.filter_map(|t| t.ok()) {
+            let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) else {
+                continue;
+            };
+            let mut f = s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
+            total.ns += f.next().unwrap_or(0);
+            total.switches += f.nth(1).unwrap_or(0);
+        }
+        total
+    }
+
+    pub fn since(self, earlier: Cpu) -> Cpu {
+        Cpu {
+            ns: self.ns.saturating_sub(earlier.ns),
+            switches: self.switches.saturating_sub(earlier.switches),
+        }
+    }
+
+    pub fn add(&mut self, other: Cpu) {
+        self.ns += other.ns;
+        self.switches += other.switches;
+    }
+}
+
+/// Waits (up to 5 s) until `pid` has exactly `n` live children (wf's
+/// one-shot discovery sessions end in the background).
+pub async fn settle_children(pid: u32, n: usize) -> bool {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let live = children(pid).len();
+        if live == n {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -126,7 +126,11 @@ async fn baseline(env: &Env, delay_ms: u64) -> anyhow::Result<Duration> {
         HANDSHAKE_TIMEOUT,
     )
     .await?;
-    let tools = p.peer().list_all_tools().await.context("fixture tools/list")?;
+    let tools = p
+        .peer()
+        .list_all_tools()
+        .await
+        .context("fixture tools/list")?;
     let t = t0.elapsed();
     if !tools.iter().any(|t| t.name == "echo") {
         bail!("the fixture does not list echo");

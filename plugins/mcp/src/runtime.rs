@@ -214,8 +214,10 @@ impl Runtime {
             peer: peer.clone(),
             id: Some(handle.id.clone()),
         };
+        let mut reported = false;
         let forward = async {
             while let Some(p) = progress.next().await {
+                reported = true;
                 if let Some(ctx) = ctx {
                     ctx.progress(p.progress, p.total, p.message.as_deref());
                 }
@@ -229,9 +231,10 @@ impl Runtime {
         guard.id = None;
         // rmcp hands each notification to its own task but the response to us
         // directly, so progress sent just before the response can still be on
-        // its way. When the caller asked for progress, collect stragglers
-        // until the stream has been quiet for a moment.
-        if let Some(ctx) = ctx.filter(|c| wants_progress(c)) {
+        // its way. When the upstream reported progress and the caller wants
+        // it, collect stragglers until the stream has been quiet for a moment
+        // (calls without progress never wait).
+        if let Some(ctx) = ctx.filter(|c| reported && wants_progress(c)) {
             while let Ok(Some(p)) = tokio::time::timeout(PROGRESS_GRACE, progress.next()).await {
                 ctx.progress(p.progress, p.total, p.message.as_deref());
             }
