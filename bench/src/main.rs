@@ -5,10 +5,12 @@
 //!   concurrency 1, calls per second at concurrency 16);
 //! - start-up: time until a complete tools/list with 10 upstream sources,
 //!   against the slowest single upstream's own start;
-//! - memory: the host's resident memory with 10 upstream sources connected.
+//! - memory: the host's resident memory with 10 upstream sources connected;
+//! - engine: workflow engine overhead per node and a wide fan-out.
 //!
 //! Prints markdown tables on stdout, progress on stderr. See docs/benchmarks.md.
 
+mod engine;
 mod memory;
 mod overhead;
 mod proc;
@@ -63,6 +65,7 @@ enum Bench {
     Overhead,
     Startup,
     Memory,
+    Engine,
 }
 
 /// What every benchmark needs: binaries, a scratch directory, the run size.
@@ -265,6 +268,9 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     }
     if wants(Bench::Memory) {
         memory::run(env).await?;
+    }
+    if wants(Bench::Engine) {
+        engine::run(env).await?;
     }
     Ok(())
 }
