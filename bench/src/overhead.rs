@@ -173,10 +173,7 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
         names.push(name);
         tools.push(wf_tool.clone());
     }
-    for (transport, name) in [
-        ("stdio", "relay (stdio, like wf)"),
-        ("pipes", "relay (stdio_pipes)"),
-    ] {
+    for (transport, name) in [("stdio", "relay (stdio)"), ("pipes", "relay (stdio_pipes)")] {
         let mut cmd = tokio::process::Command::new(std::env::current_exe()?);
         cmd.args(["--relay", transport, "--"])
             .arg(&up.command)
@@ -371,8 +368,8 @@ fn print(plan: &Plan, outcomes: &[Outcome], everything_missing: bool) {
     println!(
         "Reference: the same calls through a bare rmcp pass-through relay (`wf-bench --relay`, \
          not wf: one tokio runtime, no plugins, no conversions), measured in the same rounds. \
-         \"stdio\" serves with `rmcp::transport::stdio()` as `wf serve` does; \"stdio_pipes\" \
-         with rmcp's non-blocking pipe transport.\n"
+         \"stdio\" serves with `rmcp::transport::stdio()` (a blocking helper thread); \
+         \"stdio_pipes\" with rmcp's non-blocking pipe transport, as `wf serve` does.\n"
     );
     println!(
         "| upstream | path | p50 | p50 added | p99 | calls/s at {CONCURRENCY} | share of direct |"

@@ -7,10 +7,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use wf_plugin_api::{CallScope, ErrorCode, STATE_LOST, SessionInfo, SourceRequest};
 
@@ -222,6 +223,15 @@ impl NodeLog {
         let writer = tokio::spawn(async move {
             let mut batch = Vec::new();
             while rx.recv_many(&mut batch, 512).await > 0 {
+                // A node that started and finished within one batch needs one row.
+                let mut seen = std::collections::HashSet::new();
+                let mut last: Vec<NodeRecord> = batch
+                    .drain(..)
+                    .rev()
+                    .filter(|r| seen.insert(r.node_id.clone()))
+                    .collect();
+                last.reverse();
+                batch = last;
                 if let Err(e) = store.put_nodes(&run_id, &batch) {
                     tracing::error!(run = %run_id, "cannot record nodes: {e}");
                 }
@@ -460,7 +470,9 @@ impl Run {
         let mut state = vec![State::Pending; n];
         let mut outputs: HashMap<String, Value> = HashMap::new();
         let mut busy: BTreeSet<String> = BTreeSet::new();
-        let mut tasks: JoinSet<NodeOutcome> = JoinSet::new();
+        // Polled by this task itself (no spawn): a node's completion needs no
+        // extra thread hand-off. Dropping a future cancels its call.
+        let mut tasks = FuturesUnordered::new();
         let mut clock: Vec<Instant> = vec![Instant::now(); n];
         let mut recs: Vec<NodeRecord> = self
             .wf
@@ -558,7 +570,7 @@ impl Run {
                         node.timeout_ms.map(Duration::from_millis),
                         node.retry.clone(),
                     );
-                    tasks.spawn(run_node(i, handle, name, args, scope, timeout, retry));
+                    tasks.push(run_node(i, handle, name, args, scope, timeout, retry));
                 }
             }
 
@@ -566,13 +578,12 @@ impl Run {
                 break;
             }
             let outcome = tokio::select! {
-                r = tasks.join_next() => r,
+                r = tasks.next() => r,
                 _ = self.cancel.cancelled() => None,
             };
             let Some(outcome) = outcome else {
                 // Cancelled: dropping the tasks cancels the calls in the plugins.
-                tasks.abort_all();
-                while tasks.join_next().await.is_some() {}
+                tasks.clear();
                 for i in 0..n {
                     if state[i] == State::Running {
                         self.finish(
@@ -586,14 +597,11 @@ impl Run {
                 }
                 return ("cancelled", None, Some("cancelled".into()));
             };
-            let Ok(NodeOutcome {
+            let NodeOutcome {
                 index: i,
                 result,
                 attempts,
-            }) = outcome
-            else {
-                continue;
-            };
+            } = outcome;
             let entry = self.entry(i);
             busy.remove(&entry.source);
             let node = &self.wf.nodes[i];
@@ -623,8 +631,7 @@ impl Run {
             }
             if failure.is_some() && !tasks.is_empty() {
                 // The run has failed: stop the nodes still running.
-                tasks.abort_all();
-                while tasks.join_next().await.is_some() {}
+                tasks.clear();
                 for i in 0..n {
                     if state[i] == State::Running {
                         state[i] = State::Failed;
