@@ -192,41 +192,130 @@ impl TestSource {
     }
 }
 
-/// Structural checks of a catalog's schemas: every input schema is an object
-/// schema, `required` names existing properties, names are unique and non-empty.
-/// Returns the problems found (empty when all is well).
+/// The problems of one JSON Schema (draft 2020-12 / draft-07 keyword shapes),
+/// checked recursively: `type` names real types, `properties` and `$defs` hold
+/// schemas, `required` lists strings naming properties, `items`,
+/// `additionalProperties`, `not` and the combinators hold schemas, `enum` is an
+/// array, numeric and length bounds are numbers. `at` names the place in messages.
+pub fn json_schema_problems(schema: &Value, at: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    check_schema(schema, at, &mut out);
+    out
+}
+
+fn check_schema(schema: &Value, at: &str, out: &mut Vec<String>) {
+    const TYPES: [&str; 7] = [
+        "null", "boolean", "object", "array", "number", "integer", "string",
+    ];
+    let obj = match schema {
+        Value::Bool(_) => return,
+        Value::Object(o) => o,
+        _ => return out.push(format!("{at}: a schema must be an object or a boolean")),
+    };
+    match obj.get("type") {
+        None => {}
+        Some(Value::String(t)) if TYPES.contains(&t.as_str()) => {}
+        Some(Value::Array(ts))
+            if ts
+                .iter()
+                .all(|t| t.as_str().is_some_and(|t| TYPES.contains(&t))) => {}
+        Some(t) => out.push(format!("{at}.type: {t} is not a JSON Schema type")),
+    }
+    for key in ["properties", "patternProperties", "$defs", "definitions"] {
+        match obj.get(key) {
+            None => {}
+            Some(Value::Object(m)) => m
+                .iter()
+                .for_each(|(k, v)| check_schema(v, &format!("{at}.{key}.{k}"), out)),
+            Some(_) => out.push(format!("{at}.{key}: must be an object of schemas")),
+        }
+    }
+    let props = obj.get("properties").and_then(Value::as_object);
+    match obj.get("required") {
+        None => {}
+        Some(Value::Array(names)) => {
+            for n in names {
+                match n.as_str() {
+                    None => out.push(format!("{at}.required: {n} is not a string")),
+                    Some(name) if props.is_some_and(|p| !p.contains_key(name)) => {
+                        out.push(format!("{at}.required: {name:?} is not a property"))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Some(_) => out.push(format!("{at}.required: must be an array")),
+    }
+    for key in [
+        "items",
+        "additionalProperties",
+        "not",
+        "contains",
+        "propertyNames",
+        "if",
+        "then",
+        "else",
+        "additionalItems",
+        "unevaluatedProperties",
+    ] {
+        if let Some(v) = obj.get(key) {
+            // draft-07 allows `items` to be an array of schemas.
+            match (key, v) {
+                ("items", Value::Array(list)) => list
+                    .iter()
+                    .enumerate()
+                    .for_each(|(i, s)| check_schema(s, &format!("{at}.items[{i}]"), out)),
+                _ => check_schema(v, &format!("{at}.{key}"), out),
+            }
+        }
+    }
+    for key in ["allOf", "anyOf", "oneOf", "prefixItems"] {
+        match obj.get(key) {
+            None => {}
+            Some(Value::Array(list)) if !list.is_empty() => list
+                .iter()
+                .enumerate()
+                .for_each(|(i, s)| check_schema(s, &format!("{at}.{key}[{i}]"), out)),
+            Some(_) => out.push(format!("{at}.{key}: must be a non-empty array of schemas")),
+        }
+    }
+    if let Some(e) = obj.get("enum")
+        && !e.is_array()
+    {
+        out.push(format!("{at}.enum: must be an array"));
+    }
+    for key in [
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minProperties",
+        "maxProperties",
+    ] {
+        if let Some(v) = obj.get(key)
+            && !v.is_number()
+        {
+            out.push(format!("{at}.{key}: must be a number"));
+        }
+    }
+}
+
+/// Checks of a catalog: every schema is valid JSON Schema
+/// ([`json_schema_problems`]), every input schema is an object schema, names
+/// are unique and non-empty. Returns the problems found (empty when all is well).
 pub fn schema_problems(catalog: &Catalog) -> Vec<String> {
     let mut problems = Vec::new();
     let mut check = |what: &str, name: &str, schema: &Value, must_be_object: bool| {
-        let Some(obj) = schema.as_object() else {
-            problems.push(format!("{what} {name}: schema is not a JSON object"));
-            return;
-        };
-        if must_be_object && obj.get("type").and_then(Value::as_str) != Some("object") {
+        problems.extend(json_schema_problems(schema, &format!("{what} {name}")));
+        if must_be_object && schema.get("type").and_then(Value::as_str) != Some("object") {
             problems.push(format!(
                 "{what} {name}: input schema must have \"type\": \"object\""
             ));
-        }
-        let props = obj.get("properties").and_then(Value::as_object);
-        if let Some(req) = obj.get("required") {
-            match req.as_array() {
-                Some(names) => {
-                    for n in names {
-                        let known = n
-                            .as_str()
-                            .is_some_and(|n| props.is_some_and(|p| p.contains_key(n)));
-                        if !known {
-                            problems.push(format!("{what} {name}: required {n} is not a property"));
-                        }
-                    }
-                }
-                None => problems.push(format!("{what} {name}: \"required\" is not an array")),
-            }
-        }
-        if let Some(p) = obj.get("properties")
-            && !p.is_object()
-        {
-            problems.push(format!("{what} {name}: \"properties\" is not an object"));
         }
     };
     for t in &catalog.tools {
@@ -255,4 +344,37 @@ pub fn schema_problems(catalog: &Catalog) -> Vec<String> {
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_schema_shapes() {
+        let good = json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}, "b": {"type": "array", "items": {"type": "integer", "minimum": 0}}},
+                          "required": ["a"], "additionalProperties": false, "$defs": {"x": {"anyOf": [{"type": "string"}, true]}}});
+        assert!(
+            json_schema_problems(&good, "s").is_empty(),
+            "{:?}",
+            json_schema_problems(&good, "s")
+        );
+        let bad = json!({"type": "object", "properties": {"a": {"type": "text"}, "b": 3}, "required": ["c", 1], "items": "x", "anyOf": [], "minimum": "0"});
+        let p = json_schema_problems(&bad, "s");
+        for needle in [
+            "s.properties.a.type",
+            "s.properties.b",
+            "\"c\" is not a property",
+            "1 is not a string",
+            "s.items",
+            "s.anyOf",
+            "s.minimum",
+        ] {
+            assert!(
+                p.iter().any(|m| m.contains(needle)),
+                "missing {needle}: {p:?}"
+            );
+        }
+    }
 }
