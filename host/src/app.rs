@@ -74,10 +74,7 @@ pub fn load_config_and_plugins(
     HostEvents,
     tokio::sync::mpsc::UnboundedReceiver<crate::plugins::HostEvent>,
 )> {
-    let config = match &opts.config {
-        Some(p) => LoadedConfig::load(p)?,
-        None => LoadedConfig::embedded_default(),
-    };
+    let config = LoadedConfig::open(opts.config.as_deref())?;
     let dirs = plugin_dirs(&config, &opts.plugin_dirs);
     let (events, rx) = HostEvents::channel();
     let level = if opts.log_level.is_empty() {
@@ -305,15 +302,12 @@ impl App {
             at: crate::store::now_ms(),
             ..Default::default()
         };
-        let config = match &self.options.config {
-            Some(p) => match LoadedConfig::load(p) {
-                Ok(c) => c,
-                Err(e) => {
-                    outcome.error = Some(e.to_string());
-                    return outcome;
-                }
-            },
-            None => LoadedConfig::embedded_default(),
+        let config = match LoadedConfig::open(self.options.config.as_deref()) {
+            Ok(c) => c,
+            Err(e) => {
+                outcome.error = Some(e.to_string());
+                return outcome;
+            }
         };
         let configured = match config.sources() {
             Ok(s) => s,

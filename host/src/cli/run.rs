@@ -101,10 +101,7 @@ pub async fn run(args: RunArgs, log_level: &str) -> anyhow::Result<i32> {
 
 pub fn runs(args: RunsArgs, log_level: &str) -> anyhow::Result<i32> {
     let opts = args.common.start_options(log_level);
-    let config = match &opts.config {
-        Some(p) => crate::config::LoadedConfig::load(p)?,
-        None => crate::config::LoadedConfig::embedded_default(),
-    };
+    let config = crate::config::LoadedConfig::open(opts.config.as_deref())?;
     let dir = state_dir(&opts, &config);
     let store = Store::open(&dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
     let runs = store.runs(args.limit, args.status.as_deref())?;

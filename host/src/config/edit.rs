@@ -54,11 +54,7 @@ pub fn stage(path: &Path, edit: &Edit) -> Result<(), ConfigError> {
         key: format!("sources.{}", edit.name()),
         reason,
     })?;
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase();
+    let ext = super::extension(path);
     let edited = match ext.as_str() {
         "toml" => edit_toml(&file, &text, edit)?,
         "json" => edit_json(&file, &text, edit)?,

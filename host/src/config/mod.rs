@@ -210,18 +210,21 @@ impl LoadedConfig {
         Self::default()
     }
 
+    /// The file at `path`, or the embedded default when there is none.
+    pub fn open(path: Option<&Path>) -> Result<Self, ConfigError> {
+        match path {
+            Some(p) => Self::load(p),
+            None => Ok(Self::embedded_default()),
+        }
+    }
+
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             file: file.clone(),
             source,
         })?;
-        let ext = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .unwrap_or("")
-            .to_ascii_lowercase();
-        let config = parse(&file, &text, &ext)?;
+        let config = parse(&file, &text, &extension(path))?;
         let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         Ok(Self {
             config,
@@ -317,6 +320,14 @@ pub(crate) fn parse(file: &str, text: &str, ext: &str) -> Result<Config, ConfigE
         }
         _ => Err(ConfigError::Format { file: file.into() }),
     }
+}
+
+/// A config file's extension, lowercased: it picks the format.
+pub(crate) fn extension(path: &Path) -> String {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase()
 }
 
 fn one_line(s: &str) -> String {

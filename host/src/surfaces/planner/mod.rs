@@ -402,7 +402,9 @@ impl Planner {
         )
     }
 
-    async fn run(&self, wf: Workflow, inputs: Value, origin: RunOrigin, args: &Value) -> Reply {
+    /// Runs `wf` with `args.inputs`; waits for it unless `args.wait` is false.
+    async fn run(&self, wf: Workflow, origin: RunOrigin, args: &Value) -> Reply {
+        let inputs = args.get("inputs").cloned().unwrap_or(Value::Null);
         let run_id = match self.engine.start(wf, inputs, origin, None).await {
             Ok(id) => id,
             Err(StartError::Invalid(problems)) => {
@@ -448,13 +450,7 @@ impl Planner {
             name: name.into(),
             artifact: artifact.reference(),
         };
-        self.run(
-            wf,
-            args.get("inputs").cloned().unwrap_or(Value::Null),
-            origin,
-            args,
-        )
-        .await
+        self.run(wf, origin, args).await
     }
 
     async fn run_workflow(&self, args: &Value) -> Reply {
@@ -469,13 +465,7 @@ impl Planner {
             }
             None => (self.parse(args.get("workflow"))?, RunOrigin::Inline),
         };
-        self.run(
-            wf,
-            args.get("inputs").cloned().unwrap_or(Value::Null),
-            origin,
-            args,
-        )
-        .await
+        self.run(wf, origin, args).await
     }
 
     async fn call_capability(&self, args: &Value) -> Reply {
