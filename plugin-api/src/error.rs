@@ -25,12 +25,19 @@ pub enum ErrorCode {
     InvalidConfig,
     /// The plugin panicked; the panic was caught at the ABI boundary.
     Panicked,
+    /// Since 1.2: the session a call was bound to (its
+    /// [`CallScope::expect_epoch`](crate::CallScope::expect_epoch)) restarted,
+    /// so the state earlier calls built is gone. Never retried. A 1.0/1.1
+    /// plugin says this as `upstream` with the message [`crate::STATE_LOST`];
+    /// [`PluginError::from_json`] reads that as this code.
+    StateLost,
     /// Anything else.
     #[serde(other)]
     Internal,
 }
 
 impl ErrorCode {
+    /// The code's wire name (`invalid_arguments`, `state_lost`…), as serde writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::InvalidArguments => "invalid_arguments",
@@ -42,6 +49,7 @@ impl ErrorCode {
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::InvalidConfig => "invalid_config",
             ErrorCode::Panicked => "panicked",
+            ErrorCode::StateLost => "state_lost",
             ErrorCode::Internal => "internal",
         }
     }
@@ -100,6 +108,11 @@ impl PluginError {
     pub fn cancelled() -> Self {
         Self::new(ErrorCode::Cancelled, "cancelled")
     }
+    /// Since 1.2: the call's session restarted; the state it relied on is gone.
+    /// The message is [`crate::STATE_LOST`].
+    pub fn state_lost() -> Self {
+        Self::new(ErrorCode::StateLost, crate::STATE_LOST)
+    }
 
     /// Encodes the error for the ABI (JSON in an `RString`).
     pub fn to_json(&self) -> String {
@@ -108,14 +121,99 @@ impl PluginError {
     }
 
     /// Decodes an error that crossed the ABI. Text that is not an encoded
-    /// error becomes an `internal` error carrying that text.
+    /// error becomes an `internal` error carrying that text. An answer in an
+    /// older minor's words is read in today's (see [`PluginError::upgraded`]).
     pub fn from_json(text: &str) -> Self {
-        serde_json::from_str(text).unwrap_or_else(|_| Self::internal(text))
+        serde_json::from_str::<Self>(text)
+            .map(Self::upgraded)
+            .unwrap_or_else(|_| Self::internal(text))
+    }
+
+    /// Reads an error in a 1.0/1.1 plugin's words as the typed code a 1.2
+    /// plugin sends: `upstream` with exactly [`crate::STATE_LOST`] as its
+    /// message is [`ErrorCode::StateLost`]. This is the one place a message is
+    /// compared; everything after the ABI boundary matches on codes.
+    pub fn upgraded(mut self) -> Self {
+        if self.code == ErrorCode::Upstream && self.message == crate::STATE_LOST {
+            self.code = ErrorCode::StateLost;
+        }
+        self
     }
 }
 
 impl From<serde_json::Error> for PluginError {
     fn from(e: serde_json::Error) -> Self {
         Self::invalid_arguments(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_lost_round_trips_as_its_own_code() {
+        let e = PluginError::state_lost();
+        let back = PluginError::from_json(&e.to_json());
+        assert_eq!(back.code, ErrorCode::StateLost);
+        assert_eq!(back.message, crate::STATE_LOST);
+        assert!(
+            e.to_json().contains(r#""code":"state_lost""#),
+            "{}",
+            e.to_json()
+        );
+    }
+
+    #[test]
+    fn a_pre_1_2_state_lost_answer_is_read_as_the_code() {
+        // How wf-plugin-api 1.1's mcp source said it (with its detail data).
+        let old = r#"{"code":"upstream","message":"upstream session restarted; state lost","data":{"epoch":2}}"#;
+        let e = PluginError::from_json(old);
+        assert_eq!(e.code, ErrorCode::StateLost);
+        assert_eq!(e.data, Some(serde_json::json!({"epoch": 2})));
+    }
+
+    #[test]
+    fn only_that_exact_answer_is_upgraded() {
+        for (text, code) in [
+            (
+                r#"{"code":"upstream","message":"connection refused"}"#,
+                ErrorCode::Upstream,
+            ),
+            (
+                r#"{"code":"failed","message":"upstream session restarted; state lost"}"#,
+                ErrorCode::Failed,
+            ),
+            (
+                r#"{"code":"upstream","message":"upstream session restarted; state lost, maybe"}"#,
+                ErrorCode::Upstream,
+            ),
+            (r#"{"code":"brand_new","message":"x"}"#, ErrorCode::Internal),
+            ("not json at all", ErrorCode::Internal),
+        ] {
+            assert_eq!(PluginError::from_json(text).code, code, "{text}");
+        }
+    }
+
+    #[test]
+    fn every_code_serializes_as_its_wire_name() {
+        use ErrorCode::*;
+        for code in [
+            InvalidArguments,
+            NotFound,
+            Unsupported,
+            Failed,
+            Upstream,
+            Timeout,
+            Cancelled,
+            InvalidConfig,
+            Panicked,
+            StateLost,
+            Internal,
+        ] {
+            let json = serde_json::to_value(code).unwrap();
+            assert_eq!(json, serde_json::Value::String(code.as_str().into()));
+            assert_eq!(serde_json::from_value::<ErrorCode>(json).unwrap(), code);
+        }
     }
 }

@@ -225,16 +225,18 @@ async fn dispatch<S: Source>(
     request: &str,
     ctx: CallContext,
 ) -> Result<String, PluginError> {
-    let request: SourceRequest = serde_json::from_str(request).map_err(|e| {
-        // An operation this plugin predates is `unsupported`; a known one
-        // with bad fields is the caller's mistake.
-        if e.to_string().contains("unknown variant") {
-            PluginError::unsupported(format!("unsupported operation: {e}"))
-        } else {
-            PluginError::invalid_arguments(format!("malformed request: {e}"))
-        }
-    })?;
+    // A known operation with bad fields is the caller's mistake; one this
+    // plugin predates decodes to `Unknown` and is `unsupported`.
+    let text = request;
+    let request: SourceRequest = serde_json::from_str(text)
+        .map_err(|e| PluginError::invalid_arguments(format!("malformed request: {e}")))?;
     let json = match request {
+        SourceRequest::Unknown => {
+            let op = SourceRequest::op_name(text).unwrap_or_default();
+            return Err(PluginError::unsupported(format!(
+                "unsupported operation {op:?}"
+            )));
+        }
         SourceRequest::Catalog => serde_json::to_string(&source.catalog().await?),
         SourceRequest::CallTool { name, arguments } => {
             serde_json::to_string(&source.call_tool(&name, arguments, ctx).await?)

@@ -468,6 +468,23 @@ pub enum SourceRequest {
     CloseLease {
         lease: String,
     },
+    /// Since 1.2: what an operation this plugin predates decodes to (any
+    /// `op` not listed above). A host never sends it; the export glue answers
+    /// it `unsupported`, so the host falls back.
+    #[serde(other)]
+    Unknown,
+}
+
+impl SourceRequest {
+    /// The `op` a request names, as sent (for an [`SourceRequest::Unknown`]
+    /// answer that says which operation was not understood).
+    pub fn op_name(request_json: &str) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Op {
+            op: String,
+        }
+        serde_json::from_str::<Op>(request_json).ok().map(|o| o.op)
+    }
 }
 
 /// Since 1.1: which session a call must run on. Sent in the call's info as
@@ -477,8 +494,8 @@ pub struct CallScope {
     /// Run on this lease's session instead of the shared one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<String>,
-    /// Fail with "upstream session restarted; state lost" unless the session
-    /// is still the one with this epoch (it did not reconnect meanwhile).
+    /// Fail with [`crate::ErrorCode::StateLost`] unless the session is still
+    /// the one with this epoch (it did not reconnect meanwhile).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect_epoch: Option<u64>,
 }
@@ -492,7 +509,8 @@ pub struct SessionInfo {
     pub lease: Option<String>,
 }
 
-/// The message of the error a call fails with when its session restarted.
+/// The message of the error a call fails with when its session restarted
+/// (code [`crate::ErrorCode::StateLost`] since 1.2; `upstream` before).
 pub const STATE_LOST: &str = "upstream session restarted; state lost";
 
 /// Something a plugin tells the host outside of a call.
@@ -507,4 +525,47 @@ pub enum Event {
         #[serde(default)]
         detail: Value,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_operation_this_build_predates_decodes_to_unknown() {
+        let r: SourceRequest =
+            serde_json::from_str(r#"{"op":"subscribe_resource","uri":"x://y"}"#).unwrap();
+        assert_eq!(r, SourceRequest::Unknown);
+        assert_eq!(
+            SourceRequest::op_name(r#"{"op":"subscribe_resource","uri":"x://y"}"#).as_deref(),
+            Some("subscribe_resource")
+        );
+    }
+
+    #[test]
+    fn a_known_operation_with_bad_fields_is_still_an_error() {
+        // Not `Unknown`: the caller sent a malformed request, not a new one.
+        assert!(serde_json::from_str::<SourceRequest>(r#"{"op":"call_tool"}"#).is_err());
+        assert!(
+            serde_json::from_str::<SourceRequest>(r#"{"op":"close_lease","lease":3}"#).is_err()
+        );
+        assert!(serde_json::from_str::<SourceRequest>(r#"{"name":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn known_operations_round_trip() {
+        for r in [
+            SourceRequest::Catalog,
+            SourceRequest::CallTool {
+                name: "t".into(),
+                arguments: json!({"a": 1}),
+            },
+            SourceRequest::OpenSession { lease: None },
+            SourceRequest::OpenLease,
+            SourceRequest::CloseLease { lease: "l".into() },
+        ] {
+            let text = serde_json::to_string(&r).unwrap();
+            assert_eq!(serde_json::from_str::<SourceRequest>(&text).unwrap(), r);
+        }
+    }
 }

@@ -3,8 +3,10 @@ builds of two wf-plugin-api versions:
 
 - tests/compat/plugin-v1_0 is built against wf-plugin-api 1.0.0 (a frozen copy
   of the previous minor release, tests/compat/wf-plugin-api-1.0.0) and must
-  load and work in today's host (1.1.x) — including when the host sends it an
-  operation 1.0 does not know;
+  load and work in today's host (1.2.x) — including when the host sends it an
+  operation 1.0 does not know, and when it reports a lost session in the
+  pre-1.2 words (`upstream` + "upstream session restarted; state lost"), which
+  the host must still read as the typed `state_lost`;
 - the bad-version fixture claims 2.0.0 and must be refused with its one line.
 
 tests/run builds the 1.0 plugin into target/compat and sets WF_COMPAT_PLUGIN.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 import anyio
@@ -96,3 +99,55 @@ def test_a_previous_minor_plugin_runs_in_a_workflow_with_a_lease(compat_wf: Wf) 
     out = json.loads(r.stdout)
     assert out["status"] == "succeeded", out
     assert out["outputs"] == {"greeting": "hello from api 1.0, Ada"}
+
+
+def test_a_previous_minor_plugins_state_lost_is_still_understood(compat_wf: Wf) -> None:
+    # `compat.lost` answers `upstream` with the STATE_LOST message, as a 1.1
+    # source did. The 1.2 host reads it as a lost session: it is not retried
+    # (attempts 1 of 3) and the run record keeps the code `state_lost`.
+    doc = {
+        "name": "compat-lost",
+        "nodes": [{"id": "l", "use": "compat.lost", "retry": {"attempts": 3, "backoff_ms": 10}}],
+    }
+    path = compat_wf.root / "compat-lost.json"
+    path.write_text(json.dumps(doc))
+    r = compat_wf.run("run", str(path), "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir))
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    out = json.loads(r.stdout)
+    assert out["status"] == "failed", out
+    assert "upstream session restarted; state lost" in out["error"], out
+    # The record as stored, read from the state database itself.
+    db = sqlite3.connect(compat_wf.state_dir / "wf.db")
+    try:
+        rows = db.execute(
+            "SELECT status, error_code, attempts, error FROM node_runs WHERE run_id = ?", (out["run_id"],)
+        ).fetchall()
+    finally:
+        db.close()
+    assert len(rows) == 1, rows
+    status, code, attempts, error = rows[0]
+    assert (status, code, attempts) == ("failed", "state_lost", 1), rows[0]
+    assert error == 'upstream session restarted; state lost (source "compat")', error
+
+
+def test_an_upstream_error_that_is_not_state_lost_keeps_its_code(compat_wf: Wf) -> None:
+    # The control: the same plugin's ordinary `upstream` error is not read as a
+    # lost session: it is retried as configured and recorded as `upstream`.
+    doc = {
+        "name": "compat-down",
+        "nodes": [{"id": "d", "use": "compat.down", "retry": {"attempts": 2, "backoff_ms": 10}}],
+    }
+    path = compat_wf.root / "compat-down.json"
+    path.write_text(json.dumps(doc))
+    r = compat_wf.run("run", str(path), "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir))
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    out = json.loads(r.stdout)
+    db = sqlite3.connect(compat_wf.state_dir / "wf.db")
+    try:
+        row = db.execute(
+            "SELECT status, error_code, attempts, error FROM node_runs WHERE run_id = ?", (out["run_id"],)
+        ).fetchone()
+    finally:
+        db.close()
+    assert row[:3] == ("failed", "upstream", 2), row
+    assert "upstream unreachable" in row[3], row

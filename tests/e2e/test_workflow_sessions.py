@@ -145,6 +145,8 @@ async def test_next_node_after_a_restart_reports_state_lost(
             assert run["status"] == "failed", (run, nodes)
             assert nodes["second"]["status"] == "failed", nodes
             assert STATE_LOST in nodes["second"]["error"], nodes["second"]
+            # The run record keeps the typed code (wf-plugin-api 1.2), not only the text.
+            assert nodes["second"]["error_code"] == "state_lost", nodes["second"]
             assert nodes["second"]["attempts"] == 1
             assert STATE_LOST in run["error"]
             no_success_after(nodes, killed_at)

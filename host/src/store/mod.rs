@@ -9,6 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use wf_plugin_api::ErrorCode;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -123,6 +124,10 @@ pub struct NodeRecord {
     pub args: Option<Value>,
     pub output: Option<Value>,
     pub error: Option<String>,
+    /// The [`ErrorCode`] of a failed node's error: the source's own, or
+    /// `timeout`/`cancelled` when the engine stopped the call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<ErrorCode>,
     pub attempts: i64,
     pub epoch: Option<i64>,
     pub started_at: Option<i64>,
@@ -172,6 +177,27 @@ fn json(text: Option<String>) -> Option<Value> {
     text.and_then(|t| serde_json::from_str(&t).ok())
 }
 
+/// A stored code; one this build does not know reads as `internal`, as on the wire.
+fn error_code(text: &str) -> ErrorCode {
+    serde_json::from_value(Value::String(text.to_string())).unwrap_or(ErrorCode::Internal)
+}
+
+/// Brings a database made by an older wf up to schema.sql: columns added
+/// since are added here (CREATE TABLE IF NOT EXISTS leaves old tables alone).
+fn migrate(conn: &Connection) -> Result<()> {
+    let has_column = |table: &str, column: &str| -> Result<bool> {
+        let mut st = conn.prepare(&format!("PRAGMA table_info({table})"))?;
+        let names = st
+            .query_map([], |r| r.get::<_, String>(1))?
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(names.iter().any(|n| n == column))
+    };
+    if !has_column("node_runs", "error_code")? {
+        conn.execute("ALTER TABLE node_runs ADD COLUMN error_code TEXT", [])?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Opens (creating) `wf.db` in `dir`.
     pub fn open(dir: &Path) -> Result<Self> {
@@ -191,6 +217,7 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(include_str!("schema.sql"))?;
+        migrate(&conn)?;
         let host = process_identity(std::process::id())
             .unwrap_or_else(|| format!("{}:0", std::process::id()));
         Ok(Self {
@@ -506,8 +533,8 @@ impl Store {
             let tx = db.transaction()?;
             {
                 let mut st = tx.prepare_cached(
-                    "INSERT OR REPLACE INTO node_runs (run_id, node_id, capability, status, args, output, error, attempts, epoch, started_at, finished_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    "INSERT OR REPLACE INTO node_runs (run_id, node_id, capability, status, args, output, error, attempts, epoch, started_at, finished_at, error_code)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 )?;
                 for n in nodes {
                     st.execute(params![
@@ -521,7 +548,8 @@ impl Store {
                         n.attempts,
                         n.epoch,
                         n.started_at,
-                        n.finished_at
+                        n.finished_at,
+                        n.error_code.map(ErrorCode::as_str),
                     ])?;
                 }
             }
@@ -545,7 +573,7 @@ impl Store {
                 .optional()?
                 .ok_or_else(|| StoreError::NotFound(format!("no run {id:?}")))?;
             let mut st = db.prepare(
-                "SELECT node_id, capability, status, args, output, error, attempts, epoch, started_at, finished_at FROM node_runs WHERE run_id = ?1 ORDER BY started_at, node_id",
+                "SELECT node_id, capability, status, args, output, error, attempts, epoch, started_at, finished_at, error_code FROM node_runs WHERE run_id = ?1 ORDER BY started_at, node_id",
             )?;
             let nodes = st
                 .query_map([id], |r| {
@@ -560,6 +588,7 @@ impl Store {
                         epoch: r.get(7)?,
                         started_at: r.get(8)?,
                         finished_at: r.get(9)?,
+                        error_code: r.get::<_, Option<String>>(10)?.map(|c| error_code(&c)),
                     })
                 })?
                 .collect::<std::result::Result<_, _>>()?;
@@ -653,6 +682,7 @@ mod tests {
             args: Some(json!({"ms": 5})),
             output: None,
             error: None,
+            error_code: None,
             attempts: 1,
             epoch: None,
             started_at: Some(now_ms()),
@@ -672,5 +702,89 @@ mod tests {
         assert_eq!(run.status, "interrupted");
         assert_eq!(nodes[0].status, "interrupted");
         assert_eq!(s.runs(10, Some("interrupted")).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_node_error_keeps_its_code() {
+        let s = Store::in_memory().unwrap();
+        s.create_run("r", "wf", &json!({}), &json!({})).unwrap();
+        let node = |id: &str, code: Option<ErrorCode>| NodeRecord {
+            node_id: id.into(),
+            capability: "fx.increment".into(),
+            status: "failed".into(),
+            args: None,
+            output: None,
+            error: Some("x".into()),
+            error_code: code,
+            attempts: 1,
+            epoch: Some(1),
+            started_at: Some(1),
+            finished_at: Some(2),
+        };
+        s.put_nodes(
+            "r",
+            &[node("a", Some(ErrorCode::StateLost)), node("b", None)],
+        )
+        .unwrap();
+        let (_, nodes) = s.run("r").unwrap();
+        assert_eq!(nodes[0].error_code, Some(ErrorCode::StateLost));
+        assert_eq!(nodes[1].error_code, None);
+        // As the planner's get_run and `wf` JSON output show it.
+        let shown = serde_json::to_value(&nodes[0]).unwrap();
+        assert_eq!(shown["error_code"], "state_lost");
+        assert!(
+            serde_json::to_value(&nodes[1])
+                .unwrap()
+                .get("error_code")
+                .is_none()
+        );
+        // A code written by a newer wf reads as `internal`, as on the wire.
+        s.with(|db| {
+            Ok(db.execute(
+                "UPDATE node_runs SET error_code = 'from_the_future' WHERE node_id = 'b'",
+                [],
+            )?)
+        })
+        .unwrap();
+        assert_eq!(
+            s.run("r").unwrap().1[1].error_code,
+            Some(ErrorCode::Internal)
+        );
+    }
+
+    #[test]
+    fn a_database_from_before_error_codes_is_migrated() {
+        let dir = std::env::temp_dir().join(format!("wf-store-migrate-{}", new_id("t")));
+        std::fs::create_dir_all(&dir).unwrap();
+        {
+            // node_runs as wf created it before the error_code column.
+            let old = Connection::open(dir.join("wf.db")).unwrap();
+            old.execute_batch(
+                "CREATE TABLE runs (id TEXT PRIMARY KEY, workflow TEXT NOT NULL, origin TEXT NOT NULL,
+                    status TEXT NOT NULL, inputs TEXT NOT NULL, outputs TEXT, error TEXT, sessions TEXT,
+                    started_at INTEGER NOT NULL, finished_at INTEGER, host TEXT);
+                 CREATE TABLE node_runs (run_id TEXT NOT NULL REFERENCES runs(id), node_id TEXT NOT NULL,
+                    capability TEXT NOT NULL, status TEXT NOT NULL, args TEXT, output TEXT, error TEXT,
+                    attempts INTEGER NOT NULL DEFAULT 0, epoch INTEGER, started_at INTEGER, finished_at INTEGER,
+                    PRIMARY KEY (run_id, node_id));
+                 INSERT INTO runs VALUES ('old', 'wf', '{}', 'failed', '{}', NULL, 'boom', NULL, 1, 2, NULL);
+                 INSERT INTO node_runs VALUES ('old', 'a', 'x.y', 'failed', NULL, NULL, 'boom', 1, NULL, 1, 2);",
+            )
+            .unwrap();
+        }
+        let s = Store::open(&dir).unwrap();
+        let (run, nodes) = s.run("old").unwrap();
+        assert_eq!((run.status.as_str(), nodes[0].error_code), ("failed", None));
+        let mut n = nodes[0].clone();
+        n.error_code = Some(ErrorCode::Timeout);
+        s.put_node("old", &n).unwrap();
+        assert_eq!(
+            s.run("old").unwrap().1[0].error_code,
+            Some(ErrorCode::Timeout)
+        );
+        drop(s);
+        // Opening again (already migrated) is a no-op.
+        assert!(Store::open(&dir).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -52,6 +52,8 @@ CREATE TABLE IF NOT EXISTS node_runs (
     epoch       INTEGER,
     started_at  INTEGER,
     finished_at INTEGER,
+    -- The ErrorCode of a failed node's error (wire name, e.g. `state_lost`).
+    error_code  TEXT,
     PRIMARY KEY (run_id, node_id)
 );
 CREATE TABLE IF NOT EXISTS catalog_snapshots (

@@ -274,8 +274,39 @@ struct Run {
 
 struct NodeOutcome {
     index: usize,
-    result: Result<Value, String>,
+    result: Result<Value, NodeError>,
     attempts: u32,
+}
+
+/// Why a node did not succeed: its message and, where there is one, the
+/// [`ErrorCode`] the run record keeps (a source's own code; `timeout` or
+/// `cancelled` when the engine stopped the call).
+#[derive(Debug, Clone)]
+struct NodeError {
+    message: String,
+    code: Option<ErrorCode>,
+}
+
+impl NodeError {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: Some(code),
+        }
+    }
+    /// A reason the host found itself, with no code (a skip, a bad reference).
+    fn uncoded(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: None,
+        }
+    }
+}
+
+impl From<crate::sources::SourceError> for NodeError {
+    fn from(e: crate::sources::SourceError) -> Self {
+        Self::new(e.code(), e.to_string())
+    }
 }
 
 impl Run {
@@ -304,11 +335,12 @@ impl Run {
         rec: &mut NodeRecord,
         status: &str,
         output: Option<Value>,
-        error: Option<String>,
+        error: Option<NodeError>,
     ) {
         rec.status = status.into();
         rec.output = output;
-        rec.error = error;
+        rec.error_code = error.as_ref().and_then(|e| e.code);
+        rec.error = error.map(|e| e.message);
         rec.finished_at = Some(now_ms());
         self.save(rec);
     }
@@ -485,6 +517,7 @@ impl Run {
                 args: None,
                 output: None,
                 error: None,
+                error_code: None,
                 attempts: 0,
                 epoch: None,
                 started_at: None,
@@ -532,7 +565,7 @@ impl Run {
                     };
                     if let Some(why) = skip {
                         state[i] = State::Skipped;
-                        self.finish(&mut recs[i], "skipped", None, Some(why.into()));
+                        self.finish(&mut recs[i], "skipped", None, Some(NodeError::uncoded(why)));
                         self.emit(i, "skipped", clock[i], None);
                         settle(i, &mut waiting, &mut ready);
                         continue;
@@ -550,8 +583,8 @@ impl Run {
                         Err(e) => {
                             state[i] = State::Failed;
                             failure = Some(format!("node {:?}: {e}", node.id));
-                            self.finish(&mut recs[i], "failed", None, Some(e.clone()));
-                            self.emit(i, "failed", clock[i], Some(e));
+                            self.emit(i, "failed", clock[i], Some(e.clone()));
+                            self.finish(&mut recs[i], "failed", None, Some(NodeError::uncoded(e)));
                             break;
                         }
                     };
@@ -590,7 +623,10 @@ impl Run {
                             &mut recs[i],
                             "cancelled",
                             None,
-                            Some("the run was cancelled".into()),
+                            Some(NodeError::new(
+                                ErrorCode::Cancelled,
+                                "the run was cancelled",
+                            )),
                         );
                         self.emit(i, "cancelled", clock[i], None);
                     }
@@ -614,8 +650,9 @@ impl Run {
                     self.emit(i, "succeeded", clock[i], None);
                     settle(i, &mut waiting, &mut ready);
                 }
-                Err(e) => {
-                    self.finish(&mut recs[i], "failed", None, Some(e.clone()));
+                Err(err) => {
+                    let e = err.message.clone();
+                    self.finish(&mut recs[i], "failed", None, Some(err));
                     self.emit(i, "failed", clock[i], Some(e.clone()));
                     if node.on_error == OnError::Continue {
                         state[i] = State::Done;
@@ -639,7 +676,7 @@ impl Run {
                             &mut recs[i],
                             "cancelled",
                             None,
-                            Some("another node failed".into()),
+                            Some(NodeError::new(ErrorCode::Cancelled, "another node failed")),
                         );
                     }
                 }
@@ -678,26 +715,23 @@ async fn run_node(
 ) -> NodeOutcome {
     let attempts = retry.as_ref().map(|r| r.attempts.max(1)).unwrap_or(1);
     let backoff = Duration::from_millis(retry.as_ref().map(|r| r.backoff_ms).unwrap_or(0));
-    let mut last = String::new();
+    let mut last = NodeError::uncoded("");
     for attempt in 1..=attempts {
         let ctx = CallCtx::new().with_info(json!({"scope": scope}));
         let call = handle.run_node(&name, args.clone(), ctx);
-        // Err(message, whether the session was lost)
-        let result: Result<Value, (String, bool)> = match timeout {
+        let result: Result<Value, NodeError> = match timeout {
             Some(t) => match tokio::time::timeout(t, call).await {
-                Ok(r) => r.map_err(|e| (e.to_string(), e.error.message.contains(STATE_LOST))),
-                Err(_) => Err((
+                Ok(r) => r.map_err(NodeError::from),
+                Err(_) => Err(NodeError::new(
+                    ErrorCode::Timeout,
                     format!(
                         "source {:?}: no result within {} ms",
                         handle.name,
                         t.as_millis()
                     ),
-                    false,
                 )),
             },
-            None => call
-                .await
-                .map_err(|e| (e.to_string(), e.error.message.contains(STATE_LOST))),
+            None => call.await.map_err(NodeError::from),
         };
         match result {
             Ok(v) => {
@@ -707,11 +741,17 @@ async fn run_node(
                     attempts: attempt,
                 };
             }
-            Err((message, lost)) => {
+            Err(error) => {
+                // A 1.0/1.1 plugin's `upstream` + STATE_LOST answer arrives
+                // here already read as `state_lost` (PluginError::from_json).
+                let lost = error.code == Some(ErrorCode::StateLost);
                 last = if lost {
-                    format!("{STATE_LOST} (source {:?})", handle.name)
+                    NodeError::new(
+                        ErrorCode::StateLost,
+                        format!("{STATE_LOST} (source {:?})", handle.name),
+                    )
                 } else {
-                    message
+                    error
                 };
                 if lost || attempt == attempts {
                     return NodeOutcome {

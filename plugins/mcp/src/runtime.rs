@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::Mutex;
 use wf_plugin_api::{
     CallContext, CallResult, ErrorCode, GetPromptResult, PluginError, Prompt, ReadResourceResult,
-    Resource, ResourceTemplate, STATE_LOST,
+    Resource, ResourceTemplate,
 };
 
 use crate::client::{McpClient, OnListChanged};
@@ -130,7 +130,7 @@ impl Runtime {
             && alive.map(|l| l.epoch) != Some(expected)
         {
             let current = self.epoch.load(Ordering::Acquire);
-            return Err(PluginError::upstream(STATE_LOST)
+            return Err(PluginError::state_lost()
                 .with_data(json!({"expected_epoch": expected, "epoch": current})));
         }
         if let Some(l) = alive {
