@@ -125,13 +125,23 @@ impl Projection {
         let (prompts, prompt_index) = assign(prompts, &rules, "prompt", &mut collisions);
 
         // Resource URIs pass through unless two sources use the same one;
-        // the later is shown as `wf://<source>/<uri>`.
+        // the later is shown as `wf://<source>/<uri>` (then `~2`, `~3`… while
+        // that is taken too). A source listing one URI twice shows it once.
         let mut res_out: Vec<Projected<Resource>> = Vec::new();
         let mut resource_index = HashMap::new();
+        let mut listed = std::collections::HashSet::new();
         for (uri, source, original, mut item) in resources {
+            if !listed.insert((source.clone(), original.clone())) {
+                continue;
+            }
             let mut shown = uri.clone();
-            if resource_index.contains_key(&shown) {
-                shown = format!("wf://{}/{}", prefixes[&source], encode_uri_component(&uri));
+            let mut n = 0;
+            while resource_index.contains_key(&shown) {
+                n += 1;
+                let base = format!("wf://{}/{}", prefixes[&source], encode_uri_component(&uri));
+                shown = if n == 1 { base } else { format!("{base}~{n}") };
+            }
+            if n > 0 {
                 collisions.push(format!(
                     "resource {uri} of {source} is also served by another source; shown as {shown}"
                 ));
@@ -287,5 +297,34 @@ mod tests {
         let again = Projection::build(&snap, NameRules { max_len: 48 });
         let again: Vec<&str> = again.tools.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, again);
+    }
+
+    /// Found by the `projection` fuzz target: a URI listed twice by one source
+    /// (or a mapped `wf://` name another source lists literally) gave two
+    /// resources the same shown URI. Shown URIs are unique and route back.
+    #[test]
+    fn shown_resource_uris_stay_unique() {
+        let snap = Snapshot {
+            sources: vec![
+                ("a".into(), cat(&[], &["wf://y/notes%3A%2F%2F1"])),
+                ("x".into(), cat(&[], &["notes://1"])),
+                (
+                    "y".into(),
+                    cat(&[], &["notes://1", "notes://1", "notes://1"]),
+                ),
+            ],
+        };
+        let p = Projection::build(&snap, NameRules { max_len: 48 });
+        let shown: Vec<&str> = p.resources.iter().map(|r| r.name.as_str()).collect();
+        let unique: std::collections::HashSet<_> = shown.iter().collect();
+        assert_eq!(unique.len(), shown.len(), "{shown:?}");
+        assert_eq!(shown.len(), 3, "y's repeats are shown once: {shown:?}");
+        for r in &p.resources {
+            let route = p.resource_route(&r.name).unwrap();
+            assert_eq!(
+                (route.source.as_str(), route.uri.as_str()),
+                (r.source.as_str(), r.original.as_str())
+            );
+        }
     }
 }
