@@ -57,6 +57,7 @@ impl CallContext {
     pub async fn cancelled(&self) {
         self.cancel.cancelled().await
     }
+    /// Whether the host has cancelled this call.
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
     }
@@ -76,6 +77,7 @@ impl CallContext {
 
 /// A plugin: a factory of sources of one or more kinds.
 pub trait Plugin: Sized + Send + Sync + 'static {
+    /// The sources this plugin creates.
     type Source: Source;
 
     /// Name, version, kinds, description, default sources.
@@ -117,16 +119,19 @@ pub trait Source: Send + Sync + 'static {
         async move { self.call_tool(name, input, ctx).await?.into_node_output() }
     }
 
+    /// Resources; by default those of [`Source::catalog`].
     fn list_resources(&self) -> impl Future<Output = Result<Vec<Resource>, PluginError>> + Send {
         async move { Ok(self.catalog().await?.resources) }
     }
 
+    /// Resource templates; by default those of [`Source::catalog`].
     fn list_resource_templates(
         &self,
     ) -> impl Future<Output = Result<Vec<ResourceTemplate>, PluginError>> + Send {
         async move { Ok(self.catalog().await?.resource_templates) }
     }
 
+    /// Reads a resource; by default `not_found`.
     fn read_resource(
         &self,
         uri: &str,
@@ -135,10 +140,12 @@ pub trait Source: Send + Sync + 'static {
         async move { Err(PluginError::not_found(format!("no resource {uri}"))) }
     }
 
+    /// Prompts; by default those of [`Source::catalog`].
     fn list_prompts(&self) -> impl Future<Output = Result<Vec<Prompt>, PluginError>> + Send {
         async move { Ok(self.catalog().await?.prompts) }
     }
 
+    /// Renders a prompt; by default `not_found`.
     fn get_prompt(
         &self,
         name: &str,

@@ -65,7 +65,9 @@ impl std::fmt::Display for ErrorCode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct PluginError {
+    /// What kind of failure (stable, machine-readable).
     pub code: ErrorCode,
+    /// What happened, for a person (one line).
     pub message: String,
     /// Optional structured detail (e.g. an application error code).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,6 +75,7 @@ pub struct PluginError {
 }
 
 impl PluginError {
+    /// An error with this code and message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             code,
@@ -80,31 +83,40 @@ impl PluginError {
             data: None,
         }
     }
+    /// Attaches structured detail.
     pub fn with_data(mut self, data: serde_json::Value) -> Self {
         self.data = Some(data);
         self
     }
+    /// The arguments do not match the capability's input schema.
     pub fn invalid_arguments(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidArguments, message)
     }
+    /// No capability, resource or prompt of that name.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::NotFound, message)
     }
+    /// The source does not implement this operation.
     pub fn unsupported(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Unsupported, message)
     }
+    /// The capability ran and failed.
     pub fn failed(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Failed, message)
     }
+    /// An upstream failed or is unreachable.
     pub fn upstream(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Upstream, message)
     }
+    /// Bad source configuration.
     pub fn invalid_config(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidConfig, message)
     }
+    /// Anything else.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::Internal, message)
     }
+    /// The operation was cancelled.
     pub fn cancelled() -> Self {
         Self::new(ErrorCode::Cancelled, "cancelled")
     }

@@ -29,6 +29,10 @@ pub const ROOT_MODULE_SYMBOL: &str = "_1as_0lib_1header_0root_bmodule_bloader";
 macro_rules! export_plugin {
     ($plugin:ty) => {
         #[doc(hidden)]
+        // SAFETY: `export_name` is unsafe because a symbol name can clash. This
+        // is the one symbol abi_stable's loader looks up (checked against
+        // abi_stable's constant in a test), and a library exports it once: a
+        // second `export_plugin!` in the same library fails to link.
         #[unsafe(export_name = "_1as_0lib_1header_0root_bmodule_bloader")]
         pub static __WF_PLUGIN_LIB_HEADER: $crate::__private::abi_stable::library::LibHeader = {
             extern "C" fn __wf_plugin_root_module()
@@ -37,6 +41,12 @@ macro_rules! export_plugin {
                     $crate::export::module::<$plugin>,
                 )
             }
+            // SAFETY: `from_constructor` requires that the constructor returns
+            // the root module of the type named here, `WfPluginModRef`, and
+            // that the header is only read by abi_stable's loader, which checks
+            // the layout of that type before use (`CheckTypeLayout::Yes`).
+            // `__wf_plugin_root_module` returns `module::<$plugin>()`, a
+            // `WfPluginModRef`, through abi_stable's own panic-catching shim.
             unsafe {
                 $crate::__private::abi_stable::library::LibHeader::from_constructor::<
                     $crate::ffi::WfPluginModRef,

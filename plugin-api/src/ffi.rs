@@ -1,6 +1,6 @@
 //! The stable ABI. Keep it tiny: rich data crosses as JSON in `RString`.
 //!
-//! Evolution rules (docs/abi-evolution.md): fields of [`WfPluginMod`] and
+//! Evolution rules (docs/abi-evolution.md): fields of `WfPluginMod` and
 //! methods of the `#[sabi_trait]`s are only ever appended after their
 //! `last_prefix_field`, and new source operations are new
 //! [`crate::SourceRequest`] variants, not new methods.

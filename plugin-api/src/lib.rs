@@ -1,11 +1,16 @@
 //! `wf-plugin-api`: the only crate a wf source plugin depends on.
 //!
-//! - [`ffi`] is the stable ABI (abi_stable prefix module + `#[sabi_trait]`
-//!   objects); everything rich crosses it as JSON in `RString`.
-//! - [`types`] and [`error`] are the serde shapes of that JSON.
-//! - [`Plugin`] and [`Source`] are the author side; [`export_plugin!`] turns an
-//!   implementation into a loadable library.
+//! - Implement [`Plugin`] (a factory of sources) and [`Source`] (discovery and
+//!   execution of its capabilities), then call [`export_plugin!`]: the result is
+//!   a library a wf host loads from its plugins folder.
+//! - [`prelude`] has everything an implementation usually names: the
+//!   descriptors ([`Tool`], [`NodeSpec`], [`Prompt`], [`Resource`]…), results
+//!   ([`CallResult`]…) and errors ([`PluginError`], [`ErrorCode`]).
 //! - [`testing`] runs a plugin in-process through the real ABI objects.
+//!
+//! The ABI itself (the abi_stable root module and `#[sabi_trait]` objects, and
+//! the JSON operations that cross it) is the host's business and not shown
+//! here; docs/abi-evolution.md in the wf repository says how it may change.
 //!
 //! A minimal plugin:
 //!
@@ -36,18 +41,31 @@
 //! wf_plugin_api::export_plugin!(Hello);
 //! ```
 
-pub mod author;
-pub mod error;
+#![warn(missing_docs)]
+
+mod author;
+mod error;
 #[doc(hidden)]
 pub mod export;
+/// The stable ABI: the root module and `#[sabi_trait]` objects. Hosts and the
+/// export macro use it; plugin code never needs to.
+#[doc(hidden)]
 pub mod ffi;
 mod logging;
 pub mod testing;
-pub mod types;
+mod types;
 
 pub use author::{CallContext, Host, Plugin, Source};
 pub use error::{ErrorCode, PluginError};
-pub use types::*;
+pub use types::{
+    CallResult, CallScope, Catalog, DefaultSource, Event, GetPromptResult, Manifest, NodeSpec,
+    Prompt, PromptArgument, ReadResourceResult, Resource, ResourceTemplate, STATE_LOST,
+    SessionInfo, SourceSpec, Tool,
+};
+/// The source protocol: what crosses the ABI as JSON. Hosts and the test
+/// harness send these; a plugin only implements [`Source`].
+#[doc(hidden)]
+pub use types::{PluginInit, SourceRequest};
 
 /// The wf-plugin-api version a plugin is compiled against. Because this is a
 /// `const`, it is baked into the plugin at its build time.
@@ -59,10 +77,13 @@ pub mod __private {
     pub use abi_stable;
 }
 
-/// Everything a plugin author usually needs.
+/// Everything a plugin author usually needs: `use wf_plugin_api::prelude::*;`.
 pub mod prelude {
     pub use crate::author::{CallContext, Host, Plugin, Source};
     pub use crate::error::{ErrorCode, PluginError};
-    pub use crate::types::*;
+    pub use crate::types::{
+        CallResult, CallScope, Catalog, Event, GetPromptResult, Manifest, NodeSpec, Prompt,
+        ReadResourceResult, Resource, ResourceTemplate, SessionInfo, SourceSpec, Tool,
+    };
     pub use serde_json::{Map, Value, json};
 }

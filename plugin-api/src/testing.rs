@@ -24,8 +24,11 @@ use crate::types::*;
 /// What the test host recorded: log lines, events and progress reports.
 #[derive(Default, Debug)]
 pub struct Recorded {
+    /// Log lines: (level 1 error … 5 trace, target, message).
     pub logs: Vec<(u8, String, String)>,
+    /// Events the plugin emitted, as JSON.
     pub events: Vec<Value>,
+    /// Progress reports: (progress, total, message).
     pub progress: Vec<(f64, Option<f64>, Option<String>)>,
 }
 
@@ -63,8 +66,10 @@ impl CallContextFfi for TestCall {
 
 /// An instantiated plugin, driven through its ABI objects.
 pub struct Harness {
+    /// The plugin's manifest.
     pub manifest: Manifest,
     plugin: PluginBox,
+    /// What the test host recorded.
     pub recorded: Arc<Mutex<Recorded>>,
 }
 
@@ -100,6 +105,7 @@ impl Harness {
         self.source_in(name, kind, config, data_dir)
     }
 
+    /// Creates a source with `data_dir` as its data directory.
     pub fn source_in(
         &self,
         name: &str,
@@ -151,9 +157,11 @@ impl TestSource {
             Err(e) => Err(PluginError::from_json(e.as_str())),
         }
     }
+    /// Discovery: the source's catalog.
     pub async fn catalog(&self) -> Result<Catalog, PluginError> {
         self.request(&SourceRequest::Catalog).await
     }
+    /// Calls a tool.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<CallResult, PluginError> {
         self.request(&SourceRequest::CallTool {
             name: name.into(),
@@ -161,6 +169,7 @@ impl TestSource {
         })
         .await
     }
+    /// Runs a workflow node.
     pub async fn run_node(&self, name: &str, input: Value) -> Result<Value, PluginError> {
         self.request(&SourceRequest::RunNode {
             name: name.into(),
@@ -168,10 +177,12 @@ impl TestSource {
         })
         .await
     }
+    /// Reads a resource.
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, PluginError> {
         self.request(&SourceRequest::ReadResource { uri: uri.into() })
             .await
     }
+    /// Renders a prompt.
     pub async fn get_prompt(
         &self,
         name: &str,
@@ -183,6 +194,7 @@ impl TestSource {
         })
         .await
     }
+    /// Shuts the source down.
     pub async fn shutdown(&self) {
         self.source.shutdown().await
     }

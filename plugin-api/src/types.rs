@@ -21,6 +21,7 @@ pub struct Manifest {
     /// Source kinds this plugin serves (the `kind` of a configured source).
     pub kinds: Vec<String>,
     #[serde(default)]
+    /// A one-line description for `wf plugins`.
     pub description: String,
     /// Sources that exist without any configuration (e.g. `wf.std`). An
     /// operator can still disable or reconfigure them by name.
@@ -41,14 +42,17 @@ impl Manifest {
             default_sources: Vec::new(),
         }
     }
+    /// Adds a source kind this plugin serves.
     pub fn kind(mut self, kind: impl Into<String>) -> Self {
         self.kinds.push(kind.into());
         self
     }
+    /// Sets the description.
     pub fn description(mut self, description: impl Into<String>) -> Self {
         self.description = description.into();
         self
     }
+    /// Adds a source that exists without configuration (`name` of `kind`).
     pub fn default_source(mut self, name: impl Into<String>, kind: impl Into<String>) -> Self {
         self.default_sources.push(DefaultSource {
             name: name.into(),
@@ -62,9 +66,12 @@ impl Manifest {
 /// A source a plugin serves without configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DefaultSource {
+    /// The source's name.
     pub name: String,
+    /// Its kind, one of the plugin's kinds.
     pub kind: String,
     #[serde(default)]
+    /// Its configuration, as a `[sources.NAME]` table would give it.
     pub config: Value,
 }
 
@@ -99,17 +106,23 @@ pub struct SourceSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Tool {
+    /// The tool's name within its source (the host projects it for clients).
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the tool does, for the model that picks it.
     pub description: Option<String>,
+    /// JSON Schema of the arguments (an object schema).
     pub input_schema: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// JSON Schema of `structuredContent`, when the tool returns structured output.
     pub output_schema: Option<Value>,
     #[serde(flatten)]
+    /// MCP fields wf does not model (annotations, icons, `_meta`…), passed through as they are.
     pub extra: Map<String, Value>,
 }
 
 impl Tool {
+    /// A tool with a name, a description and an input schema.
     pub fn new(
         name: impl Into<String>,
         description: impl Into<String>,
@@ -123,6 +136,7 @@ impl Tool {
             extra: Map::new(),
         }
     }
+    /// Declares the tool's output schema.
     pub fn output_schema(mut self, schema: Value) -> Self {
         self.output_schema = Some(schema);
         self
@@ -133,11 +147,15 @@ impl Tool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSpec {
+    /// The node's name within its source (refs are `<source>.<name>`).
     pub name: String,
     #[serde(default)]
+    /// What the node does.
     pub description: String,
+    /// JSON Schema of the node's input.
     pub input_schema: Value,
     #[serde(default = "any_schema")]
+    /// JSON Schema of the node's output (default: any value).
     pub output_schema: Value,
     /// The node changes something outside the workflow (not safe to retry blindly).
     #[serde(default)]
@@ -146,6 +164,7 @@ pub struct NodeSpec {
     #[serde(default)]
     pub stateful: bool,
     #[serde(flatten)]
+    /// Fields wf does not model, passed through as they are.
     pub extra: Map<String, Value>,
 }
 
@@ -154,6 +173,7 @@ fn any_schema() -> Value {
 }
 
 impl NodeSpec {
+    /// A node spec with a name, a description and its input and output schemas.
     pub fn new(
         name: impl Into<String>,
         description: impl Into<String>,
@@ -170,10 +190,12 @@ impl NodeSpec {
             extra: Map::new(),
         }
     }
+    /// Marks the node as changing something outside the workflow.
     pub fn side_effects(mut self, yes: bool) -> Self {
         self.side_effects = yes;
         self
     }
+    /// Marks the node as depending on upstream session state.
     pub fn stateful(mut self, yes: bool) -> Self {
         self.stateful = yes;
         self
@@ -194,28 +216,39 @@ impl NodeSpec {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// An argument a prompt takes.
 pub struct PromptArgument {
+    /// The argument's name.
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What to pass.
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Whether the prompt needs it.
     pub required: Option<bool>,
     #[serde(flatten)]
+    /// MCP fields wf does not model, passed through as they are.
     pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A prompt template as shown to MCP clients.
 pub struct Prompt {
+    /// The prompt's name within its source.
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the prompt is for.
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// The arguments it takes.
     pub arguments: Vec<PromptArgument>,
     #[serde(flatten)]
+    /// MCP fields wf does not model, passed through as they are.
     pub extra: Map<String, Value>,
 }
 
 impl Prompt {
+    /// A prompt with a name and a description and no arguments yet.
     pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -224,6 +257,7 @@ impl Prompt {
             extra: Map::new(),
         }
     }
+    /// Adds an argument.
     pub fn argument(
         mut self,
         name: impl Into<String>,
@@ -242,18 +276,25 @@ impl Prompt {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+/// A resource as shown to MCP clients.
 pub struct Resource {
+    /// The resource's URI (what `read_resource` receives).
     pub uri: String,
+    /// A human-readable name.
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the resource holds.
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The MIME type of its contents.
     pub mime_type: Option<String>,
     #[serde(flatten)]
+    /// MCP fields wf does not model, passed through as they are.
     pub extra: Map<String, Value>,
 }
 
 impl Resource {
+    /// A resource with its URI, name, description and MIME type.
     pub fn new(
         uri: impl Into<String>,
         name: impl Into<String>,
@@ -272,14 +313,20 @@ impl Resource {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+/// A family of resources addressed by an RFC 6570 URI template.
 pub struct ResourceTemplate {
+    /// The template, e.g. `notes://note/{id}`.
     pub uri_template: String,
+    /// A human-readable name.
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the resources hold.
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The MIME type of their contents.
     pub mime_type: Option<String>,
     #[serde(flatten)]
+    /// MCP fields wf does not model, passed through as they are.
     pub extra: Map<String, Value>,
 }
 
@@ -306,18 +353,24 @@ impl ResourceTemplate {
 #[serde(rename_all = "camelCase")]
 pub struct Catalog {
     #[serde(default)]
+    /// Tools, as MCP clients see them.
     pub tools: Vec<Tool>,
     #[serde(default)]
+    /// Workflow node types.
     pub node_specs: Vec<NodeSpec>,
     #[serde(default)]
+    /// Prompts.
     pub prompts: Vec<Prompt>,
     #[serde(default)]
+    /// Resources listed up front.
     pub resources: Vec<Resource>,
     #[serde(default)]
+    /// Resource templates.
     pub resource_templates: Vec<ResourceTemplate>,
 }
 
 impl Catalog {
+    /// Adds a tool.
     pub fn tool(mut self, tool: Tool) -> Self {
         self.tools.push(tool);
         self
@@ -328,14 +381,17 @@ impl Catalog {
         self.node_specs.push(spec);
         self
     }
+    /// Adds a prompt.
     pub fn prompt(mut self, prompt: Prompt) -> Self {
         self.prompts.push(prompt);
         self
     }
+    /// Adds a resource.
     pub fn resource(mut self, resource: Resource) -> Self {
         self.resources.push(resource);
         self
     }
+    /// Adds a resource template.
     pub fn resource_template(mut self, template: ResourceTemplate) -> Self {
         self.resource_templates.push(template);
         self
@@ -348,16 +404,21 @@ impl Catalog {
 #[serde(rename_all = "camelCase")]
 pub struct CallResult {
     #[serde(default)]
+    /// MCP content blocks (text, image, audio, resource links, embedded resources).
     pub content: Vec<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Structured output, matching the tool's output schema when it has one.
     pub structured_content: Option<Value>,
     #[serde(default)]
+    /// The tool ran and failed; the content says why.
     pub is_error: bool,
     #[serde(default, rename = "_meta", skip_serializing_if = "Option::is_none")]
+    /// MCP `_meta`, passed through.
     pub meta: Option<Value>,
 }
 
 impl CallResult {
+    /// A result of one text block.
     pub fn text(text: impl Into<String>) -> Self {
         Self {
             content: vec![json!({"type": "text", "text": text.into()})],
@@ -386,10 +447,12 @@ impl CallResult {
 /// `resources/read` result: MCP resource contents as they are.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReadResourceResult {
+    /// MCP resource contents (`{uri, mimeType, text}` or `{uri, mimeType, blob}`).
     pub contents: Vec<Value>,
 }
 
 impl ReadResourceResult {
+    /// One text content of `uri`.
     pub fn text(
         uri: impl Into<String>,
         mime_type: impl Into<String>,
@@ -407,11 +470,14 @@ impl ReadResourceResult {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GetPromptResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A description of the rendered prompt.
     pub description: Option<String>,
+    /// MCP prompt messages (`{role, content}`).
     pub messages: Vec<Value>,
 }
 
 impl GetPromptResult {
+    /// One user message of text.
     pub fn user_text(description: impl Into<String>, text: impl Into<String>) -> Self {
         Self {
             description: Some(description.into()),
@@ -430,25 +496,39 @@ impl GetPromptResult {
 pub enum SourceRequest {
     /// Discovery: everything the source offers (may use a one-shot session).
     Catalog,
+    /// Calls a tool (the proxy's path).
     CallTool {
+        /// The tool's name within the source.
         name: String,
         #[serde(default)]
+        /// Its arguments.
         arguments: Value,
     },
+    /// Runs a workflow node.
     RunNode {
+        /// The node's name within the source.
         name: String,
         #[serde(default)]
+        /// Its input.
         input: Value,
     },
+    /// Resources (may depend on session state).
     ListResources,
+    /// Resource templates.
     ListResourceTemplates,
+    /// Reads a resource.
     ReadResource {
+        /// The resource's URI.
         uri: String,
     },
+    /// Prompts (may depend on session state).
     ListPrompts,
+    /// Renders a prompt.
     GetPrompt {
+        /// The prompt's name within the source.
         name: String,
         #[serde(default)]
+        /// Its arguments.
         arguments: Map<String, Value>,
     },
     /// Health and runtime details (JSON object; secrets never included).
@@ -458,6 +538,7 @@ pub enum SourceRequest {
     /// Sources without sessions answer `unsupported`.
     OpenSession {
         #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// The lease whose session to open; none: the shared one.
         lease: Option<String>,
     },
     /// Since 1.1: opens a run-scoped session of its own, returned as
@@ -466,6 +547,7 @@ pub enum SourceRequest {
     OpenLease,
     /// Since 1.1: closes a lease's session.
     CloseLease {
+        /// The lease to close.
         lease: String,
     },
     /// Since 1.2: what an operation this plugin predates decodes to (any
@@ -506,6 +588,7 @@ pub struct SessionInfo {
     /// Increases each time the session is (re)opened.
     pub epoch: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The lease id, for a run-scoped session.
     pub lease: Option<String>,
 }
 
@@ -518,11 +601,16 @@ pub const STATE_LOST: &str = "upstream session restarted; state lost";
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// The source's capabilities changed; the host should refresh its catalog.
-    CapabilitiesChanged { source: String },
+    CapabilitiesChanged {
+        /// The source whose capabilities changed.
+        source: String,
+    },
     /// Free-form status change (e.g. an upstream reconnected).
     Status {
+        /// The source it concerns.
         source: String,
         #[serde(default)]
+        /// What changed (free-form JSON).
         detail: Value,
     },
 }
