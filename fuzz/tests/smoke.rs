@@ -1,7 +1,8 @@
 //! The stable-toolchain driver of the fuzz targets (the CI smoke run): each
 //! target gets its checked-in corpus (seeds and every regression input), then
 //! `WF_FUZZ_SMOKE_CASES` (default 2000) inputs mutated from it by a seeded
-//! generator, so a failure names a reproducible case. libFuzzer (nightly)
+//! generator, so a failure names a reproducible case (`WF_FUZZ_SMOKE_SECS`
+//! runs for a time instead of a count). libFuzzer (nightly)
 //! runs the same functions for the long runs; see docs/fuzzing.md.
 
 use std::path::Path;
@@ -129,10 +130,22 @@ fn smoke(target: &str, run: fn(&[u8]), default_cases: usize) {
     let seed: u64 = std::env::var("WF_FUZZ_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0x5eed_0f_af);
+        .unwrap_or(0x5eed_0faf);
+    // A local long run may give a time budget instead of a count.
+    let budget = std::env::var("WF_FUZZ_SMOKE_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(std::time::Duration::from_secs);
+    let started = std::time::Instant::now();
     let mut rng = Rng(seed | 1);
     let mut input = Vec::new();
-    for case in 0..cases {
+    let mut case = 0;
+    loop {
+        match budget {
+            Some(b) if started.elapsed() >= b => break,
+            None if case >= cases => break,
+            _ => {}
+        }
         mutate(&mut rng, &inputs, &mut input);
         let result = std::panic::catch_unwind(|| run(&input));
         if result.is_err() {
@@ -141,10 +154,12 @@ fn smoke(target: &str, run: fn(&[u8]), default_cases: usize) {
                 String::from_utf8_lossy(&input)
             );
         }
+        case += 1;
     }
     eprintln!(
-        "{target}: {} corpus inputs + {cases} mutated inputs",
-        inputs.len()
+        "{target}: {} corpus inputs + {case} mutated inputs in {:.1} s",
+        inputs.len(),
+        started.elapsed().as_secs_f64()
     );
 }
 
