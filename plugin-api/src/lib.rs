@@ -6,6 +6,8 @@
 //! - [`Plugin`] and [`Source`] are the author side; [`export_plugin!`] turns an
 //!   implementation into a loadable library.
 //! - [`testing`] runs a plugin in-process through the real ABI objects.
+//! - [`schema`] holds the checks the host applies to what a plugin serves
+//!   (the harness's `schema_problems` uses the same ones).
 //!
 //! A minimal plugin:
 //!
@@ -42,6 +44,7 @@ pub mod error;
 pub mod export;
 pub mod ffi;
 mod logging;
+pub mod schema;
 pub mod testing;
 pub mod types;
 
