@@ -1,5 +1,10 @@
 //! The catalog: a snapshot of every source's last discovered capabilities.
-//! Surfaces project it; they never talk to discovery directly.
+//! Surfaces project it; they never talk to discovery directly. Every catalog
+//! is screened on its way in ([`screen`]): only valid capabilities are served.
+
+mod screen;
+
+pub use screen::{Rejected, screen};
 
 use std::sync::Arc;
 
