@@ -2,6 +2,7 @@
 //! Surfaces project it; they never talk to discovery directly. Every catalog
 //! is screened on its way in ([`screen`]): only valid capabilities are served.
 
+pub mod probe;
 mod screen;
 
 pub use screen::{Rejected, screen};
