@@ -126,3 +126,16 @@ def test_wf_check_passes_without_the_bad_plugin(wf: Wf, everything_bin: Path) ->
     proc = wf.run("check", "--deep", "--config", str(config), *wf.plugin_args())
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("ok: "), proc.stdout
+
+
+def test_unknown_capability_suggests_the_near_miss(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """docs/workflows.md: a misspelt `use` gets a "did you mean" from the live catalog."""
+    config = wf.write_config(toml_config({"counter": {"command": str(fixture_upstream_bin)}}))
+    path = wf.root / "typo.json"
+    path.write_text(json.dumps({"name": "typo", "nodes": [{"id": "a", "use": "counter.incremnt", "args": {}}]}))
+    proc = wf.run("run", str(path), "--config", str(config), *wf.plugin_args(), "--log-level", "error")
+    assert proc.returncode == 2, proc.stderr
+    assert (
+        f'{path}: nodes[0].use [unknown_capability]: no capability "counter.incremnt": did you mean counter.increment?'
+        in proc.stderr.splitlines()
+    ), proc.stderr
