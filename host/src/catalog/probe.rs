@@ -138,7 +138,10 @@ mod tests {
         let m = missing_command(&json!({"command": "wf-no-such-command-xyz"}), &base).unwrap();
         assert!(m.contains("not found on PATH"), "{m}");
         // The source's own PATH is the one searched.
-        let m = missing_command(&json!({"command": "sh", "env": {"PATH": "/nonexistent"}}), &base);
+        let m = missing_command(
+            &json!({"command": "sh", "env": {"PATH": "/nonexistent"}}),
+            &base,
+        );
         assert!(m.is_some());
         let m = missing_command(&json!({"command": "./nope.sh"}), &base).unwrap();
         assert!(m.contains("not an executable file"), "{m}");

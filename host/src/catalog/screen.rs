@@ -79,8 +79,18 @@ mod tests {
                 "bad",
                 json!({"type": "object", "properties": {"n": {"type": "integr"}}, "required": "n"}),
             ))
-            .node(NodeSpec::new("stringy", "bad", json!({"type": "string"}), json!({})))
-            .node(NodeSpec::new("fine", "ok", obj.clone(), json!({"type": "string"})))
+            .node(NodeSpec::new(
+                "stringy",
+                "bad",
+                json!({"type": "string"}),
+                json!({}),
+            ))
+            .node(NodeSpec::new(
+                "fine",
+                "ok",
+                obj.clone(),
+                json!({"type": "string"}),
+            ))
             .prompt(Prompt::new("hello", "ok"));
         let (served, rejected) = screen(catalog);
         let tools: Vec<_> = served.tools.iter().map(|t| t.name.as_str()).collect();
@@ -93,7 +103,11 @@ mod tests {
             .map(|r| format!("{} {}", r.kind, r.name))
             .collect();
         assert_eq!(names, ["tool typo", "tool stringy", "node stringy"]);
-        assert!(rejected[0].to_string().contains("required: must be an array"));
+        assert!(
+            rejected[0]
+                .to_string()
+                .contains("required: must be an array")
+        );
     }
 
     #[test]

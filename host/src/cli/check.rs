@@ -93,7 +93,11 @@ pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
             sources.len(),
             set.loaded.len(),
             tried.len(),
-            if args.deep { "" } else { " (--deep tries every source)" }
+            if args.deep {
+                ""
+            } else {
+                " (--deep tries every source)"
+            }
         );
         Ok(0)
     } else {

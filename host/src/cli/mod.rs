@@ -161,7 +161,7 @@ pub struct RunsArgs {
 #[derive(Args, Debug, Clone, Default)]
 pub struct CommonArgs {
     /// Config file (.toml or .json). Without it, the embedded default: no
-    /// configured sources, so each plugin's default sources (wf.std, ...).
+    /// configured sources; the plugins' default sources (wf.std and others) are served.
     #[arg(long, env = "WF_CONFIG")]
     pub config: Option<PathBuf>,
     /// An extra plugin folder (repeatable).

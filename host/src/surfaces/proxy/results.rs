@@ -65,7 +65,11 @@ mod tests {
 
     #[test]
     fn a_mismatch_becomes_a_clear_tool_error() {
-        let r = check_output("s.count", &tool(), CallResult::structured(json!({"n": "1"})));
+        let r = check_output(
+            "s.count",
+            &tool(),
+            CallResult::structured(json!({"n": "1"})),
+        );
         assert!(r.is_error);
         let text = r.content[0]["text"].as_str().unwrap();
         assert!(
@@ -73,6 +77,11 @@ mod tests {
             "{text}"
         );
         let r = check_output("s.count", &tool(), CallResult::text("no structure"));
-        assert!(r.content[0]["text"].as_str().unwrap().contains("no structuredContent"));
+        assert!(
+            r.content[0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("no structuredContent")
+        );
     }
 }
