@@ -300,6 +300,9 @@ impl Sources {
             Ok(Some((catalog, at))) => match serde_json::from_value::<Catalog>(catalog) {
                 Ok(c) => {
                     let (c, rejected) = screen(c);
+                    for r in &rejected {
+                        tracing::warn!(source = %entry.name, plugin = ?entry.plugin, "{r}");
+                    }
                     let mut st = entry.status.lock().unwrap();
                     st.catalog = Some(Arc::new(c));
                     st.rejected = rejected;
@@ -371,8 +374,11 @@ impl Sources {
                         tracing::warn!(source = %entry.name, "cannot save the catalog snapshot: {e}");
                     }
                     let (catalog, rejected) = screen(catalog);
-                    for r in &rejected {
-                        tracing::warn!(source = %entry.name, plugin = ?entry.plugin, "{r}");
+                    // Said once per change, not at every rediscovery.
+                    if st.rejected != rejected {
+                        for r in &rejected {
+                            tracing::warn!(source = %entry.name, plugin = ?entry.plugin, "{r}");
+                        }
                     }
                     tracing::info!(source = %entry.name, tools = catalog.tools.len(), left_out = rejected.len(), ms = elapsed, "discovered");
                     changed = st.catalog.as_deref() != Some(&catalog);
