@@ -253,6 +253,15 @@ impl App {
             if let Some(p) = prompts {
                 c.prompts = p;
             }
+            // Live listings are screened like discovered ones.
+            let (listed, _) = crate::catalog::screen(Catalog {
+                prompts: std::mem::take(&mut c.prompts),
+                resources: std::mem::take(&mut c.resources),
+                resource_templates: std::mem::take(&mut c.resource_templates),
+                ..Catalog::default()
+            });
+            (c.prompts, c.resources, c.resource_templates) =
+                (listed.prompts, listed.resources, listed.resource_templates);
         }
         let p = Arc::new(Projection::build(&snapshot, self.rules));
         *self.live.lock().unwrap() = Some(p.clone());

@@ -7,6 +7,8 @@
 //!   descriptors ([`Tool`], [`NodeSpec`], [`Prompt`], [`Resource`]…), results
 //!   ([`CallResult`]…) and errors ([`PluginError`], [`ErrorCode`]).
 //! - [`testing`] runs a plugin in-process through the real ABI objects.
+//! - [`schema`] holds the checks the host applies to what a plugin serves
+//!   (the harness's `schema_problems` uses the same ones).
 //!
 //! The ABI itself (the abi_stable root module and `#[sabi_trait]` objects, and
 //! the JSON operations that cross it) is the host's business and not shown
@@ -52,6 +54,7 @@ pub mod export;
 #[doc(hidden)]
 pub mod ffi;
 mod logging;
+pub mod schema;
 pub mod testing;
 mod types;
 

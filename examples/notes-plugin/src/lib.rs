@@ -80,15 +80,12 @@ pub struct NotesSource {
 
 impl Source for NotesSource {
     async fn catalog(&self) -> Result<Catalog, PluginError> {
-        let mut catalog = Cap::ALL
+        Ok(Cap::ALL
             .into_iter()
             .fold(Catalog::default(), |c, cap| c.node(cap.spec()))
             .prompt(views::prompt())
-            .resource(views::all_resource(&self.uris));
-        catalog
-            .resource_templates
-            .push(views::note_template(&self.uris));
-        Ok(catalog)
+            .resource(views::all_resource(&self.uris))
+            .resource_template(views::note_template(&self.uris)))
     }
 
     /// The tool face of each node: its output as structured content; a

@@ -63,17 +63,12 @@ pub fn all_resource(uris: &Uris) -> Resource {
 }
 
 pub fn note_template(uris: &Uris) -> ResourceTemplate {
-    // No constructor or `Catalog` builder exists for templates (yet): fill in the fields.
-    ResourceTemplate {
-        uri_template: uris.note_template(),
-        name: "note".into(),
-        description: Some(format!(
-            "One note by id, as markdown, e.g. `{}`.",
-            uris.note("n1")
-        )),
-        mime_type: Some(MARKDOWN.into()),
-        extra: Map::new(),
-    }
+    ResourceTemplate::new(
+        uris.note_template(),
+        "note",
+        format!("One note by id, as markdown, e.g. `{}`.", uris.note("n1")),
+        MARKDOWN,
+    )
 }
 
 /// The `summarize` prompt over `notes` (already filtered by `tag`).

@@ -1,20 +1,35 @@
-//! `wf check`: validates the config and the plugins without serving.
+//! `wf check`: validates the config and the plugins without serving. Every
+//! problem is one `file: key: reason` line on stderr; any problem exits 1.
+//!
+//! Always: the config, the plugin files, each source's kind and `${VAR}`s,
+//! and a trial of the plugins' default sources (what a plugin serves with no
+//! config), whose bad capabilities are named. `--deep` also tries every
+//! configured source: created in a throwaway state directory and discovered
+//! once, bounded by `server.discovery_timeout_ms`, so plugin config errors,
+//! missing commands, unreachable URLs and invalid catalogs show up here
+//! instead of at serve time.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::Value;
 
-use super::CommonArgs;
+use super::CheckArgs;
 use crate::app::load_config_and_plugins;
-use crate::config::expand_env;
+use crate::catalog::probe::{Trial, missing_command, trial};
+use crate::config::{LoadedConfig, SourceConfig, expand_env};
+use crate::plugins::PluginSet;
+use crate::sources::desired_sources;
 
-pub fn run(args: CommonArgs, log_level: &str) -> anyhow::Result<i32> {
-    let (config, set, _events, _rx) = match load_config_and_plugins(&args.start_options(log_level))
-    {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("wf check: {e:#}");
-            return Ok(1);
-        }
-    };
+pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
+    let (config, set, _events, _rx) =
+        match load_config_and_plugins(&args.common.start_options(log_level)) {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("wf check: {e:#}");
+                return Ok(1);
+            }
+        };
     let mut problems = Vec::new();
     let sources = match config.sources() {
         Ok(s) => s,
@@ -32,30 +47,57 @@ pub fn run(args: CommonArgs, log_level: &str) -> anyhow::Result<i32> {
     }
     let file = config.file_label();
     let lookup = |k: &str| std::env::var(k).ok();
-    for (name, sc) in &sources {
+    // The sources worth a trial: enabled, with a plugin, settings expanded.
+    let mut to_try = BTreeMap::new();
+    for (name, sc) in desired_sources(sources.clone(), &set) {
+        let (origin, key) = origin(&config, &set, &sources, &name, &sc);
         if !sc.enabled {
             continue;
         }
         if set.for_kind(&sc.kind).is_none() {
             problems.push(format!(
-                "{file}: sources.{name}.kind: no loaded plugin serves kind {:?} (loaded kinds: {})",
+                "{origin}: {key}.kind: no loaded plugin serves kind {:?} (loaded kinds: {})",
                 sc.kind,
                 set.kinds().join(", ")
             ));
+            continue;
         }
-        if let Err(e) = expand_env(
-            &Value::Object(sc.settings.clone()),
-            &format!("sources.{name}"),
-            &lookup,
-        ) {
-            problems.push(format!("{file}: {e}"));
+        let settings = match expand_env(&Value::Object(sc.settings.clone()), &key, &lookup) {
+            Ok(s) => s,
+            Err(e) => {
+                problems.push(format!("{origin}: {e}"));
+                continue;
+            }
+        };
+        let configured = sources.contains_key(&name);
+        if !configured || args.deep {
+            if let Some(why) = missing_command(&settings, &config.base_dir()) {
+                problems.push(format!("{origin}: {key}.command: {why}"));
+                continue;
+            }
+            to_try.insert(name, sc);
         }
+    }
+    let timeout = Duration::from_millis(config.config.server.discovery_timeout_ms);
+    let tried = trial(to_try.clone(), &config, &set, timeout).await?;
+    for t in &tried {
+        let Some(sc) = to_try.get(&t.source) else {
+            continue;
+        };
+        let (origin, key) = origin(&config, &set, &sources, &t.source, sc);
+        problems.extend(trial_problems(t, &origin, &key, sc));
     }
     if problems.is_empty() {
         println!(
-            "ok: {file}: {} configured sources, {} plugins loaded",
+            "ok: {file}: {} configured sources, {} plugins loaded, {} sources tried{}",
             sources.len(),
-            set.loaded.len()
+            set.loaded.len(),
+            tried.len(),
+            if args.deep {
+                ""
+            } else {
+                " (--deep tries every source)"
+            }
         );
         Ok(0)
     } else {
@@ -64,5 +106,86 @@ pub fn run(args: CommonArgs, log_level: &str) -> anyhow::Result<i32> {
         }
         eprintln!("wf check: {} problem(s)", problems.len());
         Ok(1)
+    }
+}
+
+/// The lines a trial adds: why the source failed, and each capability left out.
+fn trial_problems(t: &Trial, origin: &str, key: &str, sc: &SourceConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(e) = &t.error {
+        // An upstream that cannot be reached is a matter of its `url`.
+        let at = if sc.settings.contains_key("url") && !e.starts_with("could not be created") {
+            format!("{key}.url")
+        } else {
+            key.to_string()
+        };
+        out.push(format!("{origin}: {at}: {e}"));
+    }
+    for r in &t.rejected {
+        out.push(format!("{origin}: {key}: {r}"));
+    }
+    out
+}
+
+/// Where a source comes from, for `file: key:` prefixes: the config file and
+/// `sources.<name>` (or `mcpServers.<name>`), or, for a plugin's default
+/// source, the plugin's file and `default source <name>`.
+fn origin(
+    config: &LoadedConfig,
+    plugins: &PluginSet,
+    configured: &BTreeMap<String, SourceConfig>,
+    name: &str,
+    sc: &SourceConfig,
+) -> (String, String) {
+    if configured.contains_key(name) {
+        let table = if config.config.mcp_servers.contains_key(name) {
+            "mcpServers"
+        } else {
+            "sources"
+        };
+        return (config.file_label(), format!("{table}.{name}"));
+    }
+    let file = plugins
+        .for_kind(&sc.kind)
+        .map(|p| p.file.display().to_string())
+        .unwrap_or_else(|| config.file_label());
+    (file, format!("default source {name}"))
+}
+
+/// The trials of the loaded plugins' default sources (those the config does
+/// not name), for `wf plugins`: what each plugin serves with no config.
+pub async fn default_source_trials(
+    config: &LoadedConfig,
+    plugins: &PluginSet,
+) -> anyhow::Result<Vec<Trial>> {
+    let configured = config.sources()?;
+    let defaults: BTreeMap<_, _> = desired_sources(configured.clone(), plugins)
+        .into_iter()
+        .filter(|(name, sc)| !configured.contains_key(name) && sc.enabled)
+        .collect();
+    let timeout = Duration::from_millis(config.config.server.discovery_timeout_ms);
+    Ok(trial(defaults, config, plugins, timeout).await?)
+}
+
+/// For `wf plugins --json`: per default source, its capabilities left out.
+pub fn left_out_json(trials: &[Trial]) -> Value {
+    trials
+        .iter()
+        .filter(|t| !t.rejected.is_empty())
+        .map(|t| serde_json::json!({"source": t.source, "capabilities": t.rejected}))
+        .collect()
+}
+
+/// For `wf plugins`: the capabilities of default sources left out, and why.
+pub fn print_left_out(trials: &[Trial]) {
+    let n: usize = trials.iter().map(|t| t.rejected.len()).sum();
+    if n == 0 {
+        return;
+    }
+    println!("capabilities left out ({n}):");
+    for t in trials {
+        for r in &t.rejected {
+            println!("  {}: {r}", t.source);
+        }
     }
 }

@@ -12,6 +12,8 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::app::StartOptions;
 
+const DEFAULT_LOG: &str = "info,rmcp=warn";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "wf",
@@ -21,7 +23,7 @@ use crate::app::StartOptions;
 pub struct Cli {
     /// Log filter for stderr, also handed to plugins: a level (error, warn, info, debug, trace)
     /// optionally followed by target=level pairs. WF_LOG also works.
-    #[arg(long, global = true, env = "WF_LOG", default_value = "info,rmcp=warn")]
+    #[arg(long, global = true, env = "WF_LOG", default_value = DEFAULT_LOG)]
     pub log_level: String,
     #[command(subcommand)]
     pub command: Command,
@@ -33,8 +35,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// List loaded plugins and refused plugin files.
     Plugins(PluginsArgs),
-    /// Validate the config and the plugins; exit non-zero on any problem.
-    Check(CommonArgs),
+    /// Validate the config and the plugins, and try the plugins' default
+    /// sources; exit non-zero on any problem (`--deep`: every source).
+    Check(CheckArgs),
     /// Run a workflow file with live progress, then print its outputs.
     Run(RunArgs),
     /// List recent workflow runs.
@@ -46,6 +49,18 @@ pub enum Command {
         #[command(subcommand)]
         command: SourceCommand,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Also try every configured source: create it in a throwaway state
+    /// directory and discover it once (bounded by server.discovery_timeout_ms),
+    /// reporting plugin config errors, missing commands, unreachable URLs
+    /// and capabilities left out. Starts configured upstream servers.
+    #[arg(long)]
+    pub deep: bool,
 }
 
 #[derive(Args, Debug)]
@@ -145,7 +160,8 @@ pub struct RunsArgs {
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct CommonArgs {
-    /// Config file (.toml or .json). Without it, the embedded default (wf.std only).
+    /// Config file (.toml or .json). Without it, the embedded default: no
+    /// configured sources; the plugins' default sources (wf.std and others) are served.
     #[arg(long, env = "WF_CONFIG")]
     pub config: Option<PathBuf>,
     /// An extra plugin folder (repeatable).
@@ -199,7 +215,12 @@ fn init_logging(filter: &str) {
 /// Runs the CLI; returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    init_logging(&cli.log_level);
+    // `wf check` reports every problem itself; the default log would repeat them.
+    if matches!(cli.command, Command::Check(_)) && cli.log_level == DEFAULT_LOG {
+        init_logging("error");
+    } else {
+        init_logging(&cli.log_level);
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -213,8 +234,8 @@ pub fn main() -> i32 {
     let result = rt.block_on(async {
         match cli.command {
             Command::Serve(a) => serve::run(a, &cli.log_level).await,
-            Command::Plugins(a) => plugins::run(a, &cli.log_level),
-            Command::Check(a) => check::run(a, &cli.log_level),
+            Command::Plugins(a) => plugins::run(a, &cli.log_level).await,
+            Command::Check(a) => check::run(a, &cli.log_level).await,
             Command::Run(a) => run::run(a, &cli.log_level).await,
             Command::Runs(a) => run::runs(a, &cli.log_level),
             Command::Sources(a) => sources::list(a, &cli.log_level),

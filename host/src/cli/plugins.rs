@@ -6,9 +6,11 @@ use super::PluginsArgs;
 use crate::app::load_config_and_plugins;
 use crate::plugins::supported_api_range;
 
-pub fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
-    let (_config, set, _events, _rx) =
+pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
+    let (config, set, _events, _rx) =
         load_config_and_plugins(&args.common.start_options(log_level))?;
+    // What each plugin's default sources offer that would be left out.
+    let trials = super::check::default_source_trials(&config, &set).await?;
     if args.json {
         let loaded: Vec<_> = set
             .loaded
@@ -30,6 +32,7 @@ pub fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
             "dirs": set.dirs,
             "loaded": loaded,
             "refused": set.refused,
+            "left_out": super::check::left_out_json(&trials),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(0);
@@ -62,5 +65,6 @@ pub fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
             println!("  {}: {}", r.file.display(), r.reason);
         }
     }
+    super::check::print_left_out(&trials);
     Ok(0)
 }

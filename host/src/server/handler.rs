@@ -258,6 +258,8 @@ impl ServerHandler for WfServer {
             handle.call_tool(&name, args, ctx).await
         })
         .await?;
+        let reference = format!("{}.{}", tool.source, tool.original);
+        let result = crate::surfaces::proxy::check_output(&reference, &tool.item, result);
         Ok(CallToolResponse::Complete(complete(result)?))
     }
 

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use wf_plugin_api::{Catalog, PluginError, SourceSpec};
 
 use super::handle::SourceHandle;
+use crate::catalog::{Rejected, screen};
 use crate::config::{LoadedConfig, SourceConfig, expand_env};
 use crate::plugins::PluginSet;
 use crate::store::{Store, content_hash};
@@ -42,6 +43,9 @@ pub struct SourceStatus {
     pub discovery_ms: Option<u64>,
     /// The catalog served comes from a snapshot of an earlier run.
     pub from_snapshot: bool,
+    /// Capabilities the source offers that fail the checks: left out of
+    /// every surface (see `catalog::screen`).
+    pub rejected: Vec<Rejected>,
     /// The discovery whose result is applied (see `SourceEntry::discoveries`).
     #[serde(skip)]
     applied: u64,
@@ -232,6 +236,7 @@ impl Sources {
                 discovered_at: None,
                 discovery_ms: None,
                 from_snapshot: false,
+                rejected: Vec::new(),
                 applied: 0,
             }),
             discoveries: std::sync::atomic::AtomicU64::new(0),
@@ -294,8 +299,13 @@ impl Sources {
         match store.snapshot(&entry.name, &entry.fingerprint) {
             Ok(Some((catalog, at))) => match serde_json::from_value::<Catalog>(catalog) {
                 Ok(c) => {
+                    let (c, rejected) = screen(c);
+                    for r in &rejected {
+                        tracing::warn!(source = %entry.name, plugin = ?entry.plugin, "{r}");
+                    }
                     let mut st = entry.status.lock().unwrap();
                     st.catalog = Some(Arc::new(c));
+                    st.rejected = rejected;
                     st.discovered_at = Some(at);
                     st.from_snapshot = true;
                     tracing::info!(source = %entry.name, age_ms = now_ms() - at, "serving the catalog snapshot until discovery finishes");
@@ -356,14 +366,23 @@ impl Sources {
             st.discovery_ms = Some(elapsed);
             match result {
                 Ok(catalog) => {
-                    tracing::info!(source = %entry.name, tools = catalog.tools.len(), ms = elapsed, "discovered");
-                    changed = st.catalog.as_deref() != Some(&catalog);
+                    // The snapshot keeps what the source said; it is screened again on restore.
                     if let Some(store) = &self.store
                         && let Err(e) =
                             store.save_snapshot(&entry.name, &entry.fingerprint, &json!(catalog))
                     {
                         tracing::warn!(source = %entry.name, "cannot save the catalog snapshot: {e}");
                     }
+                    let (catalog, rejected) = screen(catalog);
+                    // Said once per change, not at every rediscovery.
+                    if st.rejected != rejected {
+                        for r in &rejected {
+                            tracing::warn!(source = %entry.name, plugin = ?entry.plugin, "{r}");
+                        }
+                    }
+                    tracing::info!(source = %entry.name, tools = catalog.tools.len(), left_out = rejected.len(), ms = elapsed, "discovered");
+                    changed = st.catalog.as_deref() != Some(&catalog);
+                    st.rejected = rejected;
                     st.state = SourceState::Ready;
                     st.error = None;
                     st.catalog = Some(Arc::new(catalog));

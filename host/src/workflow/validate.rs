@@ -191,14 +191,7 @@ pub fn validate(wf: &Workflow, catalog: &PlannerCatalog) -> Vec<Problem> {
         let node = Some(n.id.as_str());
         let entry = catalog.get(&n.uses);
         if entry.is_none() {
-            let name = n.uses.rsplit('.').next().unwrap_or(&n.uses);
-            let similar: Vec<&str> = catalog
-                .nodes
-                .keys()
-                .filter(|k| k.ends_with(&format!(".{name}")))
-                .map(String::as_str)
-                .take(3)
-                .collect();
+            let similar = near_misses(catalog, &n.uses);
             let hint = if similar.is_empty() {
                 "call list_capabilities to find one".to_string()
             } else {
@@ -342,6 +335,26 @@ pub fn validate(wf: &Workflow, catalog: &PlannerCatalog) -> Vec<Problem> {
         }
     }
     out
+}
+
+/// Up to three refs of the catalog close to `wanted`, closest first: a
+/// small edit distance (a typo: `counter.incremnt`), or the same name in
+/// another source (`other.template` for `wf.std.template`).
+fn near_misses<'a>(catalog: &'a PlannerCatalog, wanted: &str) -> Vec<&'a str> {
+    let name = wanted.rsplit('.').next().unwrap_or(wanted);
+    let same_name = format!(".{name}");
+    // One typo per four characters, at least two.
+    let allowed = (wanted.chars().count() / 4).max(2);
+    let mut close: Vec<(usize, &str)> = catalog
+        .nodes
+        .keys()
+        .filter_map(|k| {
+            let d = strsim::levenshtein(wanted, k);
+            (d <= allowed || k.ends_with(&same_name)).then_some((d, k.as_str()))
+        })
+        .collect();
+    close.sort_unstable();
+    close.into_iter().take(3).map(|(_, k)| k).collect()
 }
 
 /// A cycle in the dependency graph (node indexes), if any.

@@ -205,6 +205,8 @@ impl Admin {
                 "session_epoch": runtime.get("epoch"),
                 "calls_in_flight": runtime.get("calls_in_flight"),
                 "capabilities": counts,
+                // Capabilities left out of every surface because they fail the checks.
+                "rejected": st.rejected,
                 "runtime": runtime,
             })
         });

@@ -3,9 +3,11 @@
 
 mod names;
 mod projection;
+mod results;
 
 pub use names::{NameRules, hash6, is_client_safe};
 pub use projection::{Projected, Projection, ResourceRoute};
+pub use results::check_output;
 
 /// One page of `items` starting at `cursor` (an offset we issued).
 pub fn page<T: Clone>(

@@ -77,6 +77,27 @@ fn unknown_capability() {
 }
 
 #[test]
+fn near_miss_suggestions_use_edit_distance() {
+    let message = |uses: &str| {
+        let p = check(json!({"nodes": [{"id": "a", "use": uses, "args": {}}]}));
+        assert_eq!(kinds(&p), ["unknown_capability"]);
+        p[0].message.clone()
+    };
+    assert_eq!(
+        message("wf.std.templat"),
+        "no capability \"wf.std.templat\": did you mean wf.std.template?"
+    );
+    // Typos in longer names, too.
+    assert!(message("wf.std.slep").contains("did you mean wf.std.sleep?"));
+    assert!(message("pw.browser_navgate").contains("did you mean pw.browser_navigate?"));
+    // Nothing close: no guess, a pointer instead.
+    assert_eq!(
+        message("counter.increment"),
+        "no capability \"counter.increment\": call list_capabilities to find one"
+    );
+}
+
+#[test]
 fn missing_argument() {
     let p =
         check(json!({"nodes": [{"id": "a", "use": "wf.std.template", "args": {"template": "x"}}]}));
