@@ -5,7 +5,6 @@ client still connects with its default headers."""
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 
 import anyio
@@ -18,7 +17,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from conftest import HttpServer, Wf, all_tools, tail
 
 OP_TIMEOUT = 30
-TOKEN = "secret"
+# At least 16 characters: shorter tokens are refused at start.
+TOKEN = "e2e-secret-0123456789"
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -65,8 +65,9 @@ def test_public_bind_requires_bearer_token(public_server: HttpServer, http: http
     assert post_status(http, url) == 401
     assert post_status(http, url, {"Authorization": "Bearer wrong"}) == 401
     assert post_status(http, url, {"Authorization": TOKEN}) == 401
-    status = post_status(http, url, {"Authorization": f"Bearer {TOKEN}"})
-    assert status not in (401, 403) and status < 500, status
+    # Same length as the token, last character wrong.
+    assert post_status(http, url, {"Authorization": f"Bearer {TOKEN[:-1]}X"}) == 401
+    assert post_status(http, url, {"Authorization": f"Bearer {TOKEN}"}) == 200
 
 
 @pytest.mark.anyio
@@ -97,7 +98,7 @@ def test_loopback_accepts_local_origin_and_host(http_server: HttpServer, http: h
         {"Host": f"127.0.0.1:{port}"},
     ):
         status = post_status(http, url, headers)
-        assert status not in (401, 403) and status < 500, (headers, status)
+        assert status == 200, (headers, status)
 
 
 @pytest.mark.anyio
@@ -113,10 +114,11 @@ async def test_client_default_headers_on_loopback(wf: Wf, http_server: HttpServe
 
 def test_server_stops_on_sigterm(http_server: HttpServer) -> None:
     """Teardown relies on this: SIGTERM ends `wf serve --http` promptly."""
-    started = time.monotonic()
     http_server.proc.terminate()
     try:
-        http_server.proc.wait(timeout=10)
+        code = http_server.proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pytest.fail("wf serve --http ignored SIGTERM for 10s")
-    assert time.monotonic() - started < 10
+    # A clean shutdown, not a crash or a kill.
+    assert code == 0, tail(http_server.log)
+    assert "shutting down" in http_server.log.read_text(errors="replace"), tail(http_server.log)
