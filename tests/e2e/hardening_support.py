@@ -169,3 +169,58 @@ class RawSession:
 
     def delete(self) -> int:
         return self.http.delete(self.url, headers=self.session_headers()).status_code
+
+
+class RawStdio:
+    """`wf serve` over stdio driven line by line, stderr to a log file."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str], log: Path) -> None:
+        import queue
+        import subprocess
+        import threading
+
+        self.log = log
+        self._err = log.open("wb")
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err)
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.lines.put(json.loads(line))
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def send(self, data: bytes | dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        if isinstance(data, dict):
+            data = json.dumps(data).encode() + b"\n"
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def reply(self, timeout: float) -> dict[str, Any]:
+        """The next message wf writes; fails after `timeout` s."""
+        import queue
+
+        try:
+            return self.lines.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail(f"no reply from wf within {timeout}s")
+
+    def initialize(self, timeout: float) -> None:
+        self.send(initialize_body(0))
+        assert self.reply(timeout)["id"] == 0
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def close(self) -> int:
+        import subprocess
+
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._err.close()
+        return code

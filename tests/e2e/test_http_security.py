@@ -122,3 +122,64 @@ def test_server_stops_on_sigterm(http_server: HttpServer) -> None:
     # A clean shutdown, not a crash or a kill.
     assert code == 0, tail(http_server.log)
     assert "shutting down" in http_server.log.read_text(errors="replace"), tail(http_server.log)
+
+
+@pytest.mark.parametrize(
+    ("token", "says"),
+    [(" ", "is empty"), ("", "is empty"), ("short-token", "at least 16"), ("0123456789 abcdef", "printable ASCII")],
+)
+def test_weak_tokens_are_refused_at_start(wf: Wf, token: str, says: str) -> None:
+    server = wf.start_http("127.0.0.1", env={"WF_HTTP_TOKEN": token}, wait=False)
+    try:
+        code = server.proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"wf serve with WF_HTTP_TOKEN={token!r} is still running:\n{tail(server.log)}")
+    assert code == 1, tail(server.log)
+    assert says in server.log.read_text(errors="replace"), tail(server.log)
+
+
+def test_weak_config_token_is_refused_at_start(wf: Wf) -> None:
+    cfg = wf.write_config('[server]\nhttp_token = "${E2E_TOKEN}"\n')
+    server = wf.start_http("127.0.0.1", None, "--config", str(cfg), env={"E2E_TOKEN": "tiny"}, wait=False)
+    try:
+        code = server.proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"wf serve with a 4-character token is still running:\n{tail(server.log)}")
+    assert code == 1, tail(server.log)
+    assert "at least 16" in server.log.read_text(errors="replace"), tail(server.log)
+
+
+def test_host_and_origin_are_parsed_not_matched_as_text(http_server: HttpServer, http: httpx2.Client) -> None:
+    """IPv6 literals, ports, case and trailing dots, over a real socket."""
+    url, port = http_server.url, http_server.port
+    for host in ("[::1]evil.com", f"[::1]evil.com:{port}", "[::1].evil.com", f"localhost.evil.com:{port}", f"user@localhost:{port}", "[::1"):
+        assert post_status(http, url, {"Host": host}) == 403, host
+    for origin in ("http://[::1]evil.com", f"http://[::1]evil.com:{port}", "http://localhost.evil.com", f"http://localhost:{port}@evil.com", "null"):
+        assert post_status(http, url, {"Origin": origin}) == 403, origin
+    for host in (f"[::1]:{port}", "[0:0:0:0:0:0:0:1]", f"LOCALHOST.:{port}", "127.0.0.1."):
+        assert post_status(http, url, {"Host": host}) == 200, host
+    for origin in (f"http://[::1]:{port}", "http://LOCALHOST.:3000", "https://127.0.0.1"):
+        assert post_status(http, url, {"Origin": origin}) == 200, origin
+
+
+def test_allowed_hosts_and_origins_from_the_config(wf: Wf, http: httpx2.Client) -> None:
+    cfg = wf.write_config(
+        '[server]\nallowed_hosts = ["wf.example:8443", "fd00::5"]\nallowed_origins = ["https://app.example"]\n'
+    )
+    server = wf.start_http("127.0.0.1", None, "--config", str(cfg))
+    url = server.url
+    for host, status in (("wf.example:8443", 200), ("WF.example.:8443", 200), ("wf.example", 403), ("wf.example:443", 403), ("[fd00::5]:1", 200), ("[fd00::5]x", 403)):
+        assert post_status(http, url, {"Host": host}) == status, host
+    for origin, status in (("https://app.example", 200), ("https://app.example:443", 200), ("http://app.example", 403), ("https://app.example.evil.com", 403)):
+        assert post_status(http, url, {"Origin": origin}) == status, origin
+
+
+def test_unparsable_allowed_host_is_refused_at_start(wf: Wf) -> None:
+    cfg = wf.write_config('[server]\nallowed_hosts = ["[::1]evil.com"]\n')
+    server = wf.start_http("127.0.0.1", None, "--config", str(cfg), wait=False)
+    try:
+        code = server.proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"wf serve with a bad allowed_hosts entry is still running:\n{tail(server.log)}")
+    assert code == 1, tail(server.log)
+    assert "server.allowed_hosts" in server.log.read_text(errors="replace"), tail(server.log)

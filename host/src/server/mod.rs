@@ -45,6 +45,7 @@ impl Surfaces {
 pub async fn serve_stdio(app: Arc<App>, surfaces: Surfaces) -> anyhow::Result<()> {
     let max_line = app.config.config.server.max_request_bytes;
     let (read, write) = rmcp::transport::stdio_pipes();
+    tracing::debug!("serving MCP on stdio; client messages up to {max_line} bytes");
     let service = WfServer::new(app, surfaces, false)
         .serve(stdio::StdioTransport::new(read, write, max_line))
         .await?;
