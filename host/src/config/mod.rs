@@ -109,7 +109,7 @@ pub struct ServerConfig {
     /// HTTP: most open sessions (one per `initialize` of a 2025-11-25 client).
     #[serde(default = "default_max_sessions")]
     pub max_sessions: usize,
-    /// HTTP: a session with no request for this long ends.
+    /// HTTP: a session with no message either way for this long ends.
     #[serde(default = "default_session_idle_timeout_ms")]
     pub session_idle_timeout_ms: u64,
 }
