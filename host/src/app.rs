@@ -62,6 +62,17 @@ pub struct App {
     /// The last projection that included session-scoped listings.
     live: Mutex<Option<Arc<Projection>>>,
     versions: tokio::sync::watch::Receiver<u64>,
+    /// What the MCP front holds open right now.
+    pub front: Arc<FrontStats>,
+}
+
+/// Live counts of what the MCP front holds open, for the admin `status` tool.
+#[derive(Debug, Default)]
+pub struct FrontStats {
+    pub http_connections: std::sync::atomic::AtomicUsize,
+    pub http_sessions: std::sync::atomic::AtomicUsize,
+    /// Tasks following list changes for a connected client.
+    pub list_followers: std::sync::atomic::AtomicUsize,
 }
 
 /// Loads the config (or the embedded default) and the plugins: what `wf
@@ -147,6 +158,7 @@ impl App {
             projection: Mutex::new((u64::MAX, Arc::new(Projection::default()))),
             live: Mutex::new(None),
             versions,
+            front: Arc::default(),
         });
 
         let timeout = Duration::from_millis(app.config.config.server.discovery_timeout_ms);

@@ -1,6 +1,7 @@
 //! The `wf` command line.
 
 mod check;
+pub mod log_filter;
 mod plugins;
 mod run;
 mod serve;
@@ -25,6 +26,11 @@ pub struct Cli {
     /// optionally followed by target=level pairs. WF_LOG also works.
     #[arg(long, global = true, env = "WF_LOG", default_value = DEFAULT_LOG)]
     pub log_level: String,
+    /// Allow debug/trace logging of rmcp, which logs whole MCP messages (tool
+    /// arguments and results). Without it, rmcp is held at info whatever
+    /// --log-level says.
+    #[arg(long, global = true, env = "WF_LOG_PAYLOADS")]
+    pub log_payloads: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -214,10 +220,21 @@ fn init_logging(filter: &str) {
 
 /// Runs the CLI; returns the process exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
     // `wf check` reports every problem itself; the default log would repeat them.
     if matches!(cli.command, Command::Check(_)) && cli.log_level == DEFAULT_LOG {
         init_logging("error");
+    } else if !cli.log_payloads {
+        let (filter, lowered) = log_filter::without_payloads(&cli.log_level);
+        init_logging(&filter);
+        if !lowered.is_empty() {
+            tracing::warn!(
+                "log filter {} lowered to info: those logs carry whole MCP messages; add --log-payloads to keep them",
+                lowered.join(",")
+            );
+        }
+        // Plugins get the same filter.
+        cli.log_level = filter;
     } else {
         init_logging(&cli.log_level);
     }

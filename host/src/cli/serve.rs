@@ -22,10 +22,8 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
             let bind: SocketAddr = addr
                 .parse()
                 .map_err(|e| anyhow::anyhow!("--http {addr}: not an IP:PORT address: {e}"))?;
-            let token = match std::env::var("WF_HTTP_TOKEN")
-                .ok()
-                .filter(|t| !t.is_empty())
-            {
+            // Set at all (even empty) means chosen: an empty token is refused, not ignored.
+            let token = match std::env::var("WF_HTTP_TOKEN").ok() {
                 Some(t) => Some(t),
                 None => match &server.http_token {
                     Some(t) => {
@@ -41,12 +39,7 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
                     None => None,
                 },
             };
-            let opts = HttpOptions {
-                bind,
-                token,
-                allowed_hosts: server.allowed_hosts.clone(),
-                allowed_origins: server.allowed_origins.clone(),
-            };
+            let opts = HttpOptions::new(bind, token, server);
             let stop = CancellationToken::new();
             let on_signal = stop.clone();
             tokio::spawn(async move {

@@ -89,6 +89,29 @@ pub struct ServerConfig {
     /// How long a resources/prompts listing waits for a source's live session.
     #[serde(default = "default_live_list_timeout_ms")]
     pub live_list_timeout_ms: u64,
+    /// Largest message a client may send: an HTTP request body or a stdio line (bytes).
+    #[serde(default = "default_max_request_bytes")]
+    pub max_request_bytes: usize,
+    /// HTTP: most connections open at once. At the limit the connection idle
+    /// the longest makes room, or the new one is answered 503.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// HTTP: how long a connection may take to send a request head, counted
+    /// from when it is ready for one (just opened, or its last response done).
+    #[serde(default = "default_header_read_timeout_ms")]
+    pub header_read_timeout_ms: u64,
+    /// HTTP: a connection with no traffic either way for this long is closed.
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
+    /// HTTP: most requests (open streams included) one principal may have in progress.
+    #[serde(default = "default_max_requests_per_principal")]
+    pub max_requests_per_principal: usize,
+    /// HTTP: most open sessions (one per `initialize` of a 2025-11-25 client).
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// HTTP: a session with no message either way for this long ends.
+    #[serde(default = "default_session_idle_timeout_ms")]
+    pub session_idle_timeout_ms: u64,
 }
 
 fn default_max_name_len() -> usize {
@@ -106,6 +129,27 @@ fn default_startup_grace_ms() -> u64 {
 fn default_live_list_timeout_ms() -> u64 {
     5_000
 }
+fn default_max_request_bytes() -> usize {
+    4 * 1024 * 1024
+}
+fn default_max_connections() -> usize {
+    256
+}
+fn default_header_read_timeout_ms() -> u64 {
+    10_000
+}
+fn default_idle_timeout_ms() -> u64 {
+    60_000
+}
+fn default_max_requests_per_principal() -> usize {
+    64
+}
+fn default_max_sessions() -> usize {
+    256
+}
+fn default_session_idle_timeout_ms() -> u64 {
+    300_000
+}
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -120,6 +164,13 @@ impl Default for ServerConfig {
             discovery_timeout_ms: default_discovery_timeout_ms(),
             startup_grace_ms: default_startup_grace_ms(),
             live_list_timeout_ms: default_live_list_timeout_ms(),
+            max_request_bytes: default_max_request_bytes(),
+            max_connections: default_max_connections(),
+            header_read_timeout_ms: default_header_read_timeout_ms(),
+            idle_timeout_ms: default_idle_timeout_ms(),
+            max_requests_per_principal: default_max_requests_per_principal(),
+            max_sessions: default_max_sessions(),
+            session_idle_timeout_ms: default_session_idle_timeout_ms(),
         }
     }
 }

@@ -12,8 +12,10 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use wf_plugin_api::ErrorCode;
 
+use tokio_util::sync::{CancellationToken, DropGuard};
+
 use super::Surfaces;
-use super::notify::{self, ListKind};
+use super::notify::{self, Follower, ListKind};
 use crate::app::App;
 use crate::sources::{CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
@@ -25,14 +27,22 @@ pub struct WfServer {
     surfaces: Surfaces,
     /// Served over HTTP (admin access rules differ from stdio).
     http: bool,
+    /// Cancelled when the last clone of this server is dropped, i.e. when
+    /// rmcp ends the session it serves (client gone, DELETE, expiry): ends
+    /// that session's list-change follower.
+    ended: CancellationToken,
+    _ends_on_drop: Arc<DropGuard>,
 }
 
 impl WfServer {
     pub fn new(app: Arc<App>, surfaces: Surfaces, http: bool) -> Self {
+        let ended = CancellationToken::new();
         Self {
             app,
             surfaces,
             http,
+            _ends_on_drop: Arc::new(ended.clone().drop_guard()),
+            ended,
         }
     }
 
@@ -138,9 +148,10 @@ async fn with_progress_and_cancel<T>(
 
 impl ServerHandler for WfServer {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // A 2025-11-25 client: tell it when its lists change.
+        // A 2025-11-25 client: tell it when its lists change, until its
+        // session ends.
         let peer = context.peer;
-        tokio::spawn(notify::follow(self.app.clone(), move |kind| {
+        let follow = notify::follow(self.app.clone(), move |kind| {
             let peer = peer.clone();
             async move {
                 let sent = match kind {
@@ -150,7 +161,16 @@ impl ServerHandler for WfServer {
                 };
                 sent.is_ok() && !peer.is_transport_closed()
             }
-        }));
+        });
+        let counted = Follower::new(&self.app);
+        let ended = self.ended.clone();
+        tokio::spawn(async move {
+            let _counted = counted;
+            tokio::select! {
+                () = follow => {}
+                () = ended.cancelled() => {}
+            }
+        });
     }
 
     fn accepted_subscription_filter(
@@ -181,6 +201,7 @@ impl ServerHandler for WfServer {
                 sent.is_ok() || !sink.request_context().peer.is_transport_closed()
             }
         });
+        let _counted = Follower::new(&self.app);
         tokio::select! {
             () = follow => {}
             () = ctx.cancelled() => {}

@@ -1,17 +1,24 @@
-//! Streamable HTTP: the rmcp service mounted at `/mcp` behind [`super::HttpGuard`].
+//! Streamable HTTP: the rmcp service mounted at `/mcp`, behind (outermost
+//! first) the Host/Origin/token guard, the per-principal request limit and
+//! the message checks, served by wf's own accept loop.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
+use axum::middleware::from_fn_with_state;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use super::Surfaces;
+use super::connections::{self, ConnLimits};
 use super::handler::WfServer;
-use super::http_guard::{HttpGuard, guard};
+use super::http_guard::{HttpGuard, check_token, guard};
+use super::http_messages::{Messages, check_messages};
+use super::limits::{PrincipalLimits, limit_per_principal};
+use super::sessions::BoundedSessions;
 use crate::app::App;
+use crate::config::ServerConfig;
 
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -19,18 +26,71 @@ pub struct HttpOptions {
     pub token: Option<String>,
     pub allowed_hosts: Vec<String>,
     pub allowed_origins: Vec<String>,
+    pub max_request_bytes: usize,
+    pub connections: ConnLimits,
+    pub max_requests_per_principal: usize,
+    pub max_sessions: usize,
+    pub session_idle_timeout: Duration,
 }
 
 impl HttpOptions {
-    /// A non-loopback bind without a token would expose every source to the
-    /// network: refuse it.
+    pub fn new(bind: SocketAddr, token: Option<String>, server: &ServerConfig) -> Self {
+        Self {
+            bind,
+            token,
+            allowed_hosts: server.allowed_hosts.clone(),
+            allowed_origins: server.allowed_origins.clone(),
+            max_request_bytes: server.max_request_bytes,
+            connections: ConnLimits {
+                max_connections: server.max_connections,
+                header_read_timeout: Duration::from_millis(server.header_read_timeout_ms),
+                idle_timeout: Duration::from_millis(server.idle_timeout_ms),
+            },
+            max_requests_per_principal: server.max_requests_per_principal,
+            max_sessions: server.max_sessions,
+            session_idle_timeout: Duration::from_millis(server.session_idle_timeout_ms),
+        }
+    }
+
+    /// Refuses settings wf must not serve with: a non-loopback bind without
+    /// a token (it would expose every source to the network), a weak token,
+    /// lists that do not parse, a limit of zero.
     pub fn check(&self) -> anyhow::Result<()> {
-        if !self.bind.ip().is_loopback() && self.token.as_deref().is_none_or(str::is_empty) {
-            anyhow::bail!(
+        match &self.token {
+            Some(t) => check_token(
+                t,
+                "the HTTP bearer token (WF_HTTP_TOKEN or server.http_token)",
+            )?,
+            None if !self.bind.ip().is_loopback() => anyhow::bail!(
                 "refusing to serve HTTP on non-loopback address {} without a bearer token: \
                  set WF_HTTP_TOKEN or server.http_token in the config",
                 self.bind
-            );
+            ),
+            None => {}
+        }
+        HttpGuard::check_lists(&self.allowed_hosts, &self.allowed_origins)?;
+        let c = &self.connections;
+        for (name, zero) in [
+            ("server.max_request_bytes", self.max_request_bytes == 0),
+            ("server.max_connections", c.max_connections == 0),
+            (
+                "server.header_read_timeout_ms",
+                c.header_read_timeout.is_zero(),
+            ),
+            ("server.idle_timeout_ms", c.idle_timeout.is_zero()),
+            (
+                "server.max_requests_per_principal",
+                self.max_requests_per_principal == 0,
+            ),
+            ("server.max_sessions", self.max_sessions == 0),
+            (
+                "server.session_idle_timeout_ms",
+                self.session_idle_timeout.is_zero(),
+            ),
+        ] {
+            if zero {
+                anyhow::bail!("{name} must be greater than 0");
+            }
         }
         Ok(())
     }
@@ -47,13 +107,23 @@ pub async fn serve_http(
         .await
         .map_err(|e| anyhow::anyhow!("cannot bind {}: {e}", opts.bind))?;
     let local = listener.local_addr()?;
+    // Streams ping often enough that a live one never trips the idle timeout.
+    let ping = (opts.connections.idle_timeout / 3).min(Duration::from_secs(15));
     let config = StreamableHttpServerConfig::default()
         // Our guard checks Host and Origin, with the operator's lists.
         .disable_allowed_hosts()
+        .with_sse_keep_alive(Some(ping))
+        .with_max_request_body_bytes(opts.max_request_bytes)
         .with_cancellation_token(shutdown.child_token());
-    let service: StreamableHttpService<WfServer, LocalSessionManager> = StreamableHttpService::new(
-        move || Ok(WfServer::new(app.clone(), surfaces.clone(), true)),
-        Default::default(),
+    let sessions = Arc::new(BoundedSessions::new(
+        opts.max_sessions,
+        opts.session_idle_timeout,
+        app.front.clone(),
+    ));
+    let factory_app = app.clone();
+    let service: StreamableHttpService<WfServer, BoundedSessions> = StreamableHttpService::new(
+        move || Ok(WfServer::new(factory_app.clone(), surfaces.clone(), true)),
+        sessions.clone(),
         config,
     );
     let g = Arc::new(HttpGuard::new(
@@ -62,12 +132,21 @@ pub async fn serve_http(
         &opts.allowed_hosts,
         &opts.allowed_origins,
     ));
+    let messages = Arc::new(Messages::new(opts.max_request_bytes, sessions));
+    let limits = Arc::new(PrincipalLimits::new(opts.max_requests_per_principal));
     let router = axum::Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(g, guard));
+        .layer(from_fn_with_state(messages, check_messages))
+        .layer(from_fn_with_state(limits, limit_per_principal))
+        .layer(from_fn_with_state(g, guard));
     tracing::info!("listening on http://{local}/mcp");
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await?;
+    connections::serve(
+        listener,
+        router,
+        opts.connections,
+        app.front.clone(),
+        shutdown,
+    )
+    .await;
     Ok(())
 }

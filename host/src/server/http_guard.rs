@@ -1,101 +1,231 @@
 //! HTTP request checks in front of the MCP endpoint: `Host` and `Origin`
-//! against DNS rebinding (403), then the bearer token (401).
+//! against DNS rebinding (403), then the bearer token (401). A request that
+//! passes carries its [`Principal`].
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{Request, State};
+use axum::http::uri::{Authority, Uri};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
 
-const LOOPBACK_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
+use super::limits::Principal;
+
+const LOOPBACK_HOSTS: [&str; 2] = ["localhost", "127.0.0.1"];
+/// Shortest bearer token accepted at start.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// A token an operator configured, checked before wf serves with it.
+pub fn check_token(token: &str, what: &str) -> anyhow::Result<()> {
+    if token.trim().is_empty() {
+        anyhow::bail!("{what} is empty: set a random token of at least {MIN_TOKEN_LEN} characters");
+    }
+    if let Some(c) = token.chars().find(|c| !c.is_ascii_graphic()) {
+        anyhow::bail!(
+            "{what} contains {c:?}: use printable ASCII without spaces (e.g. `openssl rand -hex 32`)"
+        );
+    }
+    if token.len() < MIN_TOKEN_LEN {
+        anyhow::bail!(
+            "{what} is {} characters long: use at least {MIN_TOKEN_LEN} (e.g. `openssl rand -hex 32`)",
+            token.len()
+        );
+    }
+    Ok(())
+}
+
+/// A host name or address as compared: lower case, no trailing dot, IPv6
+/// without brackets, IP addresses in canonical form.
+fn norm_host(host: &str) -> String {
+    let host = host.to_ascii_lowercase();
+    let host = host.strip_suffix('.').unwrap_or(&host);
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    match bare.parse::<IpAddr>() {
+        Ok(ip) => ip.to_string(),
+        Err(_) => bare.to_string(),
+    }
+}
+
+/// A `Host` value or an allowed-host entry: host and optional port.
+/// `None` when it is not a plain `host[:port]` authority (userinfo, junk
+/// after an IPv6 literal, an empty host).
+fn parse_authority(s: &str) -> Option<(String, Option<u16>)> {
+    let a: Authority = s.parse().ok()?;
+    if a.as_str().contains('@') || a.host().is_empty() {
+        return None;
+    }
+    let host = a.host();
+    if host.starts_with('[') && norm_host(host).parse::<IpAddr>().is_err() {
+        return None;
+    }
+    // Nothing but `:port` may follow the host (`[::1]evil.com` parses as an
+    // authority whose host is `[::1]`).
+    let rest = a.as_str().strip_prefix(host)?;
+    if !rest.is_empty() {
+        let port = rest.strip_prefix(':')?;
+        if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || a.port_u16().is_none() {
+            return None;
+        }
+    }
+    Some((norm_host(host), a.port_u16()))
+}
+
+/// An allowed-host entry: an authority, or a bare IPv6 address (how
+/// operators write one in a list).
+fn parse_host_entry(s: &str) -> Option<(String, Option<u16>)> {
+    match s.parse::<IpAddr>() {
+        Ok(ip) => Some((ip.to_string(), None)),
+        Err(_) => parse_authority(s),
+    }
+}
+
+/// An `Origin` value or an allowed-origin entry: scheme, host and port
+/// (the scheme's default when absent).
+fn parse_origin(s: &str) -> Option<(String, String, u16)> {
+    let uri: Uri = s.trim_end_matches('/').parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => 80,
+        "https" => 443,
+        _ => return None,
+    };
+    if uri
+        .path_and_query()
+        .is_some_and(|p| p.as_str() != "/" && !p.as_str().is_empty())
+    {
+        return None;
+    }
+    let (host, port) = parse_authority(uri.authority()?.as_str())?;
+    Some((scheme, host, port.unwrap_or(default_port)))
+}
+
+fn is_loopback(host: &str) -> bool {
+    LOOPBACK_HOSTS.contains(&host) || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
 
 #[derive(Debug, Clone)]
 pub struct HttpGuard {
-    token: Option<String>,
-    hosts: Vec<String>,
-    origins: Vec<String>,
+    /// SHA-256 of the bearer token: compared hash to hash, so neither the
+    /// token's bytes nor its length show in the timing.
+    token_hash: Option<[u8; 32]>,
+    hosts: Vec<(String, Option<u16>)>,
+    origins: Vec<(String, String, u16)>,
+    /// `"null"` is in the allowed origins.
+    null_origin: bool,
 }
 
 impl HttpGuard {
     /// Loopback names are always accepted as `Host`, and so is the bound
-    /// address when it is a specific one.
+    /// address when it is a specific one. Entries that do not parse are
+    /// reported by [`HttpGuard::check_lists`].
     pub fn new(
         bind: SocketAddr,
         token: Option<String>,
         extra_hosts: &[String],
         extra_origins: &[String],
     ) -> Self {
-        let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
+        let mut hosts: Vec<(String, Option<u16>)> = Vec::new();
         if !bind.ip().is_unspecified() {
-            hosts.push(bind.ip().to_string());
+            hosts.push((bind.ip().to_string(), None));
         }
-        hosts.extend(extra_hosts.iter().map(|h| h.to_ascii_lowercase()));
-        let origins = extra_origins
-            .iter()
-            .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
-            .collect();
+        hosts.extend(extra_hosts.iter().filter_map(|h| parse_host_entry(h)));
         Self {
-            token,
+            token_hash: token.map(|t| sha256(t.as_bytes())),
             hosts,
-            origins,
+            origins: extra_origins
+                .iter()
+                .filter_map(|o| parse_origin(o))
+                .collect(),
+            null_origin: extra_origins.iter().any(|o| o == "null"),
         }
+    }
+
+    /// Every configured host and origin must parse.
+    pub fn check_lists(extra_hosts: &[String], extra_origins: &[String]) -> anyhow::Result<()> {
+        if let Some(h) = extra_hosts.iter().find(|h| parse_host_entry(h).is_none()) {
+            anyhow::bail!("server.allowed_hosts: {h:?} is not a host or host:port");
+        }
+        if let Some(o) = extra_origins
+            .iter()
+            .find(|o| *o != "null" && parse_origin(o).is_none())
+        {
+            anyhow::bail!("server.allowed_origins: {o:?} is not an http(s)://host[:port] origin");
+        }
+        Ok(())
     }
 
     fn host_ok(&self, headers: &HeaderMap) -> bool {
-        let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        let Some((host, port)) = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .and_then(parse_authority)
+        else {
             return false;
         };
-        let host = host.to_ascii_lowercase();
-        self.hosts
-            .iter()
-            .any(|h| *h == host || *h == strip_port(&host))
+        is_loopback(&host)
+            || self
+                .hosts
+                .iter()
+                .any(|(h, p)| *h == host && (p.is_none() || *p == port))
     }
 
     fn origin_ok(&self, headers: &HeaderMap) -> bool {
-        let Some(origin) = headers.get(header::ORIGIN).and_then(|h| h.to_str().ok()) else {
+        let Some(origin) = headers.get(header::ORIGIN) else {
             return true;
         };
-        let origin = origin.trim_end_matches('/').to_ascii_lowercase();
-        if self.origins.contains(&origin) {
-            return true;
-        }
-        let Some((scheme, authority)) = origin.split_once("://") else {
+        let Ok(origin) = origin.to_str() else {
             return false;
         };
-        matches!(scheme, "http" | "https") && LOOPBACK_HOSTS.contains(&strip_port(authority))
+        if origin == "null" {
+            return self.null_origin;
+        }
+        let Some(o) = parse_origin(origin) else {
+            return false;
+        };
+        is_loopback(&o.1) || self.origins.contains(&o)
     }
 
     fn token_ok(&self, headers: &HeaderMap) -> bool {
-        let Some(expected) = &self.token else {
+        let Some(expected) = &self.token_hash else {
             return true;
         };
         let got = headers
             .get(header::AUTHORIZATION)
             .and_then(|h| h.to_str().ok())
             .and_then(|h| h.strip_prefix("Bearer "));
-        got.is_some_and(|g| constant_time_eq(g.as_bytes(), expected.as_bytes()))
+        got.is_some_and(|g| eq_32(&sha256(g.as_bytes()), expected))
+    }
+
+    fn principal(&self) -> Principal {
+        match self.token_hash {
+            Some(_) => Principal::bearer(),
+            None => Principal::local(),
+        }
     }
 }
 
-fn strip_port(authority: &str) -> &str {
-    if let Some(rest) = authority.strip_prefix('[') {
-        // [::1]:8080 → ::1
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    match authority.rsplit_once(':') {
-        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) => h,
-        _ => authority,
-    }
+fn sha256(b: &[u8]) -> [u8; 32] {
+    Sha256::digest(b).into()
 }
 
+fn eq_32(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Compares two secrets in time that depends on neither: both are hashed
+/// first, then the digests compared without an early exit.
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    eq_32(&sha256(a), &sha256(b))
 }
 
 pub async fn guard(
     State(g): State<std::sync::Arc<HttpGuard>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
@@ -117,6 +247,7 @@ pub async fn guard(
         )
             .into_response();
     }
+    request.extensions_mut().insert(g.principal());
     next.run(request).await
 }
 
@@ -137,7 +268,7 @@ mod tests {
     fn host_origin_and_token() {
         let g = HttpGuard::new(
             "127.0.0.1:8080".parse().unwrap(),
-            Some("s3".into()),
+            Some("s3cret-s3cret-s3cret".into()),
             &["wf.example".into()],
             &["https://app.example".into()],
         );
@@ -152,8 +283,121 @@ mod tests {
         assert!(g.origin_ok(&headers(&[(header::ORIGIN, "https://app.example")])));
         assert!(!g.origin_ok(&headers(&[(header::ORIGIN, "http://evil.example")])));
         assert!(!g.origin_ok(&headers(&[(header::ORIGIN, "null")])));
-        assert!(g.token_ok(&headers(&[(header::AUTHORIZATION, "Bearer s3")])));
-        assert!(!g.token_ok(&headers(&[(header::AUTHORIZATION, "Bearer s4")])));
+        assert!(g.token_ok(&headers(&[(
+            header::AUTHORIZATION,
+            "Bearer s3cret-s3cret-s3cret"
+        )])));
+        assert!(!g.token_ok(&headers(&[(
+            header::AUTHORIZATION,
+            "Bearer s3cret-s3cret-s3cres"
+        )])));
+        assert!(!g.token_ok(&headers(&[(header::AUTHORIZATION, "Bearer s3")])));
         assert!(!g.token_ok(&headers(&[])));
+    }
+
+    fn host(g: &HttpGuard, h: &str) -> bool {
+        g.host_ok(&headers(&[(header::HOST, h)]))
+    }
+
+    fn origin(g: &HttpGuard, o: &str) -> bool {
+        g.origin_ok(&headers(&[(header::ORIGIN, o)]))
+    }
+
+    #[test]
+    fn hosts_are_parsed_not_matched_as_text() {
+        let g = HttpGuard::new(
+            "[::1]:8080".parse().unwrap(),
+            None,
+            &["wf.example:8443".into(), "fd00::5".into()],
+            &[],
+        );
+        for ok in [
+            "[::1]",
+            "[::1]:8080",
+            "[0:0:0:0:0:0:0:1]:1",
+            "LOCALHOST",
+            "localhost.",
+            "localhost.:80",
+            "127.0.0.1",
+            "127.0.0.2:9",
+            "wf.example:8443",
+            "WF.EXAMPLE.:8443",
+            "[fd00::5]:80",
+        ] {
+            assert!(host(&g, ok), "{ok} should pass");
+        }
+        for bad in [
+            "[::1]evil.com",
+            "[::1]evil.com:80",
+            "[::1].evil.com",
+            "localhost.evil.com",
+            "localhost:80@evil.com",
+            "user@localhost",
+            "evil.com#localhost",
+            "wf.example",
+            "wf.example:443",
+            "[::1",
+            "::1",
+            "[::2]",
+            "[fd00::5",
+            "localhost:99999",
+            "localhost:x",
+            "",
+            "127.0.0.1 evil.com",
+        ] {
+            assert!(!host(&g, bad), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn origins_are_parsed_not_matched_as_text() {
+        let g = HttpGuard::new(
+            "127.0.0.1:8080".parse().unwrap(),
+            None,
+            &[],
+            &["https://app.example".into(), "http://[fd00::5]:3000".into()],
+        );
+        for ok in [
+            "http://[::1]",
+            "http://[::1]:3000",
+            "https://LOCALHOST:1",
+            "http://localhost.:8080",
+            "http://127.0.0.1:8080",
+            "https://app.example",
+            "https://app.example:443",
+            "https://APP.example/",
+            "http://[fd00::5]:3000",
+        ] {
+            assert!(origin(&g, ok), "{ok} should pass");
+        }
+        for bad in [
+            "http://[::1]evil.com",
+            "http://[::1]evil.com:80",
+            "http://localhost.evil.com",
+            "http://localhost@evil.com",
+            "http://app.example",
+            "https://app.example:8443",
+            "https://app.example.evil.com",
+            "http://[fd00::5]:3001",
+            "file://localhost",
+            "ws://localhost",
+            "http://localhost/path",
+            "null",
+            "localhost",
+            "",
+        ] {
+            assert!(!origin(&g, bad), "{bad:?} should be refused");
+        }
+    }
+
+    #[test]
+    fn tokens() {
+        assert!(check_token("", "t").is_err());
+        assert!(check_token("   ", "t").is_err());
+        assert!(check_token("0123456789abcde", "t").is_err());
+        assert!(check_token("0123456789abcdef ", "t").is_err());
+        assert!(check_token("0123456789abcdef", "t").is_ok());
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
     }
 }

@@ -1,9 +1,15 @@
 //! The MCP front: one rmcp server handler over stdio or streamable HTTP.
 
+mod connections;
 mod handler;
 mod http;
 pub(crate) mod http_guard;
+mod http_messages;
+mod jsonrpc;
+mod limits;
 mod notify;
+mod sessions;
+mod stdio;
 
 pub use handler::WfServer;
 pub use http::{HttpOptions, serve_http};
@@ -37,8 +43,11 @@ impl Surfaces {
 /// arrives. `stdio_pipes` reads and writes the pipes directly instead of
 /// through a blocking helper thread (measured: ~50-60 µs less per call).
 pub async fn serve_stdio(app: Arc<App>, surfaces: Surfaces) -> anyhow::Result<()> {
+    let max_line = app.config.config.server.max_request_bytes;
+    let (read, write) = rmcp::transport::stdio_pipes();
+    tracing::debug!("serving MCP on stdio; client messages up to {max_line} bytes");
     let service = WfServer::new(app, surfaces, false)
-        .serve(rmcp::transport::stdio_pipes())
+        .serve(stdio::StdioTransport::new(read, write, max_line))
         .await?;
     tokio::select! {
         r = service.waiting() => { r?; }

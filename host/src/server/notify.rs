@@ -5,6 +5,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::app::App;
@@ -39,6 +40,22 @@ fn shape(p: &Projection) -> Shape {
         digest(p.resources.iter().map(|t| (t.name.clone(), &t.item)))
             ^ digest(p.templates.iter().map(|t| (t.name.clone(), &t.item))),
     ])
+}
+
+/// Counts a live follower in [`crate::app::FrontStats`] while it exists.
+pub struct Follower(Arc<crate::app::FrontStats>);
+
+impl Follower {
+    pub fn new(app: &App) -> Self {
+        app.front.list_followers.fetch_add(1, Ordering::Relaxed);
+        Self(app.front.clone())
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.0.list_followers.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Calls `send` for each list that changed, until `send` says the client is

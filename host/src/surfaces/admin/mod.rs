@@ -7,6 +7,7 @@
 mod tools;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -244,6 +245,11 @@ impl Admin {
                 "plugins": plugins.loaded.len(), "refused_plugin_files": plugins.refused.len(),
                 "sources": sources.len(), "tools": proj.tools.len(), "prompts": proj.prompts.len(),
                 "resources": proj.resources.len(), "resource_templates": proj.templates.len(),
+            },
+            "front": {
+                "http_connections": self.app.front.http_connections.load(Ordering::Relaxed),
+                "http_sessions": self.app.front.http_sessions.load(Ordering::Relaxed),
+                "list_followers": self.app.front.list_followers.load(Ordering::Relaxed),
             },
             "name_collisions": proj.collisions,
             "last_reload": *self.app.last_reload.lock().unwrap(),

@@ -1,0 +1,163 @@
+//! In front of rmcp's HTTP service: reads a POST body within the size limit
+//! and answers exactly what is wrong with it (400 -32700 for malformed JSON,
+//! 400 -32600 for a non-JSON-RPC message, -32602 for ill-typed params),
+//! refuses an `initialize` when the session bound is reached, and answers a
+//! `DELETE` of an unknown session with 404.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::transport::streamable_http_server::SessionManager;
+
+use super::jsonrpc::{self, INVALID_PARAMS, SERVER_BUSY, error_reply};
+use super::limits::RateLimitedWarn;
+use super::sessions::BoundedSessions;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+pub struct Messages {
+    pub max_body: usize,
+    pub sessions: Arc<BoundedSessions>,
+    too_large: RateLimitedWarn,
+    sessions_full: RateLimitedWarn,
+}
+
+impl Messages {
+    pub fn new(max_body: usize, sessions: Arc<BoundedSessions>) -> Self {
+        Self {
+            max_body,
+            sessions,
+            too_large: RateLimitedWarn::new(Duration::from_secs(10)),
+            sessions_full: RateLimitedWarn::new(Duration::from_secs(10)),
+        }
+    }
+}
+
+fn json_error(status: StatusCode, body: serde_json::Value) -> Response {
+    (status, axum::Json(body)).into_response()
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+async fn known_session(m: &Messages, headers: &HeaderMap) -> Option<bool> {
+    let id = headers.get(SESSION_HEADER)?.to_str().ok()?;
+    Some(
+        m.sessions
+            .has_session(&id.to_owned().into())
+            .await
+            .unwrap_or(true),
+    )
+}
+
+pub async fn check_messages(
+    State(m): State<Arc<Messages>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match *request.method() {
+        Method::DELETE => {
+            if known_session(&m, request.headers()).await == Some(false) {
+                return (StatusCode::NOT_FOUND, "Not Found: Session not found\n").into_response();
+            }
+            next.run(request).await
+        }
+        // rmcp answers a wrong content type (415) before reading the body.
+        Method::POST if is_json(request.headers()) => post(&m, request, next).await,
+        _ => next.run(request).await,
+    }
+}
+
+async fn read_body(m: &Messages, body: Body) -> Result<Bytes, Response> {
+    let mut stream = body.into_data_stream();
+    let mut buf = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            (
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the request body: {e}\n"),
+            )
+                .into_response()
+        })?;
+        if buf.len() + chunk.len() > m.max_body {
+            m.too_large.warn(|suppressed| {
+                tracing::warn!(
+                    max_request_bytes = m.max_body,
+                    suppressed,
+                    "HTTP request refused (413): body over server.max_request_bytes"
+                )
+            });
+            return Err((
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "Payload Too Large: request body exceeds {} bytes\n",
+                    m.max_body
+                ),
+            )
+                .into_response());
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.into())
+}
+
+async fn post(m: &Messages, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let bytes = match read_body(m, body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    match jsonrpc::check(&bytes) {
+        Err(r) if r.code == INVALID_PARAMS => {
+            // An unknown session is rmcp's to answer (404), whatever the body.
+            if known_session(m, &parts.headers).await != Some(false) {
+                tracing::debug!("refused an HTTP request: {}", r.message);
+                if r.notification {
+                    return StatusCode::ACCEPTED.into_response();
+                }
+                return json_error(StatusCode::OK, r.reply());
+            }
+        }
+        Err(r) => {
+            tracing::debug!("refused an HTTP request: {}", r.message);
+            return json_error(StatusCode::BAD_REQUEST, r.reply());
+        }
+        Ok(ClientJsonRpcMessage::Request(req))
+            if matches!(req.request, ClientRequest::InitializeRequest(_))
+                && !parts.headers.contains_key(SESSION_HEADER)
+                && m.sessions.open().await >= m.sessions.max() =>
+        {
+            m.sessions_full.warn(|suppressed| {
+                tracing::warn!(
+                    max = m.sessions.max(),
+                    suppressed,
+                    "HTTP session refused (503): too many open sessions (server.max_sessions)"
+                )
+            });
+            let id = serde_json::to_value(&req.id).ok();
+            let message = format!(
+                "too many open sessions (server.max_sessions = {}): end one with DELETE, or wait for idle ones to expire",
+                m.sessions.max()
+            );
+            return json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                error_reply(id, SERVER_BUSY, &message),
+            );
+        }
+        Ok(_) => {}
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}

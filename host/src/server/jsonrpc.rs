@@ -1,0 +1,218 @@
+//! Reads one client message and says exactly what is wrong with it, for both
+//! transports. rmcp alone drops a non-JSON stdio line, answers a malformed
+//! HTTP body with 415, and turns a known method with ill-typed params into a
+//! custom request (so the client sees -32601 instead of -32602).
+
+use rmcp::model::{
+    CallToolRequestMethod, ClientJsonRpcMessage, ClientRequest, CompleteRequestMethod, ConstString,
+    DiscoverRequestMethod, GetPromptRequestMethod, InitializeResultMethod,
+    ListPromptsRequestMethod, ListResourceTemplatesRequestMethod, ListResourcesRequestMethod,
+    ListToolsRequestMethod, PingRequestMethod, ReadResourceRequestMethod, SetLevelRequestMethod,
+    SubscribeRequestMethod, SubscriptionsListenRequestMethod, UnsubscribeRequestMethod,
+};
+use serde_json::{Value, json};
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC's implementation-defined server error range: wf is at a limit.
+pub const SERVER_BUSY: i64 = -32000;
+
+/// Methods rmcp parses into typed params: if one of these arrives as a
+/// custom request, its params did not fit.
+const TYPED_METHODS: &[&str] = &[
+    <InitializeResultMethod as ConstString>::VALUE,
+    <PingRequestMethod as ConstString>::VALUE,
+    <DiscoverRequestMethod as ConstString>::VALUE,
+    <CompleteRequestMethod as ConstString>::VALUE,
+    <SetLevelRequestMethod as ConstString>::VALUE,
+    <GetPromptRequestMethod as ConstString>::VALUE,
+    <ListPromptsRequestMethod as ConstString>::VALUE,
+    <ListResourcesRequestMethod as ConstString>::VALUE,
+    <ListResourceTemplatesRequestMethod as ConstString>::VALUE,
+    <ReadResourceRequestMethod as ConstString>::VALUE,
+    <SubscriptionsListenRequestMethod as ConstString>::VALUE,
+    <SubscribeRequestMethod as ConstString>::VALUE,
+    <UnsubscribeRequestMethod as ConstString>::VALUE,
+    <CallToolRequestMethod as ConstString>::VALUE,
+    <ListToolsRequestMethod as ConstString>::VALUE,
+];
+
+/// A message wf refuses, and the reply it deserves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// The request's id, when it could be read; `None` for a notification or
+    /// an unreadable message.
+    pub id: Option<Value>,
+    /// The message was a notification (has a method, no id): never answered.
+    pub notification: bool,
+    pub code: i64,
+    pub message: String,
+}
+
+impl Rejection {
+    fn new(v: Option<&Value>, code: i64, message: String) -> Self {
+        let id = v
+            .and_then(|v| v.get("id"))
+            .filter(|id| valid_id(id))
+            .cloned();
+        let notification = id.is_none() && v.is_some_and(|v| v.get("method").is_some());
+        Self {
+            id,
+            notification,
+            code,
+            message,
+        }
+    }
+
+    /// The JSON-RPC error reply (`id: null` when the id is unknown).
+    pub fn reply(&self) -> Value {
+        error_reply(self.id.clone(), self.code, &self.message)
+    }
+}
+
+pub fn error_reply(id: Option<Value>, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id.unwrap_or(Value::Null), "error": {"code": code, "message": message}})
+}
+
+fn valid_id(id: &Value) -> bool {
+    id.is_string() || id.is_i64() || id.is_u64()
+}
+
+/// Parses one message, or says why it is refused.
+pub fn check(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Box<Rejection>> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    match serde_json::from_slice::<ClientJsonRpcMessage>(bytes) {
+        Ok(ClientJsonRpcMessage::Request(r)) => match &r.request {
+            ClientRequest::CustomRequest(c) if TYPED_METHODS.contains(&c.method.as_str()) => {
+                let detail = serde_json::to_value(&r)
+                    .ok()
+                    .and_then(|v| typed_error(&v))
+                    .unwrap_or_default();
+                Err(Box::new(Rejection {
+                    id: Some(serde_json::to_value(&r.id).unwrap_or(Value::Null)),
+                    notification: false,
+                    code: INVALID_PARAMS,
+                    message: format!("invalid params for {}{detail}", c.method),
+                }))
+            }
+            _ => Ok(ClientJsonRpcMessage::Request(r)),
+        },
+        Ok(m) => Ok(m),
+        Err(e) => match serde_json::from_slice::<Value>(bytes) {
+            Err(_) => Err(Box::new(Rejection::new(
+                None,
+                PARSE_ERROR,
+                format!("parse error: not JSON ({e})"),
+            ))),
+            Ok(v) => Err(Box::new(Rejection::new(
+                Some(&v),
+                INVALID_REQUEST,
+                format!("invalid request: not a JSON-RPC 2.0 message ({e})"),
+            ))),
+        },
+    }
+}
+
+/// Why the params of a known request did not parse, for the error message.
+fn typed_error(v: &Value) -> Option<String> {
+    // Re-parse the params as the typed request's to get serde's own reason.
+    let method = v.get("method")?.as_str()?;
+    let params = v.get("params").cloned().unwrap_or(Value::Null);
+    let err = match method {
+        m if m == <CallToolRequestMethod as ConstString>::VALUE => {
+            serde_json::from_value::<rmcp::model::CallToolRequestParams>(params).err()
+        }
+        m if m == <GetPromptRequestMethod as ConstString>::VALUE => {
+            serde_json::from_value::<rmcp::model::GetPromptRequestParams>(params).err()
+        }
+        m if m == <ReadResourceRequestMethod as ConstString>::VALUE => {
+            serde_json::from_value::<rmcp::model::ReadResourceRequestParams>(params).err()
+        }
+        _ => None,
+    }?;
+    Some(format!(": {err}"))
+}
+
+/// Reads the `id` of a message cut short (a line over the size limit): the
+/// first top-level `"id"` member, when its value is complete in `prefix`.
+pub fn id_in_prefix(prefix: &[u8]) -> Option<Value> {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < prefix.len() {
+        match prefix[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < prefix.len() && prefix[i] != b'"' {
+                    if prefix[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                if depth == 1 && &prefix[start..(i + 1).min(prefix.len())] == b"\"id\"" {
+                    let rest = &prefix[(i + 1).min(prefix.len())..];
+                    let rest = rest.trim_ascii_start().strip_prefix(b":")?;
+                    let mut values =
+                        serde_json::Deserializer::from_slice(rest).into_iter::<Value>();
+                    let id = values.next()?.ok().filter(valid_id)?;
+                    // A number that reaches the end of the prefix may go on.
+                    return (values.byte_offset() < rest.len()).then_some(id);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_codes() {
+        let e = check(b"{not json").unwrap_err();
+        assert_eq!((e.code, e.id.clone()), (PARSE_ERROR, None));
+        assert_eq!(e.reply()["id"], Value::Null);
+
+        let e = check(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":"oops"}}"#)
+            .unwrap_err();
+        assert_eq!((e.code, e.id.clone()), (INVALID_PARAMS, Some(json!(7))));
+        assert!(e.message.contains("tools/call"), "{}", e.message);
+
+        let e = check(br#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#).unwrap_err();
+        assert_eq!((e.code, e.id.clone()), (INVALID_REQUEST, Some(json!("a"))));
+
+        let e = check(br#"{"jsonrpc":"1.0","method":"notifications/x"}"#).unwrap_err();
+        assert!(e.notification, "{e:?}");
+
+        assert!(check(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":1}}}"#).is_ok());
+        // Methods wf does not know still reach the handler (it answers -32601).
+        assert!(
+            check(br#"{"jsonrpc":"2.0","id":1,"method":"vendor/thing","params":{"a":1}}"#).is_ok()
+        );
+        // A params array is not an MCP request.
+        let e =
+            check(br#"{"jsonrpc":"2.0","id":1,"method":"vendor/thing","params":[1]}"#).unwrap_err();
+        assert_eq!(e.code, INVALID_REQUEST);
+    }
+
+    #[test]
+    fn id_of_a_cut_message() {
+        assert_eq!(
+            id_in_prefix(br#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"#),
+            Some(json!(42))
+        );
+        assert_eq!(
+            id_in_prefix(br#"{"params":{"id":1,"x":"}"},"id":"abc","#),
+            Some(json!("abc"))
+        );
+        assert_eq!(id_in_prefix(br#"{"jsonrpc":"2.0","params":{"id":3,"#), None);
+        assert_eq!(id_in_prefix(br#"{"id":12"#), None, "the number may go on");
+        assert_eq!(id_in_prefix(b"garbage"), None);
+    }
+}

@@ -1,0 +1,124 @@
+//! HTTP sessions (2025-11-25 clients), bounded: rmcp's in-memory session
+//! manager, refusing a new session once `max` are open. A session ends on
+//! `DELETE`, when its client has sent nothing for the idle timeout (rmcp's
+//! keep-alive), or at shutdown; rmcp then removes it from the map.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+
+use crate::app::FrontStats;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    #[error("too many open sessions (server.max_sessions = {0})")]
+    Full(usize),
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+}
+
+pub struct BoundedSessions {
+    inner: LocalSessionManager,
+    max: usize,
+    /// Serializes creation so the bound holds under concurrent `initialize`s.
+    creating: tokio::sync::Mutex<()>,
+    stats: Arc<FrontStats>,
+}
+
+impl BoundedSessions {
+    pub fn new(max: usize, idle: Duration, stats: Arc<FrontStats>) -> Self {
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.keep_alive = Some(idle);
+        Self {
+            inner,
+            max,
+            creating: tokio::sync::Mutex::new(()),
+            stats,
+        }
+    }
+
+    pub async fn open(&self) -> usize {
+        self.inner.sessions.read().await.len()
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    async fn publish(&self) {
+        let n = self.open().await;
+        self.stats.http_sessions.store(n, Ordering::Relaxed);
+    }
+}
+
+impl SessionManager for BoundedSessions {
+    type Error = SessionsError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let _one_at_a_time = self.creating.lock().await;
+        if self.open().await >= self.max {
+            return Err(SessionsError::Full(self.max));
+        }
+        let created = self.inner.create_session().await?;
+        self.publish().await;
+        Ok(created)
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        Ok(self.inner.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        let r = self.inner.close_session(id).await;
+        self.publish().await;
+        Ok(r?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.create_stream(id, message).await?)
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        Ok(self.inner.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        Ok(self.inner.resume(id, last_event_id).await?)
+    }
+}

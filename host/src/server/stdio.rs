@@ -1,0 +1,255 @@
+//! The stdio transport: one JSON-RPC message per line, each line bounded.
+//! Unlike rmcp's own, it answers what it refuses: a line that is not JSON
+//! gets -32700, a known method with ill-typed params -32602, and a line over
+//! the limit an error for its id (or `id: null` when the id cannot be read),
+//! so a client never waits for an answer that will not come.
+
+use std::io;
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::Value;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{Mutex, mpsc};
+
+use super::jsonrpc::{self, INVALID_REQUEST};
+
+type Out<W> = Arc<Mutex<Option<W>>>;
+
+pub struct StdioTransport<W> {
+    rx: mpsc::Receiver<ClientJsonRpcMessage>,
+    out: Out<W>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> StdioTransport<W> {
+    /// Reads client messages of at most `max_line` bytes from `read`.
+    pub fn new<R: AsyncRead + Unpin + Send + 'static>(read: R, write: W, max_line: usize) -> Self {
+        let out: Out<W> = Arc::new(Mutex::new(Some(write)));
+        // One message in hand at a time: a fast client waits for wf, as it
+        // would on a pipe.
+        let (tx, rx) = mpsc::channel(1);
+        let reader = tokio::spawn(read_loop(BufReader::new(read), max_line, out.clone(), tx));
+        Self { rx, out, reader }
+    }
+}
+
+impl<W> Drop for StdioTransport<W> {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(out: &Out<W>, mut line: Vec<u8>) -> io::Result<()> {
+    line.push(b'\n');
+    let mut out = out.lock().await;
+    let Some(w) = out.as_mut() else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotConnected,
+            "stdout is closed",
+        ));
+    };
+    w.write_all(&line).await?;
+    w.flush().await
+}
+
+enum Line {
+    /// A whole line is in the buffer.
+    Complete,
+    /// The line went over the limit; the buffer holds its first bytes and the
+    /// rest was skipped.
+    TooLong {
+        len: usize,
+    },
+    Eof,
+}
+
+/// Reads one `\n`-terminated line into `buf`, never holding more than `max`
+/// bytes of it.
+async fn read_line<R: AsyncBufRead + Unpin>(
+    read: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<Line> {
+    buf.clear();
+    let mut len = 0usize;
+    loop {
+        let available = read.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(if len > max {
+                Line::TooLong { len }
+            } else {
+                Line::Eof
+            });
+        }
+        let newline = available.iter().position(|b| *b == b'\n');
+        let take = newline.map_or(available.len(), |i| i + 1);
+        let room = max.saturating_sub(buf.len());
+        buf.extend_from_slice(&available[..take.min(room)]);
+        len += take;
+        read.consume(take);
+        if newline.is_some() {
+            // The newline itself does not count against the limit.
+            return Ok(if len - 1 > max {
+                Line::TooLong { len: len - 1 }
+            } else {
+                Line::Complete
+            });
+        }
+    }
+}
+
+async fn read_loop<R, W>(
+    mut read: BufReader<R>,
+    max: usize,
+    out: Out<W>,
+    tx: mpsc::Sender<ClientJsonRpcMessage>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = Vec::new();
+    loop {
+        let reply = match read_line(&mut read, &mut buf, max).await {
+            Err(e) => {
+                tracing::error!("reading stdin: {e}");
+                return;
+            }
+            Ok(Line::Eof) => return,
+            Ok(Line::TooLong { len }) => {
+                let id = jsonrpc::id_in_prefix(&buf);
+                let shown = id
+                    .as_ref()
+                    .map_or("unreadable".into(), |v: &Value| v.to_string());
+                tracing::warn!(
+                    bytes = len,
+                    max_request_bytes = max,
+                    id = %shown,
+                    "refused a client message over the size limit"
+                );
+                jsonrpc::error_reply(
+                    id,
+                    INVALID_REQUEST,
+                    &format!(
+                        "message of {len} bytes is over the limit of {max} bytes (server.max_request_bytes)"
+                    ),
+                )
+            }
+            Ok(Line::Complete) => {
+                let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+                let line = line.strip_suffix(b"\r").unwrap_or(line);
+                if line.trim_ascii().is_empty() {
+                    continue;
+                }
+                match jsonrpc::check(line) {
+                    Ok(message) => {
+                        if tx.send(message).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    Err(r) => {
+                        tracing::warn!(code = r.code, "refused a client message: {}", r.message);
+                        // A notification is never answered.
+                        if r.notification {
+                            continue;
+                        }
+                        r.reply()
+                    }
+                }
+            }
+        };
+        let bytes = serde_json::to_vec(&reply).unwrap_or_default();
+        if write_line(&out, bytes).await.is_err() {
+            return;
+        }
+    }
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Transport<RoleServer> for StdioTransport<W> {
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let out = self.out.clone();
+        async move { write_line(&out, serde_json::to_vec(&item)?).await }
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        self.rx.recv().await
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.out.lock().await.take();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    async fn reply_to(input: &[u8], max: usize) -> (Vec<Value>, Option<ClientJsonRpcMessage>) {
+        let (client_out, server_in) = tokio::io::duplex(1 << 20);
+        let (server_out, mut client_in) = tokio::io::duplex(1 << 20);
+        let mut t = StdioTransport::new(server_in, server_out, max);
+        let mut w = client_out;
+        w.write_all(input).await.unwrap();
+        drop(w);
+        let got = t.receive().await;
+        drop(t);
+        let mut text = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut client_in, &mut text)
+            .await
+            .unwrap();
+        let replies = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (replies, got)
+    }
+
+    #[tokio::test]
+    async fn answers_what_it_refuses() {
+        let ping = br#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#;
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"{}"}}}}"#,
+            "x".repeat(500)
+        );
+        let input = [
+            b"not json\n".as_slice(),
+            b"\n",
+            long.as_bytes(),
+            b"\n",
+            &[b'y'; 300],
+            b"\n",
+            ping,
+            b"\n",
+        ]
+        .concat();
+        let (replies, got) = reply_to(&input, 200).await;
+        assert_eq!(replies.len(), 3, "{replies:?}");
+        assert_eq!(replies[0]["error"]["code"], json!(-32700));
+        assert_eq!(replies[0]["id"], Value::Null);
+        assert_eq!(replies[1]["error"]["code"], json!(-32600));
+        assert_eq!(replies[1]["id"], json!(9));
+        assert_eq!(replies[2]["id"], Value::Null);
+        assert!(
+            matches!(got, Some(ClientJsonRpcMessage::Request(_))),
+            "{got:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_line_at_the_limit_passes() {
+        let ping = br#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#;
+        let (replies, got) = reply_to(&[ping.as_slice(), b"\r\n"].concat(), ping.len() + 1).await;
+        assert!(replies.is_empty(), "{replies:?}");
+        assert!(got.is_some());
+    }
+}
