@@ -15,6 +15,9 @@ pub type OnListChanged = Arc<dyn Fn() + Send + Sync>;
 pub struct McpClient {
     pub progress: ProgressDispatcher,
     on_list_changed: Option<OnListChanged>,
+    /// Set when wf ended this session itself (an unattributable oversized
+    /// message): why, for the calls that were waiting.
+    pub broken: crate::frames::Broken,
 }
 
 impl McpClient {
@@ -22,6 +25,7 @@ impl McpClient {
         Self {
             progress: ProgressDispatcher::new(),
             on_list_changed,
+            broken: Default::default(),
         }
     }
     fn list_changed(&self) {

@@ -9,8 +9,13 @@
 mod client;
 pub mod config;
 mod discovery;
+pub mod env;
+mod frames;
 pub mod opener;
 mod runtime;
+mod scan;
+mod stderr;
+mod stdio;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -79,6 +79,22 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// rmcp's error for a call whose SSE reply stream ended early (as it does
+/// when an event is over the size limit).
+const SSE_CUT: &str = "response stream closed before its final response";
+
+/// Whether a transport error is rmcp's HTTP body or SSE event size limit.
+fn is_too_large(e: &rmcp::transport::DynamicTransportError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e.error.as_ref());
+    while let Some(err) = source {
+        if err.to_string().contains("exceeded the maximum size of") {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
 /// How long to wait for progress notifications that trail a response.
 const PROGRESS_GRACE: std::time::Duration = std::time::Duration::from_millis(5);
 
@@ -165,8 +181,25 @@ impl Runtime {
     }
 
     /// Turns a transport failure into a clear error; the next call reconnects.
-    fn failure(&self, epoch: u64, e: ServiceError) -> PluginError {
+    fn failure(&self, epoch: u64, client: &McpClient, e: ServiceError) -> PluginError {
+        let limit = self.config.max_message_bytes;
         let err = match e {
+            // The stand-in reply for a response the frame guard dropped.
+            ServiceError::McpError(m)
+                if m.data
+                    .as_ref()
+                    .is_some_and(|d| d.get("max_message_bytes").is_some()) =>
+            {
+                PluginError::upstream(m.message.to_string())
+                    .with_data(json!({"max_message_bytes": limit}))
+            }
+            ServiceError::McpError(m) if self.is_http() && m.message.contains(SSE_CUT) => {
+                tracing::warn!(source = %self.source, limit, "an upstream reply stream ended before its reply");
+                PluginError::upstream(format!(
+                    "the upstream's reply stream ended before the reply; an SSE event larger than max_message_bytes ({limit} bytes) of source {:?} ends it this way (rmcp's log line tells)",
+                    self.source
+                ))
+            }
             ServiceError::McpError(m) => {
                 PluginError::upstream(format!("upstream error {}: {}", m.code.0, m.message))
                     .with_data(json!({"mcp_error": m}))
@@ -175,15 +208,29 @@ impl Runtime {
                 ErrorCode::Timeout,
                 format!("no reply within {} ms", timeout.as_millis()),
             ),
+            ServiceError::TransportSend(t) if is_too_large(&t) => {
+                tracing::warn!(source = %self.source, limit, "upstream reply over max_message_bytes refused");
+                PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
+                    .with_data(json!({"max_message_bytes": limit}))
+            }
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-                PluginError::upstream(format!(
-                    "upstream session ended (epoch {epoch}): {e}; the next call starts a new session"
-                ))
+                match client.broken.get() {
+                    Some(why) => PluginError::upstream(format!(
+                        "{why} (epoch {epoch}); the next call starts a new session"
+                    )),
+                    None => PluginError::upstream(format!(
+                        "upstream session ended (epoch {epoch}): {e}; the next call starts a new session"
+                    )),
+                }
             }
             other => PluginError::upstream(other.to_string()),
         };
         self.note_error(&err);
         err
+    }
+
+    fn is_http(&self) -> bool {
+        matches!(self.config.transport, crate::config::Transport::Http { .. })
     }
 
     fn options(&self) -> PeerRequestOptions {
@@ -205,7 +252,7 @@ impl Runtime {
         let handle = peer
             .send_request_with_option(request, self.options())
             .await
-            .map_err(|e| self.failure(epoch, e))?;
+            .map_err(|e| self.failure(epoch, &client, e))?;
         let mut progress = client
             .progress
             .subscribe(handle.progress_token.clone())
@@ -241,7 +288,7 @@ impl Runtime {
         }
         result
             .map(|r| (r, epoch))
-            .map_err(|e| self.failure(epoch, e))
+            .map_err(|e| self.failure(epoch, &client, e))
     }
 
     pub async fn call_tool(
@@ -297,29 +344,29 @@ impl Runtime {
 
     /// Session-scoped listings: what this session sees now.
     pub async fn list_resources(&self) -> Result<Vec<Resource>, PluginError> {
-        let (peer, _, epoch) = self.peer(None).await?;
+        let (peer, client, epoch) = self.peer(None).await?;
         let items = peer
             .list_all_resources()
             .await
-            .map_err(|e| self.failure(epoch, e))?;
+            .map_err(|e| self.failure(epoch, &client, e))?;
         convert(items)
     }
 
     pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, PluginError> {
-        let (peer, _, epoch) = self.peer(None).await?;
+        let (peer, client, epoch) = self.peer(None).await?;
         let items = peer
             .list_all_resource_templates()
             .await
-            .map_err(|e| self.failure(epoch, e))?;
+            .map_err(|e| self.failure(epoch, &client, e))?;
         convert(items)
     }
 
     pub async fn list_prompts(&self) -> Result<Vec<Prompt>, PluginError> {
-        let (peer, _, epoch) = self.peer(None).await?;
+        let (peer, client, epoch) = self.peer(None).await?;
         let items = peer
             .list_all_prompts()
             .await
-            .map_err(|e| self.failure(epoch, e))?;
+            .map_err(|e| self.failure(epoch, &client, e))?;
         convert(items)
     }
 
