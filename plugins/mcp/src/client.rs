@@ -18,6 +18,8 @@ pub struct McpClient {
     /// Set when wf ended this session itself (an unattributable oversized
     /// message): why, for the calls that were waiting.
     pub broken: crate::frames::Broken,
+    /// HTTP: the requests whose reply stream was cut for size.
+    pub cut: crate::http::CutForSize,
 }
 
 impl McpClient {
@@ -26,6 +28,7 @@ impl McpClient {
             progress: ProgressDispatcher::new(),
             on_list_changed,
             broken: Default::default(),
+            cut: Default::default(),
         }
     }
     fn list_changed(&self) {

@@ -11,6 +11,7 @@ pub mod config;
 mod discovery;
 pub mod env;
 mod frames;
+mod http;
 pub mod opener;
 mod runtime;
 mod scan;

@@ -15,6 +15,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use wf_plugin_api::PluginError;
 
+use crate::http::WatchedHttp;
 use crate::stdio::ChildTransport;
 
 use crate::client::McpClient;
@@ -109,11 +110,13 @@ pub async fn open(
                 })
             }
             Transport::Http { url, .. } => {
-                let transport = StreamableHttpClientTransport::from_config(http_config(
-                    &config.transport,
-                    &config.auth,
-                    config.max_message_bytes,
-                )?);
+                let http = WatchedHttp::new(source, client.cut.clone()).map_err(|e| {
+                    PluginError::internal(format!("cannot build the HTTP client: {e}"))
+                })?;
+                let transport = StreamableHttpClientTransport::with_client(
+                    http,
+                    http_config(&config.transport, &config.auth, config.max_message_bytes)?,
+                );
                 client.serve(transport).await.map_err(|e| {
                     {
                         // The transport's error may quote the URL: never its secret parts.

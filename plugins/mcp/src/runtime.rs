@@ -79,9 +79,23 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// rmcp's error for a call whose SSE reply stream ended early (as it does
-/// when an event is over the size limit).
+/// rmcp's error for a call whose SSE reply stream ended early (as it does,
+/// among other reasons, when an event is over the size limit).
 const SSE_CUT: &str = "response stream closed before its final response";
+
+/// Whether the reply stream of request `id` (of any request, without one) was
+/// cut for size; forgets it.
+fn cut_for_size(client: &McpClient, id: Option<&RequestId>) -> bool {
+    let mut cut = client.cut.lock().unwrap();
+    match id {
+        Some(id) => cut.remove(&id.to_string()),
+        None => {
+            let any = !cut.is_empty();
+            cut.clear();
+            any
+        }
+    }
+}
 
 /// Whether a transport error is rmcp's HTTP body or SSE event size limit.
 fn is_too_large(e: &rmcp::transport::DynamicTransportError) -> bool {
@@ -181,7 +195,13 @@ impl Runtime {
     }
 
     /// Turns a transport failure into a clear error; the next call reconnects.
-    fn failure(&self, epoch: u64, client: &McpClient, e: ServiceError) -> PluginError {
+    fn failure(
+        &self,
+        epoch: u64,
+        client: &McpClient,
+        id: Option<&RequestId>,
+        e: ServiceError,
+    ) -> PluginError {
         let limit = self.config.max_message_bytes;
         let err = match e {
             // The stand-in reply for a response the frame guard dropped.
@@ -193,12 +213,9 @@ impl Runtime {
                 PluginError::upstream(m.message.to_string())
                     .with_data(json!({"max_message_bytes": limit}))
             }
-            ServiceError::McpError(m) if self.is_http() && m.message.contains(SSE_CUT) => {
-                tracing::warn!(source = %self.source, limit, "an upstream reply stream ended before its reply");
-                PluginError::upstream(format!(
-                    "the upstream's reply stream ended before the reply; an SSE event larger than max_message_bytes ({limit} bytes) of source {:?} ends it this way (rmcp's log line tells)",
-                    self.source
-                ))
+            ServiceError::McpError(m) if m.message.contains(SSE_CUT) && cut_for_size(client, id) => {
+                PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
+                    .with_data(json!({"max_message_bytes": limit}))
             }
             ServiceError::McpError(m) => {
                 PluginError::upstream(format!("upstream error {}: {}", m.code.0, m.message))
@@ -229,10 +246,6 @@ impl Runtime {
         err
     }
 
-    fn is_http(&self) -> bool {
-        matches!(self.config.transport, crate::config::Transport::Http { .. })
-    }
-
     fn options(&self) -> PeerRequestOptions {
         let mut o = PeerRequestOptions::no_options();
         o.timeout = Some(self.config.call_timeout);
@@ -252,11 +265,12 @@ impl Runtime {
         let handle = peer
             .send_request_with_option(request, self.options())
             .await
-            .map_err(|e| self.failure(epoch, &client, e))?;
+            .map_err(|e| self.failure(epoch, &client, None, e))?;
         let mut progress = client
             .progress
             .subscribe(handle.progress_token.clone())
             .await;
+        let handle_id = handle.id.clone();
         let mut guard = CancelOnDrop {
             peer: peer.clone(),
             id: Some(handle.id.clone()),
@@ -288,7 +302,7 @@ impl Runtime {
         }
         result
             .map(|r| (r, epoch))
-            .map_err(|e| self.failure(epoch, &client, e))
+            .map_err(|e| self.failure(epoch, &client, Some(&handle_id), e))
     }
 
     pub async fn call_tool(
@@ -348,7 +362,7 @@ impl Runtime {
         let items = peer
             .list_all_resources()
             .await
-            .map_err(|e| self.failure(epoch, &client, e))?;
+            .map_err(|e| self.failure(epoch, &client, None, e))?;
         convert(items)
     }
 
@@ -357,7 +371,7 @@ impl Runtime {
         let items = peer
             .list_all_resource_templates()
             .await
-            .map_err(|e| self.failure(epoch, &client, e))?;
+            .map_err(|e| self.failure(epoch, &client, None, e))?;
         convert(items)
     }
 
@@ -366,7 +380,7 @@ impl Runtime {
         let items = peer
             .list_all_prompts()
             .await
-            .map_err(|e| self.failure(epoch, &client, e))?;
+            .map_err(|e| self.failure(epoch, &client, None, e))?;
         convert(items)
     }
 
