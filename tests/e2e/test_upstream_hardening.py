@@ -26,10 +26,11 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
-from admin_support import ADMIN_TOKEN_HEADER, http_client_with_headers, result_value
+from admin_support import ADMIN_TOKEN_HEADER, result_value
 from conftest import HttpServer, Wf, content_text, free_port, toml_config
-from upstream_support import log_matches, proc_environ, proc_status_kib, secret, wait_log
+from upstream_support import big_reply_client, log_matches, proc_environ, proc_status_kib, secret, wait_log
 
 pytestmark = pytest.mark.anyio
 
@@ -78,7 +79,7 @@ def client(server: HttpServer, token: str, admin_token: str | None = None) -> An
     headers = {"Authorization": f"Bearer {token}"}
     if admin_token is not None:
         headers[ADMIN_TOKEN_HEADER] = admin_token
-    return http_client_with_headers(server.url, headers, read_timeout_seconds=OP_TIMEOUT)
+    return big_reply_client(server.url, headers, read_timeout_seconds=OP_TIMEOUT)
 
 
 async def call(c: Client, tool: str, arguments: dict[str, Any] | None = None) -> Any:
@@ -90,9 +91,12 @@ async def call(c: Client, tool: str, arguments: dict[str, Any] | None = None) ->
 
 
 async def call_error(c: Client, tool: str, arguments: dict[str, Any] | None = None) -> str:
-    """Calls `tool`, which must fail; returns the error text."""
+    """Calls `tool`, which must fail (a JSON-RPC error or an error result); returns the message."""
     with anyio.fail_after(OP_TIMEOUT):
-        result = await c.call_tool(tool, arguments or {})
+        try:
+            result = await c.call_tool(tool, arguments or {})
+        except MCPError as e:
+            return str(e)
     text = content_text(result.content)
     assert result.is_error, f"{tool} did not fail: {text[:300]}"
     return text
@@ -189,17 +193,18 @@ async def test_the_admin_token_chain_through_an_upstream_tool_fails(
         assert not result.is_error, content_text(result.content)
         env = json.loads(content_text(result.content))
         assert env.get("PATH"), "get-env shows the upstream's environment"
-        assert_no_secret(env, s, "server-everything's get-env")
         stolen = env.get("WF_ADMIN_TOKEN", "")
     # The attacker goes on with what it found.
     async with client(server, s.http, admin_token=stolen) as c:
         with anyio.fail_after(OP_TIMEOUT):
             staged = await c.call_tool("wf_admin__add_source", {"name": "pwn", "config": evil})
             reloaded = await c.call_tool("wf_admin__reload", {})
+    config_now = wf.root.joinpath("wf.toml").read_text()
     assert staged.is_error and reloaded.is_error, (content_text(staged.content), content_text(reloaded.content))
     assert "token" in content_text(staged.content), content_text(staged.content)
-    assert "pwn" not in wf.root.joinpath("wf.toml").read_text()
-    assert not marker.exists(), "the staged command ran"
+    # Nothing was staged, so no reload can ever start the command.
+    assert "pwn" not in config_now and not marker.exists(), "the chain went through"
+    assert_no_secret(env, s, "server-everything's get-env")
 
     # Control: the same chain with the real admin token does run the command.
     async with client(server, s.http, admin_token=s.admin) as c:

@@ -4,15 +4,34 @@ secrets that are random per test."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from conftest import tail
+
+# Large enough for the biggest reply a test asks wf for (the client's own default is 1 MiB).
+CLIENT_MAX_SSE_EVENT = 64 * 1024 * 1024
+
+
+@contextlib.asynccontextmanager
+async def big_reply_client(url: str, headers: dict[str, str], **kw: Any) -> AsyncIterator[Client]:
+    """An entered `mcp.Client` of `url` sending `headers`, that accepts SSE events of
+    up to CLIENT_MAX_SSE_EVENT bytes (a 10 MiB tool result travels as one event)."""
+    async with create_mcp_http_client(headers=headers) as http:
+        transport = streamable_http_client(url, http_client=http, max_sse_event_size=CLIENT_MAX_SSE_EVENT)
+        async with Client(transport, mode="auto", cache=None, **kw) as c:
+            yield c
 
 
 def secret(tag: str) -> str:

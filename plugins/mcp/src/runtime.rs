@@ -230,6 +230,12 @@ impl Runtime {
                 PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
                     .with_data(json!({"max_message_bytes": limit}))
             }
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                if cut_for_size(client, id) =>
+            {
+                PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
+                    .with_data(json!({"max_message_bytes": limit}))
+            }
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 match client.broken.get() {
                     Some(why) => PluginError::upstream(format!(
