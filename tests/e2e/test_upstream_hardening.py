@@ -241,6 +241,7 @@ async def test_a_stderr_bomb_leaves_wf_small_and_serving(wf: Wf, fixture_upstrea
         assert content_text((await c.call_tool("bomb__echo", {"message": "still here"})).content) == "still here"
         assert content_text((await c.call_tool("fx__echo", {"message": "other"})).content) == "other"
     peak = proc_status_kib(server.proc.pid, "VmHWM")
+    print(f"wf VmHWM after {BOMB} bytes of stderr: {peak} KiB")
     assert peak < PEAK_RSS_LIMIT_KIB, f"wf's peak RSS {peak} KiB after {BOMB} bytes of stderr"
     warnings = await wait_log(server.log, r"stderr line over \d+ bytes truncated.*bomb|bomb.*stderr line over", "truncation warning")
     assert len(warnings) <= 5, f"rate-limited, not one per chunk: {len(warnings)} lines"
@@ -279,6 +280,28 @@ async def test_a_reply_over_max_message_bytes_fails_its_call_and_wf_goes_on(
         assert content_text((await c.call_tool("other__echo", {"message": "ok"})).content) == "ok"
     lines = log_matches(server.log, r"over max_message_bytes")
     assert len(lines) == 1 and "fx" in lines[0], lines
+    assert server.proc.poll() is None
+
+
+async def test_an_unattributable_oversized_line_ends_the_session_clearly(
+    wf: Wf, fixture_upstream_bin: Path
+) -> None:
+    """A line over the limit that is no JSON-RPC message: wf cannot tell whose reply it
+    was, so it closes the session; the waiting call says why, the next call gets a new
+    session (a new process), and wf stays up."""
+    token = secret("http")
+    server = start(wf, toml_config(limited(fixture_upstream_bin, LIMIT)), {"WF_HTTP_TOKEN": token})
+    async with client(server, token) as c:
+        pid = (await call(c, "fx__pid"))["pid"]
+        error = await call_error(c, "fx__garbage_line", {"bytes": 4 * LIMIT})
+        assert f"max_message_bytes ({LIMIT} bytes)" in error and '"fx"' in error, error
+        assert "session was closed" in error, error
+        new_pid = (await call(c, "fx__pid"))["pid"]
+        assert new_pid != pid, "the next call runs on a new session"
+        # Garbage under the limit is skipped without harm (the session stays).
+        assert (await call(c, "fx__garbage_line", {"bytes": 100})) == {"written": 100}
+        assert (await call(c, "fx__pid"))["pid"] == new_pid
+        assert content_text((await c.call_tool("other__echo", {"message": "ok"})).content) == "ok"
     assert server.proc.poll() is None
 
 

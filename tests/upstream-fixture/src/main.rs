@@ -2,8 +2,9 @@
 //! long as the session, a slow tool, a tool that reports progress, a tool
 //! that kills the process, a resource and a prompt.
 //!
-//! With `--probes`, three more tools for the hardening tests: `env` (its
-//! environment), `big` (a result of N bytes) and `stderr_bomb_status` (how
+//! With `--probes`, more tools for the hardening tests: `env` (its
+//! environment), `big` (a result of N bytes), `garbage_line` (N bytes of
+//! non-JSON on stdout, stdio only) and `stderr_bomb_status` (how
 //! much of `--stderr-bomb BYTES` — that many bytes of stderr without a
 //! newline, written in the background while it serves — is out).
 //!
@@ -140,6 +141,11 @@ impl ServerHandler for Fixture {
                 obj(json!({"bytes": {"type": "integer"}}), &["bytes"]),
             ),
             tool(
+                "garbage_line",
+                "Writes a line of `bytes` bytes that is not JSON to stdout, then answers",
+                obj(json!({"bytes": {"type": "integer"}}), &["bytes"]),
+            ),
+            tool(
                 "stderr_bomb_status",
                 "How much of --stderr-bomb was written",
                 obj(json!({}), &[]),
@@ -191,7 +197,7 @@ impl ServerHandler for Fixture {
             }
             "crash" => std::process::exit(3),
             "pid" => structured(json!({"pid": std::process::id()})),
-            "env" | "big" | "stderr_bomb_status" if !self.probes => {
+            "env" | "big" | "garbage_line" | "stderr_bomb_status" if !self.probes => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool {} (start with --probes)", request.name),
                     None,
@@ -205,6 +211,16 @@ impl ServerHandler for Fixture {
             "big" => {
                 let n = int_arg(args, "bytes", 0).max(0) as usize;
                 CallToolResult::success(vec![ContentBlock::text(pattern(n))])
+            }
+            "garbage_line" => {
+                // Straight to fd 1, ahead of the reply rmcp writes once we return.
+                use std::io::Write;
+                let n = int_arg(args, "bytes", 0).max(0) as usize;
+                let mut line = vec![b'z'; n];
+                line.push(b'\n');
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(&line).and_then(|()| out.flush());
+                structured(json!({"written": n}))
             }
             "stderr_bomb_status" => {
                 let (written, total) = (
