@@ -30,7 +30,15 @@ from mcp.shared.exceptions import MCPError
 
 from admin_support import ADMIN_TOKEN_HEADER, result_value
 from conftest import HttpServer, Wf, content_text, free_port, toml_config
-from upstream_support import big_reply_client, log_matches, proc_environ, proc_status_kib, secret, wait_log
+from upstream_support import (
+    big_reply_client,
+    log_matches,
+    proc_environ,
+    proc_status_kib,
+    secret,
+    wait_log,
+    wait_tools,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -133,6 +141,7 @@ async def test_a_stdio_upstream_gets_the_allowlist_and_its_own_env_only(
     wf_env = s.wf_env(tmp_path)
     server = start(wf, toml_config(probe_sources(fixture_upstream_bin, s)), wf_env)
     async with client(server, s.http) as c:
+        await wait_tools(c, "probe__env", "other__echo")
         seen = await call(c, "probe__env")
         pid = (await call(c, "probe__pid"))["pid"]
     from_proc = proc_environ(pid)
@@ -163,6 +172,7 @@ async def test_inherit_env_keeps_wfs_environment_but_never_wf_variables(
     sources = probe_sources(fixture_upstream_bin, s, inherit_env=True)
     server = start(wf, json.dumps({"mcpServers": sources}), s.wf_env(tmp_path), name="claude.json")
     async with client(server, s.http) as c:
+        await wait_tools(c, "probe__env", "other__echo")
         seen = await call(c, "probe__env")
         pid = (await call(c, "probe__pid"))["pid"]
     for where, env in (("the upstream's own view", seen), (f"/proc/{pid}/environ", proc_environ(pid))):
@@ -188,6 +198,7 @@ async def test_the_admin_token_chain_through_an_upstream_tool_fails(
     evil = {"command": "/bin/sh", "args": ["-c", f"touch {marker}"]}
 
     async with client(server, s.http) as c:
+        await wait_tools(c, "ev__get-env")
         with anyio.fail_after(OP_TIMEOUT):
             result = await c.call_tool("ev__get-env", {})
         assert not result.is_error, content_text(result.content)
@@ -231,6 +242,7 @@ async def test_a_stderr_bomb_leaves_wf_small_and_serving(wf: Wf, fixture_upstrea
     }
     server = start(wf, toml_config(sources), {"WF_HTTP_TOKEN": token})
     async with client(server, token) as c:
+        await wait_tools(c, "bomb__stderr_bomb_status", "fx__echo")
         pid = (await call(c, "bomb__pid"))["pid"]
         # The bomb is written through a pipe, so it is done only once wf has read it.
         with anyio.fail_after(600):
@@ -269,6 +281,7 @@ async def test_a_reply_over_max_message_bytes_fails_its_call_and_wf_goes_on(
     token = secret("http")
     server = start(wf, toml_config(limited(fixture_upstream_bin, LIMIT)), {"WF_HTTP_TOKEN": token})
     async with client(server, token) as c:
+        await wait_tools(c, "fx__big", "fx__garbage_line", "other__echo")
         pid = (await call(c, "fx__pid"))["pid"]
         # Just under: the whole JSON-RPC line (text + ~100 bytes of envelope) fits.
         under = LIMIT - 256
@@ -292,6 +305,7 @@ async def test_an_unattributable_oversized_line_ends_the_session_clearly(
     token = secret("http")
     server = start(wf, toml_config(limited(fixture_upstream_bin, LIMIT)), {"WF_HTTP_TOKEN": token})
     async with client(server, token) as c:
+        await wait_tools(c, "fx__big", "fx__garbage_line", "other__echo")
         pid = (await call(c, "fx__pid"))["pid"]
         error = await call_error(c, "fx__garbage_line", {"bytes": 4 * LIMIT})
         assert f"max_message_bytes ({LIMIT} bytes)" in error and '"fx"' in error, error
@@ -309,6 +323,7 @@ async def test_a_10_mib_result_passes_under_the_default_limit(wf: Wf, fixture_up
     token = secret("http")
     server = start(wf, toml_config(limited(fixture_upstream_bin, None)), {"WF_HTTP_TOKEN": token})
     async with client(server, token) as c:
+        await wait_tools(c, "fx__big")
         text = await call(c, "fx__big", {"bytes": 10 * MIB})
     assert len(text) == 10 * MIB and text == pattern(10 * MIB)
 
@@ -322,6 +337,7 @@ async def test_an_http_upstream_reply_over_max_message_bytes_fails_clearly(
     sources = {"fx": {"url": url, "max_message_bytes": LIMIT}, "other": {"command": str(fixture_upstream_bin)}}
     server = start(wf, toml_config(sources), {"WF_HTTP_TOKEN": token})
     async with client(server, token) as c:
+        await wait_tools(c, "fx__big", "other__echo")
         under = LIMIT - 512
         assert await call(c, "fx__big", {"bytes": under}) == pattern(under)
         error = await call_error(c, "fx__big", {"bytes": LIMIT + 1})

@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import tail
+from conftest import all_tools, tail
 
 # Large enough for the biggest reply a test asks wf for (the client's own default is 1 MiB).
 CLIENT_MAX_SSE_EVENT = 64 * 1024 * 1024
@@ -74,3 +74,17 @@ async def wait_log(log: Path, pattern: str, what: str, timeout: float = 60.0) ->
         if time.monotonic() > deadline:
             pytest.fail(f"{what}: no log line /{pattern}/ within {timeout}s:\n{tail(log)}")
         await anyio.sleep(0.05)
+
+
+async def wait_tools(c: Client, *names: str, timeout: float = 120.0) -> None:
+    """Waits until wf lists every tool in `names` (its sources' discovery finished;
+    a loaded machine can take longer than wf's startup grace)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = {t.name for t in await all_tools(c)}
+        missing = set(names) - listed
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"tools {sorted(missing)} not listed within {timeout}s; listed: {sorted(listed)}")
+        await anyio.sleep(0.1)

@@ -166,8 +166,14 @@ impl McpConfig {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.transport.hash(&mut h);
         self.auth.hash(&mut h);
-        self.inherit_env.hash(&mut h);
-        self.max_message_bytes.hash(&mut h);
+        // Hashed only when set, so configs that do not use them keep their
+        // fingerprints (and catalog snapshots) from before these keys existed.
+        if self.inherit_env {
+            "inherit_env".hash(&mut h);
+        }
+        if self.max_message_bytes != DEFAULT_MAX_MESSAGE_BYTES {
+            self.max_message_bytes.hash(&mut h);
+        }
         format!("{:016x}", h.finish())
     }
 
@@ -283,6 +289,36 @@ mod tests {
         )
         .unwrap();
         assert!(!c.describe().to_string().contains("s3cret"));
+    }
+
+    #[test]
+    fn inherit_env_and_max_message_bytes() {
+        let base = McpConfig::parse("x", &json!({"command": "srv"})).unwrap();
+        assert!(!base.inherit_env);
+        assert_eq!(base.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
+        let c = McpConfig::parse(
+            "x",
+            &json!({"command": "srv", "inherit_env": true, "max_message_bytes": 65536}),
+        )
+        .unwrap();
+        assert!(c.inherit_env);
+        assert_eq!(c.max_message_bytes, 65536);
+        assert_ne!(
+            base.fingerprint(),
+            c.fingerprint(),
+            "both change the session"
+        );
+        let e =
+            McpConfig::parse("x", &json!({"command": "srv", "max_message_bytes": 10})).unwrap_err();
+        assert!(e.message.contains("sources.x.max_message_bytes"), "{e}");
+        let e =
+            McpConfig::parse("x", &json!({"command": "srv", "inherit_env": "yes"})).unwrap_err();
+        assert!(e.message.contains("sources.x"), "{e}");
+        let text = c.describe().to_string();
+        assert!(
+            text.contains("\"inherit_env\":true") && text.contains("65536"),
+            "{text}"
+        );
     }
 
     #[test]

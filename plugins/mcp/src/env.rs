@@ -163,7 +163,12 @@ mod tests {
 
     #[test]
     fn inherit_keeps_everything_but_wf_own_variables() {
-        let env = strs_owned(child_env(parent(), true, &BTreeMap::new(), &BTreeMap::new()));
+        let env = strs_owned(child_env(
+            parent(),
+            true,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        ));
         assert!(!env.contains_key("WF_ADMIN_TOKEN") && !env.contains_key("WF_HTTP_TOKEN"));
         assert_eq!(env["GITHUB_TOKEN"], "other-source-secret");
         assert_eq!(env["XDG_CONFIG_HOME"], "/home/u/.config");

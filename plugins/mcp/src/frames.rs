@@ -88,7 +88,8 @@ impl<R: AsyncRead + Unpin> FrameGuard<R> {
                     source = %self.source, limit = self.limit, bytes = total, id = %id,
                     "upstream reply over max_message_bytes dropped; its call fails"
                 );
-                let reply = error_reply(id, &too_large_message(&self.source, self.limit), self.limit);
+                let reply =
+                    error_reply(id, &too_large_message(&self.source, self.limit), self.limit);
                 self.out.extend_from_slice(&reply);
             }
             Frame::Message => tracing::warn!(
@@ -277,7 +278,12 @@ mod tests {
             "{{\"result\":{{\"t\":\"{}\"}},\"jsonrpc\":\"2.0\",\"id\":5}}\n",
             "a".repeat(500)
         );
-        let input = [b"{\"id\":1,\"result\":{}}\n".as_slice(), big.as_bytes(), b"{\"id\":6,\"result\":{}}\n"].concat();
+        let input = [
+            b"{\"id\":1,\"result\":{}}\n".as_slice(),
+            big.as_bytes(),
+            b"{\"id\":6,\"result\":{}}\n",
+        ]
+        .concat();
         for read_size in [1, 5, 100, 65536] {
             let (out, broken) = through(input.clone(), 100, read_size).await;
             let l = lines(&out);
@@ -287,7 +293,12 @@ mod tests {
             let reply: Value = serde_json::from_str(&l[2]).unwrap();
             assert_eq!(reply["id"], json!(5));
             assert_eq!(reply["error"]["data"]["max_message_bytes"], json!(100));
-            assert!(reply["error"]["message"].as_str().unwrap().contains("\"fx\""));
+            assert!(
+                reply["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("\"fx\"")
+            );
             assert_eq!(l[3], "{\"id\":6,\"result\":{}}");
             assert!(broken.get().is_none());
         }
@@ -321,8 +332,17 @@ mod tests {
     async fn unattributable_garbage_ends_the_stream() {
         let input = [vec![b'z'; 1000], b"\n{\"id\":2,\"result\":1}\n".to_vec()].concat();
         let (out, broken) = through(input, 64, 1000).await;
-        assert_eq!(lines(&out).len(), 1, "nothing after the garbage is delivered");
-        assert!(broken.get().unwrap().contains("max_message_bytes (64 bytes)"));
+        assert_eq!(
+            lines(&out).len(),
+            1,
+            "nothing after the garbage is delivered"
+        );
+        assert!(
+            broken
+                .get()
+                .unwrap()
+                .contains("max_message_bytes (64 bytes)")
+        );
     }
 
     #[tokio::test]
@@ -331,6 +351,9 @@ mod tests {
         let input = vec![b'q'; 10 << 20];
         let (out, broken) = through(input, 1024, 65536).await;
         assert_eq!(out.len(), 1025);
-        assert!(broken.get().is_none(), "the line never ended: nothing to decide yet");
+        assert!(
+            broken.get().is_none(),
+            "the line never ended: nothing to decide yet"
+        );
     }
 }

@@ -13,6 +13,7 @@ pub mod env;
 mod frames;
 mod http;
 pub mod opener;
+mod pages;
 mod runtime;
 mod scan;
 mod stderr;

@@ -22,6 +22,11 @@ use wf_plugin_api::{
 use crate::client::{McpClient, OnListChanged};
 use crate::config::McpConfig;
 use crate::opener::{Session, open};
+use crate::pages::{ListError, all_pages};
+
+fn page_params(cursor: Option<String>) -> Option<PaginatedRequestParams> {
+    Some(PaginatedRequestParams::default().with_cursor(cursor))
+}
 
 struct Live {
     session: Session,
@@ -213,7 +218,9 @@ impl Runtime {
                 PluginError::upstream(m.message.to_string())
                     .with_data(json!({"max_message_bytes": limit}))
             }
-            ServiceError::McpError(m) if m.message.contains(SSE_CUT) && cut_for_size(client, id) => {
+            ServiceError::McpError(m)
+                if m.message.contains(SSE_CUT) && cut_for_size(client, id) =>
+            {
                 PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
                     .with_data(json!({"max_message_bytes": limit}))
             }
@@ -365,29 +372,59 @@ impl Runtime {
     /// Session-scoped listings: what this session sees now.
     pub async fn list_resources(&self) -> Result<Vec<Resource>, PluginError> {
         let (peer, client, epoch) = self.peer(None).await?;
-        let items = peer
-            .list_all_resources()
-            .await
-            .map_err(|e| self.failure(epoch, &client, None, e))?;
+        let items = all_pages(&self.source, "resources", |c| {
+            let peer = peer.clone();
+            async move {
+                let r = peer.list_resources(page_params(c)).await?;
+                Ok((r.resources, r.next_cursor))
+            }
+        })
+        .await
+        .map_err(|e| self.list_failure(epoch, &client, e))?;
         convert(items)
     }
 
     pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, PluginError> {
         let (peer, client, epoch) = self.peer(None).await?;
-        let items = peer
-            .list_all_resource_templates()
-            .await
-            .map_err(|e| self.failure(epoch, &client, None, e))?;
+        let items = all_pages(&self.source, "resource templates", |c| {
+            let peer = peer.clone();
+            async move {
+                let r = peer.list_resource_templates(page_params(c)).await?;
+                Ok((r.resource_templates, r.next_cursor))
+            }
+        })
+        .await
+        .map_err(|e| self.list_failure(epoch, &client, e))?;
         convert(items)
     }
 
     pub async fn list_prompts(&self) -> Result<Vec<Prompt>, PluginError> {
         let (peer, client, epoch) = self.peer(None).await?;
-        let items = peer
-            .list_all_prompts()
-            .await
-            .map_err(|e| self.failure(epoch, &client, None, e))?;
+        let items = all_pages(&self.source, "prompts", |c| {
+            let peer = peer.clone();
+            async move {
+                let r = peer.list_prompts(page_params(c)).await?;
+                Ok((r.prompts, r.next_cursor))
+            }
+        })
+        .await
+        .map_err(|e| self.list_failure(epoch, &client, e))?;
         convert(items)
+    }
+
+    fn list_failure(
+        &self,
+        epoch: u64,
+        client: &McpClient,
+        e: ListError<ServiceError>,
+    ) -> PluginError {
+        match e {
+            ListError::Upstream(e) => self.failure(epoch, client, None, e),
+            ListError::Bound(e) => {
+                self.note_error(&e);
+                e
+            }
+        }
     }
 
     pub async fn status(&self) -> Value {

@@ -234,8 +234,14 @@ mod tests {
         assert_eq!(scan("xxxxxxxx"), Frame::Unknown);
         assert_eq!(scan(r#"[{"id":1,"result":1}]"#), Frame::Unknown);
         // A response whose id is cut off (the line never ended) or absent.
-        assert_eq!(scan(r#"{"jsonrpc":"2.0","result":{"t":"aaaa"#), Frame::Unknown);
-        assert_eq!(scan(r#"{"jsonrpc":"2.0","id":null,"error":{}}"#), Frame::Unknown);
+        assert_eq!(
+            scan(r#"{"jsonrpc":"2.0","result":{"t":"aaaa"#),
+            Frame::Unknown
+        );
+        assert_eq!(
+            scan(r#"{"jsonrpc":"2.0","id":null,"error":{}}"#),
+            Frame::Unknown
+        );
         let long_id = format!(r#"{{"id":"{}","result":1}}"#, "x".repeat(1000));
         assert_eq!(scan(&long_id), Frame::Unknown);
     }
