@@ -15,6 +15,11 @@ pub type OnListChanged = Arc<dyn Fn() + Send + Sync>;
 pub struct McpClient {
     pub progress: ProgressDispatcher,
     on_list_changed: Option<OnListChanged>,
+    /// Set when wf ended this session itself (an unattributable oversized
+    /// message): why, for the calls that were waiting.
+    pub broken: crate::frames::Broken,
+    /// HTTP: the requests whose reply stream was cut for size.
+    pub cut: crate::http::CutForSize,
 }
 
 impl McpClient {
@@ -22,6 +27,8 @@ impl McpClient {
         Self {
             progress: ProgressDispatcher::new(),
             on_list_changed,
+            broken: Default::default(),
+            cut: Default::default(),
         }
     }
     fn list_changed(&self) {

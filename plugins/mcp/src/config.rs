@@ -9,6 +9,13 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use wf_plugin_api::PluginError;
 
+/// The default of `max_message_bytes`: large enough for a 10 MiB tool result
+/// even after JSON escaping or base64.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+
+/// The smallest `max_message_bytes` accepted: below it even a handshake may not fit.
+const MIN_MAX_MESSAGE_BYTES: usize = 4 * 1024;
+
 /// How to reach the upstream.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Transport {
@@ -45,6 +52,12 @@ pub struct Auth {
 pub struct McpConfig {
     pub transport: Transport,
     pub auth: Auth,
+    /// Stdio only: start the server with wf's whole environment (minus wf's
+    /// own `WF_*` variables) instead of the minimal allowlist.
+    pub inherit_env: bool,
+    /// The largest single message accepted from the upstream: a stdio line,
+    /// an HTTP JSON body or one SSE event.
+    pub max_message_bytes: usize,
     pub connect_timeout: Duration,
     pub call_timeout: Duration,
     pub allow_tools: Option<Vec<String>>,
@@ -66,6 +79,9 @@ struct Raw {
     headers: BTreeMap<String, String>,
     #[serde(default)]
     auth: Auth,
+    #[serde(default)]
+    inherit_env: bool,
+    max_message_bytes: Option<usize>,
     connect_timeout_ms: Option<u64>,
     call_timeout_ms: Option<u64>,
     allow_tools: Option<Vec<String>>,
@@ -121,9 +137,20 @@ impl McpConfig {
                 )));
             }
         };
+        let max_message_bytes = raw.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES);
+        if max_message_bytes < MIN_MAX_MESSAGE_BYTES {
+            return Err(PluginError::invalid_config(format!(
+                "sources.{source}.max_message_bytes: {max_message_bytes} is below the minimum of {MIN_MAX_MESSAGE_BYTES}"
+            )));
+        }
+        if raw.inherit_env && !matches!(transport, Transport::Stdio { .. }) {
+            tracing::warn!(source, "inherit_env only applies to stdio servers; ignored");
+        }
         Ok(Self {
             transport,
             auth: raw.auth,
+            inherit_env: raw.inherit_env,
+            max_message_bytes,
             connect_timeout: Duration::from_millis(raw.connect_timeout_ms.unwrap_or(30_000)),
             call_timeout: Duration::from_millis(raw.call_timeout_ms.unwrap_or(300_000)),
             allow_tools: raw.allow_tools,
@@ -132,12 +159,21 @@ impl McpConfig {
     }
 
     /// The transport identity that decides whether a persistent runtime can
-    /// be reused: transport and credentials, not timeouts or filters.
+    /// be reused: transport, credentials, environment mode and message bound;
+    /// not timeouts or filters.
     pub fn fingerprint(&self) -> String {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         self.transport.hash(&mut h);
         self.auth.hash(&mut h);
+        // Hashed only when set, so configs that do not use them keep their
+        // fingerprints (and catalog snapshots) from before these keys existed.
+        if self.inherit_env {
+            "inherit_env".hash(&mut h);
+        }
+        if self.max_message_bytes != DEFAULT_MAX_MESSAGE_BYTES {
+            self.max_message_bytes.hash(&mut h);
+        }
         format!("{:016x}", h.finish())
     }
 
@@ -160,11 +196,13 @@ impl McpConfig {
                 // Arguments may carry expanded secrets (`--api-key ${KEY}`): only their count.
                 "transport": "stdio", "command": command, "args_count": args.len(),
                 "env_keys": env.keys().chain(self.auth.env.keys()).collect::<Vec<_>>(), "cwd": cwd,
+                "inherit_env": self.inherit_env, "max_message_bytes": self.max_message_bytes,
             }),
             Transport::Http { url, headers } => serde_json::json!({
                 "transport": "streamable_http", "url": redact_url(url),
                 "header_names": headers.keys().chain(self.auth.headers.keys()).collect::<Vec<_>>(),
                 "bearer_token": self.auth.bearer_token.is_some(),
+                "max_message_bytes": self.max_message_bytes,
             }),
             Transport::Unsupported(t) => serde_json::json!({"transport": t, "supported": false}),
         }
@@ -251,6 +289,36 @@ mod tests {
         )
         .unwrap();
         assert!(!c.describe().to_string().contains("s3cret"));
+    }
+
+    #[test]
+    fn inherit_env_and_max_message_bytes() {
+        let base = McpConfig::parse("x", &json!({"command": "srv"})).unwrap();
+        assert!(!base.inherit_env);
+        assert_eq!(base.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
+        let c = McpConfig::parse(
+            "x",
+            &json!({"command": "srv", "inherit_env": true, "max_message_bytes": 65536}),
+        )
+        .unwrap();
+        assert!(c.inherit_env);
+        assert_eq!(c.max_message_bytes, 65536);
+        assert_ne!(
+            base.fingerprint(),
+            c.fingerprint(),
+            "both change the session"
+        );
+        let e =
+            McpConfig::parse("x", &json!({"command": "srv", "max_message_bytes": 10})).unwrap_err();
+        assert!(e.message.contains("sources.x.max_message_bytes"), "{e}");
+        let e =
+            McpConfig::parse("x", &json!({"command": "srv", "inherit_env": "yes"})).unwrap_err();
+        assert!(e.message.contains("sources.x"), "{e}");
+        let text = c.describe().to_string();
+        assert!(
+            text.contains("\"inherit_env\":true") && text.contains("65536"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -9,8 +9,15 @@
 mod client;
 pub mod config;
 mod discovery;
+pub mod env;
+mod frames;
+mod http;
 pub mod opener;
+mod pages;
 mod runtime;
+mod scan;
+mod stderr;
+mod stdio;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,30 +1,35 @@
 //! The one session opener both paths use — one-shot discovery and the
-//! persistent runtime: auth merged over the configured environment (auth
-//! wins), cwd kept, auth headers injected, the handshake done before the
-//! session is handed out.
+//! persistent runtime: a minimal environment for stdio servers with the
+//! source's own env and auth env over it (auth wins), cwd kept, auth headers
+//! injected, every message bounded by `max_message_bytes`, the handshake done
+//! before the session is handed out.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::str::FromStr;
 
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::RoleClient;
 use rmcp::ServiceExt;
 use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use tokio::io::AsyncBufReadExt;
 use wf_plugin_api::PluginError;
+
+use crate::http::WatchedHttp;
+use crate::stdio::ChildTransport;
 
 use crate::client::McpClient;
 use crate::config::{Auth, McpConfig, Transport};
 
 pub type Session = RunningService<RoleClient, McpClient>;
 
-/// The command for a stdio server: configured env, then auth env over it.
+/// The command for a stdio server: a cleared environment filled with the
+/// allowlist of wf's variables (or all but `WF_*` with `inherit_env`), then
+/// the configured env, then auth env over it.
 pub fn stdio_command(
     transport: &Transport,
     auth: &Auth,
+    inherit_env: bool,
 ) -> Result<tokio::process::Command, PluginError> {
     let Transport::Stdio {
         command,
@@ -37,8 +42,13 @@ pub fn stdio_command(
     };
     let mut cmd = tokio::process::Command::new(command);
     cmd.args(args);
-    // Insertion order makes auth win on duplicate keys.
-    cmd.envs(env.iter().chain(auth.env.iter()));
+    cmd.env_clear();
+    cmd.envs(crate::env::child_env(
+        std::env::vars_os(),
+        inherit_env,
+        env,
+        &auth.env,
+    ));
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
@@ -46,10 +56,12 @@ pub fn stdio_command(
 }
 
 /// The transport config for a streamable HTTP server: headers, auth headers
-/// over them, and the bearer token.
+/// over them, the bearer token, and `max_message_bytes` as the bound of one
+/// JSON response body and of one SSE event.
 pub fn http_config(
     transport: &Transport,
     auth: &Auth,
+    max_message_bytes: usize,
 ) -> Result<StreamableHttpClientTransportConfig, PluginError> {
     let Transport::Http { url, headers } = transport else {
         return Err(PluginError::internal("not an HTTP transport"));
@@ -62,8 +74,10 @@ pub fn http_config(
             .map_err(|_| PluginError::invalid_config(format!("invalid value for header {k:?}")))?;
         map.insert(name, value);
     }
-    let mut config =
-        StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+        .custom_headers(map)
+        .max_sse_event_size(max_message_bytes);
+    config.max_json_response_size = max_message_bytes;
     if let Some(token) = &auth.bearer_token {
         config = config.auth_header(token.clone());
     }
@@ -79,27 +93,30 @@ pub async fn open(
     let opening = async {
         match &config.transport {
             Transport::Stdio { command, .. } => {
-                let cmd = stdio_command(&config.transport, &config.auth)?;
+                let cmd = stdio_command(&config.transport, &config.auth, config.inherit_env)?;
                 // Its own process group, killed as a whole: `npx` and friends
                 // start grandchildren that must not outlive the session.
                 let mut wrapped = CommandWrap::from(cmd);
                 wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-                let (proc, stderr) = TokioChildProcess::builder(wrapped)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| PluginError::upstream(format!("cannot start {command:?}: {e}")))?;
-                if let Some(stderr) = stderr {
-                    forward_stderr(source.to_string(), stderr);
-                }
+                let proc = ChildTransport::spawn(
+                    wrapped,
+                    source,
+                    config.max_message_bytes,
+                    client.broken.clone(),
+                )
+                .map_err(|e| PluginError::upstream(format!("cannot start {command:?}: {e}")))?;
                 client.serve(proc).await.map_err(|e| {
                     PluginError::upstream(format!("MCP handshake with {command:?} failed: {e}"))
                 })
             }
             Transport::Http { url, .. } => {
-                let transport = StreamableHttpClientTransport::from_config(http_config(
-                    &config.transport,
-                    &config.auth,
-                )?);
+                let http = WatchedHttp::new(source, client.cut.clone()).map_err(|e| {
+                    PluginError::internal(format!("cannot build the HTTP client: {e}"))
+                })?;
+                let transport = StreamableHttpClientTransport::with_client(
+                    http,
+                    http_config(&config.transport, &config.auth, config.max_message_bytes)?,
+                );
                 client.serve(transport).await.map_err(|e| {
                     {
                         // The transport's error may quote the URL: never its secret parts.
@@ -128,16 +145,6 @@ pub async fn open(
     }
 }
 
-/// An upstream's stderr goes to wf's log (debug), tagged with the source.
-fn forward_stderr(source: String, stderr: tokio::process::ChildStderr) {
-    tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            tracing::debug!(source = %source, "upstream stderr: {line}");
-        }
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,7 +160,7 @@ mod tests {
             json!({"command": "srv", "args": ["-v"], "env": {"A": "conf", "B": "conf"}, "cwd": "/tmp",
                            "auth": {"env": {"B": "auth", "C": "auth"}}}),
         );
-        let cmd = stdio_command(&c.transport, &c.auth).unwrap();
+        let cmd = stdio_command(&c.transport, &c.auth, false).unwrap();
         let std = cmd.as_std();
         let envs: HashMap<_, _> = std
             .get_envs()
@@ -178,7 +185,9 @@ mod tests {
             json!({"url": "http://127.0.0.1:9/mcp", "headers": {"X-Team": "conf", "X-A": "1"},
                            "auth": {"headers": {"X-Team": "auth"}, "bearer_token": "tok"}}),
         );
-        let h = http_config(&c.transport, &c.auth).unwrap();
+        let h = http_config(&c.transport, &c.auth, 1234).unwrap();
+        assert_eq!(h.max_json_response_size, 1234);
+        assert_eq!(h.max_sse_event_size, 1234);
         let get = |k: &str| {
             h.custom_headers
                 .iter()

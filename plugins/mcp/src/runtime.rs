@@ -22,6 +22,11 @@ use wf_plugin_api::{
 use crate::client::{McpClient, OnListChanged};
 use crate::config::McpConfig;
 use crate::opener::{Session, open};
+use crate::pages::{ListError, all_pages};
+
+fn page_params(cursor: Option<String>) -> Option<PaginatedRequestParams> {
+    Some(PaginatedRequestParams::default().with_cursor(cursor))
+}
 
 struct Live {
     session: Session,
@@ -77,6 +82,36 @@ impl Drop for CancelOnDrop {
             });
         }
     }
+}
+
+/// rmcp's error for a call whose SSE reply stream ended early (as it does,
+/// among other reasons, when an event is over the size limit).
+const SSE_CUT: &str = "response stream closed before its final response";
+
+/// Whether the reply stream of request `id` (of any request, without one) was
+/// cut for size; forgets it.
+fn cut_for_size(client: &McpClient, id: Option<&RequestId>) -> bool {
+    let mut cut = client.cut.lock().unwrap();
+    match id {
+        Some(id) => cut.remove(&id.to_string()),
+        None => {
+            let any = !cut.is_empty();
+            cut.clear();
+            any
+        }
+    }
+}
+
+/// Whether a transport error is rmcp's HTTP body or SSE event size limit.
+fn is_too_large(e: &rmcp::transport::DynamicTransportError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e.error.as_ref());
+    while let Some(err) = source {
+        if err.to_string().contains("exceeded the maximum size of") {
+            return true;
+        }
+        source = err.source();
+    }
+    false
 }
 
 /// How long to wait for progress notifications that trail a response.
@@ -165,8 +200,30 @@ impl Runtime {
     }
 
     /// Turns a transport failure into a clear error; the next call reconnects.
-    fn failure(&self, epoch: u64, e: ServiceError) -> PluginError {
+    fn failure(
+        &self,
+        epoch: u64,
+        client: &McpClient,
+        id: Option<&RequestId>,
+        e: ServiceError,
+    ) -> PluginError {
+        let limit = self.config.max_message_bytes;
         let err = match e {
+            // The stand-in reply for a response the frame guard dropped.
+            ServiceError::McpError(m)
+                if m.data
+                    .as_ref()
+                    .is_some_and(|d| d.get("max_message_bytes").is_some()) =>
+            {
+                PluginError::upstream(m.message.to_string())
+                    .with_data(json!({"max_message_bytes": limit}))
+            }
+            ServiceError::McpError(m)
+                if m.message.contains(SSE_CUT) && cut_for_size(client, id) =>
+            {
+                PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
+                    .with_data(json!({"max_message_bytes": limit}))
+            }
             ServiceError::McpError(m) => {
                 PluginError::upstream(format!("upstream error {}: {}", m.code.0, m.message))
                     .with_data(json!({"mcp_error": m}))
@@ -175,10 +232,26 @@ impl Runtime {
                 ErrorCode::Timeout,
                 format!("no reply within {} ms", timeout.as_millis()),
             ),
+            ServiceError::TransportSend(t) if is_too_large(&t) => {
+                tracing::warn!(source = %self.source, limit, "upstream reply over max_message_bytes refused");
+                PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
+                    .with_data(json!({"max_message_bytes": limit}))
+            }
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                if cut_for_size(client, id) =>
+            {
+                PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
+                    .with_data(json!({"max_message_bytes": limit}))
+            }
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-                PluginError::upstream(format!(
-                    "upstream session ended (epoch {epoch}): {e}; the next call starts a new session"
-                ))
+                match client.broken.get() {
+                    Some(why) => PluginError::upstream(format!(
+                        "{why} (epoch {epoch}); the next call starts a new session"
+                    )),
+                    None => PluginError::upstream(format!(
+                        "upstream session ended (epoch {epoch}): {e}; the next call starts a new session"
+                    )),
+                }
             }
             other => PluginError::upstream(other.to_string()),
         };
@@ -205,11 +278,12 @@ impl Runtime {
         let handle = peer
             .send_request_with_option(request, self.options())
             .await
-            .map_err(|e| self.failure(epoch, e))?;
+            .map_err(|e| self.failure(epoch, &client, None, e))?;
         let mut progress = client
             .progress
             .subscribe(handle.progress_token.clone())
             .await;
+        let handle_id = handle.id.clone();
         let mut guard = CancelOnDrop {
             peer: peer.clone(),
             id: Some(handle.id.clone()),
@@ -241,7 +315,7 @@ impl Runtime {
         }
         result
             .map(|r| (r, epoch))
-            .map_err(|e| self.failure(epoch, e))
+            .map_err(|e| self.failure(epoch, &client, Some(&handle_id), e))
     }
 
     pub async fn call_tool(
@@ -297,30 +371,60 @@ impl Runtime {
 
     /// Session-scoped listings: what this session sees now.
     pub async fn list_resources(&self) -> Result<Vec<Resource>, PluginError> {
-        let (peer, _, epoch) = self.peer(None).await?;
-        let items = peer
-            .list_all_resources()
-            .await
-            .map_err(|e| self.failure(epoch, e))?;
+        let (peer, client, epoch) = self.peer(None).await?;
+        let items = all_pages(&self.source, "resources", |c| {
+            let peer = peer.clone();
+            async move {
+                let r = peer.list_resources(page_params(c)).await?;
+                Ok((r.resources, r.next_cursor))
+            }
+        })
+        .await
+        .map_err(|e| self.list_failure(epoch, &client, e))?;
         convert(items)
     }
 
     pub async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, PluginError> {
-        let (peer, _, epoch) = self.peer(None).await?;
-        let items = peer
-            .list_all_resource_templates()
-            .await
-            .map_err(|e| self.failure(epoch, e))?;
+        let (peer, client, epoch) = self.peer(None).await?;
+        let items = all_pages(&self.source, "resource templates", |c| {
+            let peer = peer.clone();
+            async move {
+                let r = peer.list_resource_templates(page_params(c)).await?;
+                Ok((r.resource_templates, r.next_cursor))
+            }
+        })
+        .await
+        .map_err(|e| self.list_failure(epoch, &client, e))?;
         convert(items)
     }
 
     pub async fn list_prompts(&self) -> Result<Vec<Prompt>, PluginError> {
-        let (peer, _, epoch) = self.peer(None).await?;
-        let items = peer
-            .list_all_prompts()
-            .await
-            .map_err(|e| self.failure(epoch, e))?;
+        let (peer, client, epoch) = self.peer(None).await?;
+        let items = all_pages(&self.source, "prompts", |c| {
+            let peer = peer.clone();
+            async move {
+                let r = peer.list_prompts(page_params(c)).await?;
+                Ok((r.prompts, r.next_cursor))
+            }
+        })
+        .await
+        .map_err(|e| self.list_failure(epoch, &client, e))?;
         convert(items)
+    }
+
+    fn list_failure(
+        &self,
+        epoch: u64,
+        client: &McpClient,
+        e: ListError<ServiceError>,
+    ) -> PluginError {
+        match e {
+            ListError::Upstream(e) => self.failure(epoch, client, None, e),
+            ListError::Bound(e) => {
+                self.note_error(&e);
+                e
+            }
+        }
     }
 
     pub async fn status(&self) -> Value {

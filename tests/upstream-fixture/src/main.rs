@@ -2,10 +2,17 @@
 //! long as the session, a slow tool, a tool that reports progress, a tool
 //! that kills the process, a resource and a prompt.
 //!
-//! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N]`: stdio by default.
+//! With `--probes`, more tools for the hardening tests: `env` (its
+//! environment), `big` (a result of N bytes), `garbage_line` (N bytes of
+//! non-JSON on stdout, stdio only) and `stderr_bomb_status` (how
+//! much of `--stderr-bomb BYTES` — that many bytes of stderr without a
+//! newline, written in the background while it serves — is out).
+//!
+//! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N] [--probes] [--stderr-bomb BYTES]`:
+//! stdio by default.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use rmcp::model::*;
@@ -13,10 +20,40 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
+/// Bytes of `--stderr-bomb` written so far, and the total asked for.
+static BOMB_WRITTEN: AtomicU64 = AtomicU64::new(0);
+static BOMB_TOTAL: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `total` bytes of `x` to stderr, never a newline.
+fn stderr_bomb(total: u64) {
+    use std::io::Write;
+    BOMB_TOTAL.store(total, Ordering::SeqCst);
+    std::thread::spawn(move || {
+        let chunk = vec![b'x'; 1 << 20];
+        let mut err = std::io::stderr().lock();
+        let mut left = total;
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            if err.write_all(&chunk[..n]).is_err() {
+                return;
+            }
+            left -= n as u64;
+            BOMB_WRITTEN.fetch_add(n as u64, Ordering::SeqCst);
+        }
+    });
+}
+
+/// `n` bytes of text that show where they were cut: `0123456789` repeated.
+fn pattern(n: usize) -> String {
+    (0..n).map(|i| (b'0' + (i % 10) as u8) as char).collect()
+}
+
 #[derive(Clone, Default)]
 struct Fixture {
     /// One counter per server instance: per process over stdio, per session over HTTP.
     count: Arc<AtomicI64>,
+    /// Whether the probe tools are listed and served.
+    probes: bool,
 }
 
 fn tool(name: &str, description: &str, schema: Value) -> Tool {
@@ -57,7 +94,7 @@ impl ServerHandler for Fixture {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(vec![
+        let mut tools = vec![
             tool(
                 "echo",
                 "Returns its message",
@@ -88,7 +125,33 @@ impl ServerHandler for Fixture {
                 obj(json!({}), &[]),
             ),
             tool("pid", "The server's process id", obj(json!({}), &[])),
-        ]))
+        ];
+        if !self.probes {
+            return Ok(ListToolsResult::with_all_items(tools));
+        }
+        tools.extend([
+            tool(
+                "env",
+                "The server's environment, as an object",
+                obj(json!({}), &[]),
+            ),
+            tool(
+                "big",
+                "A text result of `bytes` bytes (0123456789 repeated)",
+                obj(json!({"bytes": {"type": "integer"}}), &["bytes"]),
+            ),
+            tool(
+                "garbage_line",
+                "Writes a line of `bytes` bytes that is not JSON to stdout, then answers",
+                obj(json!({"bytes": {"type": "integer"}}), &["bytes"]),
+            ),
+            tool(
+                "stderr_bomb_status",
+                "How much of --stderr-bomb was written",
+                obj(json!({}), &[]),
+            ),
+        ]);
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -134,6 +197,38 @@ impl ServerHandler for Fixture {
             }
             "crash" => std::process::exit(3),
             "pid" => structured(json!({"pid": std::process::id()})),
+            "env" | "big" | "garbage_line" | "stderr_bomb_status" if !self.probes => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {} (start with --probes)", request.name),
+                    None,
+                ));
+            }
+            "env" => structured(Value::Object(
+                std::env::vars()
+                    .map(|(k, v)| (k, Value::String(v)))
+                    .collect(),
+            )),
+            "big" => {
+                let n = int_arg(args, "bytes", 0).max(0) as usize;
+                CallToolResult::success(vec![ContentBlock::text(pattern(n))])
+            }
+            "garbage_line" => {
+                // Straight to fd 1, ahead of the reply rmcp writes once we return.
+                use std::io::Write;
+                let n = int_arg(args, "bytes", 0).max(0) as usize;
+                let mut line = vec![b'z'; n];
+                line.push(b'\n');
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(&line).and_then(|()| out.flush());
+                structured(json!({"written": n}))
+            }
+            "stderr_bomb_status" => {
+                let (written, total) = (
+                    BOMB_WRITTEN.load(Ordering::SeqCst),
+                    BOMB_TOTAL.load(Ordering::SeqCst),
+                );
+                structured(json!({"written": written, "total": total, "done": written == total}))
+            }
             other => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool {other}"),
@@ -211,12 +306,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
+    let probes = args.iter().any(|a| a == "--probes");
+    if let Some(bytes) = flag("--stderr-bomb") {
+        stderr_bomb(bytes.parse()?);
+    }
+    let fixture = move || Fixture {
+        probes,
+        ..Fixture::default()
+    };
     if let Some(ms) = flag("--start-delay-ms") {
         tokio::time::sleep(Duration::from_millis(ms.parse()?)).await;
     }
     match flag("--http") {
         None => {
-            let service = Fixture::default().serve(rmcp::transport::stdio()).await?;
+            let service = fixture().serve(rmcp::transport::stdio()).await?;
             service.waiting().await?;
         }
         Some(addr) => {
@@ -226,7 +329,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             let service: StreamableHttpService<Fixture, LocalSessionManager> =
                 StreamableHttpService::new(
-                    || Ok(Fixture::default()),
+                    move || Ok(fixture()),
                     Default::default(),
                     StreamableHttpServerConfig::default(),
                 );
