@@ -2,16 +2,43 @@
 //! long as the session, a slow tool, a tool that reports progress, a tool
 //! that kills the process, a resource and a prompt.
 //!
-//! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N]`: stdio by default.
+//! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N] [--events PATH]`: stdio
+//! by default. With `--events`, it appends one JSON line per event a test must
+//! observe from outside: `{"event":"call","tool":"slow","request_id":..}` when a
+//! slow call starts, `{"event":"cancelled","request_id":..,"reason":..}` when a
+//! `notifications/cancelled` arrives, and `{"event":"slow_done",..}` /
+//! `{"event":"slow_aborted",..}` when a slow call ends.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicI64;
+use std::sync::{Arc, OnceLock};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rmcp::model::*;
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
+
+/// `--events PATH`: where [`record`] appends its JSON lines.
+static EVENTS: OnceLock<PathBuf> = OnceLock::new();
+
+/// Appends one event line (with this process's id) to the `--events` file, if any.
+/// One `write_all` of a whole line on an O_APPEND file: lines never interleave.
+fn record(mut event: Value) {
+    let Some(path) = EVENTS.get() else { return };
+    event["pid"] = json!(std::process::id());
+    let line = format!("{event}\n");
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        eprintln!("fixture: cannot write {}: {e}", path.display());
+    }
+}
 
 #[derive(Clone, Default)]
 struct Fixture {
@@ -113,9 +140,17 @@ impl ServerHandler for Fixture {
             "get_count" => structured(json!({"count": self.count.load(Ordering::SeqCst)})),
             "slow" => {
                 let ms = int_arg(args, "ms", 0).max(0) as u64;
+                let id = json!(context.id);
+                record(json!({"event": "call", "tool": "slow", "request_id": id}));
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(ms)) => structured(json!({"slept_ms": ms})),
-                    _ = context.ct.cancelled() => return Err(ErrorData::internal_error("cancelled", None)),
+                    _ = tokio::time::sleep(Duration::from_millis(ms)) => {
+                        record(json!({"event": "slow_done", "request_id": id}));
+                        structured(json!({"slept_ms": ms}))
+                    }
+                    _ = context.ct.cancelled() => {
+                        record(json!({"event": "slow_aborted", "request_id": id}));
+                        return Err(ErrorData::internal_error("cancelled", None));
+                    }
                 }
             }
             "progress" => {
@@ -142,6 +177,18 @@ impl ServerHandler for Fixture {
             }
         };
         Ok(result.into())
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _: NotificationContext<RoleServer>,
+    ) {
+        record(json!({
+            "event": "cancelled",
+            "request_id": notification.request_id,
+            "reason": notification.reason,
+        }));
     }
 
     async fn list_resources(
@@ -211,6 +258,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
+    if let Some(path) = flag("--events") {
+        EVENTS.set(path.into()).expect("set once");
+    }
     if let Some(ms) = flag("--start-delay-ms") {
         tokio::time::sleep(Duration::from_millis(ms.parse()?)).await;
     }
