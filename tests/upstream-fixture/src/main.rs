@@ -6,8 +6,9 @@
 //! by default. With `--events`, it appends one JSON line per event a test must
 //! observe from outside: `{"event":"call","tool":"slow","request_id":..}` when a
 //! slow call starts, `{"event":"cancelled","request_id":..,"reason":..}` when a
-//! `notifications/cancelled` arrives, and `{"event":"slow_done",..}` /
-//! `{"event":"slow_aborted",..}` when a slow call ends.
+//! `notifications/cancelled` arrives, `{"event":"slow_done",..}` /
+//! `{"event":"slow_aborted",..}` when a slow call ends, and (over HTTP)
+//! `{"event":"http","method":..,"uri":..}` for each request.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -38,6 +39,15 @@ fn record(mut event: Value) {
     if let Err(e) = written {
         eprintln!("fixture: cannot write {}: {e}", path.display());
     }
+}
+
+/// Records each HTTP request's method and URI (path and query) with `--events`.
+async fn record_request(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    record(json!({"event": "http", "method": request.method().as_str(), "uri": request.uri().to_string()}));
+    next.run(request).await
 }
 
 #[derive(Clone, Default)]
@@ -282,7 +292,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 );
             let listener = tokio::net::TcpListener::bind(&addr).await?;
             eprintln!("fixture listening on http://{}/mcp", listener.local_addr()?);
-            axum::serve(listener, axum::Router::new().nest_service("/mcp", service)).await?;
+            let app = axum::Router::new()
+                .nest_service("/mcp", service)
+                .layer(axum::middleware::from_fn(record_request));
+            axum::serve(listener, app).await?;
         }
     }
     Ok(())
