@@ -9,7 +9,6 @@ is forwarded and a client's cancellation leaves the session usable.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -84,36 +83,41 @@ async def test_sequential_calls_share_one_session(wf: Wf, fixture_upstream_bin: 
 
 
 async def test_concurrent_calls_are_multiplexed_on_one_session(
-    wf: Wf, fixture_upstream_bin: Path, front: tuple[str, str]
+    wf: Wf, fixture_upstream_bin: Path, front: tuple[str, str], upstream_events: UpstreamEvents
 ) -> None:
-    """20 calls that each sleep 200 ms upstream finish together (not one after another),
-    and 10 concurrent increments all land on the same counter."""
+    """20 slow calls are all in flight upstream at once (the fixture records each start;
+    they all wait at one gate, which opens only once all 20 have started: calls sent
+    one after another would never get there), and 10 concurrent increments all land
+    on the same counter."""
+    gate = wf.root / "gate"
     slept: list[Any] = []
     counts: list[int] = []
-    async with fx_client(wf, fixture_upstream_bin, front) as c:
-        with anyio.fail_after(OP_TIMEOUT):
+    source = {"command": str(fixture_upstream_bin), "args": upstream_events.args()}
+    async with fx_client(wf, fixture_upstream_bin, front, **source) as c:
+        with anyio.fail_after(OP_TIMEOUT * 2):
             pid = (await structured(c, "fx__pid"))["pid"]
 
             async def slow() -> None:
-                slept.append(await structured(c, "fx__slow", {"ms": 200}))
+                slept.append(await structured(c, "fx__slow", {"ms": 600_000, "until": str(gate)}))
 
             async def increment() -> None:
                 counts.append((await structured(c, "fx__increment"))["count"])
 
-            started = time.monotonic()
             async with anyio.create_task_group() as tg:
                 for _ in range(20):
                     tg.start_soon(slow)
                 for _ in range(10):
                     tg.start_soon(increment)
-            elapsed = time.monotonic() - started
+                while len(started := [e for e in upstream_events.read() if e["event"] == "call"]) < 20:
+                    await anyio.sleep(0.05)
+                assert slept == [], "a gated call finished before the gate opened"
+                gate.touch()
 
             assert (await structured(c, "fx__get_count")) == {"count": 10}
             assert (await structured(c, "fx__pid"))["pid"] == pid
-    assert slept == [{"slept_ms": 200}] * 20
+    assert {e["pid"] for e in started} == {pid}
+    assert slept == [{"gate": "open"}] * 20
     assert sorted(counts) == list(range(1, 11))
-    # Sequentially they would take 20 x 200 ms = 4 s.
-    assert elapsed < 2.0, f"20 concurrent 200 ms calls took {elapsed:.2f}s: not multiplexed"
 
 
 async def test_progress_notifications_are_forwarded(

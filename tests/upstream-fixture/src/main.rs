@@ -108,8 +108,11 @@ impl ServerHandler for Fixture {
             tool("get_count", "The session's counter", obj(json!({}), &[])),
             tool(
                 "slow",
-                "Sleeps `ms` milliseconds",
-                obj(json!({"ms": {"type": "integer"}}), &["ms"]),
+                "Sleeps `ms` milliseconds, or until the file `until` exists",
+                obj(
+                    json!({"ms": {"type": "integer"}, "until": {"type": "string"}}),
+                    &["ms"],
+                ),
             ),
             tool(
                 "progress",
@@ -150,9 +153,29 @@ impl ServerHandler for Fixture {
             "get_count" => structured(json!({"count": self.count.load(Ordering::SeqCst)})),
             "slow" => {
                 let ms = int_arg(args, "ms", 0).max(0) as u64;
+                let until = args
+                    .as_ref()
+                    .and_then(|a| a.get("until"))
+                    .and_then(Value::as_str)
+                    .map(PathBuf::from);
                 let id = json!(context.id);
                 record(json!({"event": "call", "tool": "slow", "request_id": id}));
+                // A gate a test opens by creating the file: an event, not a duration.
+                let gate = async {
+                    match until {
+                        Some(path) => {
+                            while !path.exists() {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
+                        }
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
+                    _ = gate => {
+                        record(json!({"event": "slow_done", "request_id": id}));
+                        structured(json!({"gate": "open"}))
+                    }
                     _ = tokio::time::sleep(Duration::from_millis(ms)) => {
                         record(json!({"event": "slow_done", "request_id": id}));
                         structured(json!({"slept_ms": ms}))
