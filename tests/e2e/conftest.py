@@ -280,6 +280,40 @@ def stop_process(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
         proc.wait()
 
 
+# ---- the upstream fixture's event journal
+
+
+@dataclass
+class UpstreamEvents:
+    """The `--events PATH` journal of wf-fixture-upstream: one JSON object per line,
+    written by the upstream itself (a slow call starting, a `notifications/cancelled`
+    arriving, a slow call ending), so a test observes what reached the upstream."""
+
+    path: Path
+
+    def args(self) -> list[str]:
+        """The fixture's command-line arguments that turn the journal on."""
+        return ["--events", str(self.path)]
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return []
+        # Only whole lines: a line being appended right now is read next time.
+        return [json.loads(line) for line in text.split("\n")[:-1] if line]
+
+    async def wait_for(self, timeout: float = 30.0, **fields: Any) -> dict[str, Any]:
+        """Waits for the first event whose fields include `fields`; returns it."""
+        with anyio.move_on_after(timeout):
+            while True:
+                for event in self.read():
+                    if all(event.get(k) == v for k, v in fields.items()):
+                        return event
+                await anyio.sleep(0.05)
+        pytest.fail(f"the upstream never recorded {fields} within {timeout}s; it recorded:\n{self.read()}")
+
+
 # --------------------------------------------------------------------------- wf
 
 
@@ -620,6 +654,12 @@ def wf(wf_bin: Path, fixtures_dir: Path, tmp_path: Path, wf_logs: list[Path]) ->
         yield w
     finally:
         w.close()
+
+
+@pytest.fixture
+def upstream_events(wf: Wf) -> UpstreamEvents:
+    """A fresh event journal for wf-fixture-upstream (pass `.args()` to the fixture)."""
+    return UpstreamEvents(wf.root / "upstream-events.jsonl")
 
 
 @pytest.fixture

@@ -338,10 +338,6 @@ async def test_reload_keeps_unchanged_sessions_replaces_changed_and_ends_removed
 
 # --------------------------------------------------------------------------- 4. catalog snapshots
 
-# How long the upstream takes to start in the second run.
-SLOW_START_S = 5
-
-
 def write_script(path: Path, body: str) -> None:
     write_atomic(path, f"#!/bin/sh\n{body}\n")
     path.chmod(0o755)
@@ -349,56 +345,74 @@ def write_script(path: Path, body: str) -> None:
 
 async def test_snapshot_serves_tools_while_a_slow_upstream_is_discovered(wf: Wf, fixture_upstream_bin: Path) -> None:
     """The source's command is a script: between runs its *contents* change (now it
-    sleeps first), while the config table — the source's fingerprint — stays the
-    same, so the second run may serve the first run's snapshot."""
+    waits at a gate, a file the test creates, before it starts the server), while the
+    config table — the source's fingerprint — stays the same, so the second run may
+    serve the first run's snapshot while the upstream cannot answer."""
     script = wf.root / "upstream.sh"
+    gate = wf.root / "gate"
     write_script(script, f'exec "{fixture_upstream_bin}" "$@"')
     table = {"slow": {"command": str(script)}}
     config = wf.write_config(HEADER + toml_config(table))
 
     # Run 1: discovery saves the catalog in the state dir.
+    run1_started = time.time()
     async with wf.stdio_client("auto", "--config", str(config)) as c:
         row = await wait_for(
             lambda: sources_by_name(c), lambda r: r["slow"]["state"] == "ready", "first discovery"
         )
         assert row["slow"]["catalog_from_snapshot"] is False, row["slow"]
         assert source_tools(await tool_names(c), "slow") == FX_TOOLS
+    discovered_by = time.time()  # run 1's discovery ended before this
     assert (wf.state_dir / "wf.db").exists()
 
-    # Run 2: the upstream now needs SLOW_START_S seconds before it answers.
-    write_script(script, f'sleep {SLOW_START_S}\nexec "{fixture_upstream_bin}" "$@"')
-    started = time.monotonic()
+    # Run 2: the upstream now cannot answer until the test opens the gate.
+    write_script(script, f'while [ ! -e "{gate}" ]; do sleep 0.05; done\nexec "{fixture_upstream_bin}" "$@"')
     async with wf.stdio_client("auto", "--config", str(config)) as c:
         names = await tool_names(c)
-        listed_after = time.monotonic() - started
         assert source_tools(names, "slow") == FX_TOOLS, sorted(names)
-        assert listed_after < 2.0, f"tools/list took {listed_after:.2f}s (the upstream needs {SLOW_START_S}s)"
+        listed_at = time.time()
 
         row = (await sources_by_name(c))["slow"]
+        asked_at = time.time()
         assert row["catalog_from_snapshot"] is True, row
         assert row["state"] == "pending" and row["discovery_ms"] is None, row
-        assert isinstance(row["catalog_age_ms"], int) and row["catalog_age_ms"] >= 0, row
+        # The age of run 1's catalog: at least the time since run 1 ended, at most
+        # the time since run 1 started.
+        oldest = int((listed_at - discovered_by) * 1000) - 1
+        youngest = int((asked_at - run1_started) * 1000) + 1
+        assert isinstance(row["catalog_age_ms"], int) and oldest <= row["catalog_age_ms"] <= youngest, (oldest, youngest, row)
         assert row["capabilities"]["tools"] == len(FX_TOOLS), row
 
-        # The snapshot's tools route to the real upstream once it is up.
-        with anyio.fail_after(SLOW_START_S + OP_TIMEOUT):
-            echoed = await c.call_tool("slow__echo", {"message": "from the snapshot"})
-        assert not echoed.is_error and echoed.content[0].text == "from the snapshot"
+        # The snapshot's tools route to the real upstream once it is up: a call made
+        # while it is held at the gate is answered when the gate opens.
+        echoed: list[Any] = []
 
-        # Discovery finishes and replaces the snapshot.
+        async def echo() -> None:
+            echoed.append(await c.call_tool("slow__echo", {"message": "from the snapshot"}))
+
+        with anyio.fail_after(OP_TIMEOUT * 2):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(echo)
+                assert (await sources_by_name(c))["slow"]["state"] == "pending"
+                opened_at = time.time()
+                gate.touch()
+        assert not echoed[0].is_error and echoed[0].content[0].text == "from the snapshot"
+
+        # Discovery finishes and replaces the snapshot; it lasted at least until the gate opened.
         row = await wait_for(
             lambda: sources_by_name(c),
             lambda r: r["slow"]["catalog_from_snapshot"] is False,
             "discovery of the slow upstream",
-            timeout=SLOW_START_S + WATCH_TIMEOUT,
+            timeout=OP_TIMEOUT,
         )
         row = row["slow"]
-        assert row["state"] == "ready" and row["discovery_ms"] >= (SLOW_START_S - 1) * 1000, row
+        assert row["state"] == "ready" and row["discovery_ms"] >= int((opened_at - listed_at) * 1000) - 1, row
         assert source_tools(await tool_names(c), "slow") == FX_TOOLS
 
     # Run 3, control: a different table (one more argument, which the fixture ignores)
     # is a different fingerprint, so no snapshot: the list waits out the startup grace
-    # and has none of the source's tools.
+    # and has none of the source's tools (the gate is closed again: the upstream never answers).
+    gate.unlink()
     other = wf.write_config(
         HEADER
         + toml_config({"slow": {"command": str(script), "args": ["--unused"]}}, server={"startup_grace_ms": 500}),

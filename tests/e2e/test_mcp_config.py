@@ -63,7 +63,7 @@ async def test_claude_desktop_mcp_servers_json(wf: Wf, fixture_upstream_bin: Pat
             counts = [(await c.call_tool("fx__increment", {})).structured_content for _ in range(2)]
             assert counts == [{"count": 1}, {"count": 2}]
             _, error = await call_outcome(c, "off__echo", {"message": "x"})
-            assert error is not None
+            assert error == 'unknown tool "off__echo"', error
 
 
 # --------------------------------------------------------------------------- examples/configs

@@ -9,7 +9,6 @@ is forwarded and a client's cancellation leaves the session usable.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import Wf, all_prompts, all_resources, all_tools, content_text, free_port, toml_config
+from conftest import UpstreamEvents, Wf, all_prompts, all_resources, all_tools, content_text, free_port, toml_config
 
 pytestmark = pytest.mark.anyio
 
@@ -84,36 +83,41 @@ async def test_sequential_calls_share_one_session(wf: Wf, fixture_upstream_bin: 
 
 
 async def test_concurrent_calls_are_multiplexed_on_one_session(
-    wf: Wf, fixture_upstream_bin: Path, front: tuple[str, str]
+    wf: Wf, fixture_upstream_bin: Path, front: tuple[str, str], upstream_events: UpstreamEvents
 ) -> None:
-    """20 calls that each sleep 200 ms upstream finish together (not one after another),
-    and 10 concurrent increments all land on the same counter."""
+    """20 slow calls are all in flight upstream at once (the fixture records each start;
+    they all wait at one gate, which opens only once all 20 have started: calls sent
+    one after another would never get there), and 10 concurrent increments all land
+    on the same counter."""
+    gate = wf.root / "gate"
     slept: list[Any] = []
     counts: list[int] = []
-    async with fx_client(wf, fixture_upstream_bin, front) as c:
-        with anyio.fail_after(OP_TIMEOUT):
+    source = {"command": str(fixture_upstream_bin), "args": upstream_events.args()}
+    async with fx_client(wf, fixture_upstream_bin, front, **source) as c:
+        with anyio.fail_after(OP_TIMEOUT * 2):
             pid = (await structured(c, "fx__pid"))["pid"]
 
             async def slow() -> None:
-                slept.append(await structured(c, "fx__slow", {"ms": 200}))
+                slept.append(await structured(c, "fx__slow", {"ms": 600_000, "until": str(gate)}))
 
             async def increment() -> None:
                 counts.append((await structured(c, "fx__increment"))["count"])
 
-            started = time.monotonic()
             async with anyio.create_task_group() as tg:
                 for _ in range(20):
                     tg.start_soon(slow)
                 for _ in range(10):
                     tg.start_soon(increment)
-            elapsed = time.monotonic() - started
+                while len(started := [e for e in upstream_events.read() if e["event"] == "call"]) < 20:
+                    await anyio.sleep(0.05)
+                assert slept == [], "a gated call finished before the gate opened"
+                gate.touch()
 
             assert (await structured(c, "fx__get_count")) == {"count": 10}
             assert (await structured(c, "fx__pid"))["pid"] == pid
-    assert slept == [{"slept_ms": 200}] * 20
+    assert {e["pid"] for e in started} == {pid}
+    assert slept == [{"gate": "open"}] * 20
     assert sorted(counts) == list(range(1, 11))
-    # Sequentially they would take 20 x 200 ms = 4 s.
-    assert elapsed < 2.0, f"20 concurrent 200 ms calls took {elapsed:.2f}s: not multiplexed"
 
 
 async def test_progress_notifications_are_forwarded(
@@ -157,28 +161,45 @@ async def test_prompt_and_resource_through_wf(wf: Wf, fixture_upstream_bin: Path
             assert await counter_resource(c) == "3"
 
 
-async def test_cancelled_call_leaves_the_session_usable(
-    wf: Wf, fixture_upstream_bin: Path, front: tuple[str, str]
+async def test_cancelled_call_reaches_the_upstream_and_leaves_the_session_usable(
+    wf: Wf, fixture_upstream_bin: Path, front: tuple[str, str], upstream_events: UpstreamEvents
 ) -> None:
-    async with fx_client(wf, fixture_upstream_bin, front) as c:
-        with anyio.fail_after(OP_TIMEOUT):
+    """A client that abandons a call makes wf send `notifications/cancelled` for that
+    call to the upstream (observed in the fixture's own journal), the upstream stops
+    the work, and the same session keeps serving."""
+    source = {"command": str(fixture_upstream_bin), "args": upstream_events.args()}
+    async with fx_client(wf, fixture_upstream_bin, front, **source) as c:
+        with anyio.fail_after(OP_TIMEOUT * 2):
             pid = (await structured(c, "fx__pid"))["pid"]
             await structured(c, "fx__increment")
 
-            started = time.monotonic()
-            with anyio.move_on_after(0.5) as scope:
-                await c.call_tool("fx__slow", {"ms": 30000})
-            assert scope.cancelled_caught, "a 30 s call finished within 0.5 s?"
-            assert time.monotonic() - started < 2.0
+            finished: list[Any] = []
 
-            # The next calls are answered promptly, on the same session.
-            started = time.monotonic()
+            async def slow_call() -> None:
+                finished.append(await c.call_tool("fx__slow", {"ms": 600_000}))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(slow_call)
+                # The call is running upstream; then the client gives up on it.
+                started = await upstream_events.wait_for(event="call", tool="slow")
+                tg.cancel_scope.cancel()
+            assert finished == [], "a 10-minute call finished?"
+
+            request_id = started["request_id"]
+            cancelled = await upstream_events.wait_for(event="cancelled", request_id=request_id)
+            assert cancelled["pid"] == pid
+            await upstream_events.wait_for(event="slow_aborted", request_id=request_id)
+
+            # The next calls are answered on the same session (a session still busy
+            # with the 10-minute call would not answer within the overall timeout).
             echoed = await c.call_tool("fx__echo", {"message": "after cancel"})
             assert content_text(echoed.content) == "after cancel"
             assert await structured(c, "fx__slow", {"ms": 10}) == {"slept_ms": 10}
-            assert time.monotonic() - started < 2.0, "the session was blocked by the cancelled call"
             assert (await structured(c, "fx__pid"))["pid"] == pid
             assert (await structured(c, "fx__get_count")) == {"count": 1}
+            # Cancelled once, and never finished.
+            events = sorted(e["event"] for e in upstream_events.read() if e.get("request_id") == request_id)
+            assert events == ["call", "cancelled", "slow_aborted"]
 
 
 HTTP_UPSTREAM_FRONTS = [("stdio", "auto"), ("http", "legacy")]

@@ -100,10 +100,10 @@ async def test_describe_capability(wf: Wf, fixture_upstream_bin: Path) -> None:
         with anyio.fail_after(OP_TIMEOUT):
             slow = await planner(c, "describe_capability", {"ref": "fx.slow"})
             assert slow["ref"] == "fx.slow" and slow["source"] == FX and slow["name"] == "slow"
-            assert slow["description"] == "Sleeps `ms` milliseconds"
+            assert slow["description"] == "Sleeps `ms` milliseconds, or until the file `until` exists"
             assert slow["input_schema"] == {
                 "type": "object",
-                "properties": {"ms": {"type": "integer"}},
+                "properties": {"ms": {"type": "integer"}, "until": {"type": "string"}},
                 "required": ["ms"],
             }
             assert slow["stateful"] is True and slow["side_effects"] is True
@@ -316,8 +316,7 @@ async def test_long_deployment_name_gets_a_valid_tool_name(wf: Wf) -> None:
     """A 40-character deployment name does not fit `wf_deploy__<name>` within the
     default 48-character limit: the tool gets a shortened, valid name, which the
     deploy reply reports and which runs the deployment."""
-    name = "a-rather-long-deployment-name-for-tests1"
-    assert len(name) == 40
+    name = "a-rather-long-deployment-name-for-tests1"  # 40 characters
     workflow = {"name": "c", "nodes": [{"id": "c", "use": "wf.std.const", "args": {"value": 7}}], "outputs": {"v": {"$ref": "nodes.c.output.value"}}}
     async with wf.client("stdio", "auto") as c:
         with anyio.fail_after(OP_TIMEOUT):
@@ -332,14 +331,19 @@ async def test_long_deployment_name_gets_a_valid_tool_name(wf: Wf) -> None:
             assert (await planner_error(c, "deploy", {"name": name + "x", "artifact": "c@1"}))["hint"]
 
 
-async def test_run_workflow_wait_timeout_returns_while_running(wf: Wf) -> None:
-    workflow = {"name": "nap", "nodes": [{"id": "nap", "use": "wf.std.sleep", "args": {"ms": 1500}}]}
-    async with wf.client("stdio", "auto") as c:
+async def test_run_workflow_wait_timeout_returns_while_running(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """The node waits at a gate (the fixture's slow call ends when a file exists), so
+    the 100 ms wait always ends first, however slow the machine; the run goes on."""
+    gate = wf.root / "gate"
+    workflow = {"name": "nap", "nodes": [{"id": "nap", "use": "fx.slow", "args": {"ms": 600_000, "until": str(gate)}}]}
+    async with wf.client("stdio", "auto", "--config", str(fx_config(wf, fixture_upstream_bin))) as c:
         with anyio.fail_after(OP_TIMEOUT):
             early = await planner(c, "run_workflow", {"workflow": workflow, "timeout_ms": 100})
             assert early["status"] == "running" and early["outputs"] is None
             assert [(n["id"], n["status"]) for n in early["nodes"]] == [("nap", "running")]
             unknown = await planner_error(c, "get_run", {"run_id": "run-nope"})
             assert "run-nope" in unknown["error"] and unknown["hint"]
-            final, _ = await wait_run(c, early["run_id"])
+            gate.touch()
+            final, nodes = await wait_run(c, early["run_id"])
             assert final["status"] == "succeeded" and final["outputs"] == {}
+            assert nodes["nap"]["output"] == {"gate": "open"}

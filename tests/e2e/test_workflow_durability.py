@@ -6,13 +6,14 @@ survive a `kill -9` of `wf serve`; a run that was in progress is reported
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
 from conftest import Wf, all_tools
-from planner_support import get_run, planner, publish_and_deploy, wait_node, wait_run
+from planner_support import fx_config, get_run, planner, publish_and_deploy, wait_node, wait_run
 
 pytestmark = pytest.mark.anyio
 
@@ -91,7 +92,9 @@ async def test_kill_9_keeps_state_and_marks_the_run_interrupted(wf: Wf) -> None:
 
 
 async def test_a_clean_shutdown_also_interrupts_a_running_run(wf: Wf) -> None:
-    """SIGTERM while a run is in progress: the run is not left `running` forever."""
+    """SIGTERM while a run is in progress: the shutting-down host marks the run
+    interrupted itself ("the host shut down"), rather than leaving it `running` for
+    the next start's sweep ("the host stopped", as after a kill -9)."""
     first = wf.start_http()
     async with wf.http_client(first) as c:
         with anyio.fail_after(OP_TIMEOUT):
@@ -100,36 +103,44 @@ async def test_a_clean_shutdown_also_interrupts_a_running_run(wf: Wf) -> None:
             ]
             await wait_node(c, run_id, "sleep", "running")
     first.stop()
-    assert first.proc.returncode is not None
+    assert first.proc.returncode == 0, f"wf serve exited {first.proc.returncode} on SIGTERM"
+    # Before any other wf opens the state dir (which would sweep the run): the CLI only reads.
+    listed = wf.run("runs", "--state-dir", str(wf.state_dir), "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert {r["id"]: r["status"] for r in json.loads(listed.stdout)}[run_id] == "interrupted"
 
     second = wf.start_http()
     async with wf.http_client(second) as c:
         with anyio.fail_after(OP_TIMEOUT):
             run, nodes = await get_run(c, run_id)
             assert run["status"] == "interrupted", run
+            assert run["error"] == "the host shut down while the run was in progress", run
             assert nodes["sleep"]["status"] == "interrupted", nodes
 
 
-async def test_another_wf_on_the_same_state_dir_leaves_live_runs_alone(wf: Wf) -> None:
+async def test_another_wf_on_the_same_state_dir_leaves_live_runs_alone(wf: Wf, fixture_upstream_bin: Path) -> None:
     """`wf serve` is running a workflow; meanwhile `wf run` starts with the same state
     dir (the default one is shared, $XDG_STATE_HOME/wf). The live run must stay
-    `running` and then succeed."""
-    server = wf.start_http()
+    `running` and then succeed. Its node waits at a gate (the fixture's slow call
+    ends when a file exists), so `wf run` has all the time it needs, however slow."""
+    gate = wf.root / "gate"
+    gated = {"name": "gated", "nodes": [{"id": "wait", "use": "fx.slow", "args": {"ms": 600_000, "until": str(gate)}}]}
+    server = wf.start_http("127.0.0.1", None, "--config", str(fx_config(wf, fixture_upstream_bin)))
     greet = wf.root / "greet.json"
     greet.write_text(json.dumps({"name": "g", "nodes": [{"id": "c", "use": "wf.std.const", "args": {"value": 1}}]}))
     async with wf.http_client(server) as c:
         with anyio.fail_after(OP_TIMEOUT):
-            run_id = (await planner(c, "run_workflow", {"workflow": NAP, "inputs": {"ms": 2500}, "wait": False}))[
-                "run_id"
-            ]
-            await wait_node(c, run_id, "sleep", "running")
+            run_id = (await planner(c, "run_workflow", {"workflow": gated, "wait": False}))["run_id"]
+            await wait_node(c, run_id, "wait", "running")
             other = await anyio.to_thread.run_sync(
                 lambda: wf.run("run", str(greet), *wf.plugin_args(), timeout=60)
             )
             assert other.returncode == 0, other.stderr
             seen: list[Any] = []
             run, nodes = await get_run(c, run_id)
-            seen.append((run["status"], nodes["sleep"]["status"]))
-            final, _ = await wait_run(c, run_id)
+            seen.append((run["status"], nodes["wait"]["status"]))
+            gate.touch()
+            final, nodes = await wait_run(c, run_id)
             seen.append(final["status"])
             assert seen == [("running", "running"), "succeeded"], seen
+            assert nodes["wait"]["output"] == {"gate": "open"}

@@ -8,15 +8,22 @@
 //! much of `--stderr-bomb BYTES` — that many bytes of stderr without a
 //! newline, written in the background while it serves — is out).
 //!
-//! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N] [--probes] [--stderr-bomb BYTES]`:
-//! stdio by default.
+//! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N] [--probes] [--stderr-bomb BYTES]
+//! [--events PATH]`: stdio by default. With `--events`, it appends one JSON line per event a
+//! test must observe from outside: `{"event":"call","tool":"slow","request_id":..}` when a
+//! slow call starts, `{"event":"cancelled","request_id":..,"reason":..}` when a
+//! `notifications/cancelled` arrives, `{"event":"slow_done",..}` /
+//! `{"event":"slow_aborted",..}` when a slow call ends, and (over HTTP)
+//! `{"event":"http","method":..,"uri":..}` for each request.
 
-use std::sync::Arc;
+use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rmcp::model::*;
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
@@ -26,7 +33,6 @@ static BOMB_TOTAL: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `total` bytes of `x` to stderr, never a newline.
 fn stderr_bomb(total: u64) {
-    use std::io::Write;
     BOMB_TOTAL.store(total, Ordering::SeqCst);
     std::thread::spawn(move || {
         let chunk = vec![b'x'; 1 << 20];
@@ -46,6 +52,34 @@ fn stderr_bomb(total: u64) {
 /// `n` bytes of text that show where they were cut: `0123456789` repeated.
 fn pattern(n: usize) -> String {
     (0..n).map(|i| (b'0' + (i % 10) as u8) as char).collect()
+}
+
+/// `--events PATH`: where [`record`] appends its JSON lines.
+static EVENTS: OnceLock<PathBuf> = OnceLock::new();
+
+/// Appends one event line (with this process's id) to the `--events` file, if any.
+/// One `write_all` of a whole line on an O_APPEND file: lines never interleave.
+fn record(mut event: Value) {
+    let Some(path) = EVENTS.get() else { return };
+    event["pid"] = json!(std::process::id());
+    let line = format!("{event}\n");
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        eprintln!("fixture: cannot write {}: {e}", path.display());
+    }
+}
+
+/// Records each HTTP request's method and URI (path and query) with `--events`.
+async fn record_request(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    record(json!({"event": "http", "method": request.method().as_str(), "uri": request.uri().to_string()}));
+    next.run(request).await
 }
 
 #[derive(Clone, Default)]
@@ -108,8 +142,11 @@ impl ServerHandler for Fixture {
             tool("get_count", "The session's counter", obj(json!({}), &[])),
             tool(
                 "slow",
-                "Sleeps `ms` milliseconds",
-                obj(json!({"ms": {"type": "integer"}}), &["ms"]),
+                "Sleeps `ms` milliseconds, or until the file `until` exists",
+                obj(
+                    json!({"ms": {"type": "integer"}, "until": {"type": "string"}}),
+                    &["ms"],
+                ),
             ),
             tool(
                 "progress",
@@ -176,9 +213,37 @@ impl ServerHandler for Fixture {
             "get_count" => structured(json!({"count": self.count.load(Ordering::SeqCst)})),
             "slow" => {
                 let ms = int_arg(args, "ms", 0).max(0) as u64;
+                let until = args
+                    .as_ref()
+                    .and_then(|a| a.get("until"))
+                    .and_then(Value::as_str)
+                    .map(PathBuf::from);
+                let id = json!(context.id);
+                record(json!({"event": "call", "tool": "slow", "request_id": id}));
+                // A gate a test opens by creating the file: an event, not a duration.
+                let gate = async {
+                    match until {
+                        Some(path) => {
+                            while !path.exists() {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
+                        }
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(ms)) => structured(json!({"slept_ms": ms})),
-                    _ = context.ct.cancelled() => return Err(ErrorData::internal_error("cancelled", None)),
+                    _ = gate => {
+                        record(json!({"event": "slow_done", "request_id": id}));
+                        structured(json!({"gate": "open"}))
+                    }
+                    _ = tokio::time::sleep(Duration::from_millis(ms)) => {
+                        record(json!({"event": "slow_done", "request_id": id}));
+                        structured(json!({"slept_ms": ms}))
+                    }
+                    _ = context.ct.cancelled() => {
+                        record(json!({"event": "slow_aborted", "request_id": id}));
+                        return Err(ErrorData::internal_error("cancelled", None));
+                    }
                 }
             }
             "progress" => {
@@ -237,6 +302,18 @@ impl ServerHandler for Fixture {
             }
         };
         Ok(result.into())
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _: NotificationContext<RoleServer>,
+    ) {
+        record(json!({
+            "event": "cancelled",
+            "request_id": notification.request_id,
+            "reason": notification.reason,
+        }));
     }
 
     async fn list_resources(
@@ -314,6 +391,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         probes,
         ..Fixture::default()
     };
+    if let Some(path) = flag("--events") {
+        EVENTS.set(path.into()).expect("set once");
+    }
     if let Some(ms) = flag("--start-delay-ms") {
         tokio::time::sleep(Duration::from_millis(ms.parse()?)).await;
     }
@@ -335,7 +415,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 );
             let listener = tokio::net::TcpListener::bind(&addr).await?;
             eprintln!("fixture listening on http://{}/mcp", listener.local_addr()?);
-            axum::serve(listener, axum::Router::new().nest_service("/mcp", service)).await?;
+            let app = axum::Router::new()
+                .nest_service("/mcp", service)
+                .layer(axum::middleware::from_fn(record_request));
+            axum::serve(listener, app).await?;
         }
     }
     Ok(())
