@@ -26,16 +26,23 @@ UPSTREAM = E2E_DIR / "promise_upstream.py"
 
 # One MCP request, or one event wf is expected to cause.
 OP_TIMEOUT = 30.0
+# A Python upstream imports the whole `mcp` package at each start, which takes
+# seconds on a loaded 2-core machine: its sources get generous start bounds
+# (wf's defaults are 30 s to connect and 15 s to discover).
+PY_START_MS = 120_000
+PY_START_TIMEOUT = PY_START_MS / 1000
+PY_SERVER = {"discovery_timeout_ms": PY_START_MS}
 
 
 def py_upstream(*args: str) -> dict[str, Any]:
     """An mcp source setting that runs promise_upstream.py over stdio."""
-    return {"command": sys.executable, "args": [str(UPSTREAM), *args]}
+    return {"command": sys.executable, "args": [str(UPSTREAM), *args], "connect_timeout_ms": PY_START_MS}
 
 
 def start_py_upstream_http(wf: Wf, port: int, *args: str) -> str:
     """Starts promise_upstream.py on streamable HTTP; returns its MCP endpoint."""
-    return wf.start_upstream_http("py-upstream", [sys.executable, str(UPSTREAM), "--http", str(port), *args], port)
+    argv = [sys.executable, str(UPSTREAM), "--http", str(port), *args]
+    return wf.start_upstream_http("py-upstream", argv, port, timeout=PY_START_TIMEOUT)
 
 
 def wait_log(path: Path, needle: str, what: str, timeout: float = OP_TIMEOUT) -> str:

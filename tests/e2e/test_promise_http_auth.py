@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+from admin_support import wait_tools
 from conftest import Wf, content_text, free_port, toml_config
 from promise_support import OP_TIMEOUT, start_py_upstream_http
 
@@ -37,9 +38,8 @@ async def test_headers_auth_headers_and_bearer_token_reach_the_upstream(wf: Wf) 
     config = wf.write_config(toml_config({"up": source}))
     env = {"PROMISE_TOKEN": TOKEN, "PROMISE_TEAM": AUTH_TEAM}
     async with wf.stdio_client("auto", "--config", str(config), env=env) as c:
+        await wait_tools(c, lambda n: "up__echo" in n, "the upstream discovered")
         with anyio.fail_after(OP_TIMEOUT):
-            tools = {t.name for t in (await c.list_tools()).tools}
-            assert "up__echo" in tools, sorted(tools)
             result = await c.call_tool("up__echo", {"text": "through wf"})
         assert not result.is_error and content_text(result.content) == "through wf", result
 

@@ -18,7 +18,7 @@ import pytest
 
 from admin_support import tool_names, wait_tools
 from conftest import Wf, content_text, toml_config
-from promise_support import OP_TIMEOUT, list_changed_waiter, py_upstream
+from promise_support import OP_TIMEOUT, PY_SERVER, PY_START_TIMEOUT, list_changed_waiter, py_upstream
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +28,7 @@ FRONTS = [("stdio", "legacy"), ("stdio", "auto"), ("http", "legacy"), ("http", "
 @pytest.mark.parametrize(("transport", "mode"), FRONTS, ids=[f"{t}-{m}" for t, m in FRONTS])
 async def test_upstream_list_changed_is_rediscovered_and_announced(wf: Wf, transport: str, mode: str) -> None:
     tools_file = wf.root / "added-tools.txt"
-    config = wf.write_config(toml_config({"up": py_upstream("--tools-file", str(tools_file))}))
+    config = wf.write_config(toml_config({"up": py_upstream("--tools-file", str(tools_file))}, server=PY_SERVER))
     notes: list[Any] = []
 
     async def handler(message: Any) -> None:
@@ -42,17 +42,18 @@ async def test_upstream_list_changed_is_rediscovered_and_announced(wf: Wf, trans
 
     async with client as c:
         # The Python upstream may start after wf's startup grace.
-        before = await wait_tools(c, lambda n: "up__echo" in n, "the upstream discovered")
+        before = await wait_tools(c, lambda n: "up__echo" in n, "the upstream discovered", PY_START_TIMEOUT)
         assert {"up__echo", "up__add_tool"} <= before and "up__zeta" not in before, sorted(before)
         async with list_changed_waiter(c, notes) as announced:
             with anyio.fail_after(OP_TIMEOUT):
                 added = await c.call_tool("up__add_tool", {"name": "zeta"})
             assert not added.is_error and content_text(added.content) == "added zeta", added
             # Every listing follows an announcement: the client lists only when told to.
+            # The rediscovery starts a new upstream process.
             names = before
-            with anyio.fail_after(OP_TIMEOUT):
+            with anyio.fail_after(PY_START_TIMEOUT):
                 while "up__zeta" not in names:
-                    await announced(OP_TIMEOUT)
+                    await announced(PY_START_TIMEOUT)
                     names = await tool_names(c)
         assert names == before | {"up__zeta"}, sorted(names)
         with anyio.fail_after(OP_TIMEOUT):

@@ -24,7 +24,7 @@ import pytest
 
 from admin_support import admin, wait_for
 from conftest import Wf, call_outcome, toml_config
-from promise_support import OP_TIMEOUT, py_upstream
+from promise_support import OP_TIMEOUT, PY_SERVER, PY_START_TIMEOUT, py_upstream
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +47,8 @@ async def test_discovery_timeout_ms_bounds_discovery(wf: Wf) -> None:
     )
     async with wf.stdio_client("auto", "--config", str(config)) as c:
         row = await wait_for(
-            lambda: source_row(c, "slow"), lambda r: r.get("error") is not None, "discovery of a stalled upstream fails"
+            lambda: source_row(c, "slow"), lambda r: r.get("error") is not None, "discovery of a stalled upstream fails",
+            OP_TIMEOUT,
         )
     assert "discovery timed out after 1500 ms" in row["error"], row
 
@@ -57,7 +58,8 @@ async def test_connect_timeout_ms_bounds_the_handshake(wf: Wf, fixture_upstream_
     config = wf.write_config(toml_config({"late": source}))
     async with wf.stdio_client("auto", "--config", str(config)) as c:
         row = await wait_for(
-            lambda: source_row(c, "late"), lambda r: r.get("error") is not None, "connecting to a mute upstream fails"
+            lambda: source_row(c, "late"), lambda r: r.get("error") is not None, "connecting to a mute upstream fails",
+            OP_TIMEOUT,
         )
     assert "connecting took longer than 1500 ms" in row["error"], row
 
@@ -84,13 +86,14 @@ async def test_live_list_timeout_ms_bounds_a_live_listing(
     delay_file = wf.root / "prompts-delay"
     config = wf.write_config(
         toml_config(
-            {"up": py_upstream("--prompts-delay-file", str(delay_file))}, server={"live_list_timeout_ms": live_ms}
+            {"up": py_upstream("--prompts-delay-file", str(delay_file))},
+            server={**PY_SERVER, "live_list_timeout_ms": live_ms},
         )
     )
     async with wf.stdio_client("auto", "--config", str(config)) as c:
         # The Python upstream may start after wf's startup grace.
         first = await wait_for(
-            lambda: prompt_names(c), lambda n: "up__hello" in n, "the upstream's prompts discovered"
+            lambda: prompt_names(c), lambda n: "up__hello" in n, "the upstream's prompts discovered", PY_START_TIMEOUT
         )
         assert "up__late" not in first, sorted(first)
         with anyio.fail_after(OP_TIMEOUT):
