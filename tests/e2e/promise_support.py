@@ -45,19 +45,8 @@ def start_py_upstream_http(wf: Wf, port: int, *args: str) -> str:
     return wf.start_upstream_http("py-upstream", argv, port, timeout=PY_START_TIMEOUT)
 
 
-def wait_log(path: Path, needle: str, what: str, timeout: float = OP_TIMEOUT) -> str:
-    """Waits until the log file contains `needle`; returns the log."""
-    deadline = time.monotonic() + timeout
-    while True:
-        text = path.read_text(errors="replace") if path.exists() else ""
-        if needle in text:
-            return text
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: {needle!r} not in {path.name} within {timeout}s:\n{tail(path)}")
-        time.sleep(0.05)
-
-
 async def wait_log_async(path: Path, needle: str, what: str, timeout: float = OP_TIMEOUT) -> str:
+    """Waits (without blocking the event loop) until the log file contains `needle`; returns the log."""
     deadline = time.monotonic() + timeout
     while True:
         text = path.read_text(errors="replace") if path.exists() else ""
