@@ -10,8 +10,10 @@
   source's live session — longer than the 5 s default when configured so, and
   no longer than configured when the session is slower.
 
-The upstreams here would stall for ten minutes, far beyond every bound tested
-and every default, so each outcome can only come from the configured value.
+The stalled upstreams here would answer after ten minutes, far beyond every
+bound tested and every default; the live listings answer after 3 s and 8 s, on
+either side of the 5 s default. So each outcome can only come from the
+configured value.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ async def test_call_timeout_ms_bounds_one_call(wf: Wf, fixture_upstream_bin: Pat
 
 @pytest.mark.parametrize(
     ("live_ms", "delay_ms", "late_listed"),
-    [(1500, STALL_MS, False), (60_000, 8_000, True)],
+    [(1_000, 3_000, False), (60_000, 8_000, True)],
     ids=["shorter-than-the-session", "longer-than-the-default"],
 )
 async def test_live_list_timeout_ms_bounds_a_live_listing(
@@ -96,9 +98,14 @@ async def test_live_list_timeout_ms_bounds_a_live_listing(
             lambda: prompt_names(c), lambda n: "up__hello" in n, "the upstream's prompts discovered", PY_START_TIMEOUT
         )
         assert "up__late" not in first, sorted(first)
+        # A call waits for the live session to open (a Python start: seconds), so
+        # the listing below measures the listing alone.
+        with anyio.fail_after(PY_START_TIMEOUT):
+            echoed = await c.call_tool("up__echo", {"text": "open"})
+        assert not echoed.is_error, echoed
         with anyio.fail_after(OP_TIMEOUT):
             delay_file.write_text(str(delay_ms))
             listed = await prompt_names(c)
-    # Shorter: the discovered listing, at the configured bound (not after ten minutes).
-    # Longer than the 5 s default: the live session's answer, `late` included.
+    # 1 s: the discovered listing (the live answer comes after 3 s; the 5 s default would wait for it).
+    # 60 s: the live session's answer after 8 s, `late` included (the default would give up at 5 s).
     assert ("up__late" in listed) is late_listed and "up__hello" in listed, sorted(listed)
