@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use wf_host::app::{App, StartOptions};
+use wf_host::config::ServerConfig;
 use wf_host::server::{HttpOptions, Surfaces, serve_http};
 
 /// The token the fuzzed server wants (seeds use it, so the fuzzer gets past the guard).
@@ -55,12 +56,10 @@ fn server() -> SocketAddr {
                     log_level: "off".into(),
                 };
                 let app = App::start(&opts).await.expect("host starts");
-                let http = HttpOptions {
-                    bind: addr,
-                    token: Some(TOKEN.into()),
-                    allowed_hosts: vec!["wf.example".into()],
-                    allowed_origins: vec!["https://app.example".into()],
-                };
+                let mut http =
+                    HttpOptions::new(addr, Some(TOKEN.into()), &ServerConfig::default());
+                http.allowed_hosts = vec!["wf.example".into()];
+                http.allowed_origins = vec!["https://app.example".into()];
                 let surfaces = Surfaces::new(&app);
                 serve_http(app, surfaces, http, CancellationToken::new())
                     .await

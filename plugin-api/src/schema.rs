@@ -185,14 +185,20 @@ pub fn node_spec_problems(spec: &NodeSpec) -> Vec<String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CapabilityKind {
+    /// A tool.
     Tool,
+    /// A workflow node spec.
     Node,
+    /// A prompt.
     Prompt,
+    /// A resource.
     Resource,
+    /// A resource template.
     ResourceTemplate,
 }
 
 impl CapabilityKind {
+    /// Its name in problem reports (`tool`, `node`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Tool => "tool",
@@ -213,11 +219,13 @@ impl std::fmt::Display for CapabilityKind {
 /// One capability of a catalog that fails the checks, with every reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CapabilityProblem {
+    /// What kind of capability it is.
     pub kind: CapabilityKind,
     /// Its name (a URI or URI template for resources and templates).
     pub name: String,
     /// Its position among the catalog's capabilities of that kind.
     pub index: usize,
+    /// Every reason it fails, one line each.
     pub problems: Vec<String>,
 }
 
