@@ -221,8 +221,7 @@ impl Runtime {
             ServiceError::McpError(m)
                 if m.message.contains(SSE_CUT) && cut_for_size(client, id) =>
             {
-                PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
-                    .with_data(json!({"max_message_bytes": limit}))
+                self.too_large()
             }
             ServiceError::McpError(m) => {
                 PluginError::upstream(format!("upstream error {}: {}", m.code.0, m.message))
@@ -234,14 +233,13 @@ impl Runtime {
             ),
             ServiceError::TransportSend(t) if is_too_large(&t) => {
                 tracing::warn!(source = %self.source, limit, "upstream reply over max_message_bytes refused");
-                PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
-                    .with_data(json!({"max_message_bytes": limit}))
+                self.too_large()
             }
+            // An SSE reply cut for size (http.rs noted it); rmcp may close the session.
             ServiceError::TransportClosed | ServiceError::TransportSend(_)
                 if cut_for_size(client, id) =>
             {
-                PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
-                    .with_data(json!({"max_message_bytes": limit}))
+                self.too_large()
             }
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 match client.broken.get() {
@@ -257,6 +255,13 @@ impl Runtime {
         };
         self.note_error(&err);
         err
+    }
+
+    /// The error of a call whose reply was over `max_message_bytes`.
+    fn too_large(&self) -> PluginError {
+        let limit = self.config.max_message_bytes;
+        PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
+            .with_data(json!({"max_message_bytes": limit}))
     }
 
     fn options(&self) -> PeerRequestOptions {
