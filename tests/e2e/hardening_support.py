@@ -190,6 +190,7 @@ class RawStdio:
         self._err = log.open("wb")
         self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err)
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.notifications: list[dict[str, Any]] = []
 
         def read() -> None:
             assert self.proc.stdout is not None
@@ -206,13 +207,20 @@ class RawStdio:
         self.proc.stdin.flush()
 
     def reply(self, timeout: float) -> dict[str, Any]:
-        """The next message wf writes; fails after `timeout` s."""
+        """The next reply wf writes (a message with an `id`, null included),
+        skipping its notifications (e.g. list_changed once discovery ends);
+        fails after `timeout` s."""
         import queue
 
-        try:
-            return self.lines.get(timeout=timeout)
-        except queue.Empty:
-            pytest.fail(f"no reply from wf within {timeout}s")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                msg = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"no reply from wf within {timeout}s")
+            if "id" in msg:
+                return msg
+            self.notifications.append(msg)
 
     def initialize(self, timeout: float) -> None:
         self.send(initialize_body(0))
