@@ -75,17 +75,24 @@ def is_closed_by_peer(s: socket.socket, timeout: float) -> bool:
         return False
 
 
-def stalled_post(port: int, path: str = "/mcp", extra_headers: str = "") -> socket.socket:
+def stalled_post(port: int, path: str = "/mcp", timeout: float = 30) -> socket.socket:
     """A POST whose head is complete but whose body stops half way: a request
-    in progress for as long as the socket stays open."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    in progress for as long as the socket stays open. Returns once wf is
+    reading the body (its `100 Continue` says so)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.sendall(
         (
             f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            f"Accept: application/json, text/event-stream\r\n{extra_headers}Content-Length: 1000\r\n\r\n"
-            '{"jsonrpc":'
+            "Accept: application/json, text/event-stream\r\nExpect: 100-continue\r\nContent-Length: 1000\r\n\r\n"
         ).encode()
     )
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = s.recv(4096)
+        assert chunk, f"wf closed the connection instead of reading the body: {got!r}"
+        got += chunk
+    assert got.startswith(b"HTTP/1.1 100"), f"expected 100 Continue, got {got[:200]!r}"
+    s.sendall(b'{"jsonrpc":')
     return s
 
 
@@ -183,6 +190,7 @@ class RawStdio:
         self._err = log.open("wb")
         self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err)
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.notifications: list[dict[str, Any]] = []
 
         def read() -> None:
             assert self.proc.stdout is not None
@@ -199,13 +207,20 @@ class RawStdio:
         self.proc.stdin.flush()
 
     def reply(self, timeout: float) -> dict[str, Any]:
-        """The next message wf writes; fails after `timeout` s."""
+        """The next reply wf writes (a message with an `id`, null included),
+        skipping its notifications (e.g. list_changed once discovery ends);
+        fails after `timeout` s."""
         import queue
 
-        try:
-            return self.lines.get(timeout=timeout)
-        except queue.Empty:
-            pytest.fail(f"no reply from wf within {timeout}s")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                msg = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"no reply from wf within {timeout}s")
+            if "id" in msg:
+                return msg
+            self.notifications.append(msg)
 
     def initialize(self, timeout: float) -> None:
         self.send(initialize_body(0))

@@ -124,9 +124,9 @@ async def test_a_call_longer_than_the_idle_timeout_still_succeeds(wf: Wf) -> Non
 
 def test_when_every_connection_is_busy_a_new_one_gets_503(wf: Wf) -> None:
     server = serve(wf, "max_connections = 2\n")
+    # Both connections have sent a request, so neither may be closed to make room.
     busy = [stalled_post(server.port) for _ in range(2)]
     try:
-        wait_until(lambda: socket_fds(server.proc.pid) >= 3, CLOSE_TIMEOUT, "wf to accept both")
         extra = idle_socket(server.port)
         try:
             assert read_http_status(extra, OP_TIMEOUT) == 503
@@ -209,8 +209,13 @@ def test_sessions_are_bounded_and_their_followers_end(wf: Wf, http: httpx2.Clien
     sessions = [RawSession(http, server.url) for _ in range(5)]
     for s in sessions:
         assert s.initialize().status_code == 200
-    front = status(observer)
-    assert (front["http_sessions"], front["list_followers"]) == (6, 5), front
+    # Followers start when `initialized` is handled, just after its 202.
+    wait_until(
+        lambda: (f := status(observer)) and (f["http_sessions"], f["list_followers"]) == (6, 5),
+        CLOSE_TIMEOUT,
+        "six sessions, five of them followed",
+        interval=0.2,
+    )
     # Over the bound: a clear refusal.
     r = http.post(server.url, json=initialize_body(9), headers=MCP_HEADERS)
     assert r.status_code == 503, r.text
