@@ -21,6 +21,7 @@ from promise_support import OP_TIMEOUT
 pytestmark = pytest.mark.anyio
 
 PAGE = 3
+SLOW_START_MS = 120_000
 KINDS = {
     "tools": ("list_tools", "tools"),
     "prompts": ("list_prompts", "prompts"),
@@ -53,14 +54,20 @@ async def pages(c: Client, kind: str) -> list[list[str]]:
 
 
 def config(wf: Wf, fixture_upstream_bin: Path, everything_bin: Path, page_size: int, name: str) -> Path:
-    sources = {"fx": {"command": str(fixture_upstream_bin)}, "ev": {"command": str(everything_bin)}}
-    return wf.write_config(toml_config(sources, server={"page_size": page_size}), name)
+    # server-everything (node) can take long to start on a loaded machine.
+    ev = {"command": str(everything_bin), "connect_timeout_ms": SLOW_START_MS}
+    sources = {"fx": {"command": str(fixture_upstream_bin)}, "ev": ev}
+    server = {"page_size": page_size, "discovery_timeout_ms": SLOW_START_MS}
+    return wf.write_config(toml_config(sources, server=server), name)
 
 
 async def discovered(c: Client) -> None:
     """Waits until both upstreams' tools are listed (server-everything may start slowly)."""
     await wait_tools(
-        c, lambda n: bool(source_tools(n, "fx")) and bool(source_tools(n, "ev")), "both upstreams discovered"
+        c,
+        lambda n: bool(source_tools(n, "fx")) and bool(source_tools(n, "ev")),
+        "both upstreams discovered",
+        SLOW_START_MS / 1000,
     )
 
 
