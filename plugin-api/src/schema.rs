@@ -312,9 +312,10 @@ pub fn capability_problems(catalog: &Catalog) -> Vec<CapabilityProblem> {
 
 /// Where `value` does not match `schema`, for the keywords that decide a
 /// value's shape: `type`, `enum`, `const`, `properties`, `required`,
-/// `additionalProperties: false`, `items` and `anyOf`/`oneOf`/`allOf`
-/// (a focused check, not a full validator: formats, patterns and bounds are
-/// not checked). `at` names the place in messages (`$` for the root).
+/// `additionalProperties`, `items` and `anyOf`/`oneOf`/`allOf` (a focused
+/// check, not a full validator: `oneOf` passes when any alternative matches;
+/// `$ref`, formats, patterns and bounds are not checked). `at` names the
+/// place in messages (`$` for the root).
 pub fn instance_problems(schema: &Value, value: &Value, at: &str) -> Vec<String> {
     let mut out = Vec::new();
     check_instance(schema, value, at, &mut out);

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-from admin_support import admin, sources_by_name
+from admin_support import sources_by_name, wait_tools
 from conftest import Wf, all_prompts, all_tools, content_text, toml_config
 from planner_support import planner
 
@@ -49,6 +49,8 @@ def bad_tools(names: set[str]) -> set[str]:
 async def test_bad_capabilities_are_left_out_and_the_rest_served(wf: Wf, everything_bin: Path, mode: str) -> None:
     config = setup(wf, everything_bin)
     async with wf.stdio_client(mode, "--config", str(config)) as c:
+        # server-everything (node) may start after the first list on a busy machine.
+        tools = await wait_tools(c, lambda names: "everything__echo" in names, "everything discovered", OP_TIMEOUT)
         with anyio.fail_after(OP_TIMEOUT):
             tools = {t.name for t in await all_tools(c)}
             prompts = {p.name for p in await all_prompts(c)}

@@ -155,8 +155,8 @@ async def test_validate_workflow_lists_every_problem_with_node_and_path(wf: Wf, 
                 (None, "sessions.nosuch", "unknown_source"),
             }, got["problems"]
             by_path = {p["path"]: p for p in got["problems"]}
-            # The unknown capability's message suggests the near miss by name.
-            assert "call list_capabilities" in by_path["nodes[0].use"]["message"]
+            # The unknown capability's message suggests the near miss (edit distance).
+            assert by_path["nodes[0].use"]["message"].endswith("did you mean fx.increment?")
             assert "fx.slow" in by_path["nodes[1].args.ms"]["message"]
 
             fine = await planner(c, "validate_workflow", {"workflow": HELLO})
