@@ -5,7 +5,9 @@
 use std::any::Any;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
@@ -151,18 +153,46 @@ struct SourceAdapter<S> {
     source: Arc<S>,
 }
 
+/// How long a cancelled call that watches [`CallContext::cancelled`] may
+/// still run to finish its cleanup before its future is dropped.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
 /// Runs `work` on the plugin runtime and hands the host a future that only
-/// waits for its result. Dropping that future cancels `work`.
-fn spawn_call<F>(cancel: CancellationToken, work: F) -> FfiFuture<RResult<RString, RString>>
+/// waits for its result. Dropping that future cancels `work`: the call's
+/// token fires first, then `work` is dropped.
+fn spawn_call<F>(
+    cancel: CancellationToken,
+    watching: Arc<AtomicBool>,
+    work: F,
+) -> FfiFuture<RResult<RString, RString>>
 where
     F: Future<Output = Result<String, PluginError>> + Send + 'static,
 {
     let (tx, rx) = oneshot::channel();
     let token = cancel.clone();
     runtime().spawn(async move {
+        let work = AssertUnwindSafe(work).catch_unwind();
+        tokio::pin!(work);
         let out = tokio::select! {
-            r = AssertUnwindSafe(work).catch_unwind() => r.unwrap_or_else(|p| Err(panicked(p))),
-            _ = token.cancelled() => Err(PluginError::cancelled()),
+            // `work` is polled before the token: when the token fires, the
+            // `ctx.cancelled()` branch `work` waits in runs on this very poll,
+            // every time (an unbiased select dropped `work` unpolled about
+            // half the time, so the branch ran or not by chance).
+            biased;
+            r = &mut work => r.unwrap_or_else(|p| Err(panicked(p))),
+            _ = token.cancelled() => {
+                // The host no longer waits. A call that watches for
+                // cancellation gets a bounded time to finish its cleanup
+                // (which may itself await); any other is dropped now.
+                if watching.load(Ordering::Acquire) {
+                    match tokio::time::timeout(CANCEL_GRACE, &mut work).await {
+                        Ok(r) => r.unwrap_or_else(|p| Err(panicked(p))),
+                        Err(_) => Err(PluginError::cancelled()),
+                    }
+                } else {
+                    Err(PluginError::cancelled())
+                }
+            }
         };
         let _ = tx.send(out);
     });
@@ -188,12 +218,14 @@ impl<S: Source> SourceFfi for SourceAdapter<S> {
     ) -> FfiFuture<RResult<RString, RString>> {
         let source = self.source.clone();
         let cancel = CancellationToken::new();
+        let watching = Arc::new(AtomicBool::new(false));
         let call = CallContext {
             inner: Arc::new(ctx),
             cancel: cancel.clone(),
+            watching: watching.clone(),
         };
         let started = catch_unwind(AssertUnwindSafe(|| {
-            spawn_call(cancel, async move {
+            spawn_call(cancel, watching, async move {
                 dispatch(&*source, request.as_str(), call).await
             })
         }));

@@ -203,7 +203,7 @@ impl Admin {
                 "catalog_from_snapshot": st.from_snapshot,
                 "catalog_age_ms": st.discovered_at.map(|t| now - t),
                 "session_epoch": runtime.get("epoch"),
-                "calls_in_flight": runtime.get("calls_in_flight"),
+                "calls_in_flight": e.handle.as_ref().map(|h| h.calls_in_flight()),
                 "capabilities": counts,
                 "runtime": runtime,
             })
@@ -243,6 +243,10 @@ impl Admin {
                 "sources": sources.len(), "tools": proj.tools.len(), "prompts": proj.prompts.len(),
                 "resources": proj.resources.len(), "resource_templates": proj.templates.len(),
             },
+            "calls_in_flight": sources
+                .iter()
+                .filter_map(|e| Some((e.name.clone(), json!(e.handle.as_ref()?.calls_in_flight()))))
+                .collect::<Map<String, Value>>(),
             "name_collisions": proj.collisions,
             "last_reload": *self.app.last_reload.lock().unwrap(),
             "restart_needed": plugins.changed_files(),
