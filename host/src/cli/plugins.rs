@@ -1,4 +1,5 @@
-//! `wf plugins`: what loaded, what was refused and why.
+//! `wf plugins`: what loaded, what was refused and why. Exits 1 when a file
+//! (or folder) was refused, unless `--allow-refused`.
 
 use serde_json::json;
 
@@ -9,6 +10,11 @@ use crate::plugins::supported_api_range;
 pub fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
     let (_config, set, _events, _rx) =
         load_config_and_plugins(&args.common.start_options(log_level))?;
+    let code = if set.refused.is_empty() || args.allow_refused {
+        0
+    } else {
+        1
+    };
     if args.json {
         let loaded: Vec<_> = set
             .loaded
@@ -21,6 +27,7 @@ pub fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
                     "file": p.file,
                     "kinds": p.manifest.kinds,
                     "description": p.manifest.description,
+                    "warnings": p.warnings,
                 })
             })
             .collect();
@@ -30,9 +37,10 @@ pub fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
             "dirs": set.dirs,
             "loaded": loaded,
             "refused": set.refused,
+            "notes": set.notes,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(0);
+        return Ok(code);
     }
     println!(
         "wf {} · plugin api {} (loads plugins built against {})",
@@ -55,6 +63,9 @@ pub fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
             m.kinds.join(", "),
             p.file.display()
         );
+        for w in &p.warnings {
+            println!("    warning: {w}");
+        }
     }
     if !set.refused.is_empty() {
         println!("refused ({}):", set.refused.len());
@@ -62,5 +73,17 @@ pub fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
             println!("  {}: {}", r.file.display(), r.reason);
         }
     }
-    Ok(0)
+    if !set.notes.is_empty() {
+        println!("notes:");
+        for n in &set.notes {
+            println!("  {}: {}", n.path.display(), n.note);
+        }
+    }
+    if code != 0 {
+        eprintln!(
+            "wf plugins: {} refused (exit 1; --allow-refused exits 0)",
+            set.refused.len()
+        );
+    }
+    Ok(code)
 }
