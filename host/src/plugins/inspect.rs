@@ -40,7 +40,11 @@ impl Elf {
         let bytes = b.get(at..at + size)?;
         let mut v = 0u64;
         for i in 0..size {
-            let byte = if self.little { bytes[size - 1 - i] } else { bytes[i] };
+            let byte = if self.little {
+                bytes[size - 1 - i]
+            } else {
+                bytes[i]
+            };
             v = (v << 8) | u64::from(byte);
         }
         Some(v)

@@ -151,13 +151,22 @@ impl Copies {
         let name = file.file_name()?.to_string_lossy().to_string();
         if self.dir.is_none() {
             let under = self.under.clone().unwrap_or_else(std::env::temp_dir);
-            let made = tempfile::Builder::new()
-                .prefix("plugin-reload-")
-                .tempdir_in(&under);
+            let mut builder = tempfile::Builder::new();
+            builder.prefix("plugin-reload-");
+            // tempfile leaves a directory's mode to the umask: ask for 0700.
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                builder.permissions(std::fs::Permissions::from_mode(0o700));
+            }
+            let made = builder.tempdir_in(&under);
             match made {
                 Ok(d) => self.dir = Some(d),
                 Err(e) => {
-                    tracing::warn!("cannot make a folder for rebuilt plugins in {}: {e}", under.display());
+                    tracing::warn!(
+                        "cannot make a folder for rebuilt plugins in {}: {e}",
+                        under.display()
+                    );
                     return None;
                 }
             }
@@ -288,7 +297,9 @@ impl PluginSet {
                     ));
                     continue;
                 }
-                tracing::warn!("loading plugins from an unsafe folder (--allow-insecure-plugin-dir): {why}");
+                tracing::warn!(
+                    "loading plugins from an unsafe folder (--allow-insecure-plugin-dir): {why}"
+                );
                 self.notes.push(Note {
                     path: dir.clone(),
                     note: format!("unsafe, loaded anyway (--allow-insecure-plugin-dir): {why}"),
@@ -330,7 +341,8 @@ impl PluginSet {
         if let Err(why) = super::safety::check_file(&file, dir) {
             if !self.policy.allow_insecure {
                 tracing::warn!("refused plugin {}: {why}", file.display());
-                self.refused.push(Refusal::rescanned(file, format!("not loaded: {why}")));
+                self.refused
+                    .push(Refusal::rescanned(file, format!("not loaded: {why}")));
                 return None;
             }
             tracing::warn!("loading an unsafe plugin file (--allow-insecure-plugin-dir): {why}");

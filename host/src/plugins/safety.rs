@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 /// Why `dir` is unsafe to load plugins from, if it is.
 pub fn check_dir(dir: &Path) -> Result<(), String> {
-    let real = std::fs::canonicalize(dir)
-        .map_err(|e| format!("plugin folder {}: {e}", dir.display()))?;
+    let real =
+        std::fs::canonicalize(dir).map_err(|e| format!("plugin folder {}: {e}", dir.display()))?;
     check_one(&real, Kind::Folder).map_err(|why| format!("plugin folder {why}"))?;
     check_ancestors(&real)
 }
@@ -41,9 +41,8 @@ enum Kind {
 fn check_ancestors(real: &Path) -> Result<(), String> {
     let mut above: Option<PathBuf> = real.parent().map(Path::to_path_buf);
     while let Some(p) = above {
-        check_one(&p, Kind::Above).map_err(|why| {
-            format!("{why} (it holds plugin folder {})", real.display())
-        })?;
+        check_one(&p, Kind::Above)
+            .map_err(|why| format!("{why} (it holds plugin folder {})", real.display()))?;
         above = p.parent().map(Path::to_path_buf);
     }
     Ok(())
@@ -70,7 +69,11 @@ fn check_one(path: &Path, kind: Kind) -> Result<(), String> {
         } else {
             "group-writable"
         };
-        let what = if kind == Kind::File { "put their code in it" } else { "plant a library wf would load" };
+        let what = if kind == Kind::File {
+            "put their code in it"
+        } else {
+            "plant a library wf would load"
+        };
         return Err(format!(
             "{} is {who} (mode {mode:o}): another user could {what}; `chmod go-w {}` (or start wf with --allow-insecure-plugin-dir)",
             path.display(),
@@ -109,11 +112,17 @@ mod tests {
 
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o664)).unwrap();
         let why = check_file(&f, &d).unwrap_err();
-        assert!(why.contains("group-writable") && why.contains("chmod go-w"), "{why}");
+        assert!(
+            why.contains("group-writable") && why.contains("chmod go-w"),
+            "{why}"
+        );
 
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
         let why = check_dir(&d).unwrap_err();
-        assert!(why.contains("world-writable") && why.contains("1777"), "{why}");
+        assert!(
+            why.contains("world-writable") && why.contains("1777"),
+            "{why}"
+        );
 
         // A sticky world-writable folder above is fine (that is /tmp).
         let inner = d.join("plugins");
