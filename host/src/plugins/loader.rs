@@ -192,10 +192,6 @@ fn scan_dir(dir: &Path) -> Scan {
     let ext = std::env::consts::DLL_EXTENSION;
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            scan.note = Some("no such folder".into());
-            return scan;
-        }
         Err(e) => {
             scan.refused.push(Refusal::rescanned(
                 dir.to_path_buf(),
@@ -288,6 +284,14 @@ impl PluginSet {
         self.notes.clear();
         let mut loaded = Vec::new();
         for dir in dirs {
+            if !dir.exists() {
+                tracing::debug!(dir = %dir.display(), "plugin folder does not exist; skipped");
+                self.notes.push(Note {
+                    path: dir.clone(),
+                    note: "no such folder".into(),
+                });
+                continue;
+            }
             if let Err(why) = super::safety::check_dir(dir) {
                 if !self.policy.allow_insecure {
                     tracing::warn!("refused plugin folder {}: {why}", dir.display());
