@@ -375,9 +375,17 @@ mod tests {
     }
 
     /// Starts `tool`, drops the call once it started, returns the events.
-    async fn cancel(src: &crate::testing::TestSource, tool: &str, until: &str) -> Vec<&'static str> {
+    async fn cancel(
+        src: &crate::testing::TestSource,
+        tool: &str,
+        until: &str,
+    ) -> Vec<&'static str> {
         EVENTS.lock().unwrap().clear();
-        let started: &'static str = if tool == "watching" { "watching started" } else { "plain started" };
+        let started: &'static str = if tool == "watching" {
+            "watching started"
+        } else {
+            "plain started"
+        };
         tokio::select! {
             _ = src.call_tool(tool, json!({})) => panic!("{tool} finished"),
             _ = wait_for(started) => {}
@@ -393,7 +401,14 @@ mod tests {
         // awaited cleanup completes, then the future is dropped.
         for _ in 0..5 {
             let seen = cancel(&src, "watching", "watching dropped").await;
-            assert_eq!(seen, ["watching started", "watching cleaned up", "watching dropped"]);
+            assert_eq!(
+                seen,
+                [
+                    "watching started",
+                    "watching cleaned up",
+                    "watching dropped"
+                ]
+            );
         }
         // A call that never asked is dropped at once, not after the 5 s grace.
         let t = std::time::Instant::now();
