@@ -9,7 +9,7 @@ use wf_plugin_api::Catalog;
 
 use crate::catalog::Snapshot;
 use crate::config::LoadedConfig;
-use crate::plugins::{HostEvents, PluginSet, load_plugins, plugin_dirs};
+use crate::plugins::{HostEvents, LoadPolicy, PluginSet, load_plugins, plugin_dirs};
 use crate::sources::{ApplyReport, Sources, desired_sources};
 use crate::store::Store;
 use crate::surfaces::proxy::{NameRules, Projection};
@@ -36,6 +36,8 @@ pub struct StartOptions {
     pub state_dir: Option<PathBuf>,
     /// The most verbose level plugins should forward.
     pub log_level: String,
+    /// Load from plugin folders and files other users can write (warned).
+    pub allow_insecure_plugin_dir: bool,
 }
 
 pub struct App {
@@ -93,7 +95,10 @@ pub fn load_config_and_plugins(
     } else {
         &opts.log_level
     };
-    let plugins = load_plugins(&dirs, &events, level);
+    let policy = LoadPolicy {
+        allow_insecure: opts.allow_insecure_plugin_dir,
+    };
+    let plugins = load_plugins(&dirs, &events, level, policy);
     Ok((config, plugins, events, rx))
 }
 
@@ -119,9 +124,10 @@ impl App {
     /// Loads everything and starts discovery in the background; returns at
     /// once (a slow upstream never delays start).
     pub async fn start(opts: &StartOptions) -> anyhow::Result<Arc<Self>> {
-        let (config, plugins, events, mut events_rx) = load_config_and_plugins(opts)?;
+        let (config, mut plugins, events, mut events_rx) = load_config_and_plugins(opts)?;
         let configured = config.sources()?;
         let state_dir = state_dir(opts, &config);
+        plugins.set_state_dir(&state_dir);
         std::fs::create_dir_all(&state_dir)
             .map_err(|e| anyhow::anyhow!("cannot create state dir {}: {e}", state_dir.display()))?;
         let store = Arc::new(Store::open(&state_dir).map_err(|e| {
@@ -420,5 +426,6 @@ impl App {
             _ => {}
         }
         self.sources.shutdown(Duration::from_secs(5)).await;
+        self.plugins.write().unwrap().remove_copies();
     }
 }

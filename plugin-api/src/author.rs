@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use abi_stable::std_types::{ROption, RString};
 use serde_json::{Map, Value};
@@ -38,6 +39,9 @@ impl Host {
 pub struct CallContext {
     pub(crate) inner: Arc<CallContextBox>,
     pub(crate) cancel: CancellationToken,
+    /// Set once the call asked about cancellation: such a call gets a grace
+    /// period to clean up after the signal before it is dropped.
+    pub(crate) watching: Arc<AtomicBool>,
 }
 
 impl CallContext {
@@ -51,14 +55,21 @@ impl CallContext {
                 .unwrap_or(ROption::RNone),
         );
     }
-    /// Resolves when the host has dropped (cancelled) this call. Work that is
-    /// a plain future is dropped at that point anyway; this is for work that
-    /// must clean up (child processes, upstream requests).
-    pub async fn cancelled(&self) {
-        self.cancel.cancelled().await
+    /// Resolves when the host cancelled this call (the client cancelled, or
+    /// a timeout fired). The contract: the signal comes first, then the
+    /// call's future is dropped. A call that has called `cancelled()` (or
+    /// [`Self::is_cancelled`]) is polled on once the signal fired, so its
+    /// `select!` branch runs, and may await its cleanup for up to
+    /// 5 s before the future is dropped; a
+    /// call that never asked is dropped at once. Either way the host has
+    /// already answered the client: nothing here delays it.
+    pub fn cancelled(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.watching.store(true, Ordering::Release);
+        self.cancel.clone().cancelled_owned()
     }
-    /// Whether the host has cancelled this call.
+    /// Whether the host cancelled this call (see [`Self::cancelled`]).
     pub fn is_cancelled(&self) -> bool {
+        self.watching.store(true, Ordering::Release);
         self.cancel.is_cancelled()
     }
     /// The call's details as the host sent them (e.g. `{"meta": {...}}`).

@@ -5,7 +5,9 @@
 use std::any::Any;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
@@ -161,18 +163,46 @@ struct SourceAdapter<S> {
     source: Arc<S>,
 }
 
+/// How long a cancelled call that watches [`CallContext::cancelled`] may
+/// still run to finish its cleanup before its future is dropped.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
 /// Runs `work` on the plugin runtime and hands the host a future that only
-/// waits for its result. Dropping that future cancels `work`.
-fn spawn_call<F>(cancel: CancellationToken, work: F) -> FfiFuture<RResult<RString, RString>>
+/// waits for its result. Dropping that future cancels `work`: the call's
+/// token fires first, then `work` is dropped.
+fn spawn_call<F>(
+    cancel: CancellationToken,
+    watching: Arc<AtomicBool>,
+    work: F,
+) -> FfiFuture<RResult<RString, RString>>
 where
     F: Future<Output = Result<String, PluginError>> + Send + 'static,
 {
     let (tx, rx) = oneshot::channel();
     let token = cancel.clone();
     runtime().spawn(async move {
+        let work = AssertUnwindSafe(work).catch_unwind();
+        tokio::pin!(work);
         let out = tokio::select! {
-            r = AssertUnwindSafe(work).catch_unwind() => r.unwrap_or_else(|p| Err(panicked(p))),
-            _ = token.cancelled() => Err(PluginError::cancelled()),
+            // `work` is polled before the token: when the token fires, the
+            // `ctx.cancelled()` branch `work` waits in runs on this very poll,
+            // every time (an unbiased select dropped `work` unpolled about
+            // half the time, so the branch ran or not by chance).
+            biased;
+            r = &mut work => r.unwrap_or_else(|p| Err(panicked(p))),
+            _ = token.cancelled() => {
+                // The host no longer waits. A call that watches for
+                // cancellation gets a bounded time to finish its cleanup
+                // (which may itself await); any other is dropped now.
+                if watching.load(Ordering::Acquire) {
+                    match tokio::time::timeout(CANCEL_GRACE, &mut work).await {
+                        Ok(r) => r.unwrap_or_else(|p| Err(panicked(p))),
+                        Err(_) => Err(PluginError::cancelled()),
+                    }
+                } else {
+                    Err(PluginError::cancelled())
+                }
+            }
         };
         let _ = tx.send(out);
     });
@@ -198,12 +228,14 @@ impl<S: Source> SourceFfi for SourceAdapter<S> {
     ) -> FfiFuture<RResult<RString, RString>> {
         let source = self.source.clone();
         let cancel = CancellationToken::new();
+        let watching = Arc::new(AtomicBool::new(false));
         let call = CallContext {
             inner: Arc::new(ctx),
             cancel: cancel.clone(),
+            watching: watching.clone(),
         };
         let started = catch_unwind(AssertUnwindSafe(|| {
-            spawn_call(cancel, async move {
+            spawn_call(cancel, watching, async move {
                 dispatch(&*source, request.as_str(), call).await
             })
         }));
@@ -279,6 +311,124 @@ async fn dispatch<S: Source>(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use crate::prelude::*;
+    use crate::testing::Harness;
+
+    /// What the calls of [`Trail`] did, in order (one test uses it).
+    static EVENTS: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+
+    fn note(e: &'static str) {
+        EVENTS.lock().unwrap().push(e);
+    }
+
+    struct Dropped(&'static str);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            note(self.0);
+        }
+    }
+
+    struct Trail;
+    impl Plugin for Trail {
+        type Source = Trail;
+        fn manifest() -> Manifest {
+            Manifest::new("trail", "0.0.0").kind("trail")
+        }
+        fn new(_host: Host) -> Result<Self, PluginError> {
+            Ok(Trail)
+        }
+        fn create_source(&self, _spec: SourceSpec) -> Result<Trail, PluginError> {
+            Ok(Trail)
+        }
+    }
+    impl Source for Trail {
+        async fn catalog(&self) -> Result<Catalog, PluginError> {
+            Ok(Catalog::default())
+        }
+        async fn call_tool(
+            &self,
+            name: &str,
+            _arguments: Value,
+            ctx: CallContext,
+        ) -> Result<CallResult, PluginError> {
+            if name == "watching" {
+                let _d = Dropped("watching dropped");
+                note("watching started");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+                    _ = ctx.cancelled() => {
+                        // Cleanup that awaits runs to its end.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        note("watching cleaned up");
+                    }
+                }
+            } else {
+                let _d = Dropped("plain dropped");
+                note("plain started");
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                note("plain finished");
+            }
+            Ok(CallResult::text("done"))
+        }
+    }
+
+    async fn wait_for(event: &str) -> Vec<&'static str> {
+        for _ in 0..2000 {
+            let seen = EVENTS.lock().unwrap().clone();
+            if seen.contains(&event) {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("{event:?} never happened: {:?}", EVENTS.lock().unwrap());
+    }
+
+    /// Starts `tool`, drops the call once it started, returns the events.
+    async fn cancel(
+        src: &crate::testing::TestSource,
+        tool: &str,
+        until: &str,
+    ) -> Vec<&'static str> {
+        EVENTS.lock().unwrap().clear();
+        let started: &'static str = if tool == "watching" {
+            "watching started"
+        } else {
+            "plain started"
+        };
+        tokio::select! {
+            _ = src.call_tool(tool, json!({})) => panic!("{tool} finished"),
+            _ = wait_for(started) => {}
+        }
+        wait_for(until).await
+    }
+
+    #[tokio::test]
+    async fn cancellation_signals_then_drops() {
+        let h = Harness::start::<Trail>().unwrap();
+        let src = h.source("t", "trail", json!({})).unwrap();
+        // Every time, including the first: the signal's branch runs, its
+        // awaited cleanup completes, then the future is dropped.
+        for _ in 0..5 {
+            let seen = cancel(&src, "watching", "watching dropped").await;
+            assert_eq!(
+                seen,
+                [
+                    "watching started",
+                    "watching cleaned up",
+                    "watching dropped"
+                ]
+            );
+        }
+        // A call that never asked is dropped at once, not after the 5 s grace.
+        let t = std::time::Instant::now();
+        let seen = cancel(&src, "plain", "plain dropped").await;
+        assert_eq!(seen, ["plain started", "plain dropped"]);
+        assert!(t.elapsed() < super::CANCEL_GRACE / 2, "{:?}", t.elapsed());
+    }
+
     #[test]
     fn root_module_symbol_matches_abi_stable() {
         assert_eq!(

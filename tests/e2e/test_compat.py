@@ -57,7 +57,7 @@ def test_a_previous_minor_plugin_loads(compat_wf: Wf) -> None:
 
 def test_an_incompatible_plugin_is_refused_with_one_line(compat_wf: Wf) -> None:
     compat_wf.install("bad-version")
-    doc = compat_wf.plugins_json()
+    doc = compat_wf.plugins_json("--allow-refused")  # refused: exit 1 without it
     reasons = [r["reason"] for r in doc["refused"]]
     assert len(reasons) == 1, doc
     assert "incompatible wf-plugin-api" in reasons[0] and "2.0.0" in reasons[0], reasons[0]

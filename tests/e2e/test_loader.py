@@ -6,7 +6,7 @@ host down.
   {"loaded": [{"name", "version", "api_version", "file", "kinds"}],
    "refused": [{"file", "reason"}],
    "supported_api": "..."}
-and exits 0; the folder of the `wf` executable (which holds the real plugins)
+and exits 1 when it refused something (0 with --allow-refused); the folder of the `wf` executable (which holds the real plugins)
 is always scanned too.
 """
 
@@ -104,7 +104,7 @@ def test_exe_dir_plugins_load_cleanly(wf: Wf) -> None:
 @pytest.mark.parametrize("what", list(BAD_FILES))
 def test_bad_file_is_refused(wf: Wf, plain_c_lib: Path, what: str) -> None:
     path = put_bad_file(wf, what, plain_c_lib)
-    doc = wf.plugins_json()
+    doc = wf.plugins_json("--allow-refused")
     check_shape(doc)
     check_std_loaded(doc)
     assert in_dir(doc["loaded"], wf.plugin_dir) == []
@@ -120,7 +120,7 @@ def test_duplicate_plugin_name(wf: Wf) -> None:
     """The same plugin under two file names: one copy loads, the other is refused."""
     a = wf.install("call-panics")
     b = wf.install("call-panics", CALL_PANICS_COPY)
-    doc = wf.plugins_json()
+    doc = wf.plugins_json("--allow-refused")
     check_shape(doc)
     check_std_loaded(doc)
     loaded = [p for p in doc["loaded"] if p["name"] == "fixture-call-panics"]
@@ -136,7 +136,7 @@ def test_all_bad_files_at_once(wf: Wf, plain_c_lib: Path) -> None:
     files = put_all_bad_files(wf, plain_c_lib)
     wf.install("call-panics")
     wf.install("call-panics", CALL_PANICS_COPY)
-    doc = wf.plugins_json()
+    doc = wf.plugins_json("--allow-refused")
     check_shape(doc)
     check_std_loaded(doc)
     refused = {Path(r["file"]).name: r["reason"] for r in in_dir(doc["refused"], wf.plugin_dir)}
@@ -152,12 +152,12 @@ def test_plain_text_report(wf: Wf, plain_c_lib: Path) -> None:
     files = list(put_all_bad_files(wf, plain_c_lib).values())
     wf.install("call-panics")
     wf.install("call-panics", CALL_PANICS_COPY)
-    doc = wf.plugins_json()
+    doc = wf.plugins_json("--allow-refused")
     refused = [Path(r["file"]) for r in in_dir(doc["refused"], wf.plugin_dir)]
     assert len(refused) == len(files) + 1
 
     proc = wf.run("plugins", *wf.plugin_args())
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     for name in (p.name for p in refused):
         path = str(wf.plugin_dir / name)

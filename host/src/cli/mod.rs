@@ -176,6 +176,10 @@ pub struct CommonArgs {
     /// Where wf keeps its state (default: $XDG_STATE_HOME/wf).
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
+    /// Load plugins even from folders or files that other users can write or
+    /// that belong to another user (refused by default: loading runs code).
+    #[arg(long)]
+    pub allow_insecure_plugin_dir: bool,
 }
 
 #[derive(Args, Debug)]
@@ -194,6 +198,9 @@ pub struct PluginsArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Exit 0 even when files were refused (the default exit is 1 then).
+    #[arg(long)]
+    pub allow_refused: bool,
 }
 
 impl CommonArgs {
@@ -203,6 +210,7 @@ impl CommonArgs {
             plugin_dirs: self.plugins.clone(),
             state_dir: self.state_dir.clone(),
             log_level: log_level.into(),
+            allow_insecure_plugin_dir: self.allow_insecure_plugin_dir,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! `wf plugins`: what loaded, what was refused and why.
+//! `wf plugins`: what loaded, what was refused and why. Exits 1 when a file
+//! (or folder) was refused, unless `--allow-refused`.
 
 use serde_json::json;
 
@@ -11,6 +12,11 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
         load_config_and_plugins(&args.common.start_options(log_level))?;
     // What each plugin's default sources offer that would be left out.
     let trials = super::check::default_source_trials(&config, &set).await?;
+    let code = if set.refused.is_empty() || args.allow_refused {
+        0
+    } else {
+        1
+    };
     if args.json {
         let loaded: Vec<_> = set
             .loaded
@@ -23,6 +29,7 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
                     "file": p.file,
                     "kinds": p.manifest.kinds,
                     "description": p.manifest.description,
+                    "warnings": p.warnings,
                 })
             })
             .collect();
@@ -33,9 +40,10 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
             "loaded": loaded,
             "refused": set.refused,
             "left_out": super::check::left_out_json(&trials),
+            "notes": set.notes,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(0);
+        return Ok(code);
     }
     println!(
         "wf {} · plugin api {} (loads plugins built against {})",
@@ -58,6 +66,9 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
             m.kinds.join(", "),
             p.file.display()
         );
+        for w in &p.warnings {
+            println!("    warning: {w}");
+        }
     }
     if !set.refused.is_empty() {
         println!("refused ({}):", set.refused.len());
@@ -66,5 +77,17 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
         }
     }
     super::check::print_left_out(&trials);
-    Ok(0)
+    if !set.notes.is_empty() {
+        println!("notes:");
+        for n in &set.notes {
+            println!("  {}: {}", n.path.display(), n.note);
+        }
+    }
+    if code != 0 {
+        eprintln!(
+            "wf plugins: {} refused (exit 1; --allow-refused exits 0)",
+            set.refused.len()
+        );
+    }
+    Ok(code)
 }

@@ -19,6 +19,8 @@ pub struct LoadedPlugin {
     pub manifest: Manifest,
     pub file: PathBuf,
     pub plugin: PluginBox,
+    /// What the operator should fix although the plugin loaded (one line each).
+    pub warnings: Vec<String>,
     /// The file's size and modification time when it was loaded.
     stamp: Option<Stamp>,
 }
@@ -30,20 +32,61 @@ fn stamp(file: &Path) -> Option<Stamp> {
     Some((m.len(), m.modified().ok()?))
 }
 
-/// A file that was tried and refused.
+/// A file (or a whole folder) that was refused, with what to do about it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Refusal {
     pub file: PathBuf,
     pub reason: String,
     #[serde(skip)]
     stamp: Option<Stamp>,
+    /// Judged again at every scan (folder safety, links, entries that are
+    /// not files), rather than once per file version.
+    #[serde(skip)]
+    rescan: bool,
+}
+
+impl Refusal {
+    fn rescanned(file: PathBuf, reason: String) -> Self {
+        Self {
+            file,
+            reason,
+            stamp: None,
+            rescan: true,
+        }
+    }
+}
+
+/// Something worth a line that refused nothing (e.g. an empty folder).
+#[derive(Debug, Clone, Serialize)]
+pub struct Note {
+    pub path: PathBuf,
+    pub note: String,
+}
+
+/// How carefully plugin folders are judged before anything is loaded.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadPolicy {
+    /// `--allow-insecure-plugin-dir`: load from folders and files other
+    /// users can write (with a warning) instead of refusing them.
+    pub allow_insecure: bool,
 }
 
 #[derive(Default)]
 pub struct PluginSet {
     pub loaded: Vec<Arc<LoadedPlugin>>,
     pub refused: Vec<Refusal>,
+    pub notes: Vec<Note>,
     pub dirs: Vec<PathBuf>,
+    pub policy: LoadPolicy,
+    /// Where rebuilt plugin files are copied before loading (see `fresh_copy`).
+    copies: Copies,
+}
+
+#[derive(Default)]
+struct Copies {
+    /// The state directory; without one, the system temp dir.
+    under: Option<PathBuf>,
+    dir: Option<tempfile::TempDir>,
 }
 
 impl PluginSet {
@@ -86,36 +129,139 @@ fn api_compatible(plugin: &Version) -> bool {
 }
 
 /// Tries every library file in `dirs` (sorted by name within a folder).
-pub fn load_plugins(dirs: &[PathBuf], events: &HostEvents, log_level: &str) -> PluginSet {
-    let mut set = PluginSet::default();
+pub fn load_plugins(
+    dirs: &[PathBuf],
+    events: &HostEvents,
+    log_level: &str,
+    policy: LoadPolicy,
+) -> PluginSet {
+    let mut set = PluginSet {
+        policy,
+        ..Default::default()
+    };
     set.load_new(dirs, events, log_level);
     set
 }
 
-/// A private copy of `file` to load a rebuilt library from.
-fn fresh_copy(file: &Path) -> Option<PathBuf> {
-    let name = file.file_name()?.to_string_lossy().to_string();
-    let dir = std::env::temp_dir().join(format!("wf-plugin-reload-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
-    let copy = dir.join(format!("{}-{name}", crate::store::now_ms()));
-    std::fs::copy(file, &copy).ok().map(|_| copy)
+impl Copies {
+    /// A private copy of `file` to load a rebuilt library from: in a fresh
+    /// directory of this process (random name, mode 0700) under the state
+    /// directory, removed when the set is dropped or [`PluginSet::remove_copies`] runs.
+    fn fresh_copy(&mut self, file: &Path) -> Option<PathBuf> {
+        let name = file.file_name()?.to_string_lossy().to_string();
+        if self.dir.is_none() {
+            let under = self.under.clone().unwrap_or_else(std::env::temp_dir);
+            let mut builder = tempfile::Builder::new();
+            builder.prefix("plugin-reload-");
+            // tempfile leaves a directory's mode to the umask: ask for 0700.
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                builder.permissions(std::fs::Permissions::from_mode(0o700));
+            }
+            let made = builder.tempdir_in(&under);
+            match made {
+                Ok(d) => self.dir = Some(d),
+                Err(e) => {
+                    tracing::warn!(
+                        "cannot make a folder for rebuilt plugins in {}: {e}",
+                        under.display()
+                    );
+                    return None;
+                }
+            }
+        }
+        let dir = self.dir.as_ref()?.path();
+        let copy = dir.join(format!("{}-{name}", crate::store::now_ms()));
+        std::fs::copy(file, &copy).ok().map(|_| copy)
+    }
 }
 
-fn library_files(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        tracing::debug!(dir = %dir.display(), "plugin folder not readable; skipped");
-        return Vec::new();
+/// What one plugin folder holds: the library files to try, entries with
+/// the library extension that cannot be (one refusal line each), and a note
+/// when there is nothing to load at all.
+#[derive(Default)]
+struct Scan {
+    files: Vec<PathBuf>,
+    refused: Vec<Refusal>,
+    note: Option<String>,
+}
+
+fn scan_dir(dir: &Path) -> Scan {
+    let mut scan = Scan::default();
+    let ext = std::env::consts::DLL_EXTENSION;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            scan.refused.push(Refusal::rescanned(
+                dir.to_path_buf(),
+                format!("plugin folder not readable: {e}"),
+            ));
+            return scan;
+        }
     };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.is_file()
-                && p.extension()
-                    .is_some_and(|e| e == std::env::consts::DLL_EXTENSION)
-        })
-        .collect();
-    files.sort();
-    files
+    let mut others = Vec::new();
+    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        if path.extension().is_none_or(|e| e != ext) {
+            others.push(path);
+            continue;
+        }
+        let link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => scan.files.push(path),
+            Ok(m) if m.is_dir() => scan.refused.push(Refusal::rescanned(
+                path,
+                format!("a directory, not a library: nothing named *.{ext} in a plugin folder should be a folder"),
+            )),
+            Ok(_) => scan.refused.push(Refusal::rescanned(
+                path,
+                "not a regular file (a device, socket or pipe): remove it from the plugin folder".into(),
+            )),
+            Err(e) if link => {
+                let target = std::fs::read_link(&path)
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_default();
+                let reason = if e.raw_os_error() == Some(libc_eloop()) {
+                    format!("symbolic link loop (-> {target}): point the link at the plugin file")
+                } else {
+                    format!("dangling symbolic link to {target}: the target does not exist; rebuild the plugin or remove the link")
+                };
+                scan.refused.push(Refusal::rescanned(path, reason));
+            }
+            Err(e) => scan
+                .refused
+                .push(Refusal::rescanned(path, format!("cannot read it: {e}"))),
+        }
+    }
+    scan.files.sort();
+    scan.refused.sort_by(|a, b| a.file.cmp(&b.file));
+    if scan.files.is_empty() && scan.refused.is_empty() {
+        others.sort();
+        let rlibs: Vec<String> = others
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "rlib"))
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        scan.note = Some(if rlibs.is_empty() {
+            format!("no plugin library (*.{ext}) in this folder")
+        } else {
+            format!(
+                "no plugin library (*.{ext}) in this folder, only Rust rlib files ({}): a plugin must be built with crate-type = [\"cdylib\"] in its Cargo.toml [lib]",
+                rlibs.join(", ")
+            )
+        });
+    }
+    scan
+}
+
+#[cfg(unix)]
+fn libc_eloop() -> i32 {
+    libc::ELOOP
+}
+
+#[cfg(not(unix))]
+fn libc_eloop() -> i32 {
+    -1
 }
 
 impl PluginSet {
@@ -133,48 +279,141 @@ impl PluginSet {
                 self.dirs.push(d.clone());
             }
         }
+        // Folder safety, links and odd entries are judged afresh every time.
+        self.refused.retain(|r| !r.rescan);
+        self.notes.clear();
         let mut loaded = Vec::new();
-        for file in dirs.iter().flat_map(|d| library_files(d)) {
-            if self.loaded.iter().any(|p| p.file == file) {
+        for dir in dirs {
+            if !dir.exists() {
+                tracing::debug!(dir = %dir.display(), "plugin folder does not exist; skipped");
+                self.notes.push(Note {
+                    path: dir.clone(),
+                    note: "no such folder".into(),
+                });
                 continue;
             }
-            let now = stamp(&file);
-            let mut retry = false;
-            if let Some(i) = self.refused.iter().position(|r| r.file == file) {
-                if self.refused[i].stamp == now {
+            if let Err(why) = super::safety::check_dir(dir) {
+                if !self.policy.allow_insecure {
+                    tracing::warn!("refused plugin folder {}: {why}", dir.display());
+                    self.refused.push(Refusal::rescanned(
+                        dir.clone(),
+                        format!("nothing loaded from this folder: {why}"),
+                    ));
                     continue;
                 }
-                self.refused.remove(i);
-                retry = true;
+                tracing::warn!(
+                    "loading plugins from an unsafe folder (--allow-insecure-plugin-dir): {why}"
+                );
+                self.notes.push(Note {
+                    path: dir.clone(),
+                    note: format!("unsafe, loaded anyway (--allow-insecure-plugin-dir): {why}"),
+                });
             }
-            // The refused build stays mapped (libraries are never unloaded) and
-            // the OS hands out the mapped one for the same path: load a
-            // changed file from a fresh copy.
-            let fresh = if retry { fresh_copy(&file) } else { None };
-            let result = load_one(fresh.as_deref().unwrap_or(&file), self, events, log_level).map(
-                |mut p| {
-                    p.file = file.clone();
-                    p
-                },
-            );
-            match result {
-                Ok(mut plugin) => {
-                    tracing::info!(plugin = %plugin.manifest.name, version = %plugin.manifest.version, file = %file.display(), "plugin loaded");
-                    plugin.stamp = now;
-                    loaded.push(plugin.manifest.name.clone());
-                    self.loaded.push(Arc::new(plugin));
-                }
-                Err(reason) => {
-                    tracing::warn!("refused plugin {}: {reason}", file.display());
-                    self.refused.push(Refusal {
-                        file,
-                        reason,
-                        stamp: now,
-                    });
+            let scan = scan_dir(dir);
+            for r in &scan.refused {
+                tracing::warn!("refused plugin {}: {}", r.file.display(), r.reason);
+            }
+            self.refused.extend(scan.refused);
+            if let Some(note) = scan.note {
+                tracing::info!("plugin folder {}: {note}", dir.display());
+                self.notes.push(Note {
+                    path: dir.clone(),
+                    note,
+                });
+            }
+            for file in scan.files {
+                if let Some(name) = self.try_file(dir, file, events, log_level) {
+                    loaded.push(name);
                 }
             }
         }
         loaded
+    }
+
+    /// Tries one file unless it was tried before (and is unchanged); returns
+    /// the plugin's name when it loaded.
+    fn try_file(
+        &mut self,
+        dir: &Path,
+        file: PathBuf,
+        events: &HostEvents,
+        log_level: &str,
+    ) -> Option<String> {
+        if self.loaded.iter().any(|p| p.file == file) {
+            return None;
+        }
+        if let Err(why) = super::safety::check_file(&file, dir) {
+            if !self.policy.allow_insecure {
+                tracing::warn!("refused plugin {}: {why}", file.display());
+                self.refused
+                    .push(Refusal::rescanned(file, format!("not loaded: {why}")));
+                return None;
+            }
+            tracing::warn!("loading an unsafe plugin file (--allow-insecure-plugin-dir): {why}");
+        }
+        let now = stamp(&file);
+        let mut retry = false;
+        if let Some(i) = self.refused.iter().position(|r| r.file == file) {
+            if self.refused[i].stamp == now {
+                return None;
+            }
+            self.refused.remove(i);
+            retry = true;
+        }
+        // The refused build stays mapped (libraries are never unloaded) and
+        // the OS hands out the mapped one for the same path: load a
+        // changed file from a fresh copy.
+        let fresh = if retry {
+            self.copies.fresh_copy(&file)
+        } else {
+            None
+        };
+        let result = load_one(fresh.as_deref().unwrap_or(&file), self, events, log_level);
+        match result {
+            Ok(mut plugin) => {
+                plugin.file = file.clone();
+                plugin.stamp = now;
+                plugin.warnings = warnings(&file);
+                tracing::info!(plugin = %plugin.manifest.name, version = %plugin.manifest.version, file = %file.display(), "plugin loaded");
+                for w in &plugin.warnings {
+                    tracing::warn!(plugin = %plugin.manifest.name, file = %file.display(), "{w}");
+                }
+                let name = plugin.manifest.name.clone();
+                self.loaded.push(Arc::new(plugin));
+                Some(name)
+            }
+            Err(reason) => {
+                tracing::warn!("refused plugin {}: {reason}", file.display());
+                self.refused.push(Refusal {
+                    file,
+                    reason,
+                    stamp: now,
+                    rescan: false,
+                });
+                None
+            }
+        }
+    }
+
+    /// Where rebuilt plugin files are copied to be loaded: a private folder
+    /// under `state_dir` (made when first needed).
+    pub fn set_state_dir(&mut self, state_dir: &Path) {
+        self.copies.under = Some(state_dir.to_path_buf());
+    }
+
+    /// Removes the folder of rebuilt plugin copies (at shutdown: the
+    /// libraries stay mapped, so removing the files is safe).
+    pub fn remove_copies(&mut self) {
+        if let Some(d) = self.copies.dir.take()
+            && let Err(e) = d.close()
+        {
+            tracing::debug!("cannot remove the rebuilt plugin copies: {e}");
+        }
+    }
+
+    /// The folder rebuilt plugin files are copied to, once one was needed.
+    pub fn copies_dir(&self) -> Option<&Path> {
+        self.copies.dir.as_ref().map(|d| d.path())
     }
 
     /// Loaded plugin files that changed on disk since: a restart applies them.
@@ -204,7 +443,11 @@ fn load_one(
             format!("not a loadable library: {}", one_line(&err.to_string()))
         }
         LibraryError::GetSymbolError { .. } => {
-            "not a wf plugin: it exports no wf_plugin root module".to_string()
+            if super::inspect::inspect(file).rust {
+                "not a wf plugin: this Rust library exports no wf_plugin root module; did you forget `wf_plugin_api::export_plugin!(YourPlugin)` in its lib.rs?".to_string()
+            } else {
+                "not a wf plugin: it exports no wf_plugin root module (and rustc did not build it); remove it from the plugin folder".to_string()
+            }
         }
         LibraryError::InvalidAbiHeader(_) => {
             "not a wf plugin: built with an incompatible abi_stable".to_string()
@@ -247,6 +490,15 @@ fn load_one(
             prev.file.display()
         ));
     }
+    for kind in &manifest.kinds {
+        if let Some(prev) = set.loaded.iter().find(|p| p.manifest.kinds.contains(kind)) {
+            return Err(format!(
+                "source kind {kind:?} is already served by plugin {:?} ({}): one plugin per kind; remove one of the two files",
+                prev.manifest.name,
+                prev.file.display()
+            ));
+        }
+    }
 
     let ctx = HostContext {
         plugin: manifest.name.as_str().into(),
@@ -268,11 +520,24 @@ fn load_one(
             }
         })?;
     Ok(LoadedPlugin {
+        warnings: Vec::new(),
         stamp: None,
         manifest,
         file: file.to_path_buf(),
         plugin,
     })
+}
+
+/// What is worth fixing in a plugin file that loaded.
+fn warnings(file: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if super::inspect::inspect(file).rust_dylib {
+        let mb = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0) as f64 / 1e6;
+        out.push(format!(
+            "built as a Rust `dylib` ({mb:.1} MB): build a `cdylib` instead (crate-type = [\"cdylib\"] in Cargo.toml [lib]); a dylib carries Rust metadata and exports every symbol"
+        ));
+    }
+    out
 }
 
 fn one_line(s: &str) -> String {

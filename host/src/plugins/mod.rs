@@ -1,11 +1,17 @@
 //! Plugin loading: every library file in every plugin folder is tried on its
 //! own; a refused file gets one line (path and reason) and loading goes on.
+//! A folder or file other users can write is refused before anything in it
+//! is loaded (loading runs a library's constructors).
 
 mod host_context;
+mod inspect;
 mod loader;
+mod safety;
 
 pub use host_context::{HostEvent, HostEvents};
-pub use loader::{LoadedPlugin, PluginSet, Refusal, load_plugins, supported_api_range};
+pub use loader::{
+    LoadPolicy, LoadedPlugin, Note, PluginSet, Refusal, load_plugins, supported_api_range,
+};
 
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,9 @@
 //! The host side of a call's context: progress goes back to whoever made the
-//! call (e.g. an MCP client that sent a progress token).
+//! call (e.g. an MCP client that sent a progress token), and the call counts
+//! as in flight until the host lets go of it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RString};
@@ -15,6 +19,8 @@ pub struct Progress {
     pub message: Option<String>,
 }
 
+type ProgressSlot = Arc<Mutex<Option<mpsc::UnboundedSender<Progress>>>>;
+
 /// Call context builder.
 #[derive(Default)]
 pub struct CallCtx {
@@ -26,7 +32,9 @@ impl CallCtx {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Progress reports of the call arrive on the returned receiver.
+    /// Progress reports of the call arrive on the returned receiver, which
+    /// ends when the host lets go of the call (answered or cancelled), even
+    /// if the plugin still holds the call's context.
     pub fn with_progress(mut self) -> (Self, mpsc::UnboundedReceiver<Progress>) {
         let (tx, rx) = mpsc::unbounded_channel();
         self.progress = Some(tx);
@@ -36,25 +44,61 @@ impl CallCtx {
         self.info = info;
         self
     }
-    pub(crate) fn into_ffi(self) -> CallContextBox {
-        CallContextFfi_TO::from_value(
+    /// The context to hand the plugin, and the guard that ends the call on
+    /// the host's side when dropped. `in_flight` counts the call meanwhile.
+    pub(crate) fn into_ffi(
+        self,
+        in_flight: Option<&Arc<AtomicUsize>>,
+    ) -> (CallContextBox, CallGuard) {
+        let slot: ProgressSlot = Arc::new(Mutex::new(self.progress));
+        if let Some(n) = in_flight {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+        let guard = CallGuard {
+            progress: slot.clone(),
+            in_flight: in_flight.cloned(),
+        };
+        let ffi = CallContextFfi_TO::from_value(
             FfiCall {
-                progress: self.progress,
+                progress: slot,
                 info: self.info.to_string(),
             },
             TD_Opaque,
-        )
+        );
+        (ffi, guard)
+    }
+}
+
+/// Ends a call on the host's side when dropped: it no longer counts as in
+/// flight, and its progress channel closes. A plugin stuck in blocking code
+/// keeps its context (and its thread) as long as it likes; the host's
+/// answer to the client never waits for it.
+pub(crate) struct CallGuard {
+    progress: ProgressSlot,
+    in_flight: Option<Arc<AtomicUsize>>,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if let Ok(mut tx) = self.progress.lock() {
+            tx.take();
+        }
+        if let Some(n) = &self.in_flight {
+            n.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
 struct FfiCall {
-    progress: Option<mpsc::UnboundedSender<Progress>>,
+    progress: ProgressSlot,
     info: String,
 }
 
 impl CallContextFfi for FfiCall {
     fn progress(&self, progress: f64, total: ROption<f64>, message: ROption<RString>) {
-        if let Some(tx) = &self.progress {
+        if let Ok(slot) = self.progress.lock()
+            && let Some(tx) = slot.as_ref()
+        {
             let _ = tx.send(Progress {
                 progress,
                 total: total.into_option(),
@@ -64,5 +108,25 @@ impl CallContextFfi for FfiCall {
     }
     fn info(&self) -> RString {
         RString::from(self.info.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn dropping_the_guard_ends_progress_and_the_count() {
+        let n = Arc::new(AtomicUsize::new(0));
+        let (ctx, mut rx) = CallCtx::new().with_progress();
+        let (ffi, guard) = ctx.into_ffi(Some(&n));
+        assert_eq!(n.load(Ordering::Relaxed), 1);
+        ffi.progress(1.0, ROption::RNone, ROption::RNone);
+        assert_eq!(rx.recv().await.map(|p| p.progress), Some(1.0));
+        drop(guard);
+        // The plugin still holds its context, yet the host's side is done.
+        assert_eq!(n.load(Ordering::Relaxed), 0);
+        ffi.progress(2.0, ROption::RNone, ROption::RNone);
+        assert_eq!(rx.recv().await, None);
     }
 }

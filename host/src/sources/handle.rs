@@ -1,5 +1,8 @@
 //! A typed handle on one source's ABI object.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use abi_stable::std_types::RString;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -29,6 +32,8 @@ pub struct SourceHandle {
     pub kind: String,
     pub plugin: String,
     obj: SourceBox,
+    /// Calls (tools, nodes, resource reads, prompts) the host is waiting on.
+    in_flight: Arc<AtomicUsize>,
 }
 
 impl SourceHandle {
@@ -38,7 +43,14 @@ impl SourceHandle {
             kind,
             plugin,
             obj,
+            in_flight: Arc::default(),
         }
+    }
+
+    /// Calls the host is waiting on now (a cancelled call stops counting at
+    /// once, whatever the plugin's thread is doing).
+    pub fn calls_in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
     }
 
     fn err(&self, error: PluginError) -> SourceError {
@@ -56,9 +68,18 @@ impl SourceHandle {
     ) -> Result<T, SourceError> {
         let text = serde_json::to_string(request)
             .map_err(|e| self.err(PluginError::internal(e.to_string())))?;
+        let is_call = matches!(
+            request,
+            SourceRequest::CallTool { .. }
+                | SourceRequest::RunNode { .. }
+                | SourceRequest::ReadResource { .. }
+                | SourceRequest::GetPrompt { .. }
+        );
+        // Dropped when this future ends or is dropped (cancelled).
+        let (ffi, _call) = ctx.into_ffi(is_call.then_some(&self.in_flight));
         match self
             .obj
-            .request(RString::from(text), ctx.into_ffi())
+            .request(RString::from(text), ffi)
             .await
             .into_result()
         {

@@ -204,7 +204,7 @@ impl Admin {
                 "catalog_from_snapshot": st.from_snapshot,
                 "catalog_age_ms": st.discovered_at.map(|t| now - t),
                 "session_epoch": runtime.get("epoch"),
-                "calls_in_flight": runtime.get("calls_in_flight"),
+                "calls_in_flight": e.handle.as_ref().map(|h| h.calls_in_flight()),
                 "capabilities": counts,
                 // Capabilities left out of every surface because they fail the checks.
                 "rejected": st.rejected,
@@ -251,6 +251,10 @@ impl Admin {
                 "http_sessions": self.app.front.http_sessions.load(Ordering::Relaxed),
                 "list_followers": self.app.front.list_followers.load(Ordering::Relaxed),
             },
+            "calls_in_flight": sources
+                .iter()
+                .filter_map(|e| Some((e.name.clone(), json!(e.handle.as_ref()?.calls_in_flight()))))
+                .collect::<Map<String, Value>>(),
             "name_collisions": proj.collisions,
             "last_reload": *self.app.last_reload.lock().unwrap(),
             "restart_needed": plugins.changed_files(),
