@@ -54,6 +54,7 @@ fn server() -> SocketAddr {
                     plugin_dirs: vec![dir.join("plugins")],
                     state_dir: Some(dir.join("state")),
                     log_level: "off".into(),
+                    allow_insecure_plugin_dir: false,
                 };
                 let app = App::start(&opts).await.expect("host starts");
                 let mut http =
