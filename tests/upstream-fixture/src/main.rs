@@ -12,9 +12,8 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rmcp::model::*;
@@ -46,7 +45,9 @@ async fn record_request(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    record(json!({"event": "http", "method": request.method().as_str(), "uri": request.uri().to_string()}));
+    record(
+        json!({"event": "http", "method": request.method().as_str(), "uri": request.uri().to_string()}),
+    );
     next.run(request).await
 }
 
