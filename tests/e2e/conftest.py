@@ -133,6 +133,19 @@ async def all_tools(c: Client) -> list[Any]:
     return await _all_pages(c.list_tools, "tools")
 
 
+async def wait_listed(c: Client, tool: str, timeout: float = 60.0) -> list[Any]:
+    """Waits until `tool` is listed (its source is discovered); returns every tool.
+    A source can take longer than the startup grace to be discovered on a loaded
+    machine (node peers especially): wait for the event, not a duration."""
+    with anyio.move_on_after(timeout):
+        while True:
+            tools = await all_tools(c)
+            if any(t.name == tool for t in tools):
+                return tools
+            await anyio.sleep(0.1)
+    pytest.fail(f"{tool} was not listed within {timeout}s")
+
+
 async def all_prompts(c: Client) -> list[Any]:
     """Every prompt, following prompts/list cursors."""
     return await _all_pages(c.list_prompts, "prompts")

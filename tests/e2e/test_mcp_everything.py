@@ -22,7 +22,17 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from conftest import Wf, all_prompts, all_resources, all_templates, all_tools, content_text, free_port, toml_config
+from conftest import (
+    Wf,
+    all_prompts,
+    all_resources,
+    all_templates,
+    all_tools,
+    content_text,
+    free_port,
+    toml_config,
+    wait_listed,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -199,6 +209,7 @@ def blocks_view(blocks: list[Any]) -> list[dict[str, Any]]:
 async def test_catalog_matches_direct(wf: Wf, upstream: Upstream, reference: Reference, front: tuple[str, str]) -> None:
     """Every upstream tool, prompt, resource and template is visible through wf, unchanged."""
     async with wf_client(wf, upstream, front) as c:
+        await wait_listed(c, PREFIX + "echo")
         with anyio.fail_after(OP_TIMEOUT):
             tools = await all_tools(c)
             prompts = await all_prompts(c)
@@ -232,6 +243,7 @@ async def test_tool_results_match_direct(
     wf: Wf, upstream: Upstream, reference: Reference, front: tuple[str, str]
 ) -> None:
     async with wf_client(wf, upstream, front) as c:
+        await wait_listed(c, PREFIX + "echo")
         with anyio.fail_after(OP_TIMEOUT):
             got = {name: await c.call_tool(PREFIX + name, args) for name, args in CALLS.items()}
 
@@ -267,6 +279,7 @@ async def test_prompts_and_resources_match_direct(
     wf: Wf, upstream: Upstream, reference: Reference, front: tuple[str, str]
 ) -> None:
     async with wf_client(wf, upstream, front) as c:
+        await wait_listed(c, PREFIX + "echo")
         with anyio.fail_after(OP_TIMEOUT):
             prompt_gets = {name: await c.get_prompt(PREFIX + name, args) for name, args in PROMPT_GETS.items()}
             reads = {uri: await c.read_resource(uri) for uri in READS}
@@ -293,6 +306,7 @@ async def test_long_running_operation_reports_progress(wf: Wf, upstream: Upstrea
         seen.append((progress, total, message))
 
     async with wf_client(wf, upstream, front) as c:
+        await wait_listed(c, PREFIX + "echo")
         with anyio.fail_after(OP_TIMEOUT):
             result = await c.call_tool(
                 PREFIX + "trigger-long-running-operation", {"duration": 1, "steps": 3}, progress_callback=on_progress
@@ -310,6 +324,7 @@ async def test_final_progress_notification_is_not_lost(wf: Wf, everything_bin: P
     upstream = Upstream("stdio", {"command": str(everything_bin)}, everything_bin)
     counts: list[int] = []
     async with wf_client(wf, upstream, ("stdio", "legacy")) as c:
+        await wait_listed(c, PREFIX + "echo")
         for _ in range(12):
             seen: list[float] = []
 
@@ -333,6 +348,7 @@ async def test_session_resource_persists_across_calls(wf: Wf, upstream: Upstream
     name = f"hello-{uuid.uuid4().hex[:8]}.gz"
     uri = f"demo://resource/session/{name}"
     async with wf_client(wf, upstream, front) as c:
+        await wait_listed(c, PREFIX + "echo")
         with anyio.fail_after(OP_TIMEOUT):
             before = [str(r.uri) for r in await all_resources(c)]
             assert uri not in before

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import REPO, Wf, proc_info
+from conftest import REPO, Wf
 from planner_support import fx_config
 
 GREET = REPO / "examples" / "workflows" / "greet.json"

@@ -49,34 +49,21 @@ async def pid_gone(pid: int, timeout: float = 10.0) -> bool:
     return proc_info(pid) is None
 
 
-GATE = "gate"
 LONG_MS = 600_000  # a call that never ends by itself within a test
 
 
-def gate_node(after: list[str]) -> dict[str, Any]:
-    """Node `wait`: runs until the test opens the gate (`open_gate`). It is a 10-minute
-    slow call on a second fixture process, source `gate`, whose failure the workflow
-    tolerates (on_error: continue); source `fx` is idle meanwhile. Unlike a fixed
-    sleep, it cannot end before the test has done its part, however slow the machine."""
-    return {"id": "wait", "use": "gate.slow", "args": {"ms": LONG_MS}, "on_error": "continue", "after": after}
+def gate_node(gate: Path, after: list[str]) -> dict[str, Any]:
+    """Node `wait`: a slow call on a second fixture process (source `gate`) that ends
+    when the file `gate` exists — when the test opens the gate, so it cannot end
+    before the test has done its part, however slow the machine. Source `fx` is idle
+    meanwhile."""
+    return {"id": "wait", "use": "gate.slow", "args": {"ms": LONG_MS, "until": str(gate)}, "after": after}
 
 
-def gated_config(wf: Wf, fixture_upstream_bin: Path, fx: UpstreamEvents, gate: UpstreamEvents) -> Path:
-    """Sources `fx` and `gate`, each the fixture with its own event journal."""
+def gated_config(wf: Wf, fixture_upstream_bin: Path, fx: UpstreamEvents) -> Path:
+    """Sources `fx` (the fixture, with its event journal) and `gate` (another fixture)."""
     bin = str(fixture_upstream_bin)
-    return wf.write_config(
-        toml_config({"fx": {"command": bin, "args": fx.args()}, GATE: {"command": bin, "args": gate.args()}})
-    )
-
-
-def gate_events(wf: Wf) -> UpstreamEvents:
-    return UpstreamEvents(wf.root / "gate-events.jsonl")
-
-
-async def open_gate(gate: UpstreamEvents) -> None:
-    """Ends node `wait` (see gate_node): kills the gate fixture during its slow call."""
-    call = await gate.wait_for(event="call", tool="slow")
-    os.kill(call["pid"], signal.SIGKILL)
+    return wf.write_config(toml_config({"fx": {"command": bin, "args": fx.args()}, "gate": {"command": bin}}))
 
 
 def no_success_after(nodes: dict[str, dict[str, Any]], killed_at: int) -> None:
@@ -152,31 +139,36 @@ async def test_upstream_killed_during_a_node_fails_the_run(
 @pytest.mark.parametrize(
     "between",
     [
-        pytest.param({"use": "fx.slow", "args": {"ms": LONG_MS}, "on_error": "continue"}, id="slow-node-continues"),
-        pytest.param(gate_node(["first"]), id="between-fx-nodes"),
+        pytest.param("fx.slow", id="slow-node-continues"),
+        pytest.param("gate.slow", id="between-fx-nodes"),
     ],
 )
 async def test_next_node_after_a_restart_reports_state_lost(
-    wf: Wf, fixture_upstream_bin: Path, between: dict[str, Any], upstream_events: UpstreamEvents
+    wf: Wf, fixture_upstream_bin: Path, between: str, upstream_events: UpstreamEvents
 ) -> None:
     """The fixture dies after `first` built state and before `second` runs — during an
     fx.slow node whose failure the workflow tolerates (on_error: continue), or during
     a node of another source (the fx session is idle). `second` must not silently
     start a new upstream session: it fails with "upstream session restarted; state lost"."""
-    gate = gate_events(wf)
-    config = gated_config(wf, fixture_upstream_bin, upstream_events, gate)
+    gate = wf.root / "gate"
+    wait = (
+        {"use": "fx.slow", "args": {"ms": LONG_MS}, "on_error": "continue"}
+        if between == "fx.slow"
+        else gate_node(gate, ["first"])
+    )
+    config = gated_config(wf, fixture_upstream_bin, upstream_events)
     async with wf.client("stdio", "auto", "--config", str(config)) as c:
         with anyio.fail_after(OP_TIMEOUT):
             pid = (await tool_json(c, "fx__pid"))["pid"]
             await tool_json(c, "gate__get_count")
-            started = await planner(c, "run_workflow", {"workflow": incr_slow_incr(between), "wait": False})
+            started = await planner(c, "run_workflow", {"workflow": incr_slow_incr(wait), "wait": False})
             run_id = started["run_id"]
             await wait_node(c, run_id, "wait", "running")
-            await (upstream_events if between["use"] == "fx.slow" else gate).wait_for(event="call", tool="slow")
+            if between == "fx.slow":  # the call is running upstream
+                await upstream_events.wait_for(event="call", tool="slow")
             killed_at = kill_fixture(pid)
             assert await pid_gone(pid), "the killed fixture was not reaped"
-            if between["use"] == GATE + ".slow":
-                await open_gate(gate)
+            gate.touch()
 
             run, nodes = await wait_run(c, run_id)
             assert run["status"] == "failed", (run, nodes)
@@ -187,7 +179,10 @@ async def test_next_node_after_a_restart_reports_state_lost(
             assert nodes["second"]["attempts"] == 1
             assert STATE_LOST in run["error"]
             no_success_after(nodes, killed_at)
-            assert nodes["wait"]["status"] == "failed" and "upstream session ended" in nodes["wait"]["error"]
+            if between == "fx.slow":
+                assert nodes["wait"]["status"] == "failed" and "upstream session ended" in nodes["wait"]["error"]
+            else:
+                assert nodes["wait"]["status"] == "succeeded"
 
             # The host reconnects for calls that do not depend on the old state.
             assert (await tool_json(c, "fx__pid"))["pid"] != pid
@@ -200,9 +195,9 @@ async def test_state_lost_even_when_a_proxied_call_reconnected_first(
     """The fixture dies while the run waits on another source (the gate); a proxied
     call then reconnects (a new, live session, epoch 2) before the run's next fx
     node. That node must still fail: its state lived in epoch 1."""
-    gate = gate_events(wf)
-    config = gated_config(wf, fixture_upstream_bin, upstream_events, gate)
-    workflow = incr_slow_incr(gate_node(["first"]))
+    gate = wf.root / "gate"
+    config = gated_config(wf, fixture_upstream_bin, upstream_events)
+    workflow = incr_slow_incr(gate_node(gate, ["first"]))
     async with wf.client("stdio", "auto", "--config", str(config)) as c:
         with anyio.fail_after(OP_TIMEOUT):
             pid = (await tool_json(c, "fx__pid"))["pid"]
@@ -217,7 +212,7 @@ async def test_state_lost_even_when_a_proxied_call_reconnected_first(
             run, nodes = await get_run(c, run_id)
             assert run["status"] == "running" and nodes["wait"]["status"] == "running", (run, nodes)
 
-            await open_gate(gate)
+            gate.touch()
             run, nodes = await wait_run(c, run_id)
             assert run["status"] == "failed", (run, nodes)
             assert STATE_LOST in nodes["second"]["error"], nodes["second"]
@@ -230,18 +225,18 @@ async def test_state_lost_even_when_a_proxied_call_reconnected_first(
 async def test_a_lost_lease_fails_the_run(wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents) -> None:
     """With `sessions: {fx: run}` the run's own upstream process dies mid-run: the
     next node fails with state lost, and the shared session is unaffected."""
+    gate = wf.root / "gate"
     workflow = {
         "name": "leased",
         "sessions": {"fx": "run"},
         "nodes": [
             {"id": "pid", "use": "fx.pid"},
             {"id": "first", "use": "fx.increment", "after": ["pid"]},
-            gate_node(["first"]),
+            gate_node(gate, ["first"]),
             {"id": "second", "use": "fx.increment", "after": ["wait"]},
         ],
     }
-    gate = gate_events(wf)
-    config = gated_config(wf, fixture_upstream_bin, upstream_events, gate)
+    config = gated_config(wf, fixture_upstream_bin, upstream_events)
     async with wf.client("stdio", "auto", "--config", str(config)) as c:
         with anyio.fail_after(OP_TIMEOUT):
             shared_pid = (await tool_json(c, "fx__pid"))["pid"]
@@ -252,7 +247,7 @@ async def test_a_lost_lease_fails_the_run(wf: Wf, fixture_upstream_bin: Path, up
             assert lease_pid != shared_pid
             killed_at = kill_fixture(lease_pid)
             assert await pid_gone(lease_pid)
-            await open_gate(gate)
+            gate.touch()
             run, nodes = await wait_run(c, run_id)
             assert run["status"] == "failed"
             assert STATE_LOST in nodes["second"]["error"], nodes["second"]
@@ -263,16 +258,16 @@ async def test_a_lost_lease_fails_the_run(wf: Wf, fixture_upstream_bin: Path, up
 async def test_state_lost_is_not_retried(wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents) -> None:
     """A node with retries still fails at once on a lost session (retrying on a fresh
     session would be the silent restart the epoch check prevents)."""
+    gate = wf.root / "gate"
     workflow = {
         "name": "retrying",
         "nodes": [
             {"id": "first", "use": "fx.increment"},
-            gate_node(["first"]),
+            gate_node(gate, ["first"]),
             {"id": "second", "use": "fx.increment", "after": ["wait"], "retry": {"attempts": 3, "backoff_ms": 10}},
         ],
     }
-    gate = gate_events(wf)
-    config = gated_config(wf, fixture_upstream_bin, upstream_events, gate)
+    config = gated_config(wf, fixture_upstream_bin, upstream_events)
     async with wf.client("stdio", "auto", "--config", str(config)) as c:
         with anyio.fail_after(OP_TIMEOUT):
             pid = (await tool_json(c, "fx__pid"))["pid"]
@@ -281,7 +276,7 @@ async def test_state_lost_is_not_retried(wf: Wf, fixture_upstream_bin: Path, ups
             await wait_node(c, run_id, "wait", "running")
             killed_at = kill_fixture(pid)
             assert await pid_gone(pid)
-            await open_gate(gate)
+            gate.touch()
             run, nodes = await wait_run(c, run_id)
             assert run["status"] == "failed"
             assert STATE_LOST in nodes["second"]["error"] and nodes["second"]["attempts"] == 1, nodes["second"]

@@ -78,7 +78,9 @@ async fn record_request(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    record(json!({"event": "http", "method": request.method().as_str(), "uri": request.uri().to_string()}));
+    record(
+        json!({"event": "http", "method": request.method().as_str(), "uri": request.uri().to_string()}),
+    );
     next.run(request).await
 }
 
