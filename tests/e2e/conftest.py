@@ -53,7 +53,8 @@ from mcp.shared.exceptions import MCPError
 REPO = Path(__file__).resolve().parents[2]
 
 # Fixture crates under tests/fixtures/<dir>: package name = "fixture-<dir>".
-FIXTURE_CRATES = ("ctor-panics", "ctor-fails", "call-panics", "bad-layout", "bad-version")
+# Every crate under tests/fixtures is a fixture plugin (tests/run reads the same folder).
+FIXTURE_CRATES = tuple(sorted(p.parent.name for p in (REPO / "tests" / "fixtures").glob("*/Cargo.toml")))
 
 # Plugins that sit next to `wf` in target/debug after `cargo build --workspace`.
 STD_PLUGIN = "wf-source-std"
