@@ -14,7 +14,7 @@ use wf_host::config::ServerConfig;
 use wf_host::server::{HttpOptions, Surfaces, serve_http};
 
 /// The token the fuzzed server wants (seeds use it, so the fuzzer gets past the guard).
-pub const TOKEN: &str = "fuzz-token";
+pub const TOKEN: &str = "fuzz-token-0123456789abcdef";
 
 const SERVER_THREAD: &str = "wf-fuzz-http";
 
