@@ -16,7 +16,8 @@ pub use loader::{
 use std::path::{Path, PathBuf};
 
 /// The plugin folders in order: the `wf` executable's own directory (so the
-/// output of `cargo build` works as it is), `plugins/` beside the config file,
+/// output of `cargo build` works as it is), `plugins/` beside the executable
+/// (an unpacked dist archive), `plugins/` beside the config file,
 /// the config's `plugins.dirs`, then each `--plugins DIR`. Duplicates are dropped.
 pub fn plugin_dirs(config: &crate::config::LoadedConfig, extra: &[PathBuf]) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
@@ -24,6 +25,11 @@ pub fn plugin_dirs(config: &crate::config::LoadedConfig, extra: &[PathBuf]) -> V
         && let Some(dir) = exe.parent()
     {
         dirs.push(dir.to_path_buf());
+        // An unpacked dist archive: the bundled plugins in plugins/ beside wf.
+        let bundled = dir.join("plugins");
+        if bundled.is_dir() {
+            dirs.push(bundled);
+        }
     }
     let base = config.base_dir();
     if config.file.is_some() {

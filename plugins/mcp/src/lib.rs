@@ -1,8 +1,8 @@
 //! wf-source-mcp: upstream MCP servers as wf sources of kind `mcp`.
 //!
-//! Discovery uses one-shot sessions ([`discovery`]); every execution — tool
+//! Discovery uses one-shot sessions (`discovery`); every execution — tool
 //! calls, resource reads, prompt gets and session-scoped listings — uses the
-//! source's persistent runtime ([`runtime`]), so stateful servers such as
+//! source's persistent runtime (`runtime`), so stateful servers such as
 //! Playwright keep their state across calls. Both open sessions through the
 //! one [`opener`].
 
