@@ -57,8 +57,7 @@ fn server() -> SocketAddr {
                     allow_insecure_plugin_dir: false,
                 };
                 let app = App::start(&opts).await.expect("host starts");
-                let mut http =
-                    HttpOptions::new(addr, Some(TOKEN.into()), &ServerConfig::default());
+                let mut http = HttpOptions::new(addr, Some(TOKEN.into()), &ServerConfig::default());
                 http.allowed_hosts = vec!["wf.example".into()];
                 http.allowed_origins = vec!["https://app.example".into()];
                 let surfaces = Surfaces::new(&app);

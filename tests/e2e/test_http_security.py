@@ -149,6 +149,26 @@ def test_weak_config_token_is_refused_at_start(wf: Wf) -> None:
     assert "at least 16" in server.log.read_text(errors="replace"), tail(server.log)
 
 
+@pytest.mark.parametrize(
+    ("admin", "reason"),
+    [
+        ('over_http = "token"\ntoken = "${E2E_ADMIN}"', "the admin token ([admin] token) is 11 characters long"),
+        ('token = ""', "the admin token ([admin] token) is empty"),
+    ],
+    ids=["short", "empty"],
+)
+def test_weak_admin_token_is_refused_at_start(wf: Wf, admin: str, reason: str) -> None:
+    """The admin token follows the bearer token's rules when HTTP admin calls need it."""
+    cfg = wf.write_config(f"[admin]\n{admin}\n")
+    server = wf.start_http("127.0.0.1", None, "--config", str(cfg), env={"E2E_ADMIN": "short-admin"}, wait=False)
+    try:
+        code = server.proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"wf serve with a weak admin token is still running:\n{tail(server.log)}")
+    assert code == 1, tail(server.log)
+    assert reason in server.log.read_text(errors="replace"), tail(server.log)
+
+
 def test_host_and_origin_are_parsed_not_matched_as_text(http_server: HttpServer, http: httpx2.Client) -> None:
     """IPv6 literals, ports, case and trailing dots, over a real socket."""
     url, port = http_server.url, http_server.port

@@ -96,6 +96,32 @@ impl HttpOptions {
     }
 }
 
+/// The admin token, when HTTP admin calls need it, obeys the bearer token's
+/// rules. An unset `${VAR}` is not a start error: admin calls then fail closed
+/// (refused, with the reason) while everything else is served.
+fn check_admin_token(admin: &crate::config::AdminConfig) -> anyhow::Result<()> {
+    if admin.over_http() != crate::config::AdminOverHttp::Token {
+        return Ok(());
+    }
+    let Some(raw) = admin.token.as_deref() else {
+        return Ok(());
+    };
+    match crate::config::expand_env(
+        &serde_json::Value::String(raw.into()),
+        "admin.token",
+        &|k| std::env::var(k).ok(),
+    ) {
+        Ok(expanded) => check_token(
+            expanded.as_str().unwrap_or_default(),
+            "the admin token ([admin] token)",
+        ),
+        Err(e) => {
+            tracing::warn!("admin calls over HTTP will be refused: {e}");
+            Ok(())
+        }
+    }
+}
+
 pub async fn serve_http(
     app: Arc<App>,
     surfaces: Surfaces,
@@ -103,6 +129,7 @@ pub async fn serve_http(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     opts.check()?;
+    check_admin_token(&app.config.config.admin)?;
     let listener = tokio::net::TcpListener::bind(opts.bind)
         .await
         .map_err(|e| anyhow::anyhow!("cannot bind {}: {e}", opts.bind))?;
