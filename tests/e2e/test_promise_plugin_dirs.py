@@ -1,5 +1,5 @@
 """Plugin folders, in order: the `wf` executable's own folder, `plugins/` beside
-the config file, the config's `[plugins] dirs` (relative to the config file),
+it (an unpacked release archive), `plugins/` beside the config file, the config's `[plugins] dirs` (relative to the config file),
 then each `--plugins DIR` in the order given. Every folder is searched, and
 when two files hold the same plugin the first one in that order wins and each
 later one is refused, naming the winner.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,26 @@ def test_plugin_folders_are_searched_in_order_and_the_first_copy_wins(wf: Wf, wf
     config, f = layout(wf, notes_plugin, {"b"})
     loaded, refused = notes_rows(plugins(wf, config, f["a"], f["b"]))
     assert ([same(p) for p in loaded], refused) == ([same(f["b"] / notes_plugin.name)], []), (loaded, refused)
+
+
+def test_plugins_folder_beside_the_executable_is_searched(wf: Wf, wf_bin: Path, tmp_path: Path) -> None:
+    """An unpacked release archive: `wf` with its bundled plugins in `plugins/` beside it,
+    and no library next to the executable itself (unlike `cargo build`'s output)."""
+    dist = tmp_path / "wf-unpacked"
+    (dist / "plugins").mkdir(parents=True)
+    shutil.copy2(wf_bin, dist / "wf")
+    std = wf_bin.parent / "libwf_source_std.so"
+    shutil.copy2(std, dist / "plugins" / std.name)
+    proc = subprocess.run(
+        [str(dist / "wf"), "plugins", "--json"],
+        cwd=tmp_path,
+        env={**os.environ, "WF_LOG": "warn"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    files = {row["name"]: row["file"] for row in report["loaded"]}
+    assert files == {"wf-source-std": str(dist / "plugins" / std.name)}, report
+    assert [Path(d) for d in report["dirs"]] == [dist, dist / "plugins"], report
