@@ -21,16 +21,34 @@ MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, 
 PROTOCOL = "2025-11-25"
 
 
-def socket_fds(pid: int) -> int:
-    """How many sockets process `pid` holds open (its listener included)."""
+def held_connections(pid: int, client_ports: set[int]) -> int:
+    """How many of the connections from these local client ports process `pid`
+    holds open: its sockets whose peer is one of them (by socket inode, from
+    /proc/net/tcp{,6}), so a socket wf opened or closed for its own reasons
+    never counts."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if int(cols[2].rsplit(":", 1)[1], 16) in client_ports and cols[9] != "0":
+                inodes.add(f"socket:[{cols[9]}]")
     n = 0
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
                 n += 1
         except OSError:
             pass  # closed while we looked
     return n
+
+
+def ports(socks: list[socket.socket]) -> set[int]:
+    """The local ports of these client sockets."""
+    return {s.getsockname()[1] for s in socks}
 
 
 def rss_kib(pid: int) -> int:

@@ -16,14 +16,15 @@ from conftest import HttpServer, Wf, all_tools, tail
 from hardening_support import (
     MCP_HEADERS,
     RawSession,
+    held_connections,
     idle_socket,
     initialize_body,
     is_closed_by_peer,
     log_lines,
     parse_reply,
+    ports,
     read_http_status,
     rss_kib,
-    socket_fds,
     stalled_post,
     wait_until,
 )
@@ -61,20 +62,20 @@ async def test_idle_sockets_over_the_limit_do_not_starve_a_client(wf: Wf) -> Non
     limit = 20
     server = serve(wf, f"max_connections = {limit}\nheader_read_timeout_ms = 120000\n")
     pid = server.proc.pid
-    baseline = socket_fds(pid)
     socks = [idle_socket(server.port) for _ in range(3 * limit)]
+    mine = ports(socks)
     try:
         # Each socket beyond the limit closes the oldest idle one.
         evicted = [s for s in socks[: 2 * limit] if is_closed_by_peer(s, CLOSE_TIMEOUT)]
         assert len(evicted) == 2 * limit, f"only {len(evicted)} of the oldest {2 * limit} idle sockets were closed"
-        wait_until(lambda: socket_fds(pid) <= baseline + limit, CLOSE_TIMEOUT, f"wf to hold at most {limit} sockets")
+        wait_until(lambda: held_connections(pid, mine) == limit, CLOSE_TIMEOUT, f"wf to hold exactly {limit} of them")
         async with wf.http_client(server, "legacy") as c:
             with anyio.fail_after(OP_TIMEOUT):
                 names = {t.name for t in await all_tools(c)}
                 result = await c.call_tool("wf_std__const", {"value": "served"})
         assert "wf_std__const" in names
         assert result.structured_content == {"value": "served"}
-        wait_until(lambda: socket_fds(pid) <= baseline + limit, CLOSE_TIMEOUT, f"wf to hold at most {limit} sockets")
+        assert held_connections(pid, mine) <= limit
         # 40-odd evictions, logged at most once per 10 s.
         warnings = log_lines(server.log, "connection limit reached")
         assert 1 <= len(warnings) <= 3, warnings
@@ -85,15 +86,15 @@ async def test_idle_sockets_over_the_limit_do_not_starve_a_client(wf: Wf) -> Non
 def test_idle_sockets_are_closed_after_the_header_read_timeout(wf: Wf) -> None:
     server = serve(wf, "header_read_timeout_ms = 1500\n")
     pid = server.proc.pid
-    baseline = socket_fds(pid)
     socks = [idle_socket(server.port) for _ in range(30)]
     # One that starts a request head and never finishes it (slowloris).
     slow = idle_socket(server.port)
     slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     socks.append(slow)
+    mine = ports(socks)
     try:
-        wait_until(lambda: socket_fds(pid) >= baseline + 31, CLOSE_TIMEOUT, "wf to accept 31 sockets")
-        wait_until(lambda: socket_fds(pid) <= baseline, CLOSE_TIMEOUT, "wf to close the idle sockets")
+        wait_until(lambda: held_connections(pid, mine) == 31, CLOSE_TIMEOUT, "wf to accept 31 sockets")
+        wait_until(lambda: held_connections(pid, mine) == 0, CLOSE_TIMEOUT, "wf to close the idle sockets")
         assert all(is_closed_by_peer(s, 5) for s in socks)
     finally:
         close_all(socks)
@@ -102,12 +103,12 @@ def test_idle_sockets_are_closed_after_the_header_read_timeout(wf: Wf) -> None:
 def test_a_stalled_body_is_closed_after_the_idle_timeout(wf: Wf) -> None:
     server = serve(wf, "idle_timeout_ms = 1500\nheader_read_timeout_ms = 120000\n")
     pid = server.proc.pid
-    baseline = socket_fds(pid)
-    s = stalled_post(server.port)
+    s = stalled_post(server.port)  # returns once wf is reading the body
+    mine = ports([s])
     try:
-        wait_until(lambda: socket_fds(pid) > baseline, CLOSE_TIMEOUT, "wf to accept the socket")
+        assert held_connections(pid, mine) == 1, "wf does not hold the stalled connection"
         assert is_closed_by_peer(s, CLOSE_TIMEOUT), "a stalled request body kept its connection open"
-        wait_until(lambda: socket_fds(pid) <= baseline, CLOSE_TIMEOUT, "wf to release the socket")
+        wait_until(lambda: held_connections(pid, mine) == 0, CLOSE_TIMEOUT, "wf to release the socket")
     finally:
         s.close()
 
