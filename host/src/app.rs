@@ -1,32 +1,23 @@
-//! The running host: config → plugins → sources → catalog → projection.
-//! Every surface and server reads from here; nothing here knows about MCP.
+//! The running host: config → plugins → sources → catalog → projection,
+//! built once at start and handed out as parts ([`App`]). Surfaces and the
+//! server read from here; nothing here knows about MCP or the surfaces.
+
+mod live_config;
+
+pub use live_config::{LiveConfig, ReloadOutcome, ReloadTargets};
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use wf_plugin_api::Catalog;
 
-use crate::catalog::Snapshot;
 use crate::config::LoadedConfig;
 use crate::plugins::{HostEvents, LoadPolicy, PluginSet, load_plugins, plugin_dirs};
-use crate::sources::{ApplyReport, Sources, desired_sources};
+use crate::projection::{NameRules, Projection, Projector, ResourceRoute, Timing};
+use crate::sources::{Sources, desired_sources};
 use crate::store::Store;
-use crate::surfaces::proxy::{NameRules, Projection};
-
-/// The outcome of a reload (also shown by the admin status).
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct ReloadOutcome {
-    /// When (ms since the epoch).
-    pub at: i64,
-    /// Why the file was refused; the running configuration stayed in force.
-    pub error: Option<String>,
-    pub sources: ApplyReport,
-    /// Plugin files loaded by this reload.
-    pub plugins_loaded: Vec<String>,
-    /// Loaded plugin files that changed on disk: they take effect after a restart.
-    pub restart_needed: Vec<String>,
-}
+use crate::workflow::NodeSources;
 
 /// What the CLI hands to [`App::start`].
 #[derive(Debug, Clone, Default)]
@@ -40,30 +31,21 @@ pub struct StartOptions {
     pub allow_insecure_plugin_dir: bool,
 }
 
+/// The running host: the aggregate that builds its parts and hands them out.
+/// Each part is owned by its own module with a narrow interface.
 pub struct App {
     /// The config the host started with (server settings need a restart).
     pub config: LoadedConfig,
-    /// The config now in force for sources and plugin folders (changes on reload).
-    pub live_config: Mutex<LoadedConfig>,
-    pub plugins: RwLock<PluginSet>,
-    options: StartOptions,
-    events: HostEvents,
-    /// The outcome of the last reload.
-    pub last_reload: Mutex<Option<ReloadOutcome>>,
-    reloading: tokio::sync::Mutex<()>,
+    /// The config now in force for sources and plugin folders, and reloads.
+    pub live_config: Arc<LiveConfig>,
+    pub plugins: Arc<RwLock<PluginSet>>,
     pub sources: Arc<Sources>,
-    pub state_dir: PathBuf,
-    pub rules: NameRules,
-    pub started: Instant,
+    /// Every catalog under client-safe names, plus the host-local catalogs.
+    pub projector: Arc<Projector>,
     /// Drafts, artifacts, deployments, runs.
     pub store: Arc<Store>,
-    /// Capabilities the host itself serves (the planner's tools, deployments),
-    /// by source name; projected beside the plugins' sources.
-    locals: Mutex<Vec<(String, Arc<Catalog>)>>,
-    projection: Mutex<(u64, Arc<Projection>)>,
-    /// The last projection that included session-scoped listings.
-    live: Mutex<Option<Arc<Projection>>>,
-    versions: tokio::sync::watch::Receiver<u64>,
+    pub state_dir: PathBuf,
+    pub started: Instant,
     /// What the MCP front holds open right now.
     pub front: Arc<FrontStats>,
 }
@@ -90,16 +72,21 @@ pub fn load_config_and_plugins(
     let config = LoadedConfig::open(opts.config.as_deref())?;
     let dirs = plugin_dirs(&config, &opts.plugin_dirs);
     let (events, rx) = HostEvents::channel();
-    let level = if opts.log_level.is_empty() {
-        "info"
-    } else {
-        &opts.log_level
-    };
+    let level = log_level(opts);
     let policy = LoadPolicy {
         allow_insecure: opts.allow_insecure_plugin_dir,
     };
     let plugins = load_plugins(&dirs, &events, level, policy);
     Ok((config, plugins, events, rx))
+}
+
+/// The most verbose level plugins should forward (default `info`).
+fn log_level(opts: &StartOptions) -> &str {
+    if opts.log_level.is_empty() {
+        "info"
+    } else {
+        &opts.log_level
+    }
 }
 
 /// The state directory: `--state-dir`, else the config's `server.state_dir`,
@@ -143,31 +130,45 @@ impl App {
             &plugins,
             &state_dir,
         );
-        let rules = NameRules {
-            max_len: config.config.server.max_name_len.clamp(16, 64),
-        };
-        let versions = sources.changes();
+        let server = &config.config.server;
+        let started = Instant::now();
+        let projector = Arc::new(Projector::new(
+            sources.clone(),
+            NameRules {
+                max_len: server.max_name_len.clamp(16, 64),
+            },
+            Timing {
+                ready_by: started + Duration::from_millis(server.startup_grace_ms),
+                live_list: Duration::from_millis(server.live_list_timeout_ms),
+            },
+        ));
+        let timeout = Duration::from_millis(server.discovery_timeout_ms);
+        let plugins = Arc::new(RwLock::new(plugins));
+        let live_config = Arc::new(LiveConfig::new(
+            config.clone(),
+            ReloadTargets {
+                file: opts.config.clone(),
+                extra_plugin_dirs: opts.plugin_dirs.clone(),
+                log_level: log_level(opts).to_string(),
+                events,
+                plugins: plugins.clone(),
+                sources: sources.clone(),
+                state_dir: state_dir.clone(),
+                discovery_timeout: timeout,
+            },
+        ));
         let app = Arc::new(Self {
-            live_config: Mutex::new(config.clone()),
             config,
-            plugins: RwLock::new(plugins),
-            options: opts.clone(),
-            events,
-            last_reload: Mutex::new(None),
-            reloading: tokio::sync::Mutex::new(()),
+            live_config,
+            plugins,
             sources,
-            state_dir,
-            rules,
-            started: Instant::now(),
+            projector,
             store,
-            locals: Mutex::new(Vec::new()),
-            projection: Mutex::new((u64::MAX, Arc::new(Projection::default()))),
-            live: Mutex::new(None),
-            versions,
+            state_dir,
+            started,
             front: Arc::default(),
         });
 
-        let timeout = Duration::from_millis(app.config.config.server.discovery_timeout_ms);
         let sources = app.sources.clone();
         tokio::spawn(async move { sources.discover_all(sources.list(), timeout).await });
 
@@ -188,233 +189,53 @@ impl App {
 
     /// Sets (replaces) a host-local source's capabilities.
     pub fn set_local(&self, name: &str, catalog: Catalog) {
-        {
-            let mut locals = self.locals.lock().unwrap();
-            locals.retain(|(n, _)| n != name);
-            locals.push((name.to_string(), Arc::new(catalog)));
-            locals.sort_by(|a, b| a.0.cmp(&b.0));
-        }
-        self.sources.touch();
+        self.projector.set_local(name, catalog)
     }
 
     pub fn is_local(&self, name: &str) -> bool {
-        self.locals.lock().unwrap().iter().any(|(n, _)| n == name)
+        self.projector.is_local(name)
     }
 
-    /// The plugin sources' catalogs plus the host-local ones.
-    fn snapshot(&self) -> Snapshot {
-        let mut s = Snapshot::take(&self.sources);
-        s.sources
-            .extend(self.locals.lock().unwrap().iter().cloned());
-        s.sources.sort_by(|a, b| a.0.cmp(&b.0));
-        s
-    }
-
-    /// The current projection, rebuilt when a catalog changed since the last call.
+    /// The current projection (see [`Projector::projection`]).
     pub fn projection(&self) -> Arc<Projection> {
-        let version = *self.versions.borrow();
-        let mut cached = self.projection.lock().unwrap();
-        if cached.0 != version {
-            let snapshot = self.snapshot();
-            *cached = (version, Arc::new(Projection::build(&snapshot, self.rules)));
-        }
-        cached.1.clone()
+        self.projector.projection()
     }
 
-    /// Like [`Self::projection`], but right after start waits (bounded by
-    /// `server.startup_grace_ms`) for first discovery, so a client's first
-    /// list is complete whenever the upstreams are quick.
+    /// The projection once first discovery is done or the start grace is over.
     pub async fn projection_ready(&self) -> Arc<Projection> {
-        let grace = Duration::from_millis(self.config.config.server.startup_grace_ms);
-        self.sources
-            .wait_first_discovery(self.started + grace)
-            .await;
-        self.projection()
+        self.projector.projection_ready().await
     }
 
-    /// A projection whose resources, templates and prompts are what each
-    /// source's live session lists now (they can be session-scoped, e.g. a
-    /// resource a tool call just created). Tools stay as discovered. A
-    /// source that does not answer in time keeps its discovered listings.
+    /// The projection with each source's live listings (see [`Projector::live_projection`]).
     pub async fn live_projection(&self) -> Arc<Projection> {
-        self.projection_ready().await;
-        let mut snapshot = self.snapshot();
-        let timeout = Duration::from_millis(self.config.config.server.live_list_timeout_ms);
-        let lists = snapshot.sources.iter().map(|(name, _)| {
-            let handle = self.sources.get(name).and_then(|e| e.handle.clone());
-            async move {
-                let handle = handle?;
-                let (r, t, p) = tokio::time::timeout(timeout, async {
-                    tokio::join!(
-                        handle.list_resources(),
-                        handle.list_resource_templates(),
-                        handle.list_prompts()
-                    )
-                })
-                .await
-                .ok()?;
-                Some((r.ok(), t.ok(), p.ok()))
-            }
-        });
-        let lists = futures::future::join_all(lists).await;
-        for ((_, catalog), live) in snapshot.sources.iter_mut().zip(lists) {
-            let Some((resources, templates, prompts)) = live else {
-                continue;
-            };
-            let c = Arc::make_mut(catalog);
-            if let Some(r) = resources {
-                c.resources = r;
-            }
-            if let Some(t) = templates {
-                c.resource_templates = t;
-            }
-            if let Some(p) = prompts {
-                c.prompts = p;
-            }
-            // Live listings are screened like discovered ones.
-            let (listed, _) = crate::catalog::screen(Catalog {
-                prompts: std::mem::take(&mut c.prompts),
-                resources: std::mem::take(&mut c.resources),
-                resource_templates: std::mem::take(&mut c.resource_templates),
-                ..Catalog::default()
-            });
-            (c.prompts, c.resources, c.resource_templates) =
-                (listed.prompts, listed.resources, listed.resource_templates);
-        }
-        let p = Arc::new(Projection::build(&snapshot, self.rules));
-        *self.live.lock().unwrap() = Some(p.clone());
-        p
+        self.projector.live_projection().await
     }
 
-    /// Routes a resource read: the discovered projection, else the last live
-    /// one, else a fresh live listing.
-    pub async fn resource_route(&self, uri: &str) -> Option<crate::surfaces::proxy::ResourceRoute> {
-        if let Some(r) = self.projection_ready().await.resource_route(uri) {
-            return Some(r);
+    /// Routes a resource read (see [`Projector::resource_route`]).
+    pub async fn resource_route(&self, uri: &str) -> Option<ResourceRoute> {
+        self.projector.resource_route(uri).await
+    }
+
+    /// What the workflow engine needs: the sources and the start grace.
+    pub fn node_sources(&self) -> NodeSources {
+        NodeSources {
+            sources: self.sources.clone(),
+            ready_by: self.projector.timing().ready_by,
         }
-        let last = self.live.lock().unwrap().clone();
-        if let Some(r) = last.and_then(|p| p.resource_route(uri)) {
-            return Some(r);
-        }
-        self.live_projection().await.resource_route(uri)
     }
 
     pub fn discovery_timeout(&self) -> Duration {
         Duration::from_millis(self.config.config.server.discovery_timeout_ms)
     }
 
-    /// Re-reads the config file and applies it: new plugin files are loaded,
-    /// unchanged sources keep their instance (and upstream sessions), changed
-    /// ones are replaced, removed ones closed, new and changed ones discovered.
-    /// An invalid file changes nothing; the error is kept in `last_reload`.
+    /// Re-reads the config file and applies it (see [`LiveConfig::reload`]).
     pub async fn reload(&self) -> ReloadOutcome {
-        // One reload at a time: the watcher and the admin tool must not
-        // interleave reading and applying the file.
-        let _one = self.reloading.lock().await;
-        let outcome = self.try_reload().await;
-        match &outcome.error {
-            None => {
-                tracing::info!(added = ?outcome.sources.added, changed = ?outcome.sources.changed, removed = ?outcome.sources.removed, "config reloaded")
-            }
-            Some(e) => tracing::error!(
-                "config reload refused; the running configuration stays in force: {e}"
-            ),
-        }
-        *self.last_reload.lock().unwrap() = Some(outcome.clone());
-        outcome
+        self.live_config.reload().await
     }
 
-    async fn try_reload(&self) -> ReloadOutcome {
-        let mut outcome = ReloadOutcome {
-            at: crate::store::now_ms(),
-            ..Default::default()
-        };
-        let config = match LoadedConfig::open(self.options.config.as_deref()) {
-            Ok(c) => c,
-            Err(e) => {
-                outcome.error = Some(e.to_string());
-                return outcome;
-            }
-        };
-        let configured = match config.sources() {
-            Ok(s) => s,
-            Err(e) => {
-                outcome.error = Some(e.to_string());
-                return outcome;
-            }
-        };
-        // New plugin files are loaded; loaded ones are never unloaded.
-        let dirs = plugin_dirs(&config, &self.options.plugin_dirs);
-        let level = if self.options.log_level.is_empty() {
-            "info"
-        } else {
-            &self.options.log_level
-        };
-        {
-            let mut plugins = self.plugins.write().unwrap();
-            outcome.plugins_loaded = plugins.load_new(&dirs, &self.events, level);
-            outcome.restart_needed = plugins.changed_files();
-        }
-        let desired = {
-            let plugins = self.plugins.read().unwrap();
-            desired_sources(configured, &plugins)
-        };
-        let (report, retired) = {
-            let plugins = self.plugins.read().unwrap();
-            self.sources
-                .apply(desired, &config, &plugins, &self.state_dir)
-        };
-        *self.live_config.lock().unwrap() = config;
-        crate::sources::close(retired, Duration::from_secs(5)).await;
-        let fresh: Vec<_> = report
-            .added
-            .iter()
-            .chain(&report.changed)
-            .filter_map(|n| self.sources.get(n))
-            .collect();
-        let sources = self.sources.clone();
-        let timeout = self.discovery_timeout();
-        tokio::spawn(async move { sources.discover_all(fresh, timeout).await });
-        outcome.sources = report;
-        outcome
-    }
-
-    /// Watches the config file and reloads after it changed and then stayed
-    /// the same for `debounce` (editors write in several steps).
-    pub fn watch_config(self: &Arc<Self>, debounce: Duration) {
-        let Some(path) = self.config.file.clone() else {
-            return;
-        };
-        let app = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let stamp = |p: &std::path::Path| {
-                std::fs::metadata(p)
-                    .ok()
-                    .map(|m| (m.len(), m.modified().ok()))
-            };
-            let mut seen = stamp(&path);
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                let now = stamp(&path);
-                if now == seen {
-                    continue;
-                }
-                // Changed: wait until it holds still.
-                let mut settled = now;
-                loop {
-                    tokio::time::sleep(debounce).await;
-                    let again = stamp(&path);
-                    if again == settled {
-                        break;
-                    }
-                    settled = again;
-                }
-                seen = settled;
-                let Some(app) = app.upgrade() else { return };
-                tracing::info!(file = %path.display(), "config file changed; reloading");
-                app.reload().await;
-            }
-        });
+    /// Reloads whenever the config file changes (see [`LiveConfig::watch`]).
+    pub fn watch_config(&self, debounce: Duration) {
+        self.live_config.watch(debounce)
     }
 
     pub async fn shutdown(&self) {

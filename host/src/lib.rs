@@ -4,8 +4,10 @@
 pub mod app;
 pub mod catalog;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod plugins;
+pub mod projection;
 pub mod secrets;
 pub mod server;
 pub mod sources;

@@ -47,3 +47,20 @@ mod tests {
         assert_eq!(t, "url http://h/mcp?key=[redacted] and abc");
     }
 }
+
+/// SHA-256 of `b`: how a token is kept and compared.
+pub fn sha256(b: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(b).into()
+}
+
+/// Compares two digests without an early exit.
+pub fn eq_32(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Compares two secrets in time that depends on neither: both are hashed
+/// first, then the digests compared without an early exit.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    eq_32(&sha256(a), &sha256(b))
+}

@@ -1,11 +1,11 @@
 //! The catalog: a snapshot of every source's last discovered capabilities.
 //! Surfaces project it; they never talk to discovery directly. Every catalog
-//! is screened on its way in ([`screen`]): only valid capabilities are served.
+//! is screened on its way in by the sources ([`screen`]): only valid
+//! capabilities are served.
 
 pub mod probe;
-mod screen;
 
-pub use screen::{Rejected, screen};
+pub use crate::sources::{Rejected, screen};
 
 use std::sync::Arc;
 

@@ -35,7 +35,7 @@ pub async fn run(args: RunArgs, log_level: &str) -> anyhow::Result<i32> {
     }
 
     let app = App::start(&args.common.start_options(log_level)).await?;
-    let engine = Engine::new(app.clone(), app.store.clone());
+    let engine = Engine::new(app.node_sources(), app.store.clone());
     // Live progress: one line per node state change, on stderr.
     let progress: OnEvent = Arc::new(|e| {
         let mark = match e.status {

@@ -172,7 +172,7 @@ impl Copies {
             }
         }
         let dir = self.dir.as_ref()?.path();
-        let copy = dir.join(format!("{}-{name}", crate::store::now_ms()));
+        let copy = dir.join(format!("{}-{name}", crate::clock::now_ms()));
         std::fs::copy(file, &copy).ok().map(|_| copy)
     }
 }

@@ -9,9 +9,9 @@ use axum::http::uri::{Authority, Uri};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use sha2::{Digest, Sha256};
 
 use super::limits::Principal;
+use crate::secrets::{eq_32, sha256};
 
 const LOOPBACK_HOSTS: [&str; 2] = ["localhost", "127.0.0.1"];
 /// Shortest bearer token accepted at start.
@@ -209,20 +209,6 @@ impl HttpGuard {
     }
 }
 
-fn sha256(b: &[u8]) -> [u8; 32] {
-    Sha256::digest(b).into()
-}
-
-fn eq_32(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Compares two secrets in time that depends on neither: both are hashed
-/// first, then the digests compared without an early exit.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    eq_32(&sha256(a), &sha256(b))
-}
-
 pub async fn guard(
     State(g): State<std::sync::Arc<HttpGuard>>,
     mut request: Request,
@@ -254,6 +240,7 @@ pub async fn guard(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secrets::constant_time_eq;
     use axum::http::HeaderValue;
 
     fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {

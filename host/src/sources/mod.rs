@@ -4,9 +4,11 @@
 mod call;
 mod handle;
 mod registry;
+mod screen;
 
 pub use call::CallCtx;
 pub use handle::{SourceError, SourceHandle};
 pub use registry::{
     ApplyReport, SourceEntry, SourceState, SourceStatus, Sources, close, desired_sources,
 };
+pub use screen::{Rejected, screen};

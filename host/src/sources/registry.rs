@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use abi_stable::std_types::RString;
 use serde::Serialize;
@@ -16,7 +16,8 @@ use tokio::sync::watch;
 use wf_plugin_api::{Catalog, PluginError, SourceSpec};
 
 use super::handle::SourceHandle;
-use crate::catalog::{Rejected, screen};
+use super::screen::{Rejected, screen};
+use crate::clock::now_ms;
 use crate::config::{LoadedConfig, SourceConfig, expand_env};
 use crate::plugins::PluginSet;
 use crate::store::{Store, content_hash};
@@ -97,13 +98,6 @@ pub struct Sources {
     pending: watch::Sender<usize>,
     /// Where catalog snapshots are kept (None: not persisted).
     store: Option<Arc<Store>>,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// Every source to run: the configured ones plus each plugin's default

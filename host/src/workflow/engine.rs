@@ -19,8 +19,7 @@ use super::catalog::{CapabilityEntry, PlannerCatalog};
 use super::model::{OnError, SessionMode, Workflow};
 use super::refs::{self, Ref, Scope};
 use super::validate::{Problem, validate};
-use crate::app::App;
-use crate::sources::{CallCtx, SourceHandle};
+use crate::sources::{CallCtx, SourceHandle, Sources};
 use crate::store::{NodeRecord, RunRecord, Store, new_id, now_ms};
 
 /// Where a run's workflow came from (recorded with the run).
@@ -62,8 +61,32 @@ struct Control {
     done: watch::Receiver<bool>,
 }
 
+/// What the engine needs of the running host: the sources whose nodes it
+/// runs, and until when a run waits for their first discovery.
+#[derive(Clone)]
+pub struct NodeSources {
+    pub sources: Arc<Sources>,
+    pub ready_by: Instant,
+}
+
+impl NodeSources {
+    /// The planner catalog once first discovery is done (or `ready_by`).
+    pub async fn catalog(&self) -> PlannerCatalog {
+        self.sources.wait_first_discovery(self.ready_by).await;
+        PlannerCatalog::from_snapshot(&crate::catalog::Snapshot::take(&self.sources))
+    }
+
+    /// The live handle of `source`.
+    pub fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, String> {
+        self.sources
+            .get(source)
+            .and_then(|e| e.handle.clone())
+            .ok_or_else(|| format!("source {source:?} is not available"))
+    }
+}
+
 pub struct Engine {
-    app: Arc<App>,
+    sources: NodeSources,
     pub store: Arc<Store>,
     runs: Mutex<HashMap<String, Control>>,
 }
@@ -113,9 +136,9 @@ fn check_inputs(schema: &Value, inputs: &Value) -> Result<(), String> {
 }
 
 impl Engine {
-    pub fn new(app: Arc<App>, store: Arc<Store>) -> Arc<Self> {
+    pub fn new(sources: NodeSources, store: Arc<Store>) -> Arc<Self> {
         Arc::new(Self {
-            app,
+            sources,
             store,
             runs: Mutex::new(HashMap::new()),
         })
@@ -123,8 +146,7 @@ impl Engine {
 
     /// The planner catalog as discovered now.
     pub async fn catalog(&self) -> PlannerCatalog {
-        self.app.projection_ready().await;
-        PlannerCatalog::from_snapshot(&crate::catalog::Snapshot::take(&self.app.sources))
+        self.sources.catalog().await
     }
 
     /// Validates and starts a run; returns its id at once.
@@ -350,12 +372,7 @@ impl Run {
     }
 
     fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, String> {
-        self.engine
-            .app
-            .sources
-            .get(source)
-            .and_then(|e| e.handle.clone())
-            .ok_or_else(|| format!("source {source:?} is not available"))
+        self.engine.sources.handle(source)
     }
 
     /// Opens the session each used source's calls run on: a run-scoped lease

@@ -8,6 +8,6 @@ pub mod refs;
 pub mod validate;
 
 pub use catalog::PlannerCatalog;
-pub use engine::{Engine, NodeEvent, RunOrigin};
+pub use engine::{Engine, NodeEvent, NodeSources, RunOrigin};
 pub use model::Workflow;
 pub use validate::{Problem, validate};

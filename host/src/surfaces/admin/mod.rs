@@ -77,7 +77,7 @@ impl Admin {
                         .ok()
                     })
                     .and_then(|v| v.as_str().map(str::to_string));
-                let ok = matches!((expected.as_deref(), admin_token.as_deref()), (Some(e), Some(g)) if !e.is_empty() && crate::server::http_guard::constant_time_eq(e.as_bytes(), g.as_bytes()));
+                let ok = matches!((expected.as_deref(), admin_token.as_deref()), (Some(e), Some(g)) if !e.is_empty() && crate::secrets::constant_time_eq(e.as_bytes(), g.as_bytes()));
                 (!ok).then(|| {
                     refuse(
                         "admin call refused: missing or wrong admin token",
@@ -155,7 +155,7 @@ impl Admin {
     }
 
     fn stage(&self, edit: Edit) -> CallResult {
-        let config = self.app.live_config.lock().unwrap().clone();
+        let config = self.app.live_config.current();
         match config.stage(&edit) {
             Ok(()) => reply(json!({
                 "staged": true,
@@ -240,7 +240,7 @@ impl Admin {
             "plugin_api": wf_plugin_api::API_VERSION,
             "supported_plugin_api": supported_api_range(),
             "uptime_ms": self.app.started.elapsed().as_millis() as u64,
-            "config_file": self.app.live_config.lock().unwrap().file_label(),
+            "config_file": self.app.live_config.current().file_label(),
             "counts": {
                 "plugins": plugins.loaded.len(), "refused_plugin_files": plugins.refused.len(),
                 "sources": sources.len(), "tools": proj.tools.len(), "prompts": proj.prompts.len(),
@@ -256,7 +256,7 @@ impl Admin {
                 .filter_map(|e| Some((e.name.clone(), json!(e.handle.as_ref()?.calls_in_flight()))))
                 .collect::<Map<String, Value>>(),
             "name_collisions": proj.collisions,
-            "last_reload": *self.app.last_reload.lock().unwrap(),
+            "last_reload": self.app.live_config.last_reload(),
             "restart_needed": plugins.changed_files(),
         })
     }

@@ -77,7 +77,7 @@ fn valid_deployment_name(n: &str) -> bool {
 
 impl Planner {
     pub fn new(app: Arc<App>) -> Arc<Self> {
-        let engine = Engine::new(app.clone(), app.store.clone());
+        let engine = Engine::new(app.node_sources(), app.store.clone());
         let planner = Arc::new(Self { app, engine });
         planner.app.set_local(PLANNER_SOURCE, tools::catalog());
         planner.refresh_deployments();

@@ -1,12 +1,13 @@
 //! The proxy surface: every source's tools, prompts, resources and resource
 //! templates, under names valid for MCP hosts, routed back to their source.
 
-mod names;
-mod projection;
 mod results;
 
-pub use names::{NameRules, hash6, is_client_safe};
-pub use projection::{Projected, Projection, ResourceRoute};
+// The projection lives below the surfaces (crate::projection); the proxy
+// serves it under these names.
+pub use crate::projection::{
+    NameRules, Projected, Projection, ResourceRoute, hash6, is_client_safe,
+};
 pub use results::check_output;
 
 /// One page of `items` starting at `cursor` (an offset we issued).

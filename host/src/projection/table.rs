@@ -240,7 +240,7 @@ mod tests {
     use wf_plugin_api::Catalog;
 
     use super::*;
-    use crate::surfaces::proxy::names::is_client_safe;
+    use crate::projection::names::is_client_safe;
 
     fn cat(tools: &[&str], resources: &[&str]) -> Arc<Catalog> {
         let mut c = Catalog::default();

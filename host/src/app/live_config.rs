@@ -1,0 +1,178 @@
+//! The config in force for sources and plugin folders, and how it changes:
+//! a reload re-reads the file and applies it to the plugin set and the
+//! sources; a watcher reloads when the file changed. Server settings are
+//! read once at start (`App::config`) and need a restart.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use crate::clock::now_ms;
+use crate::config::LoadedConfig;
+use crate::plugins::{HostEvents, PluginSet, plugin_dirs};
+use crate::sources::{ApplyReport, Sources, desired_sources};
+
+/// The outcome of a reload (also shown by the admin status).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReloadOutcome {
+    /// When (ms since the epoch).
+    pub at: i64,
+    /// Why the file was refused; the running configuration stayed in force.
+    pub error: Option<String>,
+    pub sources: ApplyReport,
+    /// Plugin files loaded by this reload.
+    pub plugins_loaded: Vec<String>,
+    /// Loaded plugin files that changed on disk: they take effect after a restart.
+    pub restart_needed: Vec<String>,
+}
+
+/// What a reload needs besides the file: where to find it and its plugins,
+/// and the parts it applies the result to.
+pub struct ReloadTargets {
+    /// The config file (None: the embedded default, nothing to reload).
+    pub file: Option<PathBuf>,
+    /// `--plugin-dir` folders given on the command line.
+    pub extra_plugin_dirs: Vec<PathBuf>,
+    /// The most verbose level plugins should forward.
+    pub log_level: String,
+    pub events: HostEvents,
+    pub plugins: Arc<RwLock<PluginSet>>,
+    pub sources: Arc<Sources>,
+    pub state_dir: PathBuf,
+    pub discovery_timeout: Duration,
+}
+
+/// The config now in force, the last reload's outcome, and the reload itself.
+pub struct LiveConfig {
+    current: Mutex<LoadedConfig>,
+    last_reload: Mutex<Option<ReloadOutcome>>,
+    /// One reload at a time: the watcher and the admin tool must not
+    /// interleave reading and applying the file.
+    reloading: tokio::sync::Mutex<()>,
+    targets: ReloadTargets,
+}
+
+impl LiveConfig {
+    pub fn new(config: LoadedConfig, targets: ReloadTargets) -> Self {
+        Self {
+            current: Mutex::new(config),
+            last_reload: Mutex::new(None),
+            reloading: tokio::sync::Mutex::new(()),
+            targets,
+        }
+    }
+
+    /// The config now in force.
+    pub fn current(&self) -> LoadedConfig {
+        self.current.lock().unwrap().clone()
+    }
+
+    /// The outcome of the last reload, if any.
+    pub fn last_reload(&self) -> Option<ReloadOutcome> {
+        self.last_reload.lock().unwrap().clone()
+    }
+
+    /// Re-reads the config file and applies it: new plugin files are loaded,
+    /// unchanged sources keep their instance (and upstream sessions), changed
+    /// ones are replaced, removed ones closed, new and changed ones discovered.
+    /// An invalid file changes nothing; the error is kept in `last_reload`.
+    pub async fn reload(&self) -> ReloadOutcome {
+        let _one = self.reloading.lock().await;
+        let outcome = self.try_reload().await;
+        match &outcome.error {
+            None => {
+                tracing::info!(added = ?outcome.sources.added, changed = ?outcome.sources.changed, removed = ?outcome.sources.removed, "config reloaded")
+            }
+            Some(e) => tracing::error!(
+                "config reload refused; the running configuration stays in force: {e}"
+            ),
+        }
+        *self.last_reload.lock().unwrap() = Some(outcome.clone());
+        outcome
+    }
+
+    async fn try_reload(&self) -> ReloadOutcome {
+        let t = &self.targets;
+        let mut outcome = ReloadOutcome {
+            at: now_ms(),
+            ..Default::default()
+        };
+        let config = match LoadedConfig::open(t.file.as_deref()) {
+            Ok(c) => c,
+            Err(e) => {
+                outcome.error = Some(e.to_string());
+                return outcome;
+            }
+        };
+        let configured = match config.sources() {
+            Ok(s) => s,
+            Err(e) => {
+                outcome.error = Some(e.to_string());
+                return outcome;
+            }
+        };
+        // New plugin files are loaded; loaded ones are never unloaded.
+        let dirs = plugin_dirs(&config, &t.extra_plugin_dirs);
+        {
+            let mut plugins = t.plugins.write().unwrap();
+            outcome.plugins_loaded = plugins.load_new(&dirs, &t.events, &t.log_level);
+            outcome.restart_needed = plugins.changed_files();
+        }
+        let (report, retired) = {
+            let plugins = t.plugins.read().unwrap();
+            let desired = desired_sources(configured, &plugins);
+            t.sources.apply(desired, &config, &plugins, &t.state_dir)
+        };
+        *self.current.lock().unwrap() = config;
+        crate::sources::close(retired, Duration::from_secs(5)).await;
+        let fresh: Vec<_> = report
+            .added
+            .iter()
+            .chain(&report.changed)
+            .filter_map(|n| t.sources.get(n))
+            .collect();
+        let sources = t.sources.clone();
+        let timeout = t.discovery_timeout;
+        tokio::spawn(async move { sources.discover_all(fresh, timeout).await });
+        outcome.sources = report;
+        outcome
+    }
+
+    /// Watches the config file and reloads after it changed and then stayed
+    /// the same for `debounce` (editors write in several steps).
+    pub fn watch(self: &Arc<Self>, debounce: Duration) {
+        let Some(path) = self.current().file else {
+            return;
+        };
+        let this = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let stamp = |p: &std::path::Path| {
+                std::fs::metadata(p)
+                    .ok()
+                    .map(|m| (m.len(), m.modified().ok()))
+            };
+            let mut seen = stamp(&path);
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let now = stamp(&path);
+                if now == seen {
+                    continue;
+                }
+                // Changed: wait until it holds still.
+                let mut settled = now;
+                loop {
+                    tokio::time::sleep(debounce).await;
+                    let again = stamp(&path);
+                    if again == settled {
+                        break;
+                    }
+                    settled = again;
+                }
+                seen = settled;
+                let Some(this) = this.upgrade() else { return };
+                tracing::info!(file = %path.display(), "config file changed; reloading");
+                this.reload().await;
+            }
+        });
+    }
+}
