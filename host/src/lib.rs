@@ -1,5 +1,7 @@
-//! wf-host: the `wf` binary's library. Data flows one way:
-//! config → plugins → sources → catalog → surfaces → server.
+//! wf-host: the `wf` binary's library. Data flows one way, and no module
+//! uses one above it (checked by `tests/layering.rs`):
+//! clock, secrets → store, config → plugins → sources → catalog →
+//! projection, workflow → app → surfaces → server → cli.
 
 pub mod app;
 pub mod catalog;
