@@ -23,7 +23,10 @@ fn layer(module: &str) -> Option<usize> {
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).expect("readable source dir").flatten() {
+    for e in std::fs::read_dir(dir)
+        .expect("readable source dir")
+        .flatten()
+    {
         let p = e.path();
         if p.is_dir() {
             rust_files(&p, out);
@@ -90,14 +93,14 @@ fn no_module_reaches_up() {
                     "{}: {module} uses crate::{target}, which is not below it",
                     file.display()
                 )),
-                None => problems.push(format!(
-                    "{}: crate::{target} has no layer",
-                    file.display()
-                )),
+                None => problems.push(format!("{}: crate::{target} has no layer", file.display())),
             }
         }
     }
-    assert!(checked > 50, "found only {checked} references: is the scan broken?");
+    assert!(
+        checked > 50,
+        "found only {checked} references: is the scan broken?"
+    );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 

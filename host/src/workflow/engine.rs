@@ -7,20 +7,21 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use wf_plugin_api::{CallScope, ErrorCode, STATE_LOST, SessionInfo, SourceRequest};
 
 use super::catalog::{CapabilityEntry, PlannerCatalog};
-use super::model::{OnError, SessionMode, Workflow};
-use super::refs::{self, Ref, Scope};
+use super::model::{SessionMode, Workflow};
+use super::refs::{self, Ref};
 use super::validate::{Problem, validate};
 use crate::sources::{CallCtx, SourceHandle, Sources};
 use crate::store::{NodeRecord, RunRecord, Store, new_id, now_ms};
+use scheduler::{RunEnd, Scheduler};
+
+mod scheduler;
 
 /// Where a run's workflow came from (recorded with the run).
 #[derive(Debug, Clone, Serialize)]
@@ -274,15 +275,6 @@ impl NodeLog {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum State {
-    Pending,
-    Running,
-    Done,
-    Skipped,
-    Failed,
-}
-
 struct Run {
     engine: Arc<Engine>,
     log: NodeLog,
@@ -441,22 +433,23 @@ impl Run {
 
     async fn execute(self) {
         let started = Instant::now();
-        let (status, outputs, error) = match self.open_sessions().await {
-            Err(e) => ("failed", None, Some(e)),
+        let end = match self.open_sessions().await {
+            Err(e) => RunEnd::Failed(e),
             Ok((scopes, leases)) => {
                 let _ = self
                     .engine
                     .store
                     .set_run_sessions(&self.id, &serde_json::to_value(&scopes).unwrap_or_default());
-                let result = self.schedule(&scopes).await;
+                let end = Scheduler::new(&self, &scopes).run().await;
                 for (handle, lease) in leases {
                     let _ = handle
                         .request::<Value>(&SourceRequest::CloseLease { lease }, CallCtx::new())
                         .await;
                 }
-                result
+                end
             }
         };
+        let (status, outputs, error) = end.into_record();
         let Run {
             engine, id, log, ..
         } = self;
@@ -499,223 +492,6 @@ impl Run {
                     .collect()
             })
             .collect()
-    }
-
-    async fn schedule(
-        &self,
-        scopes: &BTreeMap<String, CallScope>,
-    ) -> (&'static str, Option<Value>, Option<String>) {
-        let n = self.wf.nodes.len();
-        let deps = self.dependencies();
-        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for (i, ds) in deps.iter().enumerate() {
-            for &d in ds {
-                dependents[d].push(i);
-            }
-        }
-        // Nodes whose dependencies have all settled, in document order.
-        let mut waiting: Vec<usize> = deps.iter().map(BTreeSet::len).collect();
-        let mut ready: BTreeSet<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
-        let mut state = vec![State::Pending; n];
-        let mut outputs: HashMap<String, Value> = HashMap::new();
-        let mut busy: BTreeSet<String> = BTreeSet::new();
-        // Polled by this task itself (no spawn): a node's completion needs no
-        // extra thread hand-off. Dropping a future cancels its call.
-        let mut tasks = FuturesUnordered::new();
-        let mut clock: Vec<Instant> = vec![Instant::now(); n];
-        let mut recs: Vec<NodeRecord> = self
-            .wf
-            .nodes
-            .iter()
-            .map(|node| NodeRecord {
-                node_id: node.id.clone(),
-                capability: node.uses.clone(),
-                status: "pending".into(),
-                args: None,
-                output: None,
-                error: None,
-                error_code: None,
-                attempts: 0,
-                epoch: None,
-                started_at: None,
-                finished_at: None,
-            })
-            .collect();
-        let mut failure: Option<String> = None;
-        let settle = |i: usize, waiting: &mut Vec<usize>, ready: &mut BTreeSet<usize>| {
-            for &d in &dependents[i] {
-                waiting[d] -= 1;
-                if waiting[d] == 0 {
-                    ready.insert(d);
-                }
-            }
-        };
-
-        loop {
-            // Start every ready node, in document order; a stateful source
-            // runs one node at a time. Skipping a node can make others ready.
-            let mut progressed = true;
-            while progressed && failure.is_none() && !self.cancel.is_cancelled() {
-                progressed = false;
-                let candidates: Vec<usize> = ready.iter().copied().collect();
-                for i in candidates {
-                    let entry = self.entry(i);
-                    if entry.spec.stateful && busy.contains(&entry.source) {
-                        continue;
-                    }
-                    ready.remove(&i);
-                    progressed = true;
-                    let node = &self.wf.nodes[i];
-                    clock[i] = Instant::now();
-                    recs[i].started_at = Some(now_ms());
-                    let values = Scope {
-                        inputs: &self.inputs,
-                        outputs: &outputs,
-                    };
-                    let skip = if deps[i].iter().any(|&d| state[d] == State::Skipped) {
-                        Some("a node it depends on was skipped")
-                    } else {
-                        match node.when.as_ref().map(|w| refs::resolve(w, &values)) {
-                            Some(Ok(v)) if !refs::truthy(&v) => Some("`when` was false"),
-                            _ => None,
-                        }
-                    };
-                    if let Some(why) = skip {
-                        state[i] = State::Skipped;
-                        self.finish(&mut recs[i], "skipped", None, Some(NodeError::uncoded(why)));
-                        self.emit(i, "skipped", clock[i], None);
-                        settle(i, &mut waiting, &mut ready);
-                        continue;
-                    }
-                    let when = node
-                        .when
-                        .as_ref()
-                        .map(|w| refs::resolve(w, &values))
-                        .transpose();
-                    let prepared = when
-                        .and_then(|_| refs::resolve(&Value::Object(node.args.clone()), &values))
-                        .and_then(|args| Ok((args, self.handle(&entry.source)?)));
-                    let (args, handle) = match prepared {
-                        Ok(x) => x,
-                        Err(e) => {
-                            state[i] = State::Failed;
-                            failure = Some(format!("node {:?}: {e}", node.id));
-                            self.emit(i, "failed", clock[i], Some(e.clone()));
-                            self.finish(&mut recs[i], "failed", None, Some(NodeError::uncoded(e)));
-                            break;
-                        }
-                    };
-                    let scope = scopes.get(&entry.source).cloned().unwrap_or_default();
-                    state[i] = State::Running;
-                    if entry.spec.stateful {
-                        busy.insert(entry.source.clone());
-                    }
-                    recs[i].status = "running".into();
-                    recs[i].args = Some(args.clone());
-                    recs[i].epoch = scope.expect_epoch.map(|e| e as i64);
-                    self.save(&recs[i]);
-                    self.emit(i, "running", clock[i], None);
-                    let (name, timeout, retry) = (
-                        entry.name.clone(),
-                        node.timeout_ms.map(Duration::from_millis),
-                        node.retry.clone(),
-                    );
-                    tasks.push(run_node(i, handle, name, args, scope, timeout, retry));
-                }
-            }
-
-            if tasks.is_empty() {
-                break;
-            }
-            let outcome = tokio::select! {
-                r = tasks.next() => r,
-                _ = self.cancel.cancelled() => None,
-            };
-            let Some(outcome) = outcome else {
-                // Cancelled: dropping the tasks cancels the calls in the plugins.
-                tasks.clear();
-                for i in 0..n {
-                    if state[i] == State::Running {
-                        self.finish(
-                            &mut recs[i],
-                            "cancelled",
-                            None,
-                            Some(NodeError::new(
-                                ErrorCode::Cancelled,
-                                "the run was cancelled",
-                            )),
-                        );
-                        self.emit(i, "cancelled", clock[i], None);
-                    }
-                }
-                return ("cancelled", None, Some("cancelled".into()));
-            };
-            let NodeOutcome {
-                index: i,
-                result,
-                attempts,
-            } = outcome;
-            let entry = self.entry(i);
-            busy.remove(&entry.source);
-            let node = &self.wf.nodes[i];
-            recs[i].attempts = attempts as i64;
-            match result {
-                Ok(out) => {
-                    state[i] = State::Done;
-                    self.finish(&mut recs[i], "succeeded", Some(out.clone()), None);
-                    outputs.insert(node.id.clone(), out);
-                    self.emit(i, "succeeded", clock[i], None);
-                    settle(i, &mut waiting, &mut ready);
-                }
-                Err(err) => {
-                    let e = err.message.clone();
-                    self.finish(&mut recs[i], "failed", None, Some(err));
-                    self.emit(i, "failed", clock[i], Some(e.clone()));
-                    if node.on_error == OnError::Continue {
-                        state[i] = State::Done;
-                        outputs.insert(node.id.clone(), json!({"error": e}));
-                        settle(i, &mut waiting, &mut ready);
-                    } else {
-                        state[i] = State::Failed;
-                        failure.get_or_insert_with(|| {
-                            format!("node {:?} ({}) failed: {e}", node.id, node.uses)
-                        });
-                    }
-                }
-            }
-            if failure.is_some() && !tasks.is_empty() {
-                // The run has failed: stop the nodes still running.
-                tasks.clear();
-                for i in 0..n {
-                    if state[i] == State::Running {
-                        state[i] = State::Failed;
-                        self.finish(
-                            &mut recs[i],
-                            "cancelled",
-                            None,
-                            Some(NodeError::new(ErrorCode::Cancelled, "another node failed")),
-                        );
-                    }
-                }
-            }
-        }
-
-        if let Some(e) = failure {
-            return ("failed", None, Some(e));
-        }
-        let values = Scope {
-            inputs: &self.inputs,
-            outputs: &outputs,
-        };
-        let mut out = Map::new();
-        for (k, expr) in &self.wf.outputs {
-            // An output of a skipped branch is null.
-            out.insert(
-                k.clone(),
-                refs::resolve(expr, &values).unwrap_or(Value::Null),
-            );
-        }
-        ("succeeded", Some(Value::Object(out)), None)
     }
 }
 
