@@ -90,185 +90,175 @@ fn valid_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// Every problem of `wf` against `catalog`, in document order.
 pub fn validate(wf: &Workflow, catalog: &PlannerCatalog) -> Vec<Problem> {
-    let mut out = Vec::new();
-    let ids: HashMap<&str, usize> = wf
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.id.as_str(), i))
-        .collect();
-    let mut seen = HashSet::new();
-    for (i, n) in wf.nodes.iter().enumerate() {
-        if !valid_id(&n.id) {
-            out.push(problem(
-                Some(&n.id),
-                format!("nodes[{i}].id"),
-                "invalid_id",
-                format!("node id {:?} must use letters, digits, '_' and '-'", n.id),
-            ));
+    let mut v = Validator::new(wf, catalog);
+    v.check_ids();
+    for i in 0..wf.nodes.len() {
+        v.check_node(i);
+    }
+    v.check_cycles();
+    v.check_outputs();
+    v.check_sessions();
+    v.problems
+}
+
+/// One validation: the workflow, the catalog, and what was found so far.
+struct Validator<'a> {
+    wf: &'a Workflow,
+    catalog: &'a PlannerCatalog,
+    /// Node index by id.
+    ids: HashMap<&'a str, usize>,
+    problems: Vec<Problem>,
+    /// Each node's dependencies (for the cycle search).
+    deps: Vec<HashSet<usize>>,
+}
+
+impl<'a> Validator<'a> {
+    fn new(wf: &'a Workflow, catalog: &'a PlannerCatalog) -> Self {
+        Self {
+            wf,
+            catalog,
+            ids: wf
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.id.as_str(), i))
+                .collect(),
+            problems: Vec::new(),
+            deps: vec![HashSet::new(); wf.nodes.len()],
         }
-        if !seen.insert(n.id.as_str()) {
-            out.push(problem(
+    }
+
+    /// Node ids are valid and unique.
+    fn check_ids(&mut self) {
+        let mut seen = HashSet::new();
+        for (i, n) in self.wf.nodes.iter().enumerate() {
+            if !valid_id(&n.id) {
+                self.problems.push(problem(
+                    Some(&n.id),
+                    format!("nodes[{i}].id"),
+                    "invalid_id",
+                    format!("node id {:?} must use letters, digits, '_' and '-'", n.id),
+                ));
+            }
+            if !seen.insert(n.id.as_str()) {
+                self.problems.push(problem(
+                    Some(&n.id),
+                    format!("nodes[{i}].id"),
+                    "duplicate_node",
+                    format!("node id {:?} is used twice", n.id),
+                ));
+            }
+        }
+    }
+
+    /// Node `i`: its capability, its arguments, its references and `after`.
+    fn check_node(&mut self, i: usize) {
+        let n = &self.wf.nodes[i];
+        match self.catalog.get(&n.uses) {
+            None => self.unknown_capability(i),
+            Some(entry) => self.check_arguments(i, &entry.spec.input_schema),
+        }
+        self.check_references(i);
+        self.check_after(i);
+    }
+
+    fn unknown_capability(&mut self, i: usize) {
+        let n = &self.wf.nodes[i];
+        let similar = near_misses(self.catalog, &n.uses);
+        let hint = if similar.is_empty() {
+            "call list_capabilities to find one".to_string()
+        } else {
+            format!("did you mean {}?", similar.join(", "))
+        };
+        self.problems.push(problem(
+            Some(&n.id),
+            format!("nodes[{i}].use"),
+            "unknown_capability",
+            format!("no capability {:?}: {hint}", n.uses),
+        ));
+    }
+
+    /// Required arguments are there, unknown ones are reported (unless the
+    /// schema is open), and a whole-argument reference has a compatible type.
+    fn check_arguments(&mut self, i: usize, schema: &Value) {
+        let n = &self.wf.nodes[i];
+        let node = Some(n.id.as_str());
+        for req in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            if !n.args.contains_key(req) {
+                self.problems.push(problem(
+                    node,
+                    format!("nodes[{i}].args.{req}"),
+                    "missing_argument",
+                    format!("{} requires argument {req:?}", n.uses),
+                ));
+            }
+        }
+        let open = matches!(
+            schema.get("additionalProperties"),
+            Some(Value::Bool(true)) | Some(Value::Object(_))
+        );
+        let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+            return;
+        };
+        for (k, v) in &n.args {
+            match props.get(k) {
+                Some(arg_schema) => self.check_argument_type(i, k, v, arg_schema),
+                None if open => {}
+                None => {
+                    let known: Vec<&str> = props.keys().map(String::as_str).collect();
+                    self.problems.push(problem(
+                        node,
+                        format!("nodes[{i}].args.{k}"),
+                        "unknown_argument",
+                        format!(
+                            "{} has no argument {k:?} (it takes: {})",
+                            n.uses,
+                            known.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Type check where a whole argument is one reference.
+    fn check_argument_type(&mut self, i: usize, k: &str, v: &Value, arg_schema: &Value) {
+        let n = &self.wf.nodes[i];
+        let Some(text) = super::refs::as_ref_text(v) else {
+            return;
+        };
+        let r = super::refs::parse(text);
+        // A bad reference is reported by `check_references`.
+        if let Ok(Some(src)) = self.resolve_ref(Some(&n.id), "", &r, None)
+            && let (Some(want), Some(have)) = (types_of(arg_schema), types_of(&src))
+            && !compatible(&want, &have)
+        {
+            self.problems.push(problem(
                 Some(&n.id),
-                format!("nodes[{i}].id"),
-                "duplicate_node",
-                format!("node id {:?} is used twice", n.id),
+                format!("nodes[{i}].args.{k}"),
+                "type_conflict",
+                format!(
+                    "argument {k:?} of {} wants {}, but {text} is {}",
+                    n.uses,
+                    want.join("|"),
+                    have.join("|")
+                ),
             ));
         }
     }
 
-    // A reference, checked; returns its schema when known.
-    let check_ref = |out: &mut Vec<Problem>,
-                     node: Option<&str>,
-                     path: &str,
-                     r: &Result<Ref, String>,
-                     kind_missing: Option<&'static str>|
-     -> Option<Value> {
-        match r {
-            Err(e) => {
-                out.push(problem(
-                    node,
-                    path.to_string(),
-                    "malformed_reference",
-                    e.clone(),
-                ));
-                None
-            }
-            Ok(Ref::Input(p)) => match schema_at(&wf.inputs, p) {
-                Ok(s) => s.cloned(),
-                Err(seg) => {
-                    out.push(problem(
-                        node,
-                        path.to_string(),
-                        kind_missing.unwrap_or("unknown_input"),
-                        format!("the workflow has no input {seg:?}"),
-                    ));
-                    None
-                }
-            },
-            Ok(Ref::Node { id, path: p }) => {
-                let Some(&target) = ids.get(id.as_str()) else {
-                    out.push(problem(
-                        node,
-                        path.to_string(),
-                        kind_missing.unwrap_or("unknown_node"),
-                        format!("there is no node {id:?}"),
-                    ));
-                    return None;
-                };
-                if node == Some(id.as_str()) {
-                    out.push(problem(
-                        node,
-                        path.to_string(),
-                        "cycle",
-                        format!("node {id:?} refers to its own output"),
-                    ));
-                    return None;
-                }
-                let spec = catalog.get(&wf.nodes[target].uses)?;
-                match schema_at(&spec.spec.output_schema, p) {
-                    Ok(s) => s.cloned(),
-                    Err(seg) => {
-                        out.push(problem(
-                            node,
-                            path.to_string(),
-                            kind_missing.unwrap_or("unknown_output"),
-                            format!(
-                                "the output of node {id:?} ({}) has no field {seg:?}",
-                                wf.nodes[target].uses
-                            ),
-                        ));
-                        None
-                    }
-                }
-            }
-        }
-    };
-
-    let mut deps: Vec<HashSet<usize>> = vec![HashSet::new(); wf.nodes.len()];
-    for (i, n) in wf.nodes.iter().enumerate() {
-        let node = Some(n.id.as_str());
-        let entry = catalog.get(&n.uses);
-        if entry.is_none() {
-            let similar = near_misses(catalog, &n.uses);
-            let hint = if similar.is_empty() {
-                "call list_capabilities to find one".to_string()
-            } else {
-                format!("did you mean {}?", similar.join(", "))
-            };
-            out.push(problem(
-                node,
-                format!("nodes[{i}].use"),
-                "unknown_capability",
-                format!("no capability {:?}: {hint}", n.uses),
-            ));
-        }
-        if let Some(entry) = entry {
-            let schema = &entry.spec.input_schema;
-            let props = schema.get("properties").and_then(Value::as_object);
-            for req in schema
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-            {
-                if !n.args.contains_key(req) {
-                    out.push(problem(
-                        node,
-                        format!("nodes[{i}].args.{req}"),
-                        "missing_argument",
-                        format!("{} requires argument {req:?}", n.uses),
-                    ));
-                }
-            }
-            let open = matches!(
-                schema.get("additionalProperties"),
-                Some(Value::Bool(true)) | Some(Value::Object(_))
-            );
-            if let Some(props) = props {
-                for (k, v) in &n.args {
-                    let Some(arg_schema) = props.get(k) else {
-                        if !open {
-                            let known: Vec<&str> = props.keys().map(String::as_str).collect();
-                            out.push(problem(
-                                node,
-                                format!("nodes[{i}].args.{k}"),
-                                "unknown_argument",
-                                format!(
-                                    "{} has no argument {k:?} (it takes: {})",
-                                    n.uses,
-                                    known.join(", ")
-                                ),
-                            ));
-                        }
-                        continue;
-                    };
-                    // Type check where a whole argument is one reference.
-                    if let Some(text) = super::refs::as_ref_text(v) {
-                        let r = super::refs::parse(text);
-                        let mut scratch = Vec::new();
-                        if let Some(src) = check_ref(&mut scratch, node, "", &r, None)
-                            && let (Some(want), Some(have)) = (types_of(arg_schema), types_of(&src))
-                            && !compatible(&want, &have)
-                        {
-                            out.push(problem(
-                                node,
-                                format!("nodes[{i}].args.{k}"),
-                                "type_conflict",
-                                format!(
-                                    "argument {k:?} of {} wants {}, but {text} is {}",
-                                    n.uses,
-                                    want.join("|"),
-                                    have.join("|")
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
+    /// Every reference in the node's args and `when` resolves; the nodes
+    /// they name become dependencies.
+    fn check_references(&mut self, i: usize) {
+        let n = &self.wf.nodes[i];
         let mut found = Vec::new();
         for (k, v) in &n.args {
             collect(v, &format!("nodes[{i}].args.{k}"), &mut found);
@@ -277,22 +267,29 @@ pub fn validate(wf: &Workflow, catalog: &PlannerCatalog) -> Vec<Problem> {
             collect(w, &format!("nodes[{i}].when"), &mut found);
         }
         for (path, r) in &found {
-            check_ref(&mut out, node, path, r, None);
+            if let Err(p) = self.resolve_ref(Some(&n.id), path, r, None) {
+                self.problems.push(p);
+            }
             // A self-reference was reported above; keep it out of the cycle search.
             if let Ok(Ref::Node { id, .. }) = r
-                && let Some(&t) = ids.get(id.as_str())
+                && let Some(&t) = self.ids.get(id.as_str())
                 && t != i
             {
-                deps[i].insert(t);
+                self.deps[i].insert(t);
             }
         }
+    }
+
+    /// Every node named in `after` exists; each becomes a dependency.
+    fn check_after(&mut self, i: usize) {
+        let n = &self.wf.nodes[i];
         for (j, a) in n.after.iter().enumerate() {
-            match ids.get(a.as_str()) {
+            match self.ids.get(a.as_str()) {
                 Some(&t) => {
-                    deps[i].insert(t);
+                    self.deps[i].insert(t);
                 }
-                None => out.push(problem(
-                    node,
+                None => self.problems.push(problem(
+                    Some(&n.id),
                     format!("nodes[{i}].after[{j}]"),
                     "unknown_node",
                     format!("there is no node {a:?}"),
@@ -301,9 +298,15 @@ pub fn validate(wf: &Workflow, catalog: &PlannerCatalog) -> Vec<Problem> {
         }
     }
 
-    if let Some(cycle) = find_cycle(&deps) {
-        let names: Vec<&str> = cycle.iter().map(|&i| wf.nodes[i].id.as_str()).collect();
-        out.push(problem(
+    fn check_cycles(&mut self) {
+        let Some(cycle) = find_cycle(&self.deps) else {
+            return;
+        };
+        let names: Vec<&str> = cycle
+            .iter()
+            .map(|&i| self.wf.nodes[i].id.as_str())
+            .collect();
+        self.problems.push(problem(
             Some(names[0]),
             format!("nodes[{}]", cycle[0]),
             "cycle",
@@ -315,26 +318,84 @@ pub fn validate(wf: &Workflow, catalog: &PlannerCatalog) -> Vec<Problem> {
         ));
     }
 
-    for (name, expr) in &wf.outputs {
-        let mut found = Vec::new();
-        collect(expr, &format!("outputs.{name}"), &mut found);
-        for (path, r) in &found {
-            check_ref(&mut out, None, path, r, Some("dangling_output"));
+    /// The workflow's outputs refer to things that exist.
+    fn check_outputs(&mut self) {
+        for (name, expr) in &self.wf.outputs {
+            let mut found = Vec::new();
+            collect(expr, &format!("outputs.{name}"), &mut found);
+            for (path, r) in &found {
+                if let Err(p) = self.resolve_ref(None, path, r, Some("dangling_output")) {
+                    self.problems.push(p);
+                }
+            }
         }
     }
 
-    let sources: HashSet<&str> = catalog.nodes.values().map(|e| e.source.as_str()).collect();
-    for s in wf.sessions.keys() {
-        if !sources.contains(s.as_str()) {
-            out.push(problem(
-                None,
-                format!("sessions.{s}"),
-                "unknown_source",
-                format!("no source {s:?} offers workflow nodes"),
-            ));
+    /// A session mode is only given for a source that offers nodes.
+    fn check_sessions(&mut self) {
+        let sources: HashSet<&str> = self
+            .catalog
+            .nodes
+            .values()
+            .map(|e| e.source.as_str())
+            .collect();
+        for s in self.wf.sessions.keys() {
+            if !sources.contains(s.as_str()) {
+                self.problems.push(problem(
+                    None,
+                    format!("sessions.{s}"),
+                    "unknown_source",
+                    format!("no source {s:?} offers workflow nodes"),
+                ));
+            }
         }
     }
-    out
+
+    /// A reference's schema (`Ok(None)`: not known), or the problem with it.
+    /// `kind_missing` overrides the kind of a reference to nothing.
+    fn resolve_ref(
+        &self,
+        node: Option<&str>,
+        path: &str,
+        r: &Result<Ref, String>,
+        kind_missing: Option<&'static str>,
+    ) -> Result<Option<Value>, Problem> {
+        let fail = |kind: &'static str, message: String| {
+            Err(problem(node, path.to_string(), kind, message))
+        };
+        match r {
+            Err(e) => fail("malformed_reference", e.clone()),
+            Ok(Ref::Input(p)) => match schema_at(&self.wf.inputs, p) {
+                Ok(s) => Ok(s.cloned()),
+                Err(seg) => fail(
+                    kind_missing.unwrap_or("unknown_input"),
+                    format!("the workflow has no input {seg:?}"),
+                ),
+            },
+            Ok(Ref::Node { id, path: p }) => {
+                let Some(&target) = self.ids.get(id.as_str()) else {
+                    return fail(
+                        kind_missing.unwrap_or("unknown_node"),
+                        format!("there is no node {id:?}"),
+                    );
+                };
+                if node == Some(id.as_str()) {
+                    return fail("cycle", format!("node {id:?} refers to its own output"));
+                }
+                let uses = &self.wf.nodes[target].uses;
+                let Some(spec) = self.catalog.get(uses) else {
+                    return Ok(None);
+                };
+                match schema_at(&spec.spec.output_schema, p) {
+                    Ok(s) => Ok(s.cloned()),
+                    Err(seg) => fail(
+                        kind_missing.unwrap_or("unknown_output"),
+                        format!("the output of node {id:?} ({uses}) has no field {seg:?}"),
+                    ),
+                }
+            }
+        }
+    }
 }
 
 /// Up to three refs of the catalog close to `wanted`, closest first: a
