@@ -96,6 +96,21 @@ impl PluginSet {
             .iter()
             .find(|p| p.manifest.kinds.iter().any(|k| k == kind))
     }
+    /// Adds a plugin linked into this process (no library file: `label`
+    /// stands for it). For tests and embedders; checked like a loaded file.
+    pub fn add_in_process(
+        &mut self,
+        module: WfPluginModRef,
+        label: &str,
+        events: &HostEvents,
+        log_level: &str,
+    ) -> Result<String, String> {
+        let plugin = instantiate(module, Path::new(label), self, events, log_level)?;
+        let name = plugin.manifest.name.clone();
+        self.loaded.push(Arc::new(plugin));
+        Ok(name)
+    }
+
     pub fn kinds(&self) -> Vec<String> {
         let mut k: Vec<String> = self
             .loaded
@@ -479,7 +494,18 @@ fn load_one(
             }
             other => format!("not a wf plugin: {}", first_line(&other.to_string())),
         })?;
+    instantiate(module, file, set, events, log_level)
+}
 
+/// Reads a checked root module's manifest and creates the plugin, unless
+/// its name or one of its kinds is taken already.
+fn instantiate(
+    module: WfPluginModRef,
+    file: &Path,
+    set: &PluginSet,
+    events: &HostEvents,
+    log_level: &str,
+) -> Result<LoadedPlugin, String> {
     let manifest_text = (module.manifest())();
     let manifest: Manifest = serde_json::from_str(manifest_text.as_str())
         .map_err(|e| format!("not a wf plugin: unreadable manifest: {e}"))?;

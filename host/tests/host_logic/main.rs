@@ -1,0 +1,13 @@
+//! In-process tests of the host's logic: engine, registry, projection,
+//! planner and admin, driven through wf-host's library with an in-memory
+//! store and plugins linked into the test (the std plugin and a small fake).
+//! They run in seconds; the e2e suite stays the proof against real peers.
+
+mod admin;
+mod engine;
+mod fake;
+mod layering;
+mod planner;
+mod projection;
+mod registry;
+mod support;
