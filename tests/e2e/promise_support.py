@@ -1,25 +1,24 @@
 """Helpers of the promise tests (test_promise_*.py): the Python upstream of
 promise_upstream.py, a client transport that keeps the raw JSON-RPC messages,
-waiting for a tools/list_changed in either protocol generation, and reading
-`wf` logs."""
+waiting for a tools/list_changed in either protocol generation (from
+list_changed_support), and reading `wf` logs."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import stdio_client
-from mcp.client.subscriptions import ToolsListChanged
 
 from conftest import Wf, tail
+from list_changed_support import list_changed_waiter  # noqa: F401 (the promise tests import it from here)
 
 E2E_DIR = Path(__file__).resolve().parent
 UPSTREAM = E2E_DIR / "promise_upstream.py"
@@ -86,36 +85,3 @@ def raw_stdio_client(wf: Wf, seen: list[Any], mode: str, *extra: str, **kw: Any)
     return Client(teed(stdio_client(wf.stdio_params(*extra), errlog=errlog), seen), mode=mode, cache=None, **kw)
 
 
-@contextlib.asynccontextmanager
-async def list_changed_waiter(c: Client, notes: list[Any]) -> AsyncIterator[Callable[[float], Awaitable[None]]]:
-    """`announced(timeout)`: waits for the next tools/list_changed — seen by the
-    message handler that appends to `notes` (a 2025-11-25 client), or on a
-    `subscriptions/listen` stream (a 2026-07-28 client, which has no session)."""
-    if c.protocol_version == "2025-11-25":
-        seen = len(notes)
-
-        async def announced(timeout: float) -> None:
-            nonlocal seen
-            with anyio.fail_after(timeout):
-                while True:
-                    for i in range(seen, len(notes)):
-                        if isinstance(notes[i], types.ToolListChangedNotification):
-                            seen = i + 1
-                            return
-                    seen = len(notes)
-                    await anyio.sleep(0.02)
-
-        yield announced
-        return
-    assert c.protocol_version == "2026-07-28", c.protocol_version
-    async with c.listen(tools_list_changed=True) as sub:
-        assert sub.honored.tools_list_changed is True, sub.honored
-
-        async def announced(timeout: float) -> None:
-            with anyio.fail_after(timeout):
-                async for event in sub:
-                    if isinstance(event, ToolsListChanged):
-                        return
-                pytest.fail("the subscriptions/listen stream ended")
-
-        yield announced

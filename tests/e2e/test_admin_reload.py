@@ -29,7 +29,6 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.client.subscriptions import ToolsListChanged
 
 from admin_support import (
     ADMIN_TOKEN_HEADER,
@@ -47,6 +46,7 @@ from admin_support import (
     write_atomic,
 )
 from conftest import Wf, children_of, proc_info, still_there, toml_config, wait_processes_gone_async
+from list_changed_support import list_changed_waiter
 
 pytestmark = pytest.mark.anyio
 
@@ -97,7 +97,6 @@ async def announcing_client(
     client, through `Client.listen(tools_list_changed=True)` for a 2026-07-28 one.
     Also yields every notification the message handler saw (legacy only)."""
     notes: list[Any] = []
-    seen = 0
 
     async def handler(message: Any) -> None:
         notes.append(message)
@@ -111,34 +110,12 @@ async def announcing_client(
     async with client as c:
         if mode == "legacy":
             assert c.protocol_version == "2025-11-25", c.protocol_version
-
-            async def announced(timeout: float) -> None:
-                nonlocal seen
-                with anyio.fail_after(timeout):
-                    while True:
-                        for i in range(seen, len(notes)):
-                            if isinstance(notes[i], types.ToolListChangedNotification):
-                                seen = i + 1
-                                return
-                        seen = len(notes)
-                        await anyio.sleep(0.02)
-
-            yield c, announced, notes
         else:
             # mcp 2.3.0 negotiates 2026-07-28 with wf in mode "auto"; such a client has
             # no session to push to and opts in with subscriptions/listen.
             assert c.protocol_version == "2026-07-28", c.protocol_version
-            async with c.listen(tools_list_changed=True) as sub:
-                assert sub.honored.tools_list_changed is True, sub.honored
-
-                async def announced(timeout: float) -> None:
-                    with anyio.fail_after(timeout):
-                        async for event in sub:
-                            if isinstance(event, ToolsListChanged):
-                                return
-                        pytest.fail("the subscriptions/listen stream ended")
-
-                yield c, announced, notes
+        async with list_changed_waiter(c, notes) as announced:
+            yield c, announced, notes
 
 
 NOTIFY_FRONTS = [("http", "legacy"), ("http", "auto"), ("stdio", "legacy"), ("stdio", "auto")]
