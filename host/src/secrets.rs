@@ -37,17 +37,6 @@ pub fn redact(text: &str) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn blanks_remembered_values() {
-        super::remember("s3cr3t-value-for-test");
-        super::remember("abc");
-        let t = super::redact("url http://h/mcp?key=s3cr3t-value-for-test and abc");
-        assert_eq!(t, "url http://h/mcp?key=[redacted] and abc");
-    }
-}
-
 /// SHA-256 of `b`: how a token is kept and compared.
 pub fn sha256(b: &[u8]) -> [u8; 32] {
     use sha2::{Digest, Sha256};
@@ -63,4 +52,15 @@ pub fn eq_32(a: &[u8; 32], b: &[u8; 32]) -> bool {
 /// first, then the digests compared without an early exit.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     eq_32(&sha256(a), &sha256(b))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn blanks_remembered_values() {
+        super::remember("s3cr3t-value-for-test");
+        super::remember("abc");
+        let t = super::redact("url http://h/mcp?key=s3cr3t-value-for-test and abc");
+        assert_eq!(t, "url http://h/mcp?key=[redacted] and abc");
+    }
 }
