@@ -16,6 +16,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::Surfaces;
 use super::notify::{self, Follower, ListKind};
+use super::principals::{principal_of, visible};
 use crate::app::App;
 use crate::sources::{CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
@@ -121,7 +122,7 @@ async fn with_progress_and_cancel<T>(
     context: &RequestContext<RoleServer>,
     call: impl AsyncFnOnce(CallCtx) -> Result<T, SourceError>,
 ) -> Result<T, McpError> {
-    let info = json!({"meta": context.meta});
+    let info = json!({"meta": context.meta, "principal": principal_of(context).name()});
     let token = context.meta.get_progress_token();
     let (ctx, mut progress) = CallCtx::new().with_info(info).with_progress();
     let peer = context.peer.clone();
@@ -229,10 +230,16 @@ impl ServerHandler for WfServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let proj = self.app.projection_ready().await;
-        let items: Vec<&wf_plugin_api::Tool> = proj.tools.iter().map(|t| &t.item).collect();
+        let (principal, caller) = (principal_of(&context), self.caller(&context));
+        let items: Vec<&wf_plugin_api::Tool> = proj
+            .tools
+            .iter()
+            .filter(|t| visible(&self.surfaces, &principal, &caller, &t.source, &t.name))
+            .map(|t| &t.item)
+            .collect();
         let (items, next) = paged(&items, &request, self.page_size())?;
         let mut r = ListToolsResult::with_all_items(convert(items)?);
         r.next_cursor = next;
@@ -256,6 +263,11 @@ impl ServerHandler for WfServer {
                 None,
             ));
         };
+        let principal = principal_of(&context);
+        if let Some(refused) = self.surfaces.access.refusal(&principal, &tool.name) {
+            tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
+            return Err(McpError::invalid_params(refused, None));
+        }
         let args = Value::Object(request.arguments.unwrap_or_default());
         if self.app.is_local(&tool.source) {
             let result = match (tool.source.as_str(), &self.surfaces.admin) {

@@ -8,12 +8,15 @@ mod http_messages;
 mod jsonrpc;
 mod limits;
 mod notify;
+pub(crate) mod principals;
 mod sessions;
 mod stdio;
 
 pub use handler::WfServer;
 pub use http::{HttpOptions, serve_http};
 pub use http_guard::HttpGuard;
+pub use limits::Principal;
+pub use principals::ToolAccess;
 
 use std::sync::Arc;
 
@@ -28,6 +31,8 @@ use crate::surfaces::planner::Planner;
 pub struct Surfaces {
     pub planner: Arc<Planner>,
     pub admin: Option<Arc<Admin>>,
+    /// Which tools each principal may see and call.
+    pub access: Arc<principals::ToolAccess>,
 }
 
 impl Surfaces {
@@ -35,6 +40,7 @@ impl Surfaces {
         Self {
             planner: Planner::new(app.clone()),
             admin: Admin::new(app.clone()),
+            access: Arc::default(),
         }
     }
 }
