@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use wf_plugin_api::ErrorCode;
 
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::Instrument;
 
 use super::Surfaces;
 use super::notify::{self, Follower, ListKind};
@@ -57,7 +58,10 @@ impl WfServer {
             .and_then(|p| p.headers.get("x-wf-admin-token"))
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        Caller::Http { admin_token: token }
+        Caller::Http {
+            admin_token: token,
+            principal: principal_of(context),
+        }
     }
 
     fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, McpError> {
@@ -122,7 +126,10 @@ async fn with_progress_and_cancel<T>(
     context: &RequestContext<RoleServer>,
     call: impl AsyncFnOnce(CallCtx) -> Result<T, SourceError>,
 ) -> Result<T, McpError> {
-    let info = json!({"meta": context.meta, "principal": principal_of(context).name()});
+    let principal = principal_of(context);
+    let info = json!({"meta": context.meta, "principal": principal.name()});
+    // Whatever wf logs about this call names who made it.
+    let span = tracing::info_span!("call", principal = principal.name());
     let token = context.meta.get_progress_token();
     let (ctx, mut progress) = CallCtx::new().with_info(info).with_progress();
     let peer = context.peer.clone();
@@ -141,7 +148,8 @@ async fn with_progress_and_cancel<T>(
             r = call(ctx) => r.map_err(source_error),
             _ = context.ct.cancelled() => Err(McpError::internal_error("cancelled by the client", None)),
         }
-    };
+    }
+    .instrument(span);
     // `forward` ends when the call's context (and its sender) is dropped.
     let (result, ()) = tokio::join!(work, forward);
     result
@@ -279,7 +287,7 @@ impl ServerHandler for WfServer {
                 _ => {
                     self.surfaces
                         .planner
-                        .call(&tool.source, &tool.original, args)
+                        .call(&tool.source, &tool.original, args, principal.name())
                         .await
                 }
             };
