@@ -272,7 +272,12 @@ impl ServerHandler for WfServer {
             ));
         };
         let principal = principal_of(&context);
-        if let Some(refused) = self.surfaces.access.refusal(&principal, &tool.name) {
+        if let Some(refused) = self
+            .surfaces
+            .isolation
+            .access
+            .refusal(&principal, &tool.name)
+        {
             tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
             return Err(McpError::invalid_params(refused, None));
         }
@@ -299,6 +304,9 @@ impl ServerHandler for WfServer {
             handle.call_tool(&name, args, ctx).await
         })
         .await?;
+        let result = (self.surfaces.isolation.epochs)
+            .check(&context, &tool.source, result)
+            .await;
         let reference = format!("{}.{}", tool.source, tool.original);
         let result = crate::surfaces::proxy::check_output(&reference, &tool.item, result);
         Ok(CallToolResponse::Complete(complete(result)?))

@@ -183,14 +183,8 @@ impl Admin {
         table: &Map<String, Value>,
         caller: &Caller,
     ) -> Option<CallResult> {
-        let allowed = self
-            .app
-            .live_config
-            .lock()
-            .unwrap()
-            .config
-            .admin
-            .allow_process_sources;
+        // The start config: like all of [admin], it changes at the next start.
+        let allowed = self.app.config.config.admin.allow_process_sources;
         let reasons = safety::reasons(table);
         if allowed || reasons.is_empty() {
             return None;
@@ -336,7 +330,7 @@ impl Admin {
             // Names only: tokens are never shown.
             "principal": caller.principal().name(),
             "principals": principals,
-            "allow_process_sources": self.app.live_config.lock().unwrap().config.admin.allow_process_sources,
+            "allow_process_sources": self.app.config.config.admin.allow_process_sources,
         })
     }
 }
