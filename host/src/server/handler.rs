@@ -13,9 +13,11 @@ use serde_json::{Value, json};
 use wf_plugin_api::ErrorCode;
 
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::Instrument;
 
 use super::Surfaces;
 use super::notify::{self, Follower, ListKind};
+use super::principals::{principal_of, visible};
 use crate::app::App;
 use crate::sources::{CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
@@ -56,7 +58,10 @@ impl WfServer {
             .and_then(|p| p.headers.get("x-wf-admin-token"))
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        Caller::Http { admin_token: token }
+        Caller::Http {
+            admin_token: token,
+            principal: principal_of(context),
+        }
     }
 
     fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, McpError> {
@@ -121,7 +126,10 @@ async fn with_progress_and_cancel<T>(
     context: &RequestContext<RoleServer>,
     call: impl AsyncFnOnce(CallCtx) -> Result<T, SourceError>,
 ) -> Result<T, McpError> {
-    let info = json!({"meta": context.meta});
+    let principal = principal_of(context);
+    let info = json!({"meta": context.meta, "principal": principal.name()});
+    // Whatever wf logs about this call names who made it.
+    let span = tracing::info_span!("call", principal = principal.name());
     let token = context.meta.get_progress_token();
     let (ctx, mut progress) = CallCtx::new().with_info(info).with_progress();
     let peer = context.peer.clone();
@@ -140,7 +148,8 @@ async fn with_progress_and_cancel<T>(
             r = call(ctx) => r.map_err(source_error),
             _ = context.ct.cancelled() => Err(McpError::internal_error("cancelled by the client", None)),
         }
-    };
+    }
+    .instrument(span);
     // `forward` ends when the call's context (and its sender) is dropped.
     let (result, ()) = tokio::join!(work, forward);
     result
@@ -229,10 +238,16 @@ impl ServerHandler for WfServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let proj = self.app.projection_ready().await;
-        let items: Vec<&wf_plugin_api::Tool> = proj.tools.iter().map(|t| &t.item).collect();
+        let (principal, caller) = (principal_of(&context), self.caller(&context));
+        let items: Vec<&wf_plugin_api::Tool> = proj
+            .tools
+            .iter()
+            .filter(|t| visible(&self.surfaces, &principal, &caller, &t.source, &t.name))
+            .map(|t| &t.item)
+            .collect();
         let (items, next) = paged(&items, &request, self.page_size())?;
         let mut r = ListToolsResult::with_all_items(convert(items)?);
         r.next_cursor = next;
@@ -256,6 +271,16 @@ impl ServerHandler for WfServer {
                 None,
             ));
         };
+        let principal = principal_of(&context);
+        if let Some(refused) = self
+            .surfaces
+            .isolation
+            .access
+            .refusal(&principal, &tool.name)
+        {
+            tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
+            return Err(McpError::invalid_params(refused, None));
+        }
         let args = Value::Object(request.arguments.unwrap_or_default());
         if self.app.is_local(&tool.source) {
             let result = match (tool.source.as_str(), &self.surfaces.admin) {
@@ -267,7 +292,7 @@ impl ServerHandler for WfServer {
                 _ => {
                     self.surfaces
                         .planner
-                        .call(&tool.source, &tool.original, args)
+                        .call(&tool.source, &tool.original, args, principal.name())
                         .await
                 }
             };
@@ -279,6 +304,9 @@ impl ServerHandler for WfServer {
             handle.call_tool(&name, args, ctx).await
         })
         .await?;
+        let result = (self.surfaces.isolation.epochs)
+            .check(&context, &tool.source, result)
+            .await;
         let reference = format!("{}.{}", tool.source, tool.original);
         let result = crate::surfaces::proxy::check_output(&reference, &tool.item, result);
         Ok(CallToolResponse::Complete(complete(result)?))
