@@ -2,6 +2,7 @@
 //! file without changing what runs.
 
 use serde_json::{Value, json};
+use wf_host::server::Principal;
 use wf_host::surfaces::admin::{Admin, Caller};
 use wf_plugin_api::CallResult;
 
@@ -75,6 +76,7 @@ fn over_http_without_the_token_admin_calls_are_refused() {
                 json!({}),
                 &Caller::Http {
                     admin_token: Some("wrong".into()),
+                    principal: Principal::local(),
                 },
             )
             .await;
@@ -85,6 +87,7 @@ fn over_http_without_the_token_admin_calls_are_refused() {
                 json!({}),
                 &Caller::Http {
                     admin_token: Some("0123456789abcdef-secret".into()),
+                    principal: Principal::local(),
                 },
             )
             .await;

@@ -249,7 +249,7 @@ fn cancel_stops_a_run_and_records_its_running_nodes_as_cancelled() {
         ]}))
         .unwrap();
         let id = engine
-            .start(wf, Value::Null, RunOrigin::Inline, Some(on_event))
+            .start(wf, Value::Null, RunOrigin::Inline, "local", Some(on_event))
             .await
             .unwrap();
         // Cancel once the node is running.
@@ -281,7 +281,7 @@ fn an_invalid_workflow_is_refused_before_it_runs() {
         .unwrap();
         match h
             .engine()
-            .start(wf, Value::Null, RunOrigin::Inline, None)
+            .start(wf, Value::Null, RunOrigin::Inline, "local", None)
             .await
         {
             Err(StartError::Invalid(problems)) => {

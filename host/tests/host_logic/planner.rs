@@ -13,7 +13,7 @@ fn body(r: &CallResult) -> &Value {
 }
 
 async fn call(p: &Planner, tool: &str, args: Value) -> CallResult {
-    p.call(PLANNER_SOURCE, tool, args).await
+    p.call(PLANNER_SOURCE, tool, args, "local").await
 }
 
 const CONFIG: &str = "[sources.plan]\nkind = \"fake\"\n";
@@ -97,7 +97,7 @@ fn a_draft_is_published_deployed_and_run_as_a_tool() {
             .to_string();
         assert!(app.projection().tool(&tool).is_some(), "served as a tool");
 
-        let ran = p.call(DEPLOY_SOURCE, "greeter", json!({})).await;
+        let ran = p.call(DEPLOY_SOURCE, "greeter", json!({}), "local").await;
         assert!(!ran.is_error, "{ran:?}");
         let r = body(&ran);
         assert_eq!(r["status"], "succeeded");

@@ -132,7 +132,7 @@ impl TestHost {
         let engine = self.engine();
         let wf = Workflow::from_value(&doc).expect("a workflow document");
         let id = engine
-            .start(wf, json!({}), RunOrigin::Inline, None)
+            .start(wf, json!({}), RunOrigin::Inline, "local", None)
             .await
             .expect("the run starts");
         let (run, nodes) = engine.wait(&id, PATIENCE).await.expect("run record");
