@@ -12,7 +12,7 @@ use crate::config::LoadedConfig;
 use crate::plugins::{HostEvents, LoadPolicy, PluginSet, load_plugins, plugin_dirs};
 use crate::sources::{ApplyReport, Sources, desired_sources};
 use crate::store::Store;
-use crate::surfaces::proxy::{NameRules, Projection};
+use crate::surfaces::proxy::{NameRules, Naming, Projection};
 
 /// The outcome of a reload (also shown by the admin status).
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -210,13 +210,19 @@ impl App {
         s
     }
 
+    /// How names are prefixed, per the config in force.
+    fn naming(&self) -> Naming {
+        Naming::from_config(&self.live_config.lock().unwrap())
+    }
+
     /// The current projection, rebuilt when a catalog changed since the last call.
     pub fn projection(&self) -> Arc<Projection> {
         let version = *self.versions.borrow();
         let mut cached = self.projection.lock().unwrap();
         if cached.0 != version {
             let snapshot = self.snapshot();
-            *cached = (version, Arc::new(Projection::build(&snapshot, self.rules)));
+            let naming = self.naming();
+            *cached = (version, Arc::new(Projection::build_with(&snapshot, self.rules, &naming)));
         }
         cached.1.clone()
     }
@@ -281,7 +287,7 @@ impl App {
             (c.prompts, c.resources, c.resource_templates) =
                 (listed.prompts, listed.resources, listed.resource_templates);
         }
-        let p = Arc::new(Projection::build(&snapshot, self.rules));
+        let p = Arc::new(Projection::build_with(&snapshot, self.rules, &self.naming()));
         *self.live.lock().unwrap() = Some(p.clone());
         p
     }
@@ -364,7 +370,11 @@ impl App {
             self.sources
                 .apply(desired, &config, &plugins, &self.state_dir)
         };
+        let renamed = self.naming() != Naming::from_config(&config);
         *self.live_config.lock().unwrap() = config;
+        if renamed {
+            self.sources.touch(); // names change: rebuild the projection
+        }
         crate::sources::close(retired, Duration::from_secs(5)).await;
         let fresh: Vec<_> = report
             .added

@@ -2,10 +2,12 @@
 //! templates, under names valid for MCP hosts, routed back to their source.
 
 mod names;
+mod prefixes;
 mod projection;
 mod results;
 
 pub use names::{NameRules, hash6, is_client_safe};
+pub use prefixes::Naming;
 pub use projection::{Projected, Projection, ResourceRoute};
 pub use results::check_output;
 
