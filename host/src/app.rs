@@ -66,6 +66,8 @@ pub struct App {
     versions: tokio::sync::watch::Receiver<u64>,
     /// What the MCP front holds open right now.
     pub front: Arc<FrontStats>,
+    /// Resource subscriptions of downstream clients.
+    pub subscriptions: Arc<crate::sources::Subscriptions>,
 }
 
 /// Live counts of what the MCP front holds open, for the admin `status` tool.
@@ -147,6 +149,7 @@ impl App {
             max_len: config.config.server.max_name_len.clamp(16, 64),
         };
         let versions = sources.changes();
+        let subscriptions = Arc::new(crate::sources::Subscriptions::new(sources.clone()));
         let app = Arc::new(Self {
             live_config: Mutex::new(config.clone()),
             config,
@@ -165,6 +168,7 @@ impl App {
             live: Mutex::new(None),
             versions,
             front: Arc::default(),
+            subscriptions,
         });
 
         let timeout = Duration::from_millis(app.config.config.server.discovery_timeout_ms);
@@ -173,9 +177,13 @@ impl App {
 
         // A plugin saying its capabilities changed triggers a fresh discovery of that source.
         let sources = app.sources.clone();
+        let subscriptions = app.subscriptions.clone();
         tokio::spawn(async move {
             while let Some(ev) = events_rx.recv().await {
                 tracing::debug!(plugin = %ev.plugin, event = ?ev.event, "plugin event");
+                if let wf_plugin_api::Event::ResourceUpdated { source, uri } = &ev.event {
+                    subscriptions.updated(source, uri);
+                }
                 if let wf_plugin_api::Event::CapabilitiesChanged { source } = ev.event
                     && let Some(entry) = sources.get(&source)
                 {

@@ -47,6 +47,7 @@
 
 mod author;
 mod error;
+mod forwarding;
 #[doc(hidden)]
 pub mod export;
 /// The stable ABI: the root module and `#[sabi_trait]` objects. Hosts and the
@@ -60,6 +61,7 @@ mod types;
 
 pub use author::{CallContext, Host, Plugin, Source};
 pub use error::{ErrorCode, PluginError};
+pub use forwarding::{CompleteParams, Completion, CompletionArgument, CompletionRef};
 pub use types::{
     CallResult, CallScope, Catalog, DefaultSource, Event, GetPromptResult, Manifest, NodeSpec,
     Prompt, PromptArgument, ReadResourceResult, Resource, ResourceTemplate, STATE_LOST,
@@ -84,6 +86,7 @@ pub mod __private {
 pub mod prelude {
     pub use crate::author::{CallContext, Host, Plugin, Source};
     pub use crate::error::{ErrorCode, PluginError};
+    pub use crate::forwarding::{CompleteParams, Completion, CompletionArgument, CompletionRef};
     pub use crate::types::{
         CallResult, CallScope, Catalog, Event, GetPromptResult, Manifest, NodeSpec, Prompt,
         ReadResourceResult, Resource, ResourceTemplate, SessionInfo, SourceSpec, Tool,

@@ -1,6 +1,7 @@
 //! The MCP front: one rmcp server handler over stdio or streamable HTTP.
 
 mod connections;
+mod forwarding;
 mod handler;
 mod http;
 pub(crate) mod http_guard;

@@ -4,9 +4,11 @@
 mod call;
 mod handle;
 mod registry;
+mod subscriptions;
 
 pub use call::CallCtx;
 pub use handle::{SourceError, SourceHandle};
+pub use subscriptions::{Notifier, Subscriptions};
 pub use registry::{
     ApplyReport, SourceEntry, SourceState, SourceStatus, Sources, close, desired_sources,
 };
