@@ -73,7 +73,7 @@ async def test_ping_is_answered(wf: Wf, transport: str, mode: str) -> None:
             assert "wf_std__const" in await tool_names(c)
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 async def test_updates_reach_only_subscribed_clients_and_end_with_them(
     wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -112,7 +112,7 @@ async def test_updates_reach_only_subscribed_clients_and_end_with_them(
     assert failures == [], failures
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 async def test_a_client_that_goes_away_ends_its_subscription_upstream(
     wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
 ) -> None:

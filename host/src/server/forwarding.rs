@@ -32,9 +32,13 @@ impl Downstream {
 
 impl Drop for Downstream {
     fn drop(&mut self) {
-        let (subs, id) = (self.subscriptions.clone(), self.id);
+        let unwanted = self.subscriptions.forget(self.id);
+        if unwanted.is_empty() {
+            return;
+        }
+        let subs = self.subscriptions.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move { subs.client_gone(id).await });
+            rt.spawn(async move { subs.release(unwanted).await });
         }
     }
 }

@@ -112,21 +112,24 @@ impl Subscriptions {
         }
     }
 
-    /// The client went away: all its subscriptions end.
-    pub async fn client_gone(&self, client: u64) {
-        let last: Vec<Route> = {
-            let mut inner = self.inner.lock().unwrap();
-            let routes: Vec<Route> = inner
-                .clients
-                .remove(&client)
-                .map(|c| c.uris.into_values().collect())
-                .unwrap_or_default();
-            routes
-                .into_iter()
-                .filter(|r| release(&mut inner, r))
-                .collect()
-        };
-        self.release_upstream(last).await;
+    /// The client went away: drops its subscriptions at once; returns the resources nobody
+    /// wants any more, for [`Self::release`].
+    pub fn forget(&self, client: u64) -> Vec<(String, String)> {
+        let mut inner = self.inner.lock().unwrap();
+        let routes: Vec<Route> = inner
+            .clients
+            .remove(&client)
+            .map(|c| c.uris.into_values().collect())
+            .unwrap_or_default();
+        routes
+            .into_iter()
+            .filter(|r| release(&mut inner, r))
+            .collect()
+    }
+
+    /// Tells the sources of `routes` (from [`Self::forget`]) to stop watching them.
+    pub async fn release(&self, routes: Vec<(String, String)>) {
+        self.release_upstream(routes).await;
     }
 
     /// A source says `uri` changed: tells each subscribed client once.
@@ -150,13 +153,6 @@ impl Subscriptions {
         for (notify, shown) in targets {
             notify(shown);
         }
-    }
-
-    /// How many clients hold subscriptions, and to how many resources (status).
-    pub fn counts(&self) -> (usize, usize) {
-        let inner = self.inner.lock().unwrap();
-        let clients = inner.clients.values().filter(|c| !c.uris.is_empty()).count();
-        (clients, inner.counts.len())
     }
 
     async fn release_upstream(&self, routes: Vec<Route>) {
