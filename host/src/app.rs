@@ -230,7 +230,10 @@ impl App {
         if cached.0 != version {
             let snapshot = self.snapshot();
             let naming = self.naming();
-            *cached = (version, Arc::new(Projection::build_with(&snapshot, self.rules, &naming)));
+            *cached = (
+                version,
+                Arc::new(Projection::build_with(&snapshot, self.rules, &naming)),
+            );
         }
         cached.1.clone()
     }
@@ -295,7 +298,11 @@ impl App {
             (c.prompts, c.resources, c.resource_templates) =
                 (listed.prompts, listed.resources, listed.resource_templates);
         }
-        let p = Arc::new(Projection::build_with(&snapshot, self.rules, &self.naming()));
+        let p = Arc::new(Projection::build_with(
+            &snapshot,
+            self.rules,
+            &self.naming(),
+        ));
         *self.live.lock().unwrap() = Some(p.clone());
         p
     }

@@ -175,14 +175,22 @@ pub trait Source: Send + Sync + 'static {
         _params: CompleteParams,
         _ctx: CallContext,
     ) -> impl Future<Output = Result<Completion, PluginError>> + Send {
-        async { Err(PluginError::unsupported("this source offers no completions")) }
+        async {
+            Err(PluginError::unsupported(
+                "this source offers no completions",
+            ))
+        }
     }
 
     /// Since 1.2: starts telling the host ([`Host::emit`] of
     /// [`Event::ResourceUpdated`]) when resource `uri` changes. The host calls
     /// it once per URI however many clients subscribe. By default `unsupported`.
     fn subscribe(&self, _uri: &str) -> impl Future<Output = Result<(), PluginError>> + Send {
-        async { Err(PluginError::unsupported("this source has no resource subscriptions")) }
+        async {
+            Err(PluginError::unsupported(
+                "this source has no resource subscriptions",
+            ))
+        }
     }
 
     /// Since 1.2: stops what [`Source::subscribe`] started (the last

@@ -47,13 +47,13 @@
 
 mod author;
 mod error;
-mod forwarding;
 #[doc(hidden)]
 pub mod export;
 /// The stable ABI: the root module and `#[sabi_trait]` objects. Hosts and the
 /// export macro use it; plugin code never needs to.
 #[doc(hidden)]
 pub mod ffi;
+mod forwarding;
 mod logging;
 pub mod schema;
 pub mod testing;

@@ -674,8 +674,12 @@ mod tests {
             SourceRequest::OpenSession { lease: None },
             SourceRequest::OpenLease,
             SourceRequest::CloseLease { lease: "l".into() },
-            SourceRequest::Subscribe { uri: "x://y".into() },
-            SourceRequest::Unsubscribe { uri: "x://y".into() },
+            SourceRequest::Subscribe {
+                uri: "x://y".into(),
+            },
+            SourceRequest::Unsubscribe {
+                uri: "x://y".into(),
+            },
             SourceRequest::Complete(crate::forwarding::CompleteParams {
                 reference: crate::forwarding::CompletionRef::Prompt { name: "p".into() },
                 argument: crate::forwarding::CompletionArgument {

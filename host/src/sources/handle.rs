@@ -188,13 +188,19 @@ impl SourceHandle {
     }
 
     pub async fn subscribe(&self, uri: &str) -> Result<(), SourceError> {
-        self.request(&SourceRequest::Subscribe { uri: uri.into() }, CallCtx::new())
-            .await
+        self.request(
+            &SourceRequest::Subscribe { uri: uri.into() },
+            CallCtx::new(),
+        )
+        .await
     }
 
     pub async fn unsubscribe(&self, uri: &str) -> Result<(), SourceError> {
-        self.request(&SourceRequest::Unsubscribe { uri: uri.into() }, CallCtx::new())
-            .await
+        self.request(
+            &SourceRequest::Unsubscribe { uri: uri.into() },
+            CallCtx::new(),
+        )
+        .await
     }
 
     pub async fn status(&self) -> Value {

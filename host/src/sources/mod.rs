@@ -8,7 +8,7 @@ mod subscriptions;
 
 pub use call::CallCtx;
 pub use handle::{SourceError, SourceHandle};
-pub use subscriptions::{Notifier, Subscriptions};
 pub use registry::{
     ApplyReport, SourceEntry, SourceState, SourceStatus, Sources, close, desired_sources,
 };
+pub use subscriptions::{Notifier, Subscriptions};

@@ -220,7 +220,11 @@ impl ServerHandler for Fixture {
             "increment" => {
                 let by = int_arg(args, "by", 1);
                 let count = self.count.fetch_add(by, Ordering::SeqCst) + by;
-                let watched = self.subscribed.lock().unwrap().contains("fixture://counter");
+                let watched = self
+                    .subscribed
+                    .lock()
+                    .unwrap()
+                    .contains("fixture://counter");
                 if watched {
                     let _ = context
                         .peer

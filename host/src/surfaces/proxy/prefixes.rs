@@ -41,10 +41,7 @@ pub struct Wanted<'a> {
 /// `on_collision` only when another source has a capability of the same kind
 /// whose name would look the same. The second value lists those shared names
 /// (for the collision report).
-pub fn prefixed(
-    mode: PrefixMode,
-    items: &[Wanted<'_>],
-) -> (Vec<bool>, Vec<String>) {
+pub fn prefixed(mode: PrefixMode, items: &[Wanted<'_>]) -> (Vec<bool>, Vec<String>) {
     if mode == PrefixMode::Always {
         return (vec![true; items.len()], Vec::new());
     }
@@ -61,10 +58,7 @@ pub fn prefixed(
         .map(|(name, users)| format!("{name:?} (served by {})", users.join(", ")))
         .collect();
     shared.sort();
-    let flags = items
-        .iter()
-        .map(|w| sources[&w.plain].len() > 1)
-        .collect();
+    let flags = items.iter().map(|w| sources[&w.plain].len() > 1).collect();
     (flags, shared)
 }
 

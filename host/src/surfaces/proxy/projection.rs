@@ -7,8 +7,8 @@ use wf_plugin_api::{Prompt, Resource, ResourceTemplate, Tool};
 
 use super::names::{NameRules, hash6};
 use super::prefixes::{Naming, Wanted, prefixed};
-use crate::config::PrefixMode;
 use crate::catalog::Snapshot;
+use crate::config::PrefixMode;
 
 /// A capability under its client-visible name.
 #[derive(Debug, Clone)]
@@ -166,9 +166,22 @@ impl Projection {
                 ));
             }
         }
-        let tools = wanted_names(tools, naming.mode, &rules, &name_prefix, "tool", &mut collisions);
-        let prompts =
-            wanted_names(prompts, naming.mode, &rules, &name_prefix, "prompt", &mut collisions);
+        let tools = wanted_names(
+            tools,
+            naming.mode,
+            &rules,
+            &name_prefix,
+            "tool",
+            &mut collisions,
+        );
+        let prompts = wanted_names(
+            prompts,
+            naming.mode,
+            &rules,
+            &name_prefix,
+            "prompt",
+            &mut collisions,
+        );
 
         let (tools, tool_index) = assign(tools, &rules, "tool", &mut collisions);
         let (prompts, prompt_index) = assign(prompts, &rules, "prompt", &mut collisions);
@@ -404,7 +417,11 @@ mod tests {
         assert!(n[2].1.starts_with("x_") && is_client_safe(&n[2].1), "{n:?}");
         assert_eq!(p.tool(&n[2].1).unwrap().source, "b");
         assert!(is_client_safe(&n[3].1), "z.z is still made client-safe");
-        assert!(p.collisions.iter().any(|c| c.contains("b.x")), "{:?}", p.collisions);
+        assert!(
+            p.collisions.iter().any(|c| c.contains("b.x")),
+            "{:?}",
+            p.collisions
+        );
         // A configured prefix is used as it is (made client-safe).
         let mut naming = Naming::default();
         naming.configured.insert("a".into(), "A.".into());
@@ -419,6 +436,12 @@ mod tests {
         let p = Projection::build_with(&snap, rules, &naming);
         let n: Vec<String> = p.tools.iter().map(|t| t.name.clone()).collect();
         assert_eq!(&n[..3], ["a__x", "y", "b__x"]);
-        assert!(p.collisions.iter().any(|c| c.contains("\"x\" (served by a, b)")), "{:?}", p.collisions);
+        assert!(
+            p.collisions
+                .iter()
+                .any(|c| c.contains("\"x\" (served by a, b)")),
+            "{:?}",
+            p.collisions
+        );
     }
 }
