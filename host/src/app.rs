@@ -14,7 +14,7 @@ use wf_plugin_api::Catalog;
 
 use crate::config::LoadedConfig;
 use crate::plugins::{HostEvents, LoadPolicy, PluginSet, load_plugins, plugin_dirs};
-use crate::projection::{NameRules, Projection, Projector, ResourceRoute, Timing};
+use crate::projection::{NameRules, Naming, Projection, Projector, ResourceRoute, Timing};
 use crate::sources::{Sources, desired_sources};
 use crate::store::Store;
 use crate::workflow::NodeSources;
@@ -48,6 +48,8 @@ pub struct App {
     pub started: Instant,
     /// What the MCP front holds open right now.
     pub front: Arc<FrontStats>,
+    /// Resource subscriptions of downstream clients.
+    pub subscriptions: Arc<crate::sources::Subscriptions>,
 }
 
 /// Live counts of what the MCP front holds open, for the admin `status` tool.
@@ -142,7 +144,9 @@ impl App {
                 live_list: Duration::from_millis(server.live_list_timeout_ms),
             },
         ));
+        projector.set_naming(Naming::from_config(&config));
         let timeout = Duration::from_millis(server.discovery_timeout_ms);
+        let subscriptions = Arc::new(crate::sources::Subscriptions::new(sources.clone()));
         let plugins = Arc::new(RwLock::new(plugins));
         let live_config = Arc::new(LiveConfig::new(
             config.clone(),
@@ -153,6 +157,7 @@ impl App {
                 events,
                 plugins: plugins.clone(),
                 sources: sources.clone(),
+                projector: projector.clone(),
                 state_dir: state_dir.clone(),
                 discovery_timeout: timeout,
             },
@@ -167,6 +172,7 @@ impl App {
             state_dir,
             started,
             front: Arc::default(),
+            subscriptions,
         });
 
         let sources = app.sources.clone();
@@ -174,9 +180,13 @@ impl App {
 
         // A plugin saying its capabilities changed triggers a fresh discovery of that source.
         let sources = app.sources.clone();
+        let subscriptions = app.subscriptions.clone();
         tokio::spawn(async move {
             while let Some(ev) = events_rx.recv().await {
                 tracing::debug!(plugin = %ev.plugin, event = ?ev.event, "plugin event");
+                if let wf_plugin_api::Event::ResourceUpdated { source, uri } = &ev.event {
+                    subscriptions.updated(source, uri);
+                }
                 if let wf_plugin_api::Event::CapabilitiesChanged { source } = ev.event
                     && let Some(entry) = sources.get(&source)
                 {

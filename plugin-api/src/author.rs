@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::PluginError;
 use crate::ffi::{CallContextBox, HostContextBox};
+use crate::forwarding::{CompleteParams, Completion};
 use crate::types::*;
 
 /// The host, as seen by a plugin: events and logs. Logging normally goes
@@ -164,6 +165,38 @@ pub trait Source: Send + Sync + 'static {
         _ctx: CallContext,
     ) -> impl Future<Output = Result<GetPromptResult, PluginError>> + Send {
         async move { Err(PluginError::not_found(format!("no prompt {name}"))) }
+    }
+
+    /// Since 1.2: suggests values for a prompt's or resource template's
+    /// argument (MCP `completion/complete`); by default `unsupported`, which
+    /// the host answers as no suggestions.
+    fn complete(
+        &self,
+        _params: CompleteParams,
+        _ctx: CallContext,
+    ) -> impl Future<Output = Result<Completion, PluginError>> + Send {
+        async {
+            Err(PluginError::unsupported(
+                "this source offers no completions",
+            ))
+        }
+    }
+
+    /// Since 1.2: starts telling the host ([`Host::emit`] of
+    /// [`Event::ResourceUpdated`]) when resource `uri` changes. The host calls
+    /// it once per URI however many clients subscribe. By default `unsupported`.
+    fn subscribe(&self, _uri: &str) -> impl Future<Output = Result<(), PluginError>> + Send {
+        async {
+            Err(PluginError::unsupported(
+                "this source has no resource subscriptions",
+            ))
+        }
+    }
+
+    /// Since 1.2: stops what [`Source::subscribe`] started (the last
+    /// subscribed client left).
+    fn unsubscribe(&self, _uri: &str) -> impl Future<Output = Result<(), PluginError>> + Send {
+        async { Ok(()) }
     }
 
     /// Health and runtime details for `wf` status output. Never include secrets.

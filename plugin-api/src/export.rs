@@ -297,6 +297,13 @@ async fn dispatch<S: Source>(
         SourceRequest::GetPrompt { name, arguments } => {
             serde_json::to_string(&source.get_prompt(&name, arguments, ctx).await?)
         }
+        SourceRequest::Complete(params) => {
+            serde_json::to_string(&source.complete(params, ctx).await?)
+        }
+        SourceRequest::Subscribe { uri } => serde_json::to_string(&source.subscribe(&uri).await?),
+        SourceRequest::Unsubscribe { uri } => {
+            serde_json::to_string(&source.unsubscribe(&uri).await?)
+        }
         SourceRequest::Status => serde_json::to_string(&source.status().await),
         SourceRequest::OpenSession { lease } => {
             serde_json::to_string(&source.open_session(lease.as_deref()).await?)

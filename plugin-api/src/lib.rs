@@ -53,6 +53,7 @@ pub mod export;
 /// export macro use it; plugin code never needs to.
 #[doc(hidden)]
 pub mod ffi;
+mod forwarding;
 mod logging;
 pub mod schema;
 pub mod testing;
@@ -60,6 +61,7 @@ mod types;
 
 pub use author::{CallContext, Host, Plugin, Source};
 pub use error::{ErrorCode, PluginError};
+pub use forwarding::{CompleteParams, Completion, CompletionArgument, CompletionRef};
 pub use types::{
     CallResult, CallScope, Catalog, DefaultSource, Event, GetPromptResult, Manifest, NodeSpec,
     Prompt, PromptArgument, ReadResourceResult, Resource, ResourceTemplate, SESSION_EPOCH_META,
@@ -84,6 +86,7 @@ pub mod __private {
 pub mod prelude {
     pub use crate::author::{CallContext, Host, Plugin, Source};
     pub use crate::error::{ErrorCode, PluginError};
+    pub use crate::forwarding::{CompleteParams, Completion, CompletionArgument, CompletionRef};
     pub use crate::types::{
         CallResult, CallScope, Catalog, Event, GetPromptResult, Manifest, NodeSpec, Prompt,
         ReadResourceResult, Resource, ResourceTemplate, SessionInfo, SourceSpec, Tool,

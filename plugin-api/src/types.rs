@@ -550,6 +550,21 @@ pub enum SourceRequest {
         /// The lease to close.
         lease: String,
     },
+    /// Since 1.2: suggests values for an argument of a prompt or resource
+    /// template (MCP `completion/complete`). Sources without completions
+    /// answer `unsupported` (the host then answers no suggestions).
+    Complete(crate::forwarding::CompleteParams),
+    /// Since 1.2: the host wants [`Event::ResourceUpdated`] for `uri` (its
+    /// first client subscribed). Sources that cannot tell answer `unsupported`.
+    Subscribe {
+        /// The resource's URI within the source.
+        uri: String,
+    },
+    /// Since 1.2: no client wants updates of `uri` any more.
+    Unsubscribe {
+        /// The resource's URI within the source.
+        uri: String,
+    },
     /// Since 1.2: what an operation this plugin predates decodes to (any
     /// `op` not listed above). A host never sends it; the export glue answers
     /// it `unsupported`, so the host falls back.
@@ -611,6 +626,14 @@ pub enum Event {
         /// The source whose capabilities changed.
         source: String,
     },
+    /// Since 1.2: a resource the host subscribed to ([`SourceRequest::Subscribe`])
+    /// changed; the host tells the clients subscribed to it.
+    ResourceUpdated {
+        /// The source it belongs to.
+        source: String,
+        /// The resource's URI within the source.
+        uri: String,
+    },
     /// Free-form status change (e.g. an upstream reconnected).
     Status {
         /// The source it concerns.
@@ -657,6 +680,20 @@ mod tests {
             SourceRequest::OpenSession { lease: None },
             SourceRequest::OpenLease,
             SourceRequest::CloseLease { lease: "l".into() },
+            SourceRequest::Subscribe {
+                uri: "x://y".into(),
+            },
+            SourceRequest::Unsubscribe {
+                uri: "x://y".into(),
+            },
+            SourceRequest::Complete(crate::forwarding::CompleteParams {
+                reference: crate::forwarding::CompletionRef::Prompt { name: "p".into() },
+                argument: crate::forwarding::CompletionArgument {
+                    name: "a".into(),
+                    value: "b".into(),
+                },
+                context: None,
+            }),
         ] {
             let text = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<SourceRequest>(&text).unwrap(), r);

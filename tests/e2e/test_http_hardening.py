@@ -189,8 +189,8 @@ def test_exact_errors(wf: Wf, http: httpx2.Client) -> None:
     assert parse_reply(r)["error"]["code"] == -32601, r.text
     # The session still works.
     assert s.call_tool("wf_std__const", {"value": 1})["result"]["structuredContent"] == {"value": 1}
-    # DELETE: 202 for the session, then 404 once it is gone; 404 for a made-up id.
-    assert s.delete() == 202
+    # DELETE: 200 for the session (what clients expect), then 404 once it is gone; 404 for a made-up id.
+    assert s.delete() == 200
     assert s.delete() == 404
     r = http.delete(server.url, headers={**MCP_HEADERS, "mcp-session-id": "no-such-session"})
     assert r.status_code == 404, r.text
@@ -225,7 +225,7 @@ def test_sessions_are_bounded_and_their_followers_end(wf: Wf, http: httpx2.Clien
     assert log_lines(server.log, "too many open sessions"), tail(server.log)
     # DELETE ends a session and its follower at once.
     for s in sessions[:2]:
-        assert s.delete() == 202
+        assert s.delete() == 200
     wait_until(
         lambda: (f := status(observer)) and (f["http_sessions"], f["list_followers"]) == (4, 3),
         CLOSE_TIMEOUT,

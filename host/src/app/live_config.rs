@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::clock::now_ms;
 use crate::config::LoadedConfig;
 use crate::plugins::{HostEvents, PluginSet, plugin_dirs};
+use crate::projection::{Naming, Projector};
 use crate::sources::{ApplyReport, Sources, desired_sources};
 
 /// The outcome of a reload (also shown by the admin status).
@@ -38,6 +39,8 @@ pub struct ReloadTargets {
     pub events: HostEvents,
     pub plugins: Arc<RwLock<PluginSet>>,
     pub sources: Arc<Sources>,
+    /// Told how names are prefixed by the config in force.
+    pub projector: Arc<Projector>,
     pub state_dir: PathBuf,
     pub discovery_timeout: Duration,
 }
@@ -123,6 +126,7 @@ impl LiveConfig {
             let desired = desired_sources(configured, &plugins);
             t.sources.apply(desired, &config, &plugins, &t.state_dir)
         };
+        self.targets.projector.set_naming(Naming::from_config(&config));
         *self.current.lock().unwrap() = config;
         crate::sources::close(retired, Duration::from_secs(5)).await;
         let fresh: Vec<_> = report

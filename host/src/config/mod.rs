@@ -117,6 +117,20 @@ pub struct ServerConfig {
     /// HTTP: a session with no message either way for this long ends.
     #[serde(default = "default_session_idle_timeout_ms")]
     pub session_idle_timeout_ms: u64,
+    /// When tool and prompt names carry their source's prefix.
+    #[serde(default)]
+    pub prefix: PrefixMode,
+}
+
+/// `[server] prefix`: when a source's prefix is put before its names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefixMode {
+    /// Every name carries its source's prefix.
+    #[default]
+    Always,
+    /// Only names that more than one source uses carry it.
+    OnCollision,
 }
 
 fn default_max_name_len() -> usize {
@@ -177,6 +191,7 @@ impl Default for ServerConfig {
             max_requests_per_principal: default_max_requests_per_principal(),
             max_sessions: default_max_sessions(),
             session_idle_timeout_ms: default_session_idle_timeout_ms(),
+            prefix: PrefixMode::default(),
         }
     }
 }
@@ -245,6 +260,10 @@ pub struct SourceConfig {
     pub kind: String,
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// What the source's tool and prompt names start with on the proxy
+    /// surface (default `<source>__`; `""`: the source's own names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
     /// Everything else is the plugin's business.
     #[serde(flatten)]
     pub settings: Map<String, Value>,
@@ -332,11 +351,19 @@ impl LoadedConfig {
                 }
                 None => true,
             };
+            let prefix = match settings.remove("prefix") {
+                Some(Value::String(p)) => Some(p),
+                Some(_) => {
+                    return Err(self.invalid(&format!("{key}.prefix"), "expected a string".into()));
+                }
+                None => None,
+            };
             out.insert(
                 name.clone(),
                 SourceConfig {
                     kind: "mcp".into(),
                     enabled,
+                    prefix,
                     settings,
                 },
             );

@@ -5,9 +5,11 @@
 //! the server read it; it reads only sources and the catalog below it.
 
 mod names;
+mod prefixes;
 mod table;
 
 pub use names::{NameRules, hash6, is_client_safe};
+pub use prefixes::Naming;
 pub use table::{Projected, Projection, ResourceRoute};
 
 use std::sync::{Arc, Mutex};
@@ -39,6 +41,8 @@ pub struct Projector {
     /// The last projection that included session-scoped listings.
     live: Mutex<Option<Arc<Projection>>>,
     versions: tokio::sync::watch::Receiver<u64>,
+    /// How names are prefixed, per the config in force.
+    naming: Mutex<Naming>,
 }
 
 impl Projector {
@@ -52,6 +56,7 @@ impl Projector {
             cached: Mutex::new((u64::MAX, Arc::new(Projection::default()))),
             live: Mutex::new(None),
             versions,
+            naming: Mutex::new(Naming::default()),
         }
     }
 
@@ -74,6 +79,25 @@ impl Projector {
         self.sources.touch();
     }
 
+    /// Sets how names are prefixed (from the config in force); a change
+    /// rebuilds the projection.
+    pub fn set_naming(&self, naming: Naming) {
+        let changed = {
+            let mut current = self.naming.lock().unwrap();
+            let changed = *current != naming;
+            *current = naming;
+            changed
+        };
+        if changed {
+            self.sources.touch();
+        }
+    }
+
+    fn build(&self, snapshot: &Snapshot) -> Projection {
+        let naming = self.naming.lock().unwrap().clone();
+        Projection::build_with(snapshot, self.rules, &naming)
+    }
+
     pub fn is_local(&self, name: &str) -> bool {
         self.locals.lock().unwrap().iter().any(|(n, _)| n == name)
     }
@@ -93,7 +117,7 @@ impl Projector {
         let mut cached = self.cached.lock().unwrap();
         if cached.0 != version {
             let snapshot = self.snapshot();
-            *cached = (version, Arc::new(Projection::build(&snapshot, self.rules)));
+            *cached = (version, Arc::new(self.build(&snapshot)));
         }
         cached.1.clone()
     }
@@ -157,7 +181,7 @@ impl Projector {
             (c.prompts, c.resources, c.resource_templates) =
                 (listed.prompts, listed.resources, listed.resource_templates);
         }
-        let p = Arc::new(Projection::build(&snapshot, self.rules));
+        let p = Arc::new(self.build(&snapshot));
         *self.live.lock().unwrap() = Some(p.clone());
         p
     }

@@ -38,12 +38,17 @@ impl NameRules {
         sanitize(source)
     }
 
-    /// The projected name of capability `name` of the source whose prefix is
-    /// `prefix`. `dotted_ref` (`source.name`) seeds the hash when the plain
-    /// form is lossy or too long.
+    /// A configured prefix, made client-safe.
+    pub fn clean_prefix(&self, prefix: &str) -> String {
+        sanitize(prefix)
+    }
+
+    /// The projected name of capability `name` shown after `prefix` (which
+    /// ends in its separator, e.g. `wf_std__`, or is empty). `dotted_ref`
+    /// (`source.name`) seeds the hash when the plain form is lossy or too long.
     pub fn project(&self, prefix: &str, name: &str, dotted_ref: &str) -> String {
         let clean = sanitize(name);
-        let plain = format!("{prefix}__{clean}");
+        let plain = format!("{prefix}{clean}");
         if clean == name && !name.is_empty() && plain.len() <= self.max_len {
             plain
         } else {
@@ -76,7 +81,7 @@ mod tests {
         let r = NameRules { max_len: 48 };
         assert_eq!(
             r.project(
-                &r.source_prefix("wf.std"),
+                &format!("{}__", r.source_prefix("wf.std")),
                 "passthrough",
                 "wf.std.passthrough"
             ),
@@ -84,7 +89,7 @@ mod tests {
         );
         assert_eq!(
             r.project(
-                "playwright",
+                "playwright__",
                 "browser_navigate",
                 "playwright.browser_navigate"
             ),
@@ -95,18 +100,21 @@ mod tests {
     #[test]
     fn lossy_or_long_names_get_a_stable_hash() {
         let r = NameRules { max_len: 48 };
-        let a = r.project("s", "get.thing", "s.get.thing");
-        let b = r.project("s", "get/thing", "s.get/thing");
+        let a = r.project("s__", "get.thing", "s.get.thing");
+        let b = r.project("s__", "get/thing", "s.get/thing");
         assert_ne!(a, b, "two lossy names that sanitize alike must differ");
         assert_eq!(
             a,
-            r.project("s", "get.thing", "s.get.thing"),
+            r.project("s__", "get.thing", "s.get.thing"),
             "deterministic"
         );
         assert!(is_client_safe(&a) && is_client_safe(&b));
         let long = "x".repeat(100);
-        let p = r.project("src", &long, &format!("src.{long}"));
+        let p = r.project("src__", &long, &format!("src.{long}"));
         assert!(p.len() <= 48 && is_client_safe(&p), "{p}");
+        // No prefix: the name as it is, or hashed when it is not client-safe.
+        assert_eq!(r.project("", "navigate", "s.navigate"), "navigate");
+        assert!(is_client_safe(&r.project("", "a.b", "s.a.b")));
     }
 
     #[test]

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use wf_plugin_api::{Prompt, Resource, ResourceTemplate, Tool};
 
 use super::names::{NameRules, hash6};
+use super::prefixes::{Naming, Wanted, prefixed};
 use crate::catalog::Snapshot;
+use crate::config::PrefixMode;
 
 /// A capability under its client-visible name.
 #[derive(Debug, Clone)]
@@ -36,6 +38,43 @@ pub struct Projection {
     resource_index: HashMap<String, usize>,
     /// Collisions that were resolved, for status output and logs.
     pub collisions: Vec<String>,
+}
+
+/// The name each `(source, name, item)` wants, with or without its source's
+/// prefix per `mode`; names several sources share under `on_collision` are
+/// reported.
+fn wanted_names<T>(
+    items: Vec<(String, String, T)>,
+    mode: PrefixMode,
+    rules: &NameRules,
+    name_prefix: &dyn Fn(&str) -> String,
+    what: &str,
+    collisions: &mut Vec<String>,
+) -> Vec<(String, String, String, T)> {
+    let wanted: Vec<Wanted<'_>> = items
+        .iter()
+        .map(|(source, name, _)| Wanted {
+            source,
+            plain: rules.project("", name, &format!("{source}.{name}")),
+        })
+        .collect();
+    let (flags, shared) = prefixed(mode, &wanted);
+    for s in shared {
+        collisions.push(format!("{what} name {s}: shown with source prefixes"));
+    }
+    let plain: Vec<String> = wanted.into_iter().map(|w| w.plain).collect();
+    items
+        .into_iter()
+        .zip(flags.into_iter().zip(plain))
+        .map(|((source, name, item), (prefixed, plain))| {
+            let shown = if prefixed {
+                rules.project(&name_prefix(&source), &name, &format!("{source}.{name}"))
+            } else {
+                plain
+            };
+            (shown, source, name, item)
+        })
+        .collect()
 }
 
 /// Assigns unique names: `wanted` per item in sorted ref order; an item whose
@@ -74,11 +113,16 @@ fn assign<T>(
 }
 
 impl Projection {
+    /// Every name with its source's default prefix (`<source>__`).
     pub fn build(snapshot: &Snapshot, rules: NameRules) -> Self {
+        Self::build_with(snapshot, rules, &Naming::default())
+    }
+
+    pub fn build_with(snapshot: &Snapshot, rules: NameRules, naming: &Naming) -> Self {
         let mut collisions = Vec::new();
 
         // Source prefixes: `a.b` and `a_b` would share one, so the later
-        // (in name order) gets a hash.
+        // (in name order) gets a hash. `wf://` URIs always use these.
         let mut prefixes: BTreeMap<String, String> = BTreeMap::new();
         let mut taken: HashMap<String, String> = HashMap::new();
         for (source, _) in &snapshot.sources {
@@ -93,20 +137,22 @@ impl Projection {
             taken.insert(p.clone(), source.clone());
             prefixes.insert(source.clone(), p);
         }
+        // What names start with: the configured prefix, else `<prefix>__`.
+        let name_prefix = |source: &str| match naming.configured.get(source) {
+            Some(p) => rules.clean_prefix(p),
+            None => format!("{}__", prefixes[source]),
+        };
 
         let mut tools = Vec::new();
         let mut prompts = Vec::new();
         let mut templates = Vec::new();
         let mut resources = Vec::new();
         for (source, cat) in &snapshot.sources {
-            let prefix = &prefixes[source];
             for t in &cat.tools {
-                let name = rules.project(prefix, &t.name, &format!("{source}.{}", t.name));
-                tools.push((name, source.clone(), t.name.clone(), t.clone()));
+                tools.push((source.clone(), t.name.clone(), t.clone()));
             }
             for p in &cat.prompts {
-                let name = rules.project(prefix, &p.name, &format!("{source}.{}", p.name));
-                prompts.push((name, source.clone(), p.name.clone(), p.clone()));
+                prompts.push((source.clone(), p.name.clone(), p.clone()));
             }
             for r in &cat.resources {
                 resources.push((r.uri.clone(), source.clone(), r.uri.clone(), r.clone()));
@@ -120,6 +166,22 @@ impl Projection {
                 ));
             }
         }
+        let tools = wanted_names(
+            tools,
+            naming.mode,
+            &rules,
+            &name_prefix,
+            "tool",
+            &mut collisions,
+        );
+        let prompts = wanted_names(
+            prompts,
+            naming.mode,
+            &rules,
+            &name_prefix,
+            "prompt",
+            &mut collisions,
+        );
 
         let (tools, tool_index) = assign(tools, &rules, "tool", &mut collisions);
         let (prompts, prompt_index) = assign(prompts, &rules, "prompt", &mut collisions);
@@ -326,5 +388,60 @@ mod tests {
                 (r.source.as_str(), r.original.as_str())
             );
         }
+    }
+
+    #[test]
+    fn configured_prefixes_and_on_collision() {
+        let snap = Snapshot {
+            sources: vec![
+                ("a".into(), cat(&["x", "y"], &[])),
+                ("b".into(), cat(&["x", "z.z"], &[])),
+            ],
+        };
+        let rules = NameRules { max_len: 48 };
+        let names = |p: &Projection| -> Vec<(String, String)> {
+            p.tools
+                .iter()
+                .map(|t| (t.source.clone(), t.name.clone()))
+                .collect()
+        };
+        // `prefix = ""` on both: own names; the shared `x` is still resolved
+        // (the later source gets a hash) and reported.
+        let mut naming = Naming::default();
+        naming.configured.insert("a".into(), "".into());
+        naming.configured.insert("b".into(), "".into());
+        let p = Projection::build_with(&snap, rules, &naming);
+        let n = names(&p);
+        assert_eq!(n[0], ("a".into(), "x".into()));
+        assert_eq!(n[1], ("a".into(), "y".into()));
+        assert!(n[2].1.starts_with("x_") && is_client_safe(&n[2].1), "{n:?}");
+        assert_eq!(p.tool(&n[2].1).unwrap().source, "b");
+        assert!(is_client_safe(&n[3].1), "z.z is still made client-safe");
+        assert!(
+            p.collisions.iter().any(|c| c.contains("b.x")),
+            "{:?}",
+            p.collisions
+        );
+        // A configured prefix is used as it is (made client-safe).
+        let mut naming = Naming::default();
+        naming.configured.insert("a".into(), "A.".into());
+        let p = Projection::build_with(&snap, rules, &naming);
+        assert_eq!(p.tools[0].name, "A_x");
+        assert_eq!(p.tools[2].name, "b__x");
+        // on_collision: only the shared name carries prefixes.
+        let naming = Naming {
+            mode: PrefixMode::OnCollision,
+            ..Naming::default()
+        };
+        let p = Projection::build_with(&snap, rules, &naming);
+        let n: Vec<String> = p.tools.iter().map(|t| t.name.clone()).collect();
+        assert_eq!(&n[..3], ["a__x", "y", "b__x"]);
+        assert!(
+            p.collisions
+                .iter()
+                .any(|c| c.contains("\"x\" (served by a, b)")),
+            "{:?}",
+            p.collisions
+        );
     }
 }

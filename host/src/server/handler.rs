@@ -16,6 +16,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument;
 
 use super::Surfaces;
+use super::forwarding::{self, Downstream};
 use super::notify::{self, Follower, ListKind};
 use super::principals::{principal_of, visible};
 use crate::app::App;
@@ -34,12 +35,15 @@ pub struct WfServer {
     /// that session's list-change follower.
     ended: CancellationToken,
     _ends_on_drop: Arc<DropGuard>,
+    /// This client, for its subscriptions; dropped with the last clone.
+    client: Arc<Downstream>,
 }
 
 impl WfServer {
     pub fn new(app: Arc<App>, surfaces: Surfaces, http: bool) -> Self {
         let ended = CancellationToken::new();
         Self {
+            client: Arc::new(Downstream::new(&app)),
             app,
             surfaces,
             http,
@@ -111,7 +115,7 @@ fn paged<T: Clone>(
 }
 
 /// A source failure as an MCP error that names the source.
-fn source_error(e: SourceError) -> McpError {
+pub(super) fn source_error(e: SourceError) -> McpError {
     let data = Some(json!({"source": e.source_name, "code": e.code().as_str()}));
     match e.code() {
         ErrorCode::NotFound => McpError::resource_not_found(e.to_string(), data),
@@ -191,6 +195,7 @@ impl ServerHandler for WfServer {
         f.tools_list_changed = requested.tools_list_changed;
         f.prompts_list_changed = requested.prompts_list_changed;
         f.resources_list_changed = requested.resources_list_changed;
+        f.resource_subscriptions = requested.resource_subscriptions.clone();
         Some(f)
     }
 
@@ -211,10 +216,45 @@ impl ServerHandler for WfServer {
             }
         });
         let _counted = Follower::new(&self.app);
+        // The stream's resource subscriptions end with it.
+        let stream = Downstream::new(&self.app);
+        if let Some(uris) = &ctx.accepted().resource_subscriptions {
+            forwarding::listen_resources(&self.app, &stream, ctx.sink().clone(), uris).await;
+        }
         tokio::select! {
             () = follow => {}
             () = ctx.cancelled() => {}
         }
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        forwarding::complete(&self.app, request, CallCtx::new()).await
+    }
+
+    #[allow(deprecated)] // 2025-11-25 clients still subscribe this way
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        forwarding::subscribe(&self.app, &self.client, context.peer, &request.uri).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.app
+            .subscriptions
+            .unsubscribe(self.client.id, &request.uri)
+            .await;
         Ok(())
     }
 
@@ -226,6 +266,8 @@ impl ServerHandler for WfServer {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_completions()
             .build();
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("wf", env!("CARGO_PKG_VERSION")))

@@ -72,7 +72,13 @@ pub async fn check_messages(
             if known_session(&m, request.headers()).await == Some(false) {
                 return (StatusCode::NOT_FOUND, "Not Found: Session not found\n").into_response();
             }
-            next.run(request).await
+            // rmcp ends the session and answers 202; clients (the official
+            // Python one logs "Session termination failed: 202") expect 200.
+            let response = next.run(request).await;
+            if response.status() == StatusCode::ACCEPTED {
+                return StatusCode::OK.into_response();
+            }
+            response
         }
         // rmcp answers a wrong content type (415) before reading the body.
         Method::POST if is_json(request.headers()) => post(&m, request, next).await,

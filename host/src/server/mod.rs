@@ -2,6 +2,7 @@
 
 mod connections;
 mod epochs;
+mod forwarding;
 mod handler;
 mod http;
 pub(crate) mod http_guard;

@@ -174,6 +174,35 @@ impl SourceHandle {
             .await
     }
 
+    /// Suggestions for a prompt's or template's argument; a source without
+    /// completions (or predating them) suggests nothing.
+    pub async fn complete(
+        &self,
+        params: wf_plugin_api::CompleteParams,
+        ctx: CallCtx,
+    ) -> Result<wf_plugin_api::Completion, SourceError> {
+        match self.request(&SourceRequest::Complete(params), ctx).await {
+            Err(e) if e.code() == wf_plugin_api::ErrorCode::Unsupported => Ok(Default::default()),
+            r => r,
+        }
+    }
+
+    pub async fn subscribe(&self, uri: &str) -> Result<(), SourceError> {
+        self.request(
+            &SourceRequest::Subscribe { uri: uri.into() },
+            CallCtx::new(),
+        )
+        .await
+    }
+
+    pub async fn unsubscribe(&self, uri: &str) -> Result<(), SourceError> {
+        self.request(
+            &SourceRequest::Unsubscribe { uri: uri.into() },
+            CallCtx::new(),
+        )
+        .await
+    }
+
     pub async fn status(&self) -> Value {
         self.request(&SourceRequest::Status, CallCtx::new())
             .await

@@ -5,6 +5,7 @@ mod call;
 mod handle;
 mod registry;
 mod screen;
+mod subscriptions;
 
 pub use call::CallCtx;
 pub use handle::{SourceError, SourceHandle};
@@ -12,3 +13,4 @@ pub use registry::{
     ApplyReport, SourceEntry, SourceState, SourceStatus, Sources, close, desired_sources,
 };
 pub use screen::{Rejected, screen};
+pub use subscriptions::{Notifier, Subscriptions};

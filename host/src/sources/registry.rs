@@ -112,6 +112,7 @@ pub fn desired_sources(
             all.entry(d.name.clone()).or_insert_with(|| SourceConfig {
                 kind: d.kind.clone(),
                 enabled: true,
+                prefix: None,
                 settings: d.config.as_object().cloned().unwrap_or_default(),
             });
         }

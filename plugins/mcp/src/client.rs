@@ -4,12 +4,18 @@
 use std::sync::Arc;
 
 use rmcp::handler::client::progress::ProgressDispatcher;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam,
+    ResourceUpdatedNotificationParam,
+};
 use rmcp::service::NotificationContext;
 use rmcp::{ClientHandler, RoleClient};
 
 /// Called when the upstream says its tools, prompts or resources changed.
 pub type OnListChanged = Arc<dyn Fn() + Send + Sync>;
+
+/// Called with the URI of a subscribed resource the upstream says changed.
+pub type OnResourceUpdated = Arc<dyn Fn(String) + Send + Sync>;
 
 #[derive(Clone)]
 pub struct McpClient {
@@ -20,6 +26,7 @@ pub struct McpClient {
     pub broken: crate::frames::Broken,
     /// HTTP: the requests whose reply stream was cut for size.
     pub cut: crate::http::CutForSize,
+    on_resource_updated: Option<OnResourceUpdated>,
 }
 
 impl McpClient {
@@ -29,7 +36,12 @@ impl McpClient {
             on_list_changed,
             broken: Default::default(),
             cut: Default::default(),
+            on_resource_updated: None,
         }
+    }
+    pub fn with_resource_updates(mut self, f: Option<OnResourceUpdated>) -> Self {
+        self.on_resource_updated = f;
+        self
     }
     fn list_changed(&self) {
         if let Some(f) = &self.on_list_changed {
@@ -64,5 +76,15 @@ impl ClientHandler for McpClient {
 
     async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
         self.list_changed();
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        if let Some(f) = &self.on_resource_updated {
+            f(params.uri);
+        }
     }
 }

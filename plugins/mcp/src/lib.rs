@@ -65,11 +65,21 @@ impl Plugin for McpPlugin {
                 source: name.clone(),
             })
         });
-        let runtime = Arc::new(Runtime::new(
-            spec.name.clone(),
-            config.clone(),
-            Some(on_list_changed.clone()),
-        ));
+        let (host, name) = (self.host.clone(), spec.name.clone());
+        let on_resource_updated: client::OnResourceUpdated = Arc::new(move |uri| {
+            host.emit(&Event::ResourceUpdated {
+                source: name.clone(),
+                uri,
+            })
+        });
+        let runtime = Arc::new(
+            Runtime::new(
+                spec.name.clone(),
+                config.clone(),
+                Some(on_list_changed.clone()),
+            )
+            .with_resource_updates(on_resource_updated),
+        );
         Ok(McpSource {
             name: spec.name,
             config,
@@ -148,6 +158,24 @@ impl Source for McpSource {
     ) -> Result<GetPromptResult, PluginError> {
         let rt = self.runtime_for(ctx.scope().lease.as_deref())?;
         rt.get_prompt(name, arguments, &ctx).await
+    }
+
+    async fn complete(
+        &self,
+        params: CompleteParams,
+        ctx: CallContext,
+    ) -> Result<Completion, PluginError> {
+        let rt = self.runtime_for(ctx.scope().lease.as_deref())?;
+        rt.complete(params, &ctx).await
+    }
+
+    /// Subscriptions live on the shared session (the host counts clients).
+    async fn subscribe(&self, uri: &str) -> Result<(), PluginError> {
+        self.runtime.subscribe(uri).await
+    }
+
+    async fn unsubscribe(&self, uri: &str) -> Result<(), PluginError> {
+        self.runtime.unsubscribe(uri).await
     }
 
     async fn open_session(&self, lease: Option<&str>) -> Result<SessionInfo, PluginError> {

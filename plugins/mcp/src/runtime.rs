@@ -3,6 +3,8 @@
 //! next call after the upstream dies — with the session epoch incremented —
 //! and closed at shutdown.
 
+mod forwarding;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -19,7 +21,7 @@ use wf_plugin_api::{
     Resource, ResourceTemplate,
 };
 
-use crate::client::{McpClient, OnListChanged};
+use crate::client::{McpClient, OnListChanged, OnResourceUpdated};
 use crate::config::McpConfig;
 use crate::opener::{Session, open};
 use crate::pages::{ListError, all_pages};
@@ -43,6 +45,9 @@ pub struct Runtime {
     in_flight: AtomicUsize,
     closed: AtomicBool,
     last_error: std::sync::Mutex<Option<String>>,
+    on_resource_updated: Option<OnResourceUpdated>,
+    /// Resource URIs subscribed upstream (renewed on a new session).
+    subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// Counts a call in flight for status output.
@@ -154,7 +159,15 @@ impl Runtime {
             in_flight: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             last_error: std::sync::Mutex::new(None),
+            on_resource_updated: None,
+            subscribed: Default::default(),
         }
+    }
+
+    /// Where upstream `notifications/resources/updated` go.
+    pub fn with_resource_updates(mut self, f: OnResourceUpdated) -> Self {
+        self.on_resource_updated = Some(f);
+        self
     }
 
     /// The live session, opened (or reopened, epoch + 1) when there is none.
@@ -184,13 +197,15 @@ impl Runtime {
             tracing::info!(source = %self.source, epoch = dead.epoch, "upstream session ended; reconnecting");
             drop(dead.session);
         }
-        let client = McpClient::new(self.on_list_changed.clone());
+        let client = McpClient::new(self.on_list_changed.clone())
+            .with_resource_updates(self.on_resource_updated.clone());
         let session = open(&self.source, &self.config, client.clone())
             .await
             .inspect_err(|e| self.note_error(e))?;
         let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
         tracing::info!(source = %self.source, epoch, "upstream session open");
         let peer = session.peer().clone();
+        self.resubscribe(&peer);
         *live = Some(Live {
             session,
             client: client.clone(),

@@ -2,6 +2,11 @@
 //! long as the session, a slow tool, a tool that reports progress, a tool
 //! that kills the process, a resource and a prompt.
 //!
+//! The prompt's `name` argument completes (`completion/complete`) from
+//! alice/albert/bob, and `fixture://counter` is subscribable: `increment`
+//! sends `notifications/resources/updated` for it while subscribed;
+//! `{"event":"subscribe"|"unsubscribe","uri":..}` is recorded for each.
+//!
 //! With `--probes`, more tools for the hardening tests: `env` (its
 //! environment), `big` (a result of N bytes), `garbage_line` (N bytes of
 //! non-JSON on stdout, stdio only) and `stderr_bomb_status` (how
@@ -90,6 +95,8 @@ struct Fixture {
     count: Arc<AtomicI64>,
     /// Whether the probe tools are listed and served.
     probes: bool,
+    /// Resource URIs the client subscribed to.
+    subscribed: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 fn tool(name: &str, description: &str, schema: Value) -> Tool {
@@ -120,6 +127,8 @@ impl ServerHandler for Fixture {
             .enable_tools()
             .enable_prompts()
             .enable_resources()
+            .enable_resources_subscribe()
+            .enable_completions()
             .build();
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("wf-fixture-upstream", "0.0.0"))
@@ -210,7 +219,21 @@ impl ServerHandler for Fixture {
             }
             "increment" => {
                 let by = int_arg(args, "by", 1);
-                structured(json!({"count": self.count.fetch_add(by, Ordering::SeqCst) + by}))
+                let count = self.count.fetch_add(by, Ordering::SeqCst) + by;
+                let watched = self
+                    .subscribed
+                    .lock()
+                    .unwrap()
+                    .contains("fixture://counter");
+                if watched {
+                    let _ = context
+                        .peer
+                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(
+                            "fixture://counter",
+                        ))
+                        .await;
+                }
+                structured(json!({"count": count}))
             }
             "get_count" => structured(json!({"count": self.count.load(Ordering::SeqCst)})),
             "slow" => {
@@ -346,6 +369,47 @@ impl ServerHandler for Fixture {
             "contents": [{"uri": "fixture://counter", "mimeType": "text/plain", "text": self.count.load(Ordering::SeqCst).to_string()}]
         })).expect("contents");
         Ok(ReadResourceResponse::Complete(r))
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let typed = request.argument.value.as_str();
+        let values: Vec<String> = match (&request.r#ref, request.argument.name.as_str()) {
+            (Reference::Prompt(p), "name") if p.name == "greet" => ["alice", "albert", "bob"]
+                .iter()
+                .filter(|v| v.starts_with(typed))
+                .map(|v| v.to_string())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let info = CompletionInfo::with_all_values(values)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(CompleteResult::new(info))
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        record(json!({"event": "subscribe", "uri": request.uri}));
+        self.subscribed.lock().unwrap().insert(request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        record(json!({"event": "unsubscribe", "uri": request.uri}));
+        self.subscribed.lock().unwrap().remove(&request.uri);
+        Ok(())
     }
 
     async fn list_prompts(

@@ -6,7 +6,7 @@ mod results;
 // The projection lives below the surfaces (crate::projection); the proxy
 // serves it under these names.
 pub use crate::projection::{
-    NameRules, Projected, Projection, ResourceRoute, hash6, is_client_safe,
+    NameRules, Naming, Projected, Projection, ResourceRoute, hash6, is_client_safe,
 };
 pub use results::check_output;
 

@@ -1,0 +1,91 @@
+//! Which prefix each source's tool and prompt names carry: `[server] prefix`
+//! (`always` | `on_collision`) and each source's own `prefix` setting.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::config::{LoadedConfig, PrefixMode};
+
+/// How names are prefixed; built from the config in force.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Naming {
+    pub mode: PrefixMode,
+    /// Prefixes operators configured, by source (not yet made client-safe).
+    pub configured: BTreeMap<String, String>,
+}
+
+impl Naming {
+    pub fn from_config(config: &LoadedConfig) -> Self {
+        Self {
+            mode: config.config.server.prefix,
+            configured: config
+                .config
+                .sources
+                .iter()
+                .filter_map(|(name, s)| Some((name.clone(), s.prefix.clone()?)))
+                .chain(config.config.mcp_servers.iter().filter_map(|(name, s)| {
+                    Some((name.clone(), s.get("prefix")?.as_str()?.to_string()))
+                }))
+                .collect(),
+        }
+    }
+}
+
+/// One capability that wants a name: its source and the name it would
+/// show without a prefix.
+pub struct Wanted<'a> {
+    pub source: &'a str,
+    pub plain: String,
+}
+
+/// Whether each item (in order) shows its source's prefix: always, or under
+/// `on_collision` only when another source has a capability of the same kind
+/// whose name would look the same. The second value lists those shared names
+/// (for the collision report).
+pub fn prefixed(mode: PrefixMode, items: &[Wanted<'_>]) -> (Vec<bool>, Vec<String>) {
+    if mode == PrefixMode::Always {
+        return (vec![true; items.len()], Vec::new());
+    }
+    let mut sources: HashMap<String, Vec<&str>> = HashMap::new();
+    for w in items {
+        let users = sources.entry(w.plain.clone()).or_default();
+        if !users.contains(&w.source) {
+            users.push(w.source);
+        }
+    }
+    let mut shared: Vec<String> = sources
+        .iter()
+        .filter(|(_, users)| users.len() > 1)
+        .map(|(name, users)| format!("{name:?} (served by {})", users.join(", ")))
+        .collect();
+    shared.sort();
+    let flags = items.iter().map(|w| sources[&w.plain].len() > 1).collect();
+    (flags, shared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w<'a>(source: &'a str, plain: &str) -> Wanted<'a> {
+        Wanted {
+            source,
+            plain: plain.into(),
+        }
+    }
+
+    #[test]
+    fn on_collision_prefixes_only_names_two_sources_share() {
+        let items = [w("a", "x"), w("a", "y"), w("b", "x"), w("b", "z")];
+        let (flags, shared) = prefixed(PrefixMode::OnCollision, &items);
+        assert_eq!(flags, [true, false, true, false]);
+        assert_eq!(shared, [r#""x" (served by a, b)"#]);
+        let (flags, shared) = prefixed(PrefixMode::Always, &items);
+        assert!(flags.iter().all(|f| *f) && shared.is_empty());
+    }
+
+    #[test]
+    fn one_source_listing_a_name_twice_is_not_a_shared_name() {
+        let (flags, _) = prefixed(PrefixMode::OnCollision, &[w("a", "x"), w("a", "x")]);
+        assert_eq!(flags, [false, false]);
+    }
+}

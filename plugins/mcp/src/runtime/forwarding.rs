@@ -1,0 +1,58 @@
+//! Client→server requests besides calls, forwarded on the persistent
+//! session: argument completion and resource subscriptions. Subscriptions
+//! are remembered so a reconnected session subscribes again.
+
+use rmcp::model::*;
+use wf_plugin_api::{CompleteParams, Completion, PluginError};
+
+use super::{Runtime, convert, unexpected};
+
+impl Runtime {
+    pub async fn complete(
+        &self,
+        params: CompleteParams,
+        ctx: &wf_plugin_api::CallContext,
+    ) -> Result<Completion, PluginError> {
+        let params: CompleteRequestParams = convert(params)?;
+        let req = ClientRequest::CompleteRequest(Request::new(params));
+        match self.request(req, Some(ctx)).await? {
+            (ServerResult::CompleteResult(r), _) => convert(r.completion),
+            (other, _) => Err(unexpected("completion/complete", &other)),
+        }
+    }
+
+    pub async fn subscribe(&self, uri: &str) -> Result<(), PluginError> {
+        let req = ClientRequest::SubscribeRequest(Request::new(SubscribeRequestParams::new(uri)));
+        self.request(req, None).await?;
+        self.subscribed.lock().unwrap().insert(uri.to_string());
+        Ok(())
+    }
+
+    pub async fn unsubscribe(&self, uri: &str) -> Result<(), PluginError> {
+        if !self.subscribed.lock().unwrap().remove(uri) {
+            return Ok(());
+        }
+        let req =
+            ClientRequest::UnsubscribeRequest(Request::new(UnsubscribeRequestParams::new(uri)));
+        self.request(req, None).await.map(|_| ())
+    }
+
+    /// A new session knows none of the old one's subscriptions: renews them.
+    pub(super) fn resubscribe(&self, peer: &rmcp::Peer<rmcp::RoleClient>) {
+        let uris: Vec<String> = self.subscribed.lock().unwrap().iter().cloned().collect();
+        if uris.is_empty() {
+            return;
+        }
+        let (peer, source) = (peer.clone(), self.source.clone());
+        tokio::spawn(async move {
+            for uri in uris {
+                let req = ClientRequest::SubscribeRequest(Request::new(
+                    SubscribeRequestParams::new(&uri),
+                ));
+                if let Err(e) = peer.send_request(req).await {
+                    tracing::warn!(source = %source, uri = %uri, "cannot renew a resource subscription: {e}");
+                }
+            }
+        });
+    }
+}
