@@ -35,6 +35,12 @@ impl Plugin for NotesPlugin {
             .kind("notes")
             .description("A small persistent notebook: add, get, list, search and delete notes")
             .default_source(DEFAULT_SOURCE, "notes")
+            // The host refuses any key before the source is created (the
+            // check in `create_source` stays for hosts' testing harnesses).
+            .settings_schema(
+                "notes",
+                json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            )
     }
 
     fn new(_host: Host) -> Result<Self, PluginError> {

@@ -500,6 +500,10 @@ fn load_one(
         }
     }
 
+    if let Some(why) = crate::sources::settings::manifest_problem(&manifest) {
+        return Err(format!("unusable settings schema: {why}"));
+    }
+
     let ctx = HostContext {
         plugin: manifest.name.as_str().into(),
         events: events.clone(),

@@ -17,7 +17,7 @@ use wf_plugin_api::{Catalog, PluginError, SourceSpec};
 
 use super::handle::SourceHandle;
 use crate::catalog::{Rejected, screen};
-use crate::config::{LoadedConfig, SourceConfig, expand_env};
+use crate::config::{LoadedConfig, SourceConfig};
 use crate::plugins::PluginSet;
 use crate::store::{Store, content_hash};
 
@@ -115,10 +115,8 @@ pub fn desired_sources(
     let mut all = configured;
     for plugin in &plugins.loaded {
         for d in &plugin.manifest.default_sources {
-            all.entry(d.name.clone()).or_insert_with(|| SourceConfig {
-                kind: d.kind.clone(),
-                enabled: true,
-                settings: d.config.as_object().cloned().unwrap_or_default(),
+            all.entry(d.name.clone()).or_insert_with(|| {
+                SourceConfig::new(&d.kind, d.config.as_object().cloned().unwrap_or_default())
             });
         }
     }
@@ -438,19 +436,14 @@ fn prepare(
     plugins: &PluginSet,
 ) -> (String, Result<Value, String>) {
     let plugin = plugins.for_kind(&sc.kind);
-    let lookup = |k: &str| std::env::var(k).ok();
     let settings = match plugin {
         None => Err(format!(
             "no loaded plugin serves kind {:?} (loaded kinds: {})",
             sc.kind,
             plugins.kinds().join(", ")
         )),
-        Some(_) => expand_env(
-            &Value::Object(sc.settings.clone()),
-            &format!("sources.{name}"),
-            &lookup,
-        )
-        .map_err(|e| format!("{}: {e}", config.file_label())),
+        Some(p) => super::settings::effective(sc, &format!("sources.{name}"), &p.manifest)
+            .map_err(|e| format!("{}: {e}", config.file_label())),
     };
     let identity = json!({
         "kind": sc.kind,

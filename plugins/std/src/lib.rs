@@ -25,6 +25,11 @@ impl Plugin for StdPlugin {
                  merge, assert, sleep) and guidance for authoring workflows",
             )
             .default_source("wf.std", "std")
+            // No settings: any key in a `std` source's table is a mistake.
+            .settings_schema(
+                "std",
+                json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            )
     }
 
     fn new(_host: Host) -> Result<Self, PluginError> {
