@@ -129,7 +129,14 @@ impl Admin {
                         table.clone(),
                         table.get("kind").is_none().then_some(current).flatten(),
                     ),
-                    &format!("sources.{source}"),
+                    &format!(
+                        "{}: sources.{source}",
+                        self.app
+                            .live_config
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .file_label()
+                    ),
                 );
                 if let Err(e) = checked {
                     return refuse(
