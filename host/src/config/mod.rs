@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::text::one_line;
+
 pub use edit::{Edit, stage};
 pub use env::{EnvError, expand_env};
 pub use strict::{FOREIGN_MCP_SERVER_KEYS, did_you_mean, unknown_key};
@@ -461,10 +463,6 @@ pub(crate) fn extension(path: &Path) -> String {
         .and_then(|e| e.to_str())
         .unwrap_or("")
         .to_ascii_lowercase()
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Source names are config keys and the first part of capability refs:

@@ -137,6 +137,12 @@ impl Sources {
         self.entries.read().unwrap().get(name).cloned()
     }
 
+    /// The live handle of source `name`: None when there is no such source or
+    /// it is disabled or failed (the one lookup every caller of a source uses).
+    pub fn handle(&self, name: &str) -> Option<Arc<SourceHandle>> {
+        self.get(name).and_then(|e| e.handle.clone())
+    }
+
     pub fn list(&self) -> Vec<Arc<SourceEntry>> {
         self.entries.read().unwrap().values().cloned().collect()
     }

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 use wf_plugin_api::Manifest;
-use wf_plugin_api::schema::{instance_problems, json_schema_problems};
+use wf_plugin_api::schema::instance_problems;
 
 use crate::config::{SourceConfig, expand_env, unknown_key};
 
@@ -84,23 +84,6 @@ pub fn check_table(
     }
 }
 
-/// Why a plugin's declared settings schemas are unusable, if they are: each
-/// must be a valid object schema for one of the plugin's own kinds.
-pub fn manifest_problem(manifest: &Manifest) -> Option<String> {
-    manifest.settings_schemas.iter().find_map(|(kind, schema)| {
-        let at = format!("settings_schemas.{kind}");
-        if !manifest.kinds.contains(kind) {
-            return Some(format!("{at}: {kind:?} is not one of the plugin's kinds"));
-        }
-        if schema.get("type").and_then(Value::as_str) != Some("object") {
-            return Some(format!(
-                "{at}: must be an object schema (\"type\": \"object\")"
-            ));
-        }
-        json_schema_problems(schema, &at).into_iter().next()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,29 +143,6 @@ mod tests {
         assert_eq!(
             effective(&bad, "sources.fs", &new).unwrap_err(),
             r#"sources.fs: unknown key "comand" (did you mean "command"?)"#
-        );
-    }
-
-    #[test]
-    fn unusable_schemas_are_named() {
-        let m = Manifest::new("p", "1").kind("a");
-        assert_eq!(
-            manifest_problem(&m.clone().settings_schema("a", schema())),
-            None
-        );
-        let other = manifest_problem(&m.clone().settings_schema("b", schema())).unwrap_or_default();
-        assert!(other.contains("not one of the plugin's kinds"), "{other}");
-        let string = manifest_problem(&m.clone().settings_schema("a", json!({"type": "string"})))
-            .unwrap_or_default();
-        assert!(string.contains("object schema"), "{string}");
-        let typo = manifest_problem(&m.settings_schema(
-            "a",
-            json!({"type": "object", "properties": {"x": {"type": "strng"}}}),
-        ))
-        .unwrap_or_default();
-        assert!(
-            typo.contains("settings_schemas.a.properties.x.type"),
-            "{typo}"
         );
     }
 }
