@@ -64,15 +64,8 @@ impl Source for StdSource {
         arguments: Value,
         ctx: CallContext,
     ) -> Result<CallResult, PluginError> {
-        match self.run_node(name, arguments, ctx).await {
-            Ok(output) => Ok(CallResult::structured(output)),
-            // The model calling the tool should read these and correct itself
-            // (MCP `isError`); an unknown tool or a cancellation is the caller's problem.
-            Err(e) if matches!(e.code, ErrorCode::Failed | ErrorCode::InvalidArguments) => {
-                Ok(CallResult::error(e.message))
-            }
-            Err(e) => Err(e),
-        }
+        // Node-first: a failed or invalid call is an `isError` result the model reads.
+        CallResult::from_node_output(self.run_node(name, arguments, ctx).await)
     }
 
     /// Overridden so that a failure keeps its code and data instead of
