@@ -143,11 +143,17 @@ mod tests {
         let args = Args::parse(&input, &schema).unwrap_or_else(|e| panic!("{e}"));
         assert!(args.get::<bool>("a").unwrap_or(false));
         assert_eq!(args.get::<&[Value]>("b").map(<[Value]>::len).ok(), Some(1));
-        assert_eq!(args.get::<&Map<String, Value>>("c").map(Map::len).ok(), Some(1));
+        assert_eq!(
+            args.get::<&Map<String, Value>>("c").map(Map::len).ok(),
+            Some(1)
+        );
         assert_eq!(args.get::<i64>("d").ok(), Some(-2));
         let e = args.get::<u64>("d").unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidArguments);
-        assert_eq!(e.message, "argument `d` must be a non-negative integer, got a number");
+        assert_eq!(
+            e.message,
+            "argument `d` must be a non-negative integer, got a number"
+        );
         assert_eq!(args.opt::<&str>("missing").ok(), Some(None));
         assert_eq!(
             args.get::<&str>("missing").unwrap_err().message,

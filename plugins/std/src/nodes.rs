@@ -242,8 +242,11 @@ impl Node {
             Node::Passthrough | Node::Const => Ok(json!({"value": args.get::<&Value>("value")?})),
             Node::Template => {
                 let template = args.get::<&str>("template")?;
-                let text = template::render(template, &Value::Object(args.get::<&Map<String, Value>>("values")?.clone()))
-                    .map_err(PluginError::failed)?;
+                let text = template::render(
+                    template,
+                    &Value::Object(args.get::<&Map<String, Value>>("values")?.clone()),
+                )
+                .map_err(PluginError::failed)?;
                 Ok(json!({"text": text}))
             }
             Node::JsonGet => json_get(&args),
