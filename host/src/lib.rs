@@ -15,4 +15,5 @@ pub mod server;
 pub mod sources;
 pub mod store;
 pub mod surfaces;
+pub mod text;
 pub mod workflow;

@@ -122,6 +122,12 @@ pub trait Source: Send + Sync + 'static {
 
     /// Runs a workflow node. The default calls the tool of the same name and
     /// returns its structured content (or its text, parsed as JSON when it is JSON).
+    ///
+    /// The default runs tool → node, right for a source whose capabilities
+    /// are tools (an MCP upstream). A node-first source (its capabilities are
+    /// nodes; errors keep their code) overrides `run_node` and writes
+    /// `call_tool` as [`CallResult::from_node_output`] of it. Never make each
+    /// call the other's default: neither would end.
     fn run_node(
         &self,
         name: &str,
@@ -249,5 +255,27 @@ impl CallResult {
         }
         let t = text();
         Ok(serde_json::from_str(&t).unwrap_or(Value::String(t)))
+    }
+
+    /// The tool result of a node's outcome (since 1.2), the inverse of
+    /// [`CallResult::into_node_output`]: what a node-first source's
+    /// `call_tool` returns, in one line:
+    /// `CallResult::from_node_output(self.run_node(name, arguments, ctx).await)`.
+    /// Output becomes structured content; a `failed` or `invalid_arguments`
+    /// error becomes an `isError` result the calling model reads and corrects
+    /// itself from; any other error (unknown tool, cancelled…) stays an error.
+    pub fn from_node_output(outcome: Result<Value, PluginError>) -> Result<Self, PluginError> {
+        match outcome {
+            Ok(output) => Ok(Self::structured(output)),
+            Err(e)
+                if matches!(
+                    e.code,
+                    crate::ErrorCode::Failed | crate::ErrorCode::InvalidArguments
+                ) =>
+            {
+                Ok(Self::error(e.message))
+            }
+            Err(e) => Err(e),
+        }
     }
 }

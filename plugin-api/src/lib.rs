@@ -45,6 +45,7 @@
 
 #![warn(missing_docs)]
 
+pub mod args;
 mod author;
 mod error;
 #[doc(hidden)]

@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::types::{Catalog, NodeSpec, Tool};
+use crate::types::{Catalog, Manifest, NodeSpec, Tool};
 
 /// The JSON Schema type names.
 const TYPES: [&str; 7] = [
@@ -310,6 +310,26 @@ pub fn capability_problems(catalog: &Catalog) -> Vec<CapabilityProblem> {
     out
 }
 
+/// What is wrong with the settings schemas a manifest declares
+/// ([`Manifest::settings_schema`]): each must be a valid object schema for
+/// one of the plugin's own kinds. A host refuses a plugin with any.
+pub fn settings_schema_problems(manifest: &Manifest) -> Vec<String> {
+    let mut out = Vec::new();
+    for (kind, schema) in &manifest.settings_schemas {
+        let at = format!("settings_schemas.{kind}");
+        if !manifest.kinds.contains(kind) {
+            out.push(format!("{at}: {kind:?} is not one of the plugin's kinds"));
+        }
+        out.extend(json_schema_problems(schema, &at));
+        if schema.get("type").and_then(Value::as_str) != Some("object") {
+            out.push(format!(
+                "{at} must have \"type\": \"object\" (settings are a table)"
+            ));
+        }
+    }
+    out
+}
+
 /// Where `value` does not match `schema`, for the keywords that decide a
 /// value's shape: `type`, `enum`, `const`, `properties`, `required`,
 /// `additionalProperties`, `items` and `anyOf`/`oneOf`/`allOf` (a focused
@@ -513,6 +533,34 @@ mod tests {
         // `Catalog::node` serves the spec as a tool too: both are reported.
         find(CapabilityKind::Tool, "str");
         assert_eq!(p.len(), 8, "{p:?}");
+    }
+
+    #[test]
+    fn settings_schemas_must_be_object_schemas_of_own_kinds() {
+        let obj = json!({"type": "object", "properties": {"x": {"type": "string"}}, "additionalProperties": false});
+        let m = Manifest::new("p", "1").kind("a");
+        assert!(settings_schema_problems(&m.clone().settings_schema("a", obj.clone())).is_empty());
+        let p = settings_schema_problems(&m.clone().settings_schema("b", obj));
+        assert!(
+            p[0].contains("\"b\" is not one of the plugin's kinds"),
+            "{p:?}"
+        );
+        let p =
+            settings_schema_problems(&m.clone().settings_schema("a", json!({"type": "string"})));
+        assert!(
+            p.iter()
+                .any(|m| m.contains("settings_schemas.a") && m.contains("\"type\": \"object\"")),
+            "{p:?}"
+        );
+        let p = settings_schema_problems(&m.settings_schema(
+            "a",
+            json!({"type": "object", "properties": {"x": {"type": "strng"}}}),
+        ));
+        assert!(
+            p.iter()
+                .any(|m| m.contains("settings_schemas.a.properties.x.type")),
+            "{p:?}"
+        );
     }
 
     #[test]

@@ -27,6 +27,12 @@ pub struct Manifest {
     /// operator can still disable or reconfigure them by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub default_sources: Vec<DefaultSource>,
+    /// The JSON Schema of a source's settings, per kind (since 1.2). The
+    /// host checks each configured source's settings against it before
+    /// `create_source`, so a misspelt key is refused with a hint instead of
+    /// being silently ignored. A kind without a schema is not checked.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub settings_schemas: Map<String, Value>,
 }
 
 impl Manifest {
@@ -40,6 +46,7 @@ impl Manifest {
             kinds: Vec::new(),
             description: String::new(),
             default_sources: Vec::new(),
+            settings_schemas: Map::new(),
         }
     }
     /// Adds a source kind this plugin serves.
@@ -50,6 +57,15 @@ impl Manifest {
     /// Sets the description.
     pub fn description(mut self, description: impl Into<String>) -> Self {
         self.description = description.into();
+        self
+    }
+    /// Declares the JSON Schema of the settings of `kind`'s sources (an
+    /// object schema; `"additionalProperties": false` makes unknown keys
+    /// errors). The host checks settings against it with
+    /// [`crate::schema::instance_problems`] before creating a source; the
+    /// host's own keys (`kind`, `enabled`, …) never reach the plugin.
+    pub fn settings_schema(mut self, kind: impl Into<String>, schema: Value) -> Self {
+        self.settings_schemas.insert(kind.into(), schema);
         self
     }
     /// Adds a source that exists without configuration (`name` of `kind`).

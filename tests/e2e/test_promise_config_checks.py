@@ -3,7 +3,8 @@
 - a name in both `mcpServers` and `[sources]` is refused (`wf check` and `wf serve`);
 - `wf check` names a source whose kind no loaded plugin serves;
 - keys other MCP clients put in `mcpServers` entries (`autoApprove`) are
-  ignored with a warning, and the source is served;
+  accepted and dropped by wf before the plugin sees them, and the source is
+  served (test_strict_settings.py has the rest of the strict-settings promises);
 - plugins receive the log filter and apply it to their own events before they
   cross the ABI (the host re-logs them under its own target, so only the
   plugin can filter by the plugin's targets);
@@ -24,6 +25,8 @@ from promise_support import OP_TIMEOUT, wait_log_async
 pytestmark = pytest.mark.anyio
 
 IGNORED = "ignoring unknown setting"
+# The mcp plugin's own config warning (target wf_source_mcp::config).
+HTTP_INHERIT_ENV = "inherit_env only applies to stdio servers"
 SESSION_OPEN = "upstream session open"
 
 
@@ -57,7 +60,7 @@ def test_check_names_a_source_kind_no_plugin_serves(wf: Wf, fixture_upstream_bin
     ], lines
 
 
-async def test_auto_approve_is_ignored_with_a_warning(wf: Wf, fixture_upstream_bin: Path) -> None:
+async def test_auto_approve_is_accepted_and_never_reaches_the_plugin(wf: Wf, fixture_upstream_bin: Path) -> None:
     entry = {"command": str(fixture_upstream_bin), "autoApprove": ["echo"]}
     config = wf.write_config(json.dumps({"mcpServers": {"fx": entry}}), "claude_desktop_config.json")
     async with wf.stdio_client("auto", "--config", str(config)) as c:
@@ -65,8 +68,8 @@ async def test_auto_approve_is_ignored_with_a_warning(wf: Wf, fixture_upstream_b
             result = await c.call_tool("fx__echo", {"message": "still served"})
         assert not result.is_error and content_text(result.content) == "still served", result
     log = wf.logs[-1].read_text()
-    warnings = [line for line in log.splitlines() if IGNORED in line]
-    assert warnings and all("WARN" in w and "key=autoApprove" in w and "source=fx" in w for w in warnings), warnings
+    # Were it passed on, the mcp plugin would warn about a key it does not read.
+    assert IGNORED not in log, log[-3000:]
 
 
 @pytest.mark.parametrize(
@@ -75,11 +78,19 @@ async def test_auto_approve_is_ignored_with_a_warning(wf: Wf, fixture_upstream_b
 async def test_plugins_apply_the_log_filter_to_their_own_targets(
     wf: Wf, fixture_upstream_bin: Path, level: str, shown: bool
 ) -> None:
-    """The mcp plugin warns about an unknown setting (target wf_source_mcp::config)
-    when it creates the source, and later logs the session it opens (target
+    """The mcp plugin warns about `inherit_env` on an HTTP source (target
+    wf_source_mcp::config) when it creates the source, and later logs the
+    session it opens for the stdio one (target
     wf_source_mcp::runtime, info). Filtering out the first target must drop the
     warning and keep the rest of the plugin's log."""
-    config = wf.write_config(toml_config({"fx": {"command": str(fixture_upstream_bin), "autoApprove": ["echo"]}}))
+    config = wf.write_config(
+        toml_config(
+            {
+                "fx": {"command": str(fixture_upstream_bin)},
+                "remote": {"url": "http://127.0.0.1:9/mcp", "inherit_env": True},
+            }
+        )
+    )
     async with wf.stdio_client("auto", "--config", str(config), "--log-level", level) as c:
         with anyio.fail_after(OP_TIMEOUT):
             result = await c.call_tool("fx__echo", {"message": "hi"})
@@ -89,7 +100,7 @@ async def test_plugins_apply_the_log_filter_to_their_own_targets(
     # config warning crosses only when the filter lets its target through.
     lines = log.splitlines()
     assert any(line.split()[1:3] == ["DEBUG", "wf::plugin:"] for line in lines), "no plugin debug line"
-    assert any(IGNORED in line for line in lines) is shown, [line for line in lines if "wf::plugin" in line][:20]
+    assert any(HTTP_INHERIT_ENV in line for line in lines) is shown, [line for line in lines if "wf::plugin" in line][:20]
 
 
 def test_runs_limit_shows_the_most_recent_runs(wf: Wf) -> None:

@@ -35,6 +35,12 @@ impl Plugin for NotesPlugin {
             .kind("notes")
             .description("A small persistent notebook: add, get, list, search and delete notes")
             .default_source(DEFAULT_SOURCE, "notes")
+            // The host refuses any key before the source is created (the
+            // check in `create_source` stays for hosts' testing harnesses).
+            .settings_schema(
+                "notes",
+                json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            )
     }
 
     fn new(_host: Host) -> Result<Self, PluginError> {
@@ -97,13 +103,8 @@ impl Source for NotesSource {
         arguments: Value,
         ctx: CallContext,
     ) -> Result<CallResult, PluginError> {
-        match self.run_node(name, arguments, ctx).await {
-            Ok(output) => Ok(CallResult::structured(output)),
-            Err(e) if matches!(e.code, ErrorCode::Failed | ErrorCode::InvalidArguments) => {
-                Ok(CallResult::error(e.message))
-            }
-            Err(e) => Err(e),
-        }
+        // Node-first: a failed or invalid call is an `isError` result the model reads.
+        CallResult::from_node_output(self.run_node(name, arguments, ctx).await)
     }
 
     /// Overridden (rather than derived from `call_tool`) so that a node's

@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::CheckArgs;
 use crate::app::load_config_and_plugins;
 use crate::catalog::probe::{Trial, missing_command, trial};
-use crate::config::{LoadedConfig, SourceConfig, expand_env};
+use crate::config::{LoadedConfig, SourceConfig};
 use crate::plugins::PluginSet;
 use crate::sources::desired_sources;
 
@@ -46,7 +46,6 @@ pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
         ));
     }
     let file = config.file_label();
-    let lookup = |k: &str| std::env::var(k).ok();
     // The sources worth a trial: enabled, with a plugin, settings expanded.
     let mut to_try = BTreeMap::new();
     for (name, sc) in desired_sources(sources.clone(), &set) {
@@ -54,15 +53,15 @@ pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
         if !sc.enabled {
             continue;
         }
-        if set.for_kind(&sc.kind).is_none() {
+        let Some(plugin) = set.for_kind(&sc.kind) else {
             problems.push(format!(
                 "{origin}: {key}.kind: no loaded plugin serves kind {:?} (loaded kinds: {})",
                 sc.kind,
                 set.kinds().join(", ")
             ));
             continue;
-        }
-        let settings = match expand_env(&Value::Object(sc.settings.clone()), &key, &lookup) {
+        };
+        let settings = match crate::sources::settings::effective(&sc, &key, &plugin.manifest) {
             Ok(s) => s,
             Err(e) => {
                 problems.push(format!("{origin}: {e}"));

@@ -370,7 +370,7 @@ mod tests {
     fn claude_desktop_json_keeps_its_shape() {
         let p = tmp(
             "claude.json",
-            r#"{"mcpServers": {"b": {"command": "x"}, "a": {"command": "y"}}, "other": 1}"#,
+            r#"{"mcpServers": {"b": {"command": "x"}, "a": {"command": "y"}}, "globalShortcut": "Ctrl+Space"}"#,
         );
         stage(
             &p,
@@ -392,6 +392,6 @@ mod tests {
         let keys: Vec<&String> = v["mcpServers"].as_object().unwrap().keys().collect();
         assert_eq!(keys, ["b", "a", "c"], "key order kept");
         assert_eq!(v["mcpServers"]["b"]["disabled"], json!(true));
-        assert_eq!(v["other"], json!(1));
+        assert_eq!(v["globalShortcut"], json!("Ctrl+Space"));
     }
 }

@@ -3,13 +3,22 @@
 
 use serde_json::Value;
 
+/// Why a value could not be expanded; `key` is the key path (`sources.x.env.A`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvError {
+    #[error("{key}: unterminated ${{ in value")]
+    Unterminated { key: String },
+    #[error("{key}: environment variable {var} is not set")]
+    Unset { key: String, var: String },
+}
+
 /// Expands `${VAR}` in every string of `value`. `$${` is a literal `${`.
 /// An unset variable is an error naming the key path and the variable.
 pub fn expand_env(
     value: &Value,
     key: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<Value, String> {
+) -> Result<Value, EnvError> {
     Ok(match value {
         Value::String(s) => Value::String(expand_str(s, key, lookup)?),
         Value::Array(items) => Value::Array(
@@ -22,7 +31,7 @@ pub fn expand_env(
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| Ok((k.clone(), expand_env(v, &format!("{key}.{k}"), lookup)?)))
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, EnvError>>()?,
         ),
         other => other.clone(),
     })
@@ -32,7 +41,7 @@ fn expand_str(
     s: &str,
     key: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, String> {
+) -> Result<String, EnvError> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(i) = rest.find('$') {
@@ -42,12 +51,14 @@ fn expand_str(
             out.push_str("${");
             rest = tail;
         } else if let Some(tail) = after.strip_prefix("${") {
-            let end = tail
-                .find('}')
-                .ok_or_else(|| format!("{key}: unterminated ${{ in value"))?;
+            let end = tail.find('}').ok_or_else(|| EnvError::Unterminated {
+                key: key.to_string(),
+            })?;
             let var = &tail[..end];
-            let val = lookup(var)
-                .ok_or_else(|| format!("{key}: environment variable {var} is not set"))?;
+            let val = lookup(var).ok_or_else(|| EnvError::Unset {
+                key: key.to_string(),
+                var: var.to_string(),
+            })?;
             crate::secrets::remember(&val);
             out.push_str(&val);
             rest = &tail[end + 1..];

@@ -5,6 +5,7 @@
 mod edit;
 mod env;
 mod principals;
+mod strict;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,9 +13,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::text::one_line;
+
 pub use edit::{Edit, stage};
-pub use env::expand_env;
+pub use env::{EnvError, expand_env};
 pub use principals::TokenConfig;
+pub use strict::{FOREIGN_MCP_SERVER_KEYS, did_you_mean, unknown_key};
 
 /// Default longest projected name: 64 (Claude's limit) minus room for a
 /// client's own prefix such as `mcp__<server>__`.
@@ -38,6 +42,7 @@ pub enum ConfigError {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
     pub server: ServerConfig,
@@ -55,6 +60,12 @@ pub struct Config {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub mcp_servers: BTreeMap<String, Map<String, Value>>,
+    /// Claude Desktop's own top-level keys, accepted (and unused) so that
+    /// its `claude_desktop_config.json` can be served as it is.
+    #[serde(default, rename = "globalShortcut", skip_serializing)]
+    pub global_shortcut: Option<Value>,
+    #[serde(default, skip_serializing)]
+    pub preferences: Option<Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -264,9 +275,44 @@ pub struct SourceConfig {
     /// surface (default `<source>__`; `""`: the source's own names).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
+    /// Whose upstream session a call uses: `shared`, `principal` or `client`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// A per-principal or per-client session idle this long is closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_idle_ms: Option<u64>,
+    /// Most upstream sessions this source keeps open at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sessions: Option<usize>,
     /// Everything else is the plugin's business.
     #[serde(flatten)]
     pub settings: Map<String, Value>,
+}
+
+impl SourceConfig {
+    /// The keys of `[sources.NAME]` that wf reads itself; the rest are the
+    /// plugin's settings.
+    pub const HOST_KEYS: &[&str] = &[
+        "kind",
+        "enabled",
+        "prefix",
+        "session",
+        "session_idle_ms",
+        "max_sessions",
+    ];
+
+    /// An enabled source of `kind` with these settings and wf's defaults.
+    pub fn new(kind: impl Into<String>, settings: Map<String, Value>) -> Self {
+        Self {
+            kind: kind.into(),
+            enabled: true,
+            prefix: None,
+            session: None,
+            session_idle_ms: None,
+            max_sessions: None,
+            settings,
+        }
+    }
 }
 
 fn default_kind() -> String {
@@ -341,32 +387,7 @@ impl LoadedConfig {
                     format!("source {name:?} is also defined under [sources]"),
                 ));
             }
-            let mut settings = entry.clone();
-            let enabled = match settings.remove("disabled") {
-                Some(Value::Bool(d)) => !d,
-                Some(_) => {
-                    return Err(
-                        self.invalid(&format!("{key}.disabled"), "expected a boolean".into())
-                    );
-                }
-                None => true,
-            };
-            let prefix = match settings.remove("prefix") {
-                Some(Value::String(p)) => Some(p),
-                Some(_) => {
-                    return Err(self.invalid(&format!("{key}.prefix"), "expected a string".into()));
-                }
-                None => None,
-            };
-            out.insert(
-                name.clone(),
-                SourceConfig {
-                    kind: "mcp".into(),
-                    enabled,
-                    prefix,
-                    settings,
-                },
-            );
+            out.insert(name.clone(), self.mcp_server_entry(&key, entry)?);
         }
         for name in out.keys() {
             if let Err(reason) = check_source_name(name) {
@@ -374,6 +395,39 @@ impl LoadedConfig {
             }
         }
         Ok(out)
+    }
+
+    /// One `mcpServers` entry as a `kind = "mcp"` source: `"disabled": true`
+    /// disables it, wf's per-source keys (`prefix`, `session`, …) are read as
+    /// in `[sources]`, and keys other clients write that change nothing here
+    /// ([`FOREIGN_MCP_SERVER_KEYS`]) are dropped.
+    fn mcp_server_entry(
+        &self,
+        key: &str,
+        entry: &Map<String, Value>,
+    ) -> Result<SourceConfig, ConfigError> {
+        let mut entry = entry.clone();
+        let enabled = match entry.remove("disabled") {
+            Some(Value::Bool(d)) => !d,
+            Some(_) => {
+                return Err(self.invalid(&format!("{key}.disabled"), "expected a boolean".into()));
+            }
+            None => true,
+        };
+        for k in FOREIGN_MCP_SERVER_KEYS {
+            if entry.remove(*k).is_some() {
+                tracing::debug!(entry = key, key = k, "ignoring another client's key");
+            }
+        }
+        entry.insert("kind".into(), "mcp".into());
+        entry.insert("enabled".into(), enabled.into());
+        serde_path_to_error::deserialize(Value::Object(entry)).map_err(|e| {
+            let at = match e.path().to_string() {
+                p if p == "." => key.to_string(),
+                p => format!("{key}.{p}"),
+            };
+            self.invalid(&at, one_line(&e.into_inner().to_string()))
+        })
     }
 
     pub fn invalid(&self, key: &str, reason: String) -> ConfigError {
@@ -396,18 +450,36 @@ pub(crate) fn parse(file: &str, text: &str, ext: &str) -> Result<Config, ConfigE
             let de = toml::Deserializer::parse(text)
                 .map_err(|e| invalid("<syntax>".into(), one_line(&e.to_string())))?;
             serde_path_to_error::deserialize(de).map_err(|e| {
-                let key = e.path().to_string();
-                invalid(key, one_line(&e.into_inner().to_string()))
+                let (key, reason) = describe(e.path(), &e.inner().to_string());
+                invalid(key, reason)
             })
         }
         "json" => {
             let mut de = serde_json::Deserializer::from_str(text);
             serde_path_to_error::deserialize(&mut de).map_err(|e| {
-                let key = e.path().to_string();
-                invalid(key, one_line(&e.into_inner().to_string()))
+                let (key, reason) = describe(e.path(), &e.inner().to_string());
+                invalid(key, reason)
             })
         }
         _ => Err(ConfigError::Format { file: file.into() }),
+    }
+}
+
+/// The key and the one-line reason of a deserialization error; an unknown
+/// key is named with a hint, in the table that holds it.
+fn describe(path: &serde_path_to_error::Path, message: &str) -> (String, String) {
+    let path = path.to_string();
+    let top = |p: &str| match p {
+        "" | "." => "top level".to_string(),
+        p => p.to_string(),
+    };
+    match strict::unknown_field_message(message) {
+        // The path ends at the unknown key; name the table that holds it.
+        Some(reason) => {
+            let table = path.rsplit_once('.').map_or("", |(t, _)| t);
+            (top(table), reason)
+        }
+        None => (top(&path), one_line(message)),
     }
 }
 
@@ -417,10 +489,6 @@ pub(crate) fn extension(path: &Path) -> String {
         .and_then(|e| e.to_str())
         .unwrap_or("")
         .to_ascii_lowercase()
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Source names are config keys and the first part of capability refs:

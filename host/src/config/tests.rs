@@ -48,7 +48,7 @@ fn errors_name_file_key_and_reason() {
     let p = write("bad2.toml", "[server]\nhttp_port = 1\n");
     let e = LoadedConfig::load(&p).unwrap_err().to_string();
     assert!(
-        e.contains("unknown field") && e.contains("http_port"),
+        e.ends_with(r#"bad2.toml: server: unknown key "http_port""#),
         "{e}"
     );
 
@@ -90,5 +90,106 @@ fn env_expansion() {
         json!({"env": {"A": "x-s3cret-y", "B": "${TOKEN}", "C": "$5"}, "args": ["s3cret"]})
     );
     let e = expand_env(&json!({"h": "${NOPE}"}), "sources.gh", &lookup).unwrap_err();
-    assert_eq!(e, "sources.gh.h: environment variable NOPE is not set");
+    assert_eq!(
+        e.to_string(),
+        "sources.gh.h: environment variable NOPE is not set"
+    );
+}
+
+#[test]
+fn unknown_keys_in_wfs_tables_name_table_and_hint() {
+    for (name, text, want) in [
+        (
+            "top.toml",
+            "[sever]\nhttp = \"x\"\n",
+            r#"top level: unknown key "sever" (did you mean "server"?)"#,
+        ),
+        (
+            "adm.toml",
+            "[admin]\ntokn = \"x\"\n",
+            r#"admin: unknown key "tokn" (did you mean "token"?)"#,
+        ),
+        (
+            "plg.toml",
+            "[plugins]\ndir = [\"x\"]\n",
+            r#"plugins: unknown key "dir" (did you mean "dirs"?)"#,
+        ),
+        (
+            "top.json",
+            r#"{"mcpservers": {}}"#,
+            r#"top level: unknown key "mcpservers" (did you mean "mcpServers"?)"#,
+        ),
+    ] {
+        let p = write(name, text);
+        let e = LoadedConfig::load(&p).unwrap_err().to_string();
+        assert!(e.ends_with(&format!("{name}: {want}")), "{e}");
+    }
+}
+
+#[test]
+fn host_keys_of_a_source_are_fields_not_settings() {
+    let p = write(
+        "hostkeys.toml",
+        "[sources.a]\nkind = \"mcp\"\nprefix = \"a_\"\nsession = \"client\"\nsession_idle_ms = 5\nmax_sessions = 3\ncommand = \"x\"\n",
+    );
+    let s = LoadedConfig::load(&p).unwrap().sources().unwrap();
+    let a = &s["a"];
+    assert_eq!(
+        (
+            a.prefix.as_deref(),
+            a.session.as_deref(),
+            a.session_idle_ms,
+            a.max_sessions
+        ),
+        (Some("a_"), Some("client"), Some(5), Some(3))
+    );
+    assert_eq!(a.settings.keys().collect::<Vec<_>>(), ["command"]);
+    // HOST_KEYS lists exactly the fields (a new field must be added there too).
+    let all = SourceConfig {
+        settings: Map::new(),
+        ..a.clone()
+    };
+    let mut keys: Vec<String> = serde_json::to_value(&all)
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let mut want: Vec<String> = SourceConfig::HOST_KEYS
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    keys.sort();
+    want.sort();
+    assert_eq!(keys, want);
+}
+
+#[test]
+fn mcp_servers_entries_accept_other_clients_keys() {
+    let p = write(
+        "foreign.json",
+        r#"{"mcpServers": {"cline": {"command": "npx", "type": "stdio", "disabled": false, "timeout": 60,
+            "autoApprove": ["a"], "alwaysAllow": [], "disabledTools": [], "trust": true, "prefix": "c_"}}}"#,
+    );
+    let s = LoadedConfig::load(&p).unwrap().sources().unwrap();
+    let c = &s["cline"];
+    assert!(c.enabled);
+    assert_eq!(c.prefix.as_deref(), Some("c_"));
+    let mut keys: Vec<&String> = c.settings.keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["command", "type"]);
+    let p = write(
+        "foreign2.json",
+        r#"{"mcpServers": {"x": {"command": "npx", "max_sessions": "many"}}}"#,
+    );
+    let e = LoadedConfig::load(&p)
+        .unwrap()
+        .sources()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("mcpServers.x.max_sessions") && e.contains("invalid type"),
+        "{e}"
+    );
 }

@@ -13,6 +13,7 @@ use wf_plugin_api::ffi::{HostContextBox, HostContextFfi_TO, PluginBox, WfPluginM
 use wf_plugin_api::{ErrorCode, Manifest, PluginError, PluginInit};
 
 use super::host_context::{HostContext, HostEvents};
+use crate::text::{first_line, one_line};
 
 /// A plugin that loaded and instantiated.
 pub struct LoadedPlugin {
@@ -526,6 +527,10 @@ fn instantiate(
         }
     }
 
+    if let Some(why) = wf_plugin_api::schema::settings_schema_problems(&manifest).first() {
+        return Err(format!("unusable settings schema: {why}"));
+    }
+
     let ctx = HostContext {
         plugin: manifest.name.as_str().into(),
         events: events.clone(),
@@ -564,14 +569,6 @@ fn warnings(file: &Path) -> Vec<String> {
         ));
     }
     out
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn first_line(s: &str) -> String {
-    one_line(s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s))
 }
 
 /// abi_stable's layout errors run to hundreds of lines; the first `Error:`

@@ -66,10 +66,7 @@ impl NameRules {
 
 /// True when `name` is acceptable to hosts with the strictest rules.
 pub fn is_client_safe(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    crate::text::is_plain_name(name, 64)
 }
 
 #[cfg(test)]

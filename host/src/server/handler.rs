@@ -69,13 +69,9 @@ impl WfServer {
     }
 
     fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, McpError> {
-        self.app
-            .sources
-            .get(source)
-            .and_then(|e| e.handle.clone())
-            .ok_or_else(|| {
-                McpError::internal_error(format!("source {source:?} is not available"), None)
-            })
+        self.app.sources.handle(source).ok_or_else(|| {
+            McpError::internal_error(format!("source {source:?} is not available"), None)
+        })
     }
 
     fn page_size(&self) -> usize {

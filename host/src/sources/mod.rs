@@ -6,6 +6,7 @@ mod handle;
 mod registry;
 mod screen;
 mod subscriptions;
+pub mod settings;
 
 pub use call::CallCtx;
 pub use handle::{SourceError, SourceHandle};

@@ -18,7 +18,7 @@ use wf_plugin_api::{Catalog, PluginError, SourceSpec};
 use super::handle::SourceHandle;
 use super::screen::{Rejected, screen};
 use crate::clock::now_ms;
-use crate::config::{LoadedConfig, SourceConfig, expand_env};
+use crate::config::{LoadedConfig, SourceConfig};
 use crate::plugins::PluginSet;
 use crate::store::{Store, content_hash};
 
@@ -109,11 +109,8 @@ pub fn desired_sources(
     let mut all = configured;
     for plugin in &plugins.loaded {
         for d in &plugin.manifest.default_sources {
-            all.entry(d.name.clone()).or_insert_with(|| SourceConfig {
-                kind: d.kind.clone(),
-                enabled: true,
-                prefix: None,
-                settings: d.config.as_object().cloned().unwrap_or_default(),
+            all.entry(d.name.clone()).or_insert_with(|| {
+                SourceConfig::new(&d.kind, d.config.as_object().cloned().unwrap_or_default())
             });
         }
     }
@@ -132,6 +129,12 @@ impl Sources {
 
     pub fn get(&self, name: &str) -> Option<Arc<SourceEntry>> {
         self.entries.read().unwrap().get(name).cloned()
+    }
+
+    /// The live handle of source `name`: None when there is no such source or
+    /// it is disabled or failed (the one lookup every caller of a source uses).
+    pub fn handle(&self, name: &str) -> Option<Arc<SourceHandle>> {
+        self.get(name).and_then(|e| e.handle.clone())
     }
 
     pub fn list(&self) -> Vec<Arc<SourceEntry>> {
@@ -433,19 +436,14 @@ fn prepare(
     plugins: &PluginSet,
 ) -> (String, Result<Value, String>) {
     let plugin = plugins.for_kind(&sc.kind);
-    let lookup = |k: &str| std::env::var(k).ok();
     let settings = match plugin {
         None => Err(format!(
             "no loaded plugin serves kind {:?} (loaded kinds: {})",
             sc.kind,
             plugins.kinds().join(", ")
         )),
-        Some(_) => expand_env(
-            &Value::Object(sc.settings.clone()),
-            &format!("sources.{name}"),
-            &lookup,
-        )
-        .map_err(|e| format!("{}: {e}", config.file_label())),
+        Some(p) => super::settings::effective(sc, &format!("sources.{name}"), &p.manifest)
+            .map_err(|e| format!("{}: {e}", config.file_label())),
     };
     let identity = json!({
         "kind": sc.kind,

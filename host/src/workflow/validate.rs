@@ -84,10 +84,7 @@ fn compatible(a: &[String], b: &[String]) -> bool {
 }
 
 fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    crate::text::is_plain_name(id, usize::MAX)
 }
 
 /// Every problem of `wf` against `catalog`, in document order.

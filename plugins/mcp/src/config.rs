@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use wf_plugin_api::PluginError;
 
 /// The default of `max_message_bytes`: large enough for a 10 MiB tool result
@@ -90,6 +90,40 @@ struct Raw {
     /// Keys other clients put in `mcpServers` entries; ignored with a warning.
     #[serde(flatten)]
     other: Map<String, Value>,
+}
+
+/// The JSON Schema of an `mcp` source's settings, declared in the manifest
+/// so the host refuses a misspelt key (`comand`) before the source starts.
+/// Keep it in step with `Raw` (the test below checks every key parses).
+pub fn settings_schema() -> Value {
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    let string_map = json!({"type": "object", "additionalProperties": {"type": "string"}});
+    let ms = json!({"type": "integer", "minimum": 0});
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "properties": {
+            "transport": {"type": "string", "description": "stdio, http (streamable_http); sse and websockets are refused at connect time"},
+            "type": {"type": "string", "description": "the same as transport (other clients' spelling)"},
+            "command": {"type": "string", "description": "a stdio server's program"},
+            "args": strings.clone(),
+            "env": string_map.clone(),
+            "cwd": {"type": "string"},
+            "url": {"type": "string", "description": "a streamable HTTP server's URL"},
+            "headers": string_map.clone(),
+            "auth": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {"env": string_map.clone(), "bearer_token": {"type": "string"}, "headers": string_map},
+            },
+            "inherit_env": {"type": "boolean"},
+            "max_message_bytes": {"type": "integer", "minimum": MIN_MAX_MESSAGE_BYTES},
+            "connect_timeout_ms": ms.clone(),
+            "call_timeout_ms": ms,
+            "allow_tools": strings.clone(),
+            "deny_tools": strings,
+        },
+    })
 }
 
 impl McpConfig {
@@ -230,7 +264,33 @@ pub fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    #[test]
+    fn settings_schema_is_valid_and_matches_what_parse_reads() {
+        let schema = settings_schema();
+        let p = wf_plugin_api::schema::json_schema_problems(&schema, "schema");
+        assert!(p.is_empty(), "{p:?}");
+        // Every key the schema allows is one `Raw` reads (none lands in `other`).
+        let props = schema["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for key in props.keys() {
+            let raw: Raw =
+                serde_json::from_value(json!({ key.as_str(): null })).unwrap_or_else(|e| {
+                    // A null is not a valid value for every key; its type error still proves the key is read.
+                    assert!(!e.to_string().contains("unknown"), "{key}: {e}");
+                    serde_json::from_value(json!({})).unwrap_or_else(|e| panic!("{e}"))
+                });
+            assert!(
+                raw.other.is_empty(),
+                "{key} is in the schema but not read: {:?}",
+                raw.other
+            );
+        }
+        let good = json!({"command": "npx", "args": ["-y", "x"], "env": {"A": "1"}, "auth": {"env": {"B": "2"}}, "max_message_bytes": 65536});
+        assert!(wf_plugin_api::schema::instance_problems(&schema, &good, "$").is_empty());
+    }
 
     #[test]
     fn claude_desktop_shapes() {

@@ -51,6 +51,7 @@ impl Plugin for McpPlugin {
         Manifest::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"))
             .kind("mcp")
             .description("Upstream MCP servers over stdio and streamable HTTP, with a persistent session per source")
+            .settings_schema("mcp", config::settings_schema())
     }
 
     fn new(host: Host) -> Result<Self, PluginError> {

@@ -25,6 +25,11 @@ impl Plugin for StdPlugin {
                  merge, assert, sleep) and guidance for authoring workflows",
             )
             .default_source("wf.std", "std")
+            // No settings: any key in a `std` source's table is a mistake.
+            .settings_schema(
+                "std",
+                json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            )
     }
 
     fn new(_host: Host) -> Result<Self, PluginError> {
@@ -59,15 +64,8 @@ impl Source for StdSource {
         arguments: Value,
         ctx: CallContext,
     ) -> Result<CallResult, PluginError> {
-        match self.run_node(name, arguments, ctx).await {
-            Ok(output) => Ok(CallResult::structured(output)),
-            // The model calling the tool should read these and correct itself
-            // (MCP `isError`); an unknown tool or a cancellation is the caller's problem.
-            Err(e) if matches!(e.code, ErrorCode::Failed | ErrorCode::InvalidArguments) => {
-                Ok(CallResult::error(e.message))
-            }
-            Err(e) => Err(e),
-        }
+        // Node-first: a failed or invalid call is an `isError` result the model reads.
+        CallResult::from_node_output(self.run_node(name, arguments, ctx).await)
     }
 
     /// Overridden so that a failure keeps its code and data instead of

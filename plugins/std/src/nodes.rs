@@ -234,30 +234,33 @@ impl Node {
         let args = Args::parse(input, &self.spec().input_schema)?;
         match self {
             Node::RuntimeError => {
-                let code = args.str("code")?;
-                let message = args.str("message")?;
+                let code = args.get::<&str>("code")?;
+                let message = args.get::<&str>("message")?;
                 Err(PluginError::failed(format!("{code}: {message}"))
                     .with_data(json!({"code": code})))
             }
-            Node::Passthrough | Node::Const => Ok(json!({"value": args.any("value")?})),
+            Node::Passthrough | Node::Const => Ok(json!({"value": args.get::<&Value>("value")?})),
             Node::Template => {
-                let template = args.str("template")?;
-                let text = template::render(template, args.object("values")?)
-                    .map_err(PluginError::failed)?;
+                let template = args.get::<&str>("template")?;
+                let text = template::render(
+                    template,
+                    &Value::Object(args.get::<&Map<String, Value>>("values")?.clone()),
+                )
+                .map_err(PluginError::failed)?;
                 Ok(json!({"text": text}))
             }
             Node::JsonGet => json_get(&args),
             Node::Merge => merge(&args),
             Node::Assert => {
                 // Checked even when the condition holds, so a bad message is found early.
-                let message = args.opt_str("message")?.unwrap_or("assertion failed");
-                if args.bool("condition")? {
+                let message = args.opt::<&str>("message")?.unwrap_or("assertion failed");
+                if args.get::<bool>("condition")? {
                     Ok(json!({"ok": true}))
                 } else {
                     Err(PluginError::failed(message))
                 }
             }
-            Node::Sleep => sleep(args.u64("ms")?, ctx).await,
+            Node::Sleep => sleep(args.get::<u64>("ms")?, ctx).await,
         }
     }
 }
@@ -273,15 +276,15 @@ fn object(properties: Value, required: &[&str]) -> Value {
 }
 
 fn json_get(args: &Args<'_>) -> Result<Value, PluginError> {
-    let value = args.any("value")?;
-    let pointer = args.str("pointer")?;
+    let value = args.get::<&Value>("value")?;
+    let pointer = args.get::<&str>("pointer")?;
     // serde_json answers "not found" for a malformed pointer too; tell the two apart.
     if !pointer.is_empty() && !pointer.starts_with('/') {
         return Err(PluginError::invalid_arguments(format!(
             "argument `pointer` must be empty or start with `/`, got `{pointer}`"
         )));
     }
-    match (value.pointer(pointer), args.opt_any("default")) {
+    match (value.pointer(pointer), args.map().get("default")) {
         (Some(found), _) => Ok(json!({"value": found, "found": true})),
         (None, Some(default)) => Ok(json!({"value": default, "found": false})),
         (None, None) => Err(PluginError::failed(format!(
@@ -291,9 +294,9 @@ fn json_get(args: &Args<'_>) -> Result<Value, PluginError> {
 }
 
 fn merge(args: &Args<'_>) -> Result<Value, PluginError> {
-    let deep = args.opt_bool("deep")?.unwrap_or(false);
+    let deep = args.opt::<bool>("deep")?.unwrap_or(false);
     let mut merged = Map::new();
-    for (i, item) in args.array("objects")?.iter().enumerate() {
+    for (i, item) in args.get::<&[Value]>("objects")?.iter().enumerate() {
         let object = item
             .as_object()
             .ok_or_else(|| wrong_type(&format!("objects[{i}]"), "an object", item))?;

@@ -7,8 +7,8 @@
 mod safety;
 mod tools;
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -137,6 +137,29 @@ impl Admin {
                 let table = with_kind(table, str_arg("kind"));
                 if let Some(r) = self.unsafe_table(&source, &table, caller) {
                     return r;
+                }
+                // An update without `kind` keeps the source's current kind.
+                let current = self.app.sources.get(&source).map(|e| e.kind.clone());
+                let checked = crate::sources::settings::check_table(
+                    &self
+                        .app
+                        .plugins
+                        .read()
+                        .unwrap_or_else(PoisonError::into_inner),
+                    &with_kind(
+                        table.clone(),
+                        table.get("kind").is_none().then_some(current).flatten(),
+                    ),
+                    &format!(
+                        "{}: sources.{source}",
+                        self.app.live_config.current().file_label()
+                    ),
+                );
+                if let Err(e) = checked {
+                    return refuse(
+                        e,
+                        "fix the settings and try again; the file was not changed",
+                    );
                 }
                 let edit = if name == "add_source" {
                     Edit::Add {

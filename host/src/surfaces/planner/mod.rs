@@ -69,10 +69,7 @@ fn need<'a>(args: &'a Value, key: &str) -> Result<&'a str, Failure> {
 }
 
 fn valid_deployment_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 40
-        && n.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    crate::text::is_plain_name(n, 40)
 }
 
 impl Planner {
