@@ -46,6 +46,7 @@
 #![warn(missing_docs)]
 
 mod author;
+mod caller;
 mod error;
 #[doc(hidden)]
 pub mod export;
@@ -59,6 +60,7 @@ pub mod testing;
 mod types;
 
 pub use author::{CallContext, Host, Plugin, Source};
+pub use caller::{CallerRequest, ElicitAction, ElicitAnswer, Root};
 pub use error::{ErrorCode, PluginError};
 pub use types::{
     CallResult, CallScope, Catalog, DefaultSource, Event, GetPromptResult, Manifest, NodeSpec,
@@ -83,6 +85,7 @@ pub mod __private {
 /// Everything a plugin author usually needs: `use wf_plugin_api::prelude::*;`.
 pub mod prelude {
     pub use crate::author::{CallContext, Host, Plugin, Source};
+    pub use crate::caller::{ElicitAction, ElicitAnswer, Root};
     pub use crate::error::{ErrorCode, PluginError};
     pub use crate::types::{
         CallResult, CallScope, Catalog, Event, GetPromptResult, Manifest, NodeSpec, Prompt,

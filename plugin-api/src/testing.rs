@@ -30,6 +30,11 @@ pub struct Recorded {
     pub events: Vec<Value>,
     /// Progress reports: (progress, total, message).
     pub progress: Vec<(f64, Option<f64>, Option<String>)>,
+    /// Since 1.2: what the plugin asked its caller (JSON `CallerRequest`s).
+    pub asked: Vec<Value>,
+    /// Since 1.2: the caller's answers, taken in order; when none is left the
+    /// caller answers `unsupported` (as a client without the capability does).
+    pub answers: std::collections::VecDeque<Result<Value, PluginError>>,
 }
 
 #[derive(Clone)]
@@ -61,6 +66,25 @@ impl CallContextFfi for TestCall {
     }
     fn info(&self) -> RString {
         RString::from("{}")
+    }
+    fn ask_caller(
+        &self,
+        request: RString,
+    ) -> async_ffi::FfiFuture<abi_stable::std_types::RResult<RString, RString>> {
+        use abi_stable::std_types::RResult::{RErr, ROk};
+        use async_ffi::FutureExt as _;
+        let answer = {
+            let mut r = self.0.lock().unwrap();
+            r.asked.push(serde_json::from_str(request.as_str()).unwrap_or(Value::Null));
+            r.answers.pop_front().unwrap_or_else(|| {
+                Err(PluginError::unsupported("the test caller has no answer"))
+            })
+        };
+        let out = match answer {
+            Ok(v) => ROk(RString::from(v.to_string())),
+            Err(e) => RErr(RString::from(serde_json::to_string(&e).unwrap_or_default())),
+        };
+        async move { out }.into_ffi()
     }
 }
 
@@ -197,6 +221,14 @@ impl TestSource {
     /// Shuts the source down.
     pub async fn shutdown(&self) {
         self.source.shutdown().await
+    }
+    /// Since 1.2: queues the caller's next answer to `ask_caller`.
+    pub fn answer_caller(&self, answer: Result<Value, PluginError>) {
+        self.recorded.lock().unwrap().answers.push_back(answer);
+    }
+    /// Since 1.2: what the plugin asked its caller so far.
+    pub fn asked(&self) -> Vec<Value> {
+        self.recorded.lock().unwrap().asked.clone()
     }
     /// The progress reports recorded so far.
     pub fn progress(&self) -> Vec<(f64, Option<f64>, Option<String>)> {

@@ -613,6 +613,21 @@ pub enum Event {
         /// What changed (free-form JSON).
         detail: Value,
     },
+    /// Since 1.2: a log message for MCP clients that belongs to no call (e.g.
+    /// an upstream's `notifications/message` while nothing was in flight).
+    /// The host sends it to each client whose log level lets it through.
+    Log {
+        /// The source it comes from (named as the logger).
+        source: String,
+        /// MCP level (debug … emergency).
+        level: String,
+        /// Sub-logger within the source.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        logger: Option<String>,
+        /// Any JSON.
+        #[serde(default)]
+        data: Value,
+    },
 }
 
 #[cfg(test)]
