@@ -66,6 +66,8 @@ pub struct App {
     versions: tokio::sync::watch::Receiver<u64>,
     /// What the MCP front holds open right now.
     pub front: Arc<FrontStats>,
+    /// Log messages of sources that belong to no call, for the MCP front.
+    pub source_logs: Arc<crate::sources::SourceLogs>,
 }
 
 /// Live counts of what the MCP front holds open, for the admin `status` tool.
@@ -165,6 +167,7 @@ impl App {
             live: Mutex::new(None),
             versions,
             front: Arc::default(),
+            source_logs: Arc::default(),
         });
 
         let timeout = Duration::from_millis(app.config.config.server.discovery_timeout_ms);
@@ -173,10 +176,13 @@ impl App {
 
         // A plugin saying its capabilities changed triggers a fresh discovery of that source.
         let sources = app.sources.clone();
+        let logs = app.source_logs.clone();
         tokio::spawn(async move {
             while let Some(ev) = events_rx.recv().await {
                 tracing::debug!(plugin = %ev.plugin, event = ?ev.event, "plugin event");
-                if let wf_plugin_api::Event::CapabilitiesChanged { source } = ev.event
+                if let wf_plugin_api::Event::Log { .. } = ev.event {
+                    crate::sources::SourceLog::forward(ev.event, &logs);
+                } else if let wf_plugin_api::Event::CapabilitiesChanged { source } = ev.event
                     && let Some(entry) = sources.get(&source)
                 {
                     sources.discover(&entry, timeout).await;

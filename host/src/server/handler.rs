@@ -15,6 +15,7 @@ use wf_plugin_api::ErrorCode;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::Surfaces;
+use super::caller::{self, ClientAsker, ClientLevel};
 use super::notify::{self, Follower, ListKind};
 use crate::app::App;
 use crate::sources::{CallCtx, SourceError, SourceHandle};
@@ -32,6 +33,8 @@ pub struct WfServer {
     /// that session's list-change follower.
     ended: CancellationToken,
     _ends_on_drop: Arc<DropGuard>,
+    /// This client's `logging/setLevel`.
+    level: Arc<ClientLevel>,
 }
 
 impl WfServer {
@@ -43,6 +46,7 @@ impl WfServer {
             http,
             _ends_on_drop: Arc::new(ended.clone().drop_guard()),
             ended,
+            level: Arc::default(),
         }
     }
 
@@ -67,6 +71,15 @@ impl WfServer {
             .ok_or_else(|| {
                 McpError::internal_error(format!("source {source:?} is not available"), None)
             })
+    }
+
+    /// The client of this request, as `source` may ask it for input.
+    fn asker(&self, context: &RequestContext<RoleServer>, source: &str) -> Arc<ClientAsker> {
+        Arc::new(ClientAsker {
+            peer: context.peer.clone(),
+            source: source.to_string(),
+            level: self.level.clone(),
+        })
     }
 
     fn page_size(&self) -> usize {
@@ -119,11 +132,15 @@ fn source_error(e: SourceError) -> McpError {
 /// sent a progress token) and aborting it when the client cancels.
 async fn with_progress_and_cancel<T>(
     context: &RequestContext<RoleServer>,
+    asker: Arc<ClientAsker>,
     call: impl AsyncFnOnce(CallCtx) -> Result<T, SourceError>,
 ) -> Result<T, McpError> {
     let info = json!({"meta": context.meta});
     let token = context.meta.get_progress_token();
-    let (ctx, mut progress) = CallCtx::new().with_info(info).with_progress();
+    let (ctx, mut progress) = CallCtx::new()
+        .with_info(info)
+        .with_asker(asker)
+        .with_progress();
     let peer = context.peer.clone();
     let forward = async move {
         while let Some(p) = progress.recv().await {
@@ -151,6 +168,12 @@ impl ServerHandler for WfServer {
         // A 2025-11-25 client: tell it when its lists change, until its
         // session ends.
         let peer = context.peer;
+        caller::follow_logs(
+            &self.app.source_logs,
+            peer.clone(),
+            self.level.clone(),
+            self.ended.clone(),
+        );
         let follow = notify::follow(self.app.clone(), move |kind| {
             let peer = peer.clone();
             async move {
@@ -209,6 +232,7 @@ impl ServerHandler for WfServer {
         Ok(())
     }
 
+    #[allow(deprecated)] // `logging` (SEP-2577) is still served to 2025-11-25 clients.
     fn get_info(&self) -> ServerConfig {
         let caps = ServerCapabilities::builder()
             .enable_tools()
@@ -217,6 +241,7 @@ impl ServerHandler for WfServer {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_logging()
             .build();
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("wf", env!("CARGO_PKG_VERSION")))
@@ -224,6 +249,16 @@ impl ServerHandler for WfServer {
                 "wf serves the tools, prompts and resources of its sources. Names are `<source>__<name>`. \
                  The wf_std__ tools are builtins; the wf_std__author_workflow prompt explains workflows.",
             )
+    }
+
+    #[allow(deprecated)] // SEP-2577; 2025-11-25 clients still set levels.
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.level.set(request.level);
+        Ok(())
     }
 
     async fn list_tools(
@@ -275,7 +310,8 @@ impl ServerHandler for WfServer {
         }
         let handle = self.handle(&tool.source)?;
         let name = tool.original.clone();
-        let result = with_progress_and_cancel(&context, async |ctx| {
+        let asker = self.asker(&context, &tool.source);
+        let result = with_progress_and_cancel(&context, asker, async |ctx| {
             handle.call_tool(&name, args, ctx).await
         })
         .await?;
@@ -315,7 +351,8 @@ impl ServerHandler for WfServer {
         let handle = self.handle(&prompt.source)?;
         let name = prompt.original.clone();
         let args = request.arguments.unwrap_or_default();
-        let result = with_progress_and_cancel(&context, async |ctx| {
+        let asker = self.asker(&context, &prompt.source);
+        let result = with_progress_and_cancel(&context, asker, async |ctx| {
             handle.get_prompt(&name, args, ctx).await
         })
         .await?;
@@ -361,7 +398,8 @@ impl ServerHandler for WfServer {
             ));
         };
         let handle = self.handle(&route.source)?;
-        let mut result = with_progress_and_cancel(&context, async |ctx| {
+        let asker = self.asker(&context, &route.source);
+        let mut result = with_progress_and_cancel(&context, asker, async |ctx| {
             handle.read_resource(&route.uri, ctx).await
         })
         .await?;

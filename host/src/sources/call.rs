@@ -2,14 +2,30 @@
 //! call (e.g. an MCP client that sent a progress token), and the call counts
 //! as in flight until the host lets go of it.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{ROption, RString};
+use abi_stable::std_types::{ROption, RResult, RString};
+use async_ffi::{FfiFuture, FutureExt as _};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use wf_plugin_api::ffi::{CallContextBox, CallContextFfi, CallContextFfi_TO};
+use wf_plugin_api::{CallerRequest, PluginError};
+
+/// The answer to a plugin's [`CallerRequest`]: the MCP result's JSON.
+pub type AskFuture = Pin<Box<dyn Future<Output = Result<Value, PluginError>> + Send>>;
+
+/// Whoever can answer a call's requests for input (the MCP client that made
+/// it). Lives in the server layer; sources only see this.
+pub trait Asker: Send + Sync {
+    fn ask(&self, request: CallerRequest) -> AskFuture;
+}
+
+/// Why a call without an [`Asker`] cannot ask anyone.
+const NOBODY: &str = "nobody can answer: this call was not made by an MCP client";
 
 /// One progress report from a plugin.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +42,8 @@ type ProgressSlot = Arc<Mutex<Option<mpsc::UnboundedSender<Progress>>>>;
 pub struct CallCtx {
     progress: Option<mpsc::UnboundedSender<Progress>>,
     info: Value,
+    asker: Option<Arc<dyn Asker>>,
+    nobody: Option<String>,
 }
 
 impl CallCtx {
@@ -42,6 +60,16 @@ impl CallCtx {
     }
     pub fn with_info(mut self, info: Value) -> Self {
         self.info = info;
+        self
+    }
+    /// Requests for input go to `asker` (the calling client).
+    pub fn with_asker(mut self, asker: Arc<dyn Asker>) -> Self {
+        self.asker = Some(asker);
+        self
+    }
+    /// Without an asker, requests for input fail with `why`.
+    pub fn with_nobody_to_ask(mut self, why: impl Into<String>) -> Self {
+        self.nobody = Some(why.into());
         self
     }
     /// The context to hand the plugin, and the guard that ends the call on
@@ -62,6 +90,9 @@ impl CallCtx {
             FfiCall {
                 progress: slot,
                 info: self.info.to_string(),
+                asker: self.asker,
+                nobody: self.nobody.unwrap_or_else(|| NOBODY.to_string()),
+                runtime: tokio::runtime::Handle::try_current().ok(),
             },
             TD_Opaque,
         );
@@ -92,6 +123,29 @@ impl Drop for CallGuard {
 struct FfiCall {
     progress: ProgressSlot,
     info: String,
+    asker: Option<Arc<dyn Asker>>,
+    nobody: String,
+    /// The host's runtime: the plugin polls `ask_caller`'s future on its own
+    /// runtime, where the host's tokio (a separate copy) has no context.
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+/// Aborts the host-side task of an `ask_caller` when the plugin drops it.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn ffi_answer(answer: Result<Value, PluginError>) -> RResult<RString, RString> {
+    match answer {
+        Ok(v) => RResult::ROk(RString::from(v.to_string())),
+        Err(e) => RResult::RErr(RString::from(
+            serde_json::to_string(&e).unwrap_or_default(),
+        )),
+    }
 }
 
 impl CallContextFfi for FfiCall {
@@ -108,6 +162,34 @@ impl CallContextFfi for FfiCall {
     }
     fn info(&self) -> RString {
         RString::from(self.info.as_str())
+    }
+    fn ask_caller(&self, request: RString) -> FfiFuture<RResult<RString, RString>> {
+        let request: CallerRequest = match serde_json::from_str(request.as_str()) {
+            Ok(r) => r,
+            Err(e) => {
+                let e = PluginError::invalid_arguments(format!("bad caller request: {e}"));
+                return async move { ffi_answer(Err(e)) }.into_ffi();
+            }
+        };
+        let (Some(asker), Some(runtime)) = (self.asker.clone(), self.runtime.clone()) else {
+            let e = PluginError::unsupported(format!(
+                "cannot {} the caller: {}",
+                request.kind(),
+                self.nobody
+            ));
+            return async move { ffi_answer(Err(e)) }.into_ffi();
+        };
+        let task = runtime.spawn(asker.ask(request));
+        let abort = AbortOnDrop(task.abort_handle());
+        async move {
+            let _abort = abort;
+            let answer = match task.await {
+                Ok(a) => a,
+                Err(e) => Err(PluginError::internal(format!("asking the caller failed: {e}"))),
+            };
+            ffi_answer(answer)
+        }
+        .into_ffi()
     }
 }
 

@@ -3,10 +3,12 @@
 
 mod call;
 mod handle;
+mod logs;
 mod registry;
 
-pub use call::CallCtx;
+pub use call::{AskFuture, Asker, CallCtx};
 pub use handle::{SourceError, SourceHandle};
+pub use logs::{SourceLog, SourceLogs};
 pub use registry::{
     ApplyReport, SourceEntry, SourceState, SourceStatus, Sources, close, desired_sources,
 };
