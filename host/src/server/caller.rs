@@ -88,11 +88,38 @@ pub struct ClientAsker {
     pub peer: Peer<RoleServer>,
     pub source: String,
     pub level: Arc<ClientLevel>,
+    /// A 2026-07-28 client: no server-to-client requests; log messages only
+    /// when the request opted in (`_meta` `io.modelcontextprotocol/logLevel`).
+    pub modern: Option<ModernLogs>,
+}
+
+/// A 2026-07-28 request's log opt-in.
+pub struct ModernLogs(Option<ClientLevel>);
+
+impl ModernLogs {
+    /// From the request's `_meta`.
+    pub fn from_meta(meta: &rmcp::model::RequestMetaObject) -> Self {
+        let level = meta
+            .0
+            .0
+            .get("io.modelcontextprotocol/logLevel")
+            .and_then(Value::as_str)
+            .and_then(rank)
+            .map(|r| ClientLevel(AtomicU8::new(r)));
+        Self(level)
+    }
 }
 
 impl ClientAsker {
     /// Why the client cannot be asked this, if it cannot.
     fn refusal(&self, request: &CallerRequest) -> Option<String> {
+        if self.modern.is_some() && !matches!(request, CallerRequest::Log { .. }) {
+            return Some(
+                "the client speaks MCP 2026-07-28, where a server cannot send it requests during a call \
+                 (wf does not turn them into input-required rounds yet)"
+                    .into(),
+            );
+        }
         let info = self.peer.peer_info();
         let caps = info.as_ref().map(|i| &i.capabilities);
         let missing = |what: &str| Some(format!("the client did not declare {what} support"));
@@ -158,7 +185,12 @@ impl Asker for ClientAsker {
             return Box::pin(async move { Err(e) });
         }
         let source = self.source.clone();
-        let level = self.level.clone();
+        let level = match &self.modern {
+            None => self.level.clone(),
+            Some(ModernLogs(Some(l))) => Arc::new(ClientLevel(AtomicU8::new(l.0.load(Ordering::Relaxed)))),
+            // No opt-in: the client wants no log messages.
+            Some(ModernLogs(None)) => Arc::new(ClientLevel(AtomicU8::new(u8::MAX))),
+        };
         Box::pin(async move {
             match request {
                 CallerRequest::Elicit { params } => {

@@ -75,10 +75,15 @@ impl WfServer {
 
     /// The client of this request, as `source` may ask it for input.
     fn asker(&self, context: &RequestContext<RoleServer>, source: &str) -> Arc<ClientAsker> {
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+            .then(|| caller::ModernLogs::from_meta(&context.meta));
         Arc::new(ClientAsker {
             peer: context.peer.clone(),
             source: source.to_string(),
             level: self.level.clone(),
+            modern,
         })
     }
 

@@ -77,7 +77,11 @@ impl McpClient {
     ) -> Result<T, McpError> {
         let origin = callers::origin(&context.extensions);
         let ctx = self.callers.route(origin.as_ref()).map_err(|why| {
-            tracing::warn!(source = %self.source, method, "upstream request refused: {why}");
+            if self.callers.is_empty() {
+                tracing::info!(source = %self.source, method, "upstream request refused: {why}");
+            } else {
+                tracing::warn!(source = %self.source, method, "upstream request refused: {why}");
+            }
             McpError::internal_error(
                 format!("wf cannot route {method} to a client: {why}"),
                 None,
