@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use abi_stable::std_types::{ROption, RResult, RString};
+use abi_stable::std_types::{ROption, RString};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -39,6 +39,8 @@ impl Host {
 #[derive(Clone)]
 pub struct CallContext {
     pub(crate) inner: Arc<CallContextBox>,
+    /// Since 1.2: where [`Self::ask`] sends its requests.
+    pub(crate) host: Option<Host>,
     pub(crate) cancel: CancellationToken,
     /// Set once the call asked about cancellation: such a call gets a grace
     /// period to clean up after the signal before it is dropped.
@@ -83,11 +85,17 @@ impl CallContext {
     /// older than 1.2); a client's own JSON-RPC error comes back as `failed`
     /// with it in `data.mcp_error`.
     pub async fn ask(&self, request: &CallerRequest) -> Result<Value, PluginError> {
-        let json = serde_json::to_string(request)?;
-        match self.inner.ask_caller(RString::from(json)).await {
-            RResult::ROk(v) => Ok(serde_json::from_str(v.as_str())?),
-            RResult::RErr(e) => Err(PluginError::from_json(e.as_str())),
-        }
+        // The host gives each call it can route an id; a host older than 1.2 does not.
+        let Some(call) = self.info().get("call").and_then(Value::as_u64) else {
+            return Err(PluginError::unsupported(format!(
+                "cannot {} the caller: this host predates wf-plugin-api 1.2",
+                request.kind()
+            )));
+        };
+        let Some(host) = &self.host else {
+            return Err(PluginError::unsupported("no host to ask the caller through"));
+        };
+        crate::export::ask_caller(host, call, request.clone()).await
     }
     /// Since 1.2: asks the user to fill in a form (`schema`: a flat JSON
     /// Schema object of primitive properties, as MCP elicitation allows).

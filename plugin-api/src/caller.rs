@@ -1,6 +1,7 @@
 //! Since 1.2: what a source may ask of whoever made a call — the user
 //! (elicitation), their model (sampling), their roots — and the log lines it
-//! sends them. Crosses the ABI as JSON through `CallContextFfi::ask_caller`;
+//! sends them. Crosses the ABI as JSON (`Event::AskCaller` out,
+//! `SourceRequest::CallerAnswer` back: no new ABI method, see docs/abi-evolution.md);
 //! the host routes it to the calling MCP client (or refuses: a workflow run
 //! has nobody to ask). Params and results are MCP-shaped JSON, so fields a
 //! newer MCP revision adds pass through unchanged.

@@ -15,7 +15,7 @@ use abi_stable::{
     sabi_types::VersionStrings,
     std_types::{RArc, RBox, ROption, RResult, RStr, RString},
 };
-use async_ffi::{FfiFuture, FutureExt as _};
+use async_ffi::FfiFuture;
 
 /// Services the host offers a plugin. Cloneable and callable from any thread.
 #[sabi_trait]
@@ -37,16 +37,6 @@ pub trait CallContextFfi: Send + Sync {
     /// JSON object with call details (e.g. the client's request `_meta`).
     #[sabi(last_prefix_field)]
     fn info(&self) -> RString;
-    /// Since 1.2: asks the caller (`request`: a JSON-encoded
-    /// [`crate::CallerRequest`]). Ok is the answer's JSON; Err a JSON-encoded
-    /// [`crate::PluginError`] (`unsupported` when the caller cannot be asked).
-    /// The default (a context built by an older host) answers `unsupported`.
-    fn ask_caller(&self, request: RString) -> FfiFuture<RResult<RString, RString>> {
-        let _ = request;
-        let e = crate::PluginError::unsupported("this host cannot ask the caller");
-        let json = serde_json::to_string(&e).unwrap_or_default();
-        async move { RResult::RErr(RString::from(json)) }.into_ffi()
-    }
 }
 
 pub type CallContextBox = CallContextFfi_TO<'static, RBox<()>>;

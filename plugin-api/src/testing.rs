@@ -50,6 +50,18 @@ impl HostContextFfi for TestHost {
     }
     fn emit(&self, event_json: RString) {
         let v = serde_json::from_str(event_json.as_str()).unwrap_or(Value::Null);
+        if let Ok(Event::AskCaller { ask, request, .. }) = serde_json::from_value(v.clone()) {
+            // The test caller: the next queued answer, else `unsupported`.
+            let answer = {
+                let mut r = self.0.lock().unwrap();
+                r.asked.push(serde_json::to_value(&request).unwrap_or(Value::Null));
+                r.answers.pop_front()
+            };
+            let answer = answer
+                .unwrap_or_else(|| Err(PluginError::unsupported("the test caller has no answer")));
+            crate::export::complete_ask(ask, answer);
+            return;
+        }
         self.0.lock().unwrap().events.push(v);
     }
 }
@@ -65,26 +77,8 @@ impl CallContextFfi for TestCall {
         ));
     }
     fn info(&self) -> RString {
-        RString::from("{}")
-    }
-    fn ask_caller(
-        &self,
-        request: RString,
-    ) -> async_ffi::FfiFuture<abi_stable::std_types::RResult<RString, RString>> {
-        use abi_stable::std_types::RResult::{RErr, ROk};
-        use async_ffi::FutureExt as _;
-        let answer = {
-            let mut r = self.0.lock().unwrap();
-            r.asked.push(serde_json::from_str(request.as_str()).unwrap_or(Value::Null));
-            r.answers.pop_front().unwrap_or_else(|| {
-                Err(PluginError::unsupported("the test caller has no answer"))
-            })
-        };
-        let out = match answer {
-            Ok(v) => ROk(RString::from(v.to_string())),
-            Err(e) => RErr(RString::from(serde_json::to_string(&e).unwrap_or_default())),
-        };
-        async move { out }.into_ffi()
+        // A call id makes `CallContext::ask` route to the test host's answers.
+        RString::from(r#"{"call": 1}"#)
     }
 }
 
@@ -222,7 +216,7 @@ impl TestSource {
     pub async fn shutdown(&self) {
         self.source.shutdown().await
     }
-    /// Since 1.2: queues the caller's next answer to `ask_caller`.
+    /// Since 1.2: queues the caller's next answer to `CallContext::ask`.
     pub fn answer_caller(&self, answer: Result<Value, PluginError>) {
         self.recorded.lock().unwrap().answers.push_back(answer);
     }

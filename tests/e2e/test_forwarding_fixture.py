@@ -10,6 +10,7 @@ legacy (2025-11-25) mode.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +156,26 @@ async def test_stdio_client_is_asked_too(wf: Wf, fixture_upstream_bin: Path, ups
             assert err is None, err
     [event] = asked(upstream_events)
     assert event["ok"] and event["answer"]["content"]["name"] == ANSWER_NAME, event
+
+
+def test_a_workflow_node_cannot_ask_and_the_error_names_it(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
+) -> None:
+    """Workflow runs have no human in the loop: the upstream's request fails with an error
+    naming the node (the fixture hands that error back as its result)."""
+    settings = {"command": str(fixture_upstream_bin), "args": ["--asks", *upstream_events.args()]}
+    config = wf.write_config(toml_config({"fix": settings}))
+    doc = {
+        "name": "asks",
+        "nodes": [{"id": "confirm-step", "use": "fix.ask", "args": {"kind": "elicit"}}],
+        "outputs": {"got": {"$ref": "nodes.confirm-step.output"}},
+    }
+    path = wf.root / "asks.json"
+    path.write_text(json.dumps(doc))
+    proc = wf.run("run", str(path), "--config", str(config), *wf.plugin_args(), "--log-level", "error")
+    assert proc.returncode == 0, proc.stderr
+    [event] = asked(upstream_events)
+    assert event["ok"] is False and event["error"]["code"] == -32601, event
+    assert 'workflow node "confirm-step" asked for input' in event["error"]["message"], event
+    out = json.loads(proc.stdout)["outputs"]["got"]
+    assert 'workflow node "confirm-step"' in out["error"]["message"], out

@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{ROption, RResult, RString};
-use async_ffi::{FfiFuture, FutureExt as _};
+use abi_stable::std_types::{ROption, RString};
 use serde_json::Value;
 use tokio::sync::mpsc;
-use wf_plugin_api::ffi::{CallContextBox, CallContextFfi, CallContextFfi_TO};
+use wf_plugin_api::ffi::{CallContextBox, CallContextFfi, CallContextFfi_TO, SourceBox};
+
+use super::asks;
 use wf_plugin_api::{CallerRequest, PluginError};
 
 /// The answer to a plugin's [`CallerRequest`]: the MCP result's JSON.
@@ -77,7 +78,23 @@ impl CallCtx {
     pub(crate) fn into_ffi(
         self,
         in_flight: Option<&Arc<AtomicUsize>>,
+        source: Option<&Arc<SourceBox>>,
     ) -> (CallContextBox, CallGuard) {
+        // A call the source may ask about gets an id in its info (`call`).
+        let mut info = self.info;
+        let asks = source.map(|source| {
+            let id = asks::register(asks::Entry {
+                asker: self.asker,
+                nobody: self.nobody.unwrap_or_else(|| NOBODY.to_string()),
+                source: Arc::downgrade(source),
+                runtime: tokio::runtime::Handle::try_current().ok(),
+            });
+            if !info.is_object() {
+                info = Value::Object(Default::default());
+            }
+            info["call"] = Value::from(id);
+            asks::Registered(id)
+        });
         let slot: ProgressSlot = Arc::new(Mutex::new(self.progress));
         if let Some(n) = in_flight {
             n.fetch_add(1, Ordering::Relaxed);
@@ -85,14 +102,12 @@ impl CallCtx {
         let guard = CallGuard {
             progress: slot.clone(),
             in_flight: in_flight.cloned(),
+            _asks: asks,
         };
         let ffi = CallContextFfi_TO::from_value(
             FfiCall {
                 progress: slot,
-                info: self.info.to_string(),
-                asker: self.asker,
-                nobody: self.nobody.unwrap_or_else(|| NOBODY.to_string()),
-                runtime: tokio::runtime::Handle::try_current().ok(),
+                info: info.to_string(),
             },
             TD_Opaque,
         );
@@ -107,6 +122,8 @@ impl CallCtx {
 pub(crate) struct CallGuard {
     progress: ProgressSlot,
     in_flight: Option<Arc<AtomicUsize>>,
+    /// While it lives, the source's requests for input reach this call's asker.
+    _asks: Option<asks::Registered>,
 }
 
 impl Drop for CallGuard {
@@ -123,29 +140,6 @@ impl Drop for CallGuard {
 struct FfiCall {
     progress: ProgressSlot,
     info: String,
-    asker: Option<Arc<dyn Asker>>,
-    nobody: String,
-    /// The host's runtime: the plugin polls `ask_caller`'s future on its own
-    /// runtime, where the host's tokio (a separate copy) has no context.
-    runtime: Option<tokio::runtime::Handle>,
-}
-
-/// Aborts the host-side task of an `ask_caller` when the plugin drops it.
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-fn ffi_answer(answer: Result<Value, PluginError>) -> RResult<RString, RString> {
-    match answer {
-        Ok(v) => RResult::ROk(RString::from(v.to_string())),
-        Err(e) => RResult::RErr(RString::from(
-            serde_json::to_string(&e).unwrap_or_default(),
-        )),
-    }
 }
 
 impl CallContextFfi for FfiCall {
@@ -163,34 +157,6 @@ impl CallContextFfi for FfiCall {
     fn info(&self) -> RString {
         RString::from(self.info.as_str())
     }
-    fn ask_caller(&self, request: RString) -> FfiFuture<RResult<RString, RString>> {
-        let request: CallerRequest = match serde_json::from_str(request.as_str()) {
-            Ok(r) => r,
-            Err(e) => {
-                let e = PluginError::invalid_arguments(format!("bad caller request: {e}"));
-                return async move { ffi_answer(Err(e)) }.into_ffi();
-            }
-        };
-        let (Some(asker), Some(runtime)) = (self.asker.clone(), self.runtime.clone()) else {
-            let e = PluginError::unsupported(format!(
-                "cannot {} the caller: {}",
-                request.kind(),
-                self.nobody
-            ));
-            return async move { ffi_answer(Err(e)) }.into_ffi();
-        };
-        let task = runtime.spawn(asker.ask(request));
-        let abort = AbortOnDrop(task.abort_handle());
-        async move {
-            let _abort = abort;
-            let answer = match task.await {
-                Ok(a) => a,
-                Err(e) => Err(PluginError::internal(format!("asking the caller failed: {e}"))),
-            };
-            ffi_answer(answer)
-        }
-        .into_ffi()
-    }
 }
 
 #[cfg(test)]
@@ -201,7 +167,7 @@ mod tests {
     async fn dropping_the_guard_ends_progress_and_the_count() {
         let n = Arc::new(AtomicUsize::new(0));
         let (ctx, mut rx) = CallCtx::new().with_progress();
-        let (ffi, guard) = ctx.into_ffi(Some(&n));
+        let (ffi, guard) = ctx.into_ffi(Some(&n), None);
         assert_eq!(n.load(Ordering::Relaxed), 1);
         ffi.progress(1.0, ROption::RNone, ROption::RNone);
         assert_eq!(rx.recv().await.map(|p| p.progress), Some(1.0));

@@ -1,11 +1,13 @@
 //! Configured source instances: created by their plugin, discovered in
 //! parallel, called through the same typed handle by every surface.
 
+mod asks;
 mod call;
 mod handle;
 mod logs;
 mod registry;
 
+pub(crate) use asks::answer as answer_ask;
 pub use call::{AskFuture, Asker, CallCtx};
 pub use handle::{SourceError, SourceHandle};
 pub use logs::{SourceLog, SourceLogs};
