@@ -93,14 +93,17 @@ impl CallContext {
             )));
         };
         let Some(host) = &self.host else {
-            return Err(PluginError::unsupported("no host to ask the caller through"));
+            return Err(PluginError::unsupported(
+                "no host to ask the caller through",
+            ));
         };
         crate::export::ask_caller(host, call, request.clone()).await
     }
     /// Since 1.2: asks the user to fill in a form (`schema`: a flat JSON
     /// Schema object of primitive properties, as MCP elicitation allows).
     pub async fn elicit(&self, message: &str, schema: Value) -> Result<ElicitAnswer, PluginError> {
-        let params = serde_json::json!({"mode": "form", "message": message, "requestedSchema": schema});
+        let params =
+            serde_json::json!({"mode": "form", "message": message, "requestedSchema": schema});
         let v = self.ask(&CallerRequest::Elicit { params }).await?;
         Ok(serde_json::from_value(v)?)
     }
@@ -131,7 +134,12 @@ impl CallContext {
     }
     /// Since 1.2: a log message for the caller (MCP `level`; the host names
     /// the source as the logger, and drops it below the client's level).
-    pub async fn log(&self, level: &str, logger: Option<&str>, data: Value) -> Result<(), PluginError> {
+    pub async fn log(
+        &self,
+        level: &str,
+        logger: Option<&str>,
+        data: Value,
+    ) -> Result<(), PluginError> {
         let request = CallerRequest::Log {
             level: level.to_string(),
             logger: logger.map(str::to_string),

@@ -163,9 +163,8 @@ extern "C" fn instantiate<P: Plugin>(
             inner: host,
             init: Arc::new(init),
         };
-        P::new(host.clone()).map(|plugin| {
-            PluginFfi_TO::from_value(PluginAdapter { plugin, host }, TD_Opaque)
-        })
+        P::new(host.clone())
+            .map(|plugin| PluginFfi_TO::from_value(PluginAdapter { plugin, host }, TD_Opaque))
     }));
     match result {
         Ok(Ok(plugin)) => ROk(plugin),

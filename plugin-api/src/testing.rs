@@ -54,7 +54,8 @@ impl HostContextFfi for TestHost {
             // The test caller: the next queued answer, else `unsupported`.
             let answer = {
                 let mut r = self.0.lock().unwrap();
-                r.asked.push(serde_json::to_value(&request).unwrap_or(Value::Null));
+                r.asked
+                    .push(serde_json::to_value(&request).unwrap_or(Value::Null));
                 r.answers.pop_front()
             };
             let answer = answer

@@ -11,9 +11,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use rmcp::model::{
-    ClientResult, LoggingLevel, LoggingMessageNotificationParam, ServerRequest,
-};
+use rmcp::model::{ClientResult, LoggingLevel, LoggingMessageNotificationParam, ServerRequest};
 use rmcp::service::ServiceError;
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
@@ -155,7 +153,11 @@ impl ClientAsker {
         }
     }
 
-    async fn request(peer: Peer<RoleServer>, method: &str, params: Value) -> Result<Value, PluginError> {
+    async fn request(
+        peer: Peer<RoleServer>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, PluginError> {
         let mut msg = json!({"method": method});
         if !params.is_null() {
             msg["params"] = params;
@@ -163,16 +165,20 @@ impl ClientAsker {
         let request: ServerRequest = serde_json::from_value(msg)
             .map_err(|e| PluginError::invalid_arguments(format!("bad {method} request: {e}")))?;
         match peer.send_request(request).await {
-            Ok(ClientResult::CustomResult(_)) | Ok(ClientResult::EmptyResult(_)) => Err(
-                PluginError::failed(format!("the client answered {method} with an unexpected result")),
-            ),
+            Ok(ClientResult::CustomResult(_)) | Ok(ClientResult::EmptyResult(_)) => {
+                Err(PluginError::failed(format!(
+                    "the client answered {method} with an unexpected result"
+                )))
+            }
             Ok(r) => serde_json::to_value(r).map_err(|e| PluginError::internal(e.to_string())),
             Err(ServiceError::McpError(e)) => Err(PluginError::failed(format!(
                 "the client answered {method} with error {}: {}",
                 e.code.0, e.message
             ))
             .with_data(json!({"mcp_error": e}))),
-            Err(e) => Err(PluginError::failed(format!("asking the client failed: {e}"))),
+            Err(e) => Err(PluginError::failed(format!(
+                "asking the client failed: {e}"
+            ))),
         }
     }
 }
@@ -187,7 +193,9 @@ impl Asker for ClientAsker {
         let source = self.source.clone();
         let level = match &self.modern {
             None => self.level.clone(),
-            Some(ModernLogs(Some(l))) => Arc::new(ClientLevel(AtomicU8::new(l.0.load(Ordering::Relaxed)))),
+            Some(ModernLogs(Some(l))) => {
+                Arc::new(ClientLevel(AtomicU8::new(l.0.load(Ordering::Relaxed))))
+            }
             // No opt-in: the client wants no log messages.
             Some(ModernLogs(None)) => Arc::new(ClientLevel(AtomicU8::new(u8::MAX))),
         };

@@ -57,7 +57,12 @@ pub(crate) fn answer(call: u64, ask: u64, request: CallerRequest) {
             tracing::debug!(call, ask, "a source asked about a call that already ended");
             return;
         };
-        (e.asker.clone(), e.nobody.clone(), e.source.clone(), e.runtime.clone())
+        (
+            e.asker.clone(),
+            e.nobody.clone(),
+            e.source.clone(),
+            e.runtime.clone(),
+        )
     };
     let Some(runtime) = runtime else { return };
     runtime.spawn(async move {
@@ -72,12 +77,20 @@ pub(crate) fn answer(call: u64, ask: u64, request: CallerRequest) {
             Ok(v) => (Some(v), None),
             Err(e) => (None, Some(e)),
         };
-        let Some(source) = source.upgrade() else { return };
+        let Some(source) = source.upgrade() else {
+            return;
+        };
         let reply = SourceRequest::CallerAnswer { ask, ok, error };
-        let Ok(text) = serde_json::to_string(&reply) else { return };
+        let Ok(text) = serde_json::to_string(&reply) else {
+            return;
+        };
         let (ffi, _guard) = CallCtx::new().into_ffi(None, None);
         if let Err(e) = source.request(RString::from(text), ffi).await.into_result() {
-            tracing::warn!(call, ask, "the source did not take the caller's answer: {e}");
+            tracing::warn!(
+                call,
+                ask,
+                "the source did not take the caller's answer: {e}"
+            );
         }
     });
 }

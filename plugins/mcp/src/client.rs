@@ -82,12 +82,12 @@ impl McpClient {
             } else {
                 tracing::warn!(source = %self.source, method, "upstream request refused: {why}");
             }
-            McpError::internal_error(
-                format!("wf cannot route {method} to a client: {why}"),
-                None,
-            )
+            McpError::internal_error(format!("wf cannot route {method} to a client: {why}"), None)
         })?;
-        let answer = ctx.ask(&request).await.map_err(|e| upstream_error(method, e))?;
+        let answer = ctx
+            .ask(&request)
+            .await
+            .map_err(|e| upstream_error(method, e))?;
         serde_json::from_value(answer).map_err(|e| {
             McpError::internal_error(format!("the client's answer to {method}: {e}"), None)
         })
@@ -138,8 +138,12 @@ impl ClientHandler for McpClient {
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         let params = serde_json::to_value(request).unwrap_or(Value::Null);
-        self.ask("elicitation/create", CallerRequest::Elicit { params }, &context)
-            .await
+        self.ask(
+            "elicitation/create",
+            CallerRequest::Elicit { params },
+            &context,
+        )
+        .await
     }
 
     async fn create_message(
@@ -148,8 +152,12 @@ impl ClientHandler for McpClient {
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
         let params = serde_json::to_value(params).unwrap_or(Value::Null);
-        self.ask("sampling/createMessage", CallerRequest::Sample { params }, &context)
-            .await
+        self.ask(
+            "sampling/createMessage",
+            CallerRequest::Sample { params },
+            &context,
+        )
+        .await
     }
 
     async fn list_roots(

@@ -175,12 +175,14 @@ impl Source for McpSource {
 
     async fn open_lease(&self) -> Result<SessionInfo, PluginError> {
         let id = format!("lease-{}", self.next_lease.fetch_add(1, Ordering::Relaxed));
-        let rt = Arc::new(Runtime::new(
-            format!("{}#{id}", self.name),
-            self.config.clone(),
-            Some(self.on_list_changed.clone()),
-        )
-        .with_on_log(self.on_log.clone()));
+        let rt = Arc::new(
+            Runtime::new(
+                format!("{}#{id}", self.name),
+                self.config.clone(),
+                Some(self.on_list_changed.clone()),
+            )
+            .with_on_log(self.on_log.clone()),
+        );
         let epoch = rt.open_session().await?;
         self.leases.lock().unwrap().insert(id.clone(), rt);
         Ok(SessionInfo {
