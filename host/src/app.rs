@@ -50,6 +50,8 @@ pub struct App {
     pub front: Arc<FrontStats>,
     /// Resource subscriptions of downstream clients.
     pub subscriptions: Arc<crate::sources::Subscriptions>,
+    /// Log messages of sources that belong to no call, for the MCP front.
+    pub source_logs: Arc<crate::sources::SourceLogs>,
 }
 
 /// Live counts of what the MCP front holds open, for the admin `status` tool.
@@ -173,6 +175,7 @@ impl App {
             started,
             front: Arc::default(),
             subscriptions,
+            source_logs: Arc::default(),
         });
 
         let sources = app.sources.clone();
@@ -181,13 +184,16 @@ impl App {
         // A plugin saying its capabilities changed triggers a fresh discovery of that source.
         let sources = app.sources.clone();
         let subscriptions = app.subscriptions.clone();
+        let logs = app.source_logs.clone();
         tokio::spawn(async move {
             while let Some(ev) = events_rx.recv().await {
                 tracing::debug!(plugin = %ev.plugin, event = ?ev.event, "plugin event");
                 if let wf_plugin_api::Event::ResourceUpdated { source, uri } = &ev.event {
                     subscriptions.updated(source, uri);
                 }
-                if let wf_plugin_api::Event::CapabilitiesChanged { source } = ev.event
+                if let wf_plugin_api::Event::Log { .. } = ev.event {
+                    crate::sources::SourceLog::forward(ev.event, &logs);
+                } else if let wf_plugin_api::Event::CapabilitiesChanged { source } = ev.event
                     && let Some(entry) = sources.get(&source)
                 {
                     sources.discover(&entry, timeout).await;

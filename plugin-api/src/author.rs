@@ -9,6 +9,7 @@ use abi_stable::std_types::{ROption, RString};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::caller::{CallerRequest, ElicitAnswer, Root};
 use crate::error::PluginError;
 use crate::ffi::{CallContextBox, HostContextBox};
 use crate::forwarding::{CompleteParams, Completion};
@@ -39,6 +40,8 @@ impl Host {
 #[derive(Clone)]
 pub struct CallContext {
     pub(crate) inner: Arc<CallContextBox>,
+    /// Since 1.2: where [`Self::ask`] sends its requests.
+    pub(crate) host: Option<Host>,
     pub(crate) cancel: CancellationToken,
     /// Set once the call asked about cancellation: such a call gets a grace
     /// period to clean up after the signal before it is dropped.
@@ -76,6 +79,74 @@ impl CallContext {
     /// The call's details as the host sent them (e.g. `{"meta": {...}}`).
     pub fn info(&self) -> Value {
         serde_json::from_str(self.inner.info().as_str()).unwrap_or(Value::Null)
+    }
+    /// Since 1.2: sends `request` to whoever made this call and returns the
+    /// answer's MCP JSON. `unsupported` when the caller cannot be asked (a
+    /// client that did not declare the capability, a workflow run, a host
+    /// older than 1.2); a client's own JSON-RPC error comes back as `failed`
+    /// with it in `data.mcp_error`.
+    pub async fn ask(&self, request: &CallerRequest) -> Result<Value, PluginError> {
+        // The host gives each call it can route an id; a host older than 1.2 does not.
+        let Some(call) = self.info().get("call").and_then(Value::as_u64) else {
+            return Err(PluginError::unsupported(format!(
+                "cannot {} the caller: this host predates wf-plugin-api 1.2",
+                request.kind()
+            )));
+        };
+        let Some(host) = &self.host else {
+            return Err(PluginError::unsupported(
+                "no host to ask the caller through",
+            ));
+        };
+        crate::export::ask_caller(host, call, request.clone()).await
+    }
+    /// Since 1.2: asks the user to fill in a form (`schema`: a flat JSON
+    /// Schema object of primitive properties, as MCP elicitation allows).
+    pub async fn elicit(&self, message: &str, schema: Value) -> Result<ElicitAnswer, PluginError> {
+        let params =
+            serde_json::json!({"mode": "form", "message": message, "requestedSchema": schema});
+        let v = self.ask(&CallerRequest::Elicit { params }).await?;
+        Ok(serde_json::from_value(v)?)
+    }
+    /// Since 1.2: asks the user to visit `url` (URL-mode elicitation).
+    pub async fn elicit_url(
+        &self,
+        message: &str,
+        url: &str,
+        elicitation_id: &str,
+    ) -> Result<ElicitAnswer, PluginError> {
+        let params = serde_json::json!({
+            "mode": "url", "message": message, "url": url, "elicitationId": elicitation_id,
+        });
+        let v = self.ask(&CallerRequest::Elicit { params }).await?;
+        Ok(serde_json::from_value(v)?)
+    }
+    /// Since 1.2: asks the caller's model (`params`: MCP
+    /// `sampling/createMessage` params); returns the MCP `CreateMessageResult`.
+    pub async fn sample(&self, params: Value) -> Result<Value, PluginError> {
+        self.ask(&CallerRequest::Sample { params }).await
+    }
+    /// Since 1.2: the caller's roots.
+    pub async fn list_roots(&self) -> Result<Vec<Root>, PluginError> {
+        let v = self.ask(&CallerRequest::ListRoots).await?;
+        Ok(serde_json::from_value(
+            v.get("roots").cloned().unwrap_or(Value::Array(vec![])),
+        )?)
+    }
+    /// Since 1.2: a log message for the caller (MCP `level`; the host names
+    /// the source as the logger, and drops it below the client's level).
+    pub async fn log(
+        &self,
+        level: &str,
+        logger: Option<&str>,
+        data: Value,
+    ) -> Result<(), PluginError> {
+        let request = CallerRequest::Log {
+            level: level.to_string(),
+            logger: logger.map(str::to_string),
+            data,
+        };
+        self.ask(&request).await.map(|_| ())
     }
     /// Since 1.1: the session this call must run on (default: the shared one, any epoch).
     pub fn scope(&self) -> CallScope {

@@ -113,6 +113,45 @@ extern "C" fn manifest<P: Plugin>() -> RString {
     }
 }
 
+type Answer = Result<serde_json::Value, PluginError>;
+
+/// Since 1.2: the asks waiting for their [`SourceRequest::CallerAnswer`].
+fn pending() -> &'static std::sync::Mutex<std::collections::HashMap<u64, oneshot::Sender<Answer>>> {
+    static PENDING: OnceLock<
+        std::sync::Mutex<std::collections::HashMap<u64, oneshot::Sender<Answer>>>,
+    > = OnceLock::new();
+    PENDING.get_or_init(Default::default)
+}
+
+/// Removes a pending ask when its caller stops waiting.
+pub(crate) struct PendingAsk(pub(crate) u64);
+
+impl Drop for PendingAsk {
+    fn drop(&mut self) {
+        pending().lock().unwrap().remove(&self.0);
+    }
+}
+
+/// Sends `request` to the caller of call `call` through the host and waits
+/// for the answer.
+pub(crate) async fn ask_caller(host: &Host, call: u64, request: crate::CallerRequest) -> Answer {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let ask = NEXT.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = oneshot::channel();
+    pending().lock().unwrap().insert(ask, tx);
+    let _pending = PendingAsk(ask);
+    host.emit(&crate::Event::AskCaller { call, ask, request });
+    rx.await
+        .unwrap_or_else(|_| Err(PluginError::internal("the host dropped the request")))
+}
+
+/// Completes a pending ask (the host's [`SourceRequest::CallerAnswer`]).
+pub(crate) fn complete_ask(ask: u64, answer: Answer) {
+    if let Some(tx) = pending().lock().unwrap().remove(&ask) {
+        let _ = tx.send(answer);
+    }
+}
+
 extern "C" fn instantiate<P: Plugin>(
     host: HostContextBox,
     init_json: RString,
@@ -124,7 +163,8 @@ extern "C" fn instantiate<P: Plugin>(
             inner: host,
             init: Arc::new(init),
         };
-        P::new(host).map(|plugin| PluginFfi_TO::from_value(PluginAdapter { plugin }, TD_Opaque))
+        P::new(host.clone())
+            .map(|plugin| PluginFfi_TO::from_value(PluginAdapter { plugin, host }, TD_Opaque))
     }));
     match result {
         Ok(Ok(plugin)) => ROk(plugin),
@@ -135,6 +175,7 @@ extern "C" fn instantiate<P: Plugin>(
 
 struct PluginAdapter<P> {
     plugin: P,
+    host: Host,
 }
 
 impl<P: Plugin> PluginFfi for PluginAdapter<P> {
@@ -150,6 +191,7 @@ impl<P: Plugin> PluginFfi for PluginAdapter<P> {
             Ok(Ok(source)) => ROk(SourceFfi_TO::from_value(
                 SourceAdapter {
                     source: Arc::new(source),
+                    host: self.host.clone(),
                 },
                 TD_Opaque,
             )),
@@ -161,6 +203,7 @@ impl<P: Plugin> PluginFfi for PluginAdapter<P> {
 
 struct SourceAdapter<S> {
     source: Arc<S>,
+    host: Host,
 }
 
 /// How long a cancelled call that watches [`CallContext::cancelled`] may
@@ -230,6 +273,7 @@ impl<S: Source> SourceFfi for SourceAdapter<S> {
         let cancel = CancellationToken::new();
         let watching = Arc::new(AtomicBool::new(false));
         let call = CallContext {
+            host: Some(self.host.clone()),
             inner: Arc::new(ctx),
             cancel: cancel.clone(),
             watching: watching.clone(),
@@ -278,6 +322,15 @@ async fn dispatch<S: Source>(
             return Err(PluginError::unsupported(format!(
                 "unsupported operation {op:?}"
             )));
+        }
+        SourceRequest::CallerAnswer { ask, ok, error } => {
+            let answer = match (ok, error) {
+                (_, Some(e)) => Err(e),
+                (Some(v), None) => Ok(v),
+                (None, None) => Ok(serde_json::Value::Null),
+            };
+            complete_ask(ask, answer);
+            Ok("null".to_string())
         }
         SourceRequest::Catalog => serde_json::to_string(&source.catalog().await?),
         SourceRequest::CallTool { name, arguments } => {

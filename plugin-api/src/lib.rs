@@ -47,6 +47,7 @@
 
 pub mod args;
 mod author;
+mod caller;
 mod error;
 #[doc(hidden)]
 pub mod export;
@@ -61,6 +62,7 @@ pub mod testing;
 mod types;
 
 pub use author::{CallContext, Host, Plugin, Source};
+pub use caller::{CallerRequest, ElicitAction, ElicitAnswer, Root};
 pub use error::{ErrorCode, PluginError};
 pub use forwarding::{CompleteParams, Completion, CompletionArgument, CompletionRef};
 pub use types::{
@@ -86,6 +88,7 @@ pub mod __private {
 /// Everything a plugin author usually needs: `use wf_plugin_api::prelude::*;`.
 pub mod prelude {
     pub use crate::author::{CallContext, Host, Plugin, Source};
+    pub use crate::caller::{ElicitAction, ElicitAnswer, Root};
     pub use crate::error::{ErrorCode, PluginError};
     pub use crate::forwarding::{CompleteParams, Completion, CompletionArgument, CompletionRef};
     pub use crate::types::{

@@ -30,6 +30,11 @@ pub struct Recorded {
     pub events: Vec<Value>,
     /// Progress reports: (progress, total, message).
     pub progress: Vec<(f64, Option<f64>, Option<String>)>,
+    /// Since 1.2: what the plugin asked its caller (JSON `CallerRequest`s).
+    pub asked: Vec<Value>,
+    /// Since 1.2: the caller's answers, taken in order; when none is left the
+    /// caller answers `unsupported` (as a client without the capability does).
+    pub answers: std::collections::VecDeque<Result<Value, PluginError>>,
 }
 
 #[derive(Clone)]
@@ -45,6 +50,19 @@ impl HostContextFfi for TestHost {
     }
     fn emit(&self, event_json: RString) {
         let v = serde_json::from_str(event_json.as_str()).unwrap_or(Value::Null);
+        if let Ok(Event::AskCaller { ask, request, .. }) = serde_json::from_value(v.clone()) {
+            // The test caller: the next queued answer, else `unsupported`.
+            let answer = {
+                let mut r = self.0.lock().unwrap();
+                r.asked
+                    .push(serde_json::to_value(&request).unwrap_or(Value::Null));
+                r.answers.pop_front()
+            };
+            let answer = answer
+                .unwrap_or_else(|| Err(PluginError::unsupported("the test caller has no answer")));
+            crate::export::complete_ask(ask, answer);
+            return;
+        }
         self.0.lock().unwrap().events.push(v);
     }
 }
@@ -60,7 +78,8 @@ impl CallContextFfi for TestCall {
         ));
     }
     fn info(&self) -> RString {
-        RString::from("{}")
+        // A call id makes `CallContext::ask` route to the test host's answers.
+        RString::from(r#"{"call": 1}"#)
     }
 }
 
@@ -197,6 +216,14 @@ impl TestSource {
     /// Shuts the source down.
     pub async fn shutdown(&self) {
         self.source.shutdown().await
+    }
+    /// Since 1.2: queues the caller's next answer to `CallContext::ask`.
+    pub fn answer_caller(&self, answer: Result<Value, PluginError>) {
+        self.recorded.lock().unwrap().answers.push_back(answer);
+    }
+    /// Since 1.2: what the plugin asked its caller so far.
+    pub fn asked(&self) -> Vec<Value> {
+        self.recorded.lock().unwrap().asked.clone()
     }
     /// The progress reports recorded so far.
     pub fn progress(&self) -> Vec<(f64, Option<f64>, Option<String>)> {

@@ -581,6 +581,18 @@ pub enum SourceRequest {
         /// The resource's URI within the source.
         uri: String,
     },
+    /// Since 1.2: the caller's answer to the request a call sent with
+    /// [`Event::AskCaller`] (exactly one of `ok` and `error`).
+    CallerAnswer {
+        /// The `ask` id of the event.
+        ask: u64,
+        /// The answer's JSON.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ok: Option<Value>,
+        /// Why there is no answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<crate::PluginError>,
+    },
     /// Since 1.2: what an operation this plugin predates decodes to (any
     /// `op` not listed above). A host never sends it; the export glue answers
     /// it `unsupported`, so the host falls back.
@@ -657,6 +669,32 @@ pub enum Event {
         #[serde(default)]
         /// What changed (free-form JSON).
         detail: Value,
+    },
+    /// Since 1.2: a call asks whoever made it ([`crate::CallContext::ask`]):
+    /// the host routes `request` to the call's caller and answers with
+    /// [`SourceRequest::CallerAnswer`] carrying `ask`. Sent by the export glue.
+    AskCaller {
+        /// The call's id (the `call` key of its info JSON).
+        call: u64,
+        /// This request's id, unique within the plugin.
+        ask: u64,
+        /// What is asked.
+        request: crate::CallerRequest,
+    },
+    /// Since 1.2: a log message for MCP clients that belongs to no call (e.g.
+    /// an upstream's `notifications/message` while nothing was in flight).
+    /// The host sends it to each client whose log level lets it through.
+    Log {
+        /// The source it comes from (named as the logger).
+        source: String,
+        /// MCP level (debug … emergency).
+        level: String,
+        /// Sub-logger within the source.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        logger: Option<String>,
+        /// Any JSON.
+        #[serde(default)]
+        data: Value,
     },
 }
 

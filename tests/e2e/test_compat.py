@@ -24,6 +24,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from conftest import Wf, content_text
+from caller_support import Answerer
 
 pytestmark = pytest.mark.anyio
 
@@ -81,6 +82,24 @@ async def test_a_previous_minor_plugin_serves_its_tools(compat_wf: Wf, mode: str
             r = await c.call_tool("compat__hello", {"name": "Ada"})
             assert not r.is_error, content_text(r.content)
             assert r.structured_content == {"greeting": "hello from api 1.0, Ada"}
+
+
+async def test_a_previous_minor_plugin_works_behind_a_1_2_call_context(compat_wf: Wf) -> None:
+    """Since 1.2 the host's call context has `ask_caller` and routes it to a client that
+    can answer; a 1.0 plugin sees its older, shorter vtable and works unchanged."""
+    a = Answerer()
+    params = StdioServerParameters(
+        command=str(compat_wf.bin),
+        args=["serve", "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir)],
+        env=compat_wf.stdio_env(),
+        cwd=str(compat_wf.root),
+    )
+    with anyio.fail_after(60):
+        async with Client(params, mode="legacy", **a.callbacks()) as c:
+            r = await c.call_tool("compat__hello", {"name": "Grace"})
+            assert not r.is_error, content_text(r.content)
+            assert r.structured_content == {"greeting": "hello from api 1.0, Grace"}
+    assert a.elicitations == [] and a.samplings == [] and a.roots_asked == 0
 
 
 def test_a_previous_minor_plugin_runs_in_a_workflow_with_a_lease(compat_wf: Wf) -> None:

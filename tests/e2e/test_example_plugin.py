@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, types
 
 from conftest import Wf, all_prompts, all_resources, all_tools, content_text
 
@@ -254,3 +254,24 @@ async def test_a_configured_second_notebook_is_separate(notes_wf: Wf) -> None:
         assert (await read_text(c, "notes://work/note/n1")).startswith("## Roadmap")
         assert "Roadmap" in await read_text(c, "notes://work/all")
         assert "Roadmap" not in await read_text(c, "notes://all")
+
+
+async def test_delete_asks_the_client_to_confirm(notes_wf: Wf) -> None:
+    """The notes plugin asks for confirmation through wf (plugin API 1.2 elicitation): the
+    client's form decides; a client that cannot be asked gets the delete it requested."""
+    answers = ["decline", "confirm"]
+    asked: list[str] = []
+
+    async def elicit(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        if answers.pop(0) == "decline":
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with notes_wf.stdio_client("legacy", elicitation_callback=elicit) as c:
+        await call(c, "notes__add", {"title": "Keep me", "body": "b"})
+        refused = await call_error(c, "notes__delete", {"id": "n1"})
+        assert "the user did not confirm" in refused, refused
+        assert titles(await call(c, "notes__list", {})) == ["Keep me"]
+        assert await call(c, "notes__delete", {"id": "n1"}) == {"deleted": True}
+    assert asked == ['Delete note n1 "Keep me" from notes?'] * 2

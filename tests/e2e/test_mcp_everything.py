@@ -33,6 +33,7 @@ from conftest import (
     toml_config,
     wait_listed,
 )
+from caller_support import Answerer
 
 pytestmark = pytest.mark.anyio
 
@@ -70,13 +71,15 @@ class Upstream:
     url: str | None = None
 
     def direct_client(self, errlog: Path) -> Client:
-        """The same client library connected to the same upstream, without wf."""
+        """The same client library connected to the same upstream, without wf. It declares
+        what wf declares upstream (elicitation, sampling, roots), so it sees the same tools."""
+        kw = Answerer().callbacks()
         if self.kind == "http":
             assert self.url
-            return Client(self.url, mode="legacy", cache=None, read_timeout_seconds=60)
+            return Client(self.url, mode="legacy", cache=None, read_timeout_seconds=60, **kw)
         params = StdioServerParameters(command=str(self.everything_bin), args=[])
         transport = stdio_client(params, errlog=errlog.open("w"))
-        return Client(transport, mode="legacy", cache=None, read_timeout_seconds=60)
+        return Client(transport, mode="legacy", cache=None, read_timeout_seconds=60, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -127,8 +130,9 @@ def reference(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> R
     """Collected once per upstream transport, in its own event loop (a sync fixture)."""
     errlog = tmp_path_factory.mktemp("direct") / "everything-direct.log"
     ref = anyio.run(_collect, upstream.direct_client(errlog))
-    # The peer is the one the suite pins: 13 tools, 4 prompts, 7 resources, 2 templates.
-    assert len(ref.tools) >= 13 and len(ref.prompts) >= 4, (sorted(ref.tools), sorted(ref.prompts))
+    # The peer is the one the suite pins: 17 tools (4 of them only for a client with
+    # elicitation, sampling and roots), 4 prompts, 7 resources, 2 templates.
+    assert len(ref.tools) >= 17 and len(ref.prompts) >= 4, (sorted(ref.tools), sorted(ref.prompts))
     assert len(ref.resources) >= 7 and len(ref.templates) >= 2, (sorted(ref.resources), sorted(ref.templates))
     return ref
 

@@ -83,7 +83,8 @@ impl Cap {
                 notes_output("The matching notes, oldest first."),
             ),
             Cap::Delete => (
-                "Deletes a note by id. Deleting a note that does not exist is not an error: \
+                "Deletes a note by id, after asking the user to confirm when the client can be \
+                 asked (MCP elicitation). Deleting a note that does not exist is not an error: \
                  `deleted` is then false.",
                 object(
                     json!({"id": {"type": "string", "minLength": 1, "description": "The id of the note to delete."}}),

@@ -10,6 +10,7 @@
 
 mod args;
 mod caps;
+mod confirm;
 mod store;
 mod views;
 
@@ -113,10 +114,15 @@ impl Source for NotesSource {
         &self,
         name: &str,
         input: Value,
-        _ctx: CallContext,
+        ctx: CallContext,
     ) -> Result<Value, PluginError> {
         let cap = Cap::named(name)
             .ok_or_else(|| PluginError::not_found(format!("{} has no tool {name}", self.name)))?;
+        if cap == Cap::Delete
+            && let Some(id) = input.get("id").and_then(Value::as_str)
+        {
+            confirm::delete(&self.store, &self.name, id, &ctx).await?;
+        }
         cap.run(&self.store, &self.name, &input)
     }
 

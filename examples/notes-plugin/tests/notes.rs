@@ -312,6 +312,48 @@ async fn search_matches_title_and_body_ignoring_case() {
 }
 
 #[tokio::test]
+async fn delete_asks_the_caller_to_confirm_and_keeps_the_note_unless_confirmed() {
+    let src = notes();
+    let id = add(&src, "precious", "", &[]).await;
+
+    // The user declines: the note stays, and the tool says why.
+    src.answer_caller(Ok(json!({"action": "decline"})));
+    let r = src.call_tool("delete", json!({"id": id})).await.unwrap();
+    assert!(r.is_error, "{r:?}");
+    assert!(
+        r.content[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("the user did not confirm")
+    );
+    assert_eq!(titles(&succeeds(&src, "list", json!({})).await), ["precious"]);
+    let asked = src.asked();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["kind"], "elicit");
+    assert!(
+        asked[0]["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"precious\"")
+    );
+    assert_eq!(
+        asked[0]["params"]["requestedSchema"]["properties"]["confirm"]["type"],
+        "boolean"
+    );
+
+    // Accepted without ticking the box: still kept.
+    src.answer_caller(Ok(json!({"action": "accept", "content": {"confirm": false}})));
+    let r = src.call_tool("delete", json!({"id": id})).await.unwrap();
+    assert!(r.is_error);
+
+    // Confirmed: deleted.
+    src.answer_caller(Ok(json!({"action": "accept", "content": {"confirm": true}})));
+    let r = src.call_tool("delete", json!({"id": id})).await.unwrap();
+    assert_eq!(r.structured_content, Some(json!({"deleted": true})));
+    assert_eq!(src.asked().len(), 3);
+}
+
+#[tokio::test]
 async fn delete_removes_a_note_and_reports_whether_it_existed() {
     let src = notes();
     let keep = add(&src, "keep", "", &[]).await;

@@ -49,6 +49,10 @@ impl HostContextFfi for HostContext {
 
     fn emit(&self, event_json: RString) {
         match serde_json::from_str::<Event>(event_json.as_str()) {
+            // Answered at once, on the host's runtime: never behind other events.
+            Ok(Event::AskCaller { call, ask, request }) => {
+                crate::sources::answer_ask(call, ask, request)
+            }
             Ok(event) => {
                 let _ = self.events.tx.send(HostEvent {
                     plugin: self.plugin.to_string(),

@@ -17,6 +17,7 @@ use tracing::Instrument;
 
 use super::Surfaces;
 use super::forwarding::{self, Downstream};
+use super::caller::{self, ClientAsker, ClientLevel};
 use super::notify::{self, Follower, ListKind};
 use super::principals::{principal_of, visible};
 use crate::app::App;
@@ -37,6 +38,8 @@ pub struct WfServer {
     _ends_on_drop: Arc<DropGuard>,
     /// This client, for its subscriptions; dropped with the last clone.
     client: Arc<Downstream>,
+    /// This client's `logging/setLevel`.
+    level: Arc<ClientLevel>,
 }
 
 impl WfServer {
@@ -49,6 +52,7 @@ impl WfServer {
             http,
             _ends_on_drop: Arc::new(ended.clone().drop_guard()),
             ended,
+            level: Arc::default(),
         }
     }
 
@@ -71,6 +75,20 @@ impl WfServer {
     fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, McpError> {
         self.app.sources.handle(source).ok_or_else(|| {
             McpError::internal_error(format!("source {source:?} is not available"), None)
+        })
+    }
+
+    /// The client of this request, as `source` may ask it for input.
+    fn asker(&self, context: &RequestContext<RoleServer>, source: &str) -> Arc<ClientAsker> {
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+            .then(|| caller::ModernLogs::from_meta(&context.meta));
+        Arc::new(ClientAsker {
+            peer: context.peer.clone(),
+            source: source.to_string(),
+            level: self.level.clone(),
+            modern,
         })
     }
 
@@ -124,6 +142,7 @@ pub(super) fn source_error(e: SourceError) -> McpError {
 /// sent a progress token) and aborting it when the client cancels.
 async fn with_progress_and_cancel<T>(
     context: &RequestContext<RoleServer>,
+    asker: Arc<ClientAsker>,
     call: impl AsyncFnOnce(CallCtx) -> Result<T, SourceError>,
 ) -> Result<T, McpError> {
     let principal = principal_of(context);
@@ -131,7 +150,10 @@ async fn with_progress_and_cancel<T>(
     // Whatever wf logs about this call names who made it.
     let span = tracing::info_span!("call", principal = principal.name());
     let token = context.meta.get_progress_token();
-    let (ctx, mut progress) = CallCtx::new().with_info(info).with_progress();
+    let (ctx, mut progress) = CallCtx::new()
+        .with_info(info)
+        .with_asker(asker)
+        .with_progress();
     let peer = context.peer.clone();
     let forward = async move {
         while let Some(p) = progress.recv().await {
@@ -160,6 +182,12 @@ impl ServerHandler for WfServer {
         // A 2025-11-25 client: tell it when its lists change, until its
         // session ends.
         let peer = context.peer;
+        caller::follow_logs(
+            &self.app.source_logs,
+            peer.clone(),
+            self.level.clone(),
+            self.ended.clone(),
+        );
         let follow = notify::follow(self.app.clone(), move |kind| {
             let peer = peer.clone();
             async move {
@@ -254,6 +282,7 @@ impl ServerHandler for WfServer {
         Ok(())
     }
 
+    #[allow(deprecated)] // `logging` (SEP-2577) is still served to 2025-11-25 clients.
     fn get_info(&self) -> ServerConfig {
         let caps = ServerCapabilities::builder()
             .enable_tools()
@@ -264,6 +293,7 @@ impl ServerHandler for WfServer {
             .enable_resources_list_changed()
             .enable_resources_subscribe()
             .enable_completions()
+            .enable_logging()
             .build();
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("wf", env!("CARGO_PKG_VERSION")))
@@ -271,6 +301,16 @@ impl ServerHandler for WfServer {
                 "wf serves the tools, prompts and resources of its sources. Names are `<source>__<name>`. \
                  The wf_std__ tools are builtins; the wf_std__author_workflow prompt explains workflows.",
             )
+    }
+
+    #[allow(deprecated)] // SEP-2577; 2025-11-25 clients still set levels.
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.level.set(request.level);
+        Ok(())
     }
 
     async fn list_tools(
@@ -338,7 +378,8 @@ impl ServerHandler for WfServer {
         }
         let handle = self.handle(&tool.source)?;
         let name = tool.original.clone();
-        let result = with_progress_and_cancel(&context, async |ctx| {
+        let asker = self.asker(&context, &tool.source);
+        let result = with_progress_and_cancel(&context, asker, async |ctx| {
             handle.call_tool(&name, args, ctx).await
         })
         .await?;
@@ -381,7 +422,8 @@ impl ServerHandler for WfServer {
         let handle = self.handle(&prompt.source)?;
         let name = prompt.original.clone();
         let args = request.arguments.unwrap_or_default();
-        let result = with_progress_and_cancel(&context, async |ctx| {
+        let asker = self.asker(&context, &prompt.source);
+        let result = with_progress_and_cancel(&context, asker, async |ctx| {
             handle.get_prompt(&name, args, ctx).await
         })
         .await?;
@@ -427,7 +469,8 @@ impl ServerHandler for WfServer {
             ));
         };
         let handle = self.handle(&route.source)?;
-        let mut result = with_progress_and_cancel(&context, async |ctx| {
+        let asker = self.asker(&context, &route.source);
+        let mut result = with_progress_and_cancel(&context, asker, async |ctx| {
             handle.read_resource(&route.uri, ctx).await
         })
         .await?;

@@ -2,6 +2,8 @@
 //! call (e.g. an MCP client that sent a progress token), and the call counts
 //! as in flight until the host lets go of it.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -9,7 +11,22 @@ use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{ROption, RString};
 use serde_json::Value;
 use tokio::sync::mpsc;
-use wf_plugin_api::ffi::{CallContextBox, CallContextFfi, CallContextFfi_TO};
+use wf_plugin_api::ffi::{CallContextBox, CallContextFfi, CallContextFfi_TO, SourceBox};
+
+use super::asks;
+use wf_plugin_api::{CallerRequest, PluginError};
+
+/// The answer to a plugin's [`CallerRequest`]: the MCP result's JSON.
+pub type AskFuture = Pin<Box<dyn Future<Output = Result<Value, PluginError>> + Send>>;
+
+/// Whoever can answer a call's requests for input (the MCP client that made
+/// it). Lives in the server layer; sources only see this.
+pub trait Asker: Send + Sync {
+    fn ask(&self, request: CallerRequest) -> AskFuture;
+}
+
+/// Why a call without an [`Asker`] cannot ask anyone.
+const NOBODY: &str = "nobody can answer: this call was not made by an MCP client";
 
 /// One progress report from a plugin.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +43,8 @@ type ProgressSlot = Arc<Mutex<Option<mpsc::UnboundedSender<Progress>>>>;
 pub struct CallCtx {
     progress: Option<mpsc::UnboundedSender<Progress>>,
     info: Value,
+    asker: Option<Arc<dyn Asker>>,
+    nobody: Option<String>,
 }
 
 impl CallCtx {
@@ -44,12 +63,38 @@ impl CallCtx {
         self.info = info;
         self
     }
+    /// Requests for input go to `asker` (the calling client).
+    pub fn with_asker(mut self, asker: Arc<dyn Asker>) -> Self {
+        self.asker = Some(asker);
+        self
+    }
+    /// Without an asker, requests for input fail with `why`.
+    pub fn with_nobody_to_ask(mut self, why: impl Into<String>) -> Self {
+        self.nobody = Some(why.into());
+        self
+    }
     /// The context to hand the plugin, and the guard that ends the call on
     /// the host's side when dropped. `in_flight` counts the call meanwhile.
     pub(crate) fn into_ffi(
         self,
         in_flight: Option<&Arc<AtomicUsize>>,
+        source: Option<&Arc<SourceBox>>,
     ) -> (CallContextBox, CallGuard) {
+        // A call the source may ask about gets an id in its info (`call`).
+        let mut info = self.info;
+        let asks = source.map(|source| {
+            let id = asks::register(asks::Entry {
+                asker: self.asker,
+                nobody: self.nobody.unwrap_or_else(|| NOBODY.to_string()),
+                source: Arc::downgrade(source),
+                runtime: tokio::runtime::Handle::try_current().ok(),
+            });
+            if !info.is_object() {
+                info = Value::Object(Default::default());
+            }
+            info["call"] = Value::from(id);
+            asks::Registered(id)
+        });
         let slot: ProgressSlot = Arc::new(Mutex::new(self.progress));
         if let Some(n) = in_flight {
             n.fetch_add(1, Ordering::Relaxed);
@@ -57,11 +102,12 @@ impl CallCtx {
         let guard = CallGuard {
             progress: slot.clone(),
             in_flight: in_flight.cloned(),
+            _asks: asks,
         };
         let ffi = CallContextFfi_TO::from_value(
             FfiCall {
                 progress: slot,
-                info: self.info.to_string(),
+                info: info.to_string(),
             },
             TD_Opaque,
         );
@@ -76,6 +122,8 @@ impl CallCtx {
 pub(crate) struct CallGuard {
     progress: ProgressSlot,
     in_flight: Option<Arc<AtomicUsize>>,
+    /// While it lives, the source's requests for input reach this call's asker.
+    _asks: Option<asks::Registered>,
 }
 
 impl Drop for CallGuard {
@@ -119,7 +167,7 @@ mod tests {
     async fn dropping_the_guard_ends_progress_and_the_count() {
         let n = Arc::new(AtomicUsize::new(0));
         let (ctx, mut rx) = CallCtx::new().with_progress();
-        let (ffi, guard) = ctx.into_ffi(Some(&n));
+        let (ffi, guard) = ctx.into_ffi(Some(&n), None);
         assert_eq!(n.load(Ordering::Relaxed), 1);
         ffi.progress(1.0, ROption::RNone, ROption::RNone);
         assert_eq!(rx.recv().await.map(|p| p.progress), Some(1.0));

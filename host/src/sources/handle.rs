@@ -31,7 +31,7 @@ pub struct SourceHandle {
     pub name: String,
     pub kind: String,
     pub plugin: String,
-    obj: SourceBox,
+    obj: Arc<SourceBox>,
     /// Calls (tools, nodes, resource reads, prompts) the host is waiting on.
     in_flight: Arc<AtomicUsize>,
 }
@@ -42,7 +42,7 @@ impl SourceHandle {
             name,
             kind,
             plugin,
-            obj,
+            obj: Arc::new(obj),
             in_flight: Arc::default(),
         }
     }
@@ -76,7 +76,10 @@ impl SourceHandle {
                 | SourceRequest::GetPrompt { .. }
         );
         // Dropped when this future ends or is dropped (cancelled).
-        let (ffi, _call) = ctx.into_ffi(is_call.then_some(&self.in_flight));
+        let (ffi, _call) = ctx.into_ffi(
+            is_call.then_some(&self.in_flight),
+            is_call.then_some(&self.obj),
+        );
         match self
             .obj
             .request(RString::from(text), ffi)

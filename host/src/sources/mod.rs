@@ -1,15 +1,19 @@
 //! Configured source instances: created by their plugin, discovered in
 //! parallel, called through the same typed handle by every surface.
 
+mod asks;
 mod call;
 mod handle;
+mod logs;
 mod registry;
 mod screen;
 mod subscriptions;
 pub mod settings;
 
-pub use call::CallCtx;
+pub(crate) use asks::answer as answer_ask;
+pub use call::{AskFuture, Asker, CallCtx};
 pub use handle::{SourceError, SourceHandle};
+pub use logs::{SourceLog, SourceLogs};
 pub use registry::{
     ApplyReport, SourceEntry, SourceState, SourceStatus, Sources, close, desired_sources,
 };

@@ -497,8 +497,14 @@ impl Run {
     }
 }
 
+/// Why a node's source cannot ask for input: runs have no human in the loop.
+pub(super) fn no_one_to_ask(node: &str) -> String {
+    format!("workflow node {node:?} asked for input; workflow runs have no client to ask")
+}
+
 /// Runs one node: its call on the right session, with timeout and retries. A
 /// lost session is never retried: the state the workflow built is gone.
+#[allow(clippy::too_many_arguments)]
 async fn run_node(
     index: usize,
     handle: Arc<SourceHandle>,
@@ -507,12 +513,15 @@ async fn run_node(
     scope: CallScope,
     timeout: Option<Duration>,
     retry: Option<super::model::Retry>,
+    no_one_to_ask: String,
 ) -> NodeOutcome {
     let attempts = retry.as_ref().map(|r| r.attempts.max(1)).unwrap_or(1);
     let backoff = Duration::from_millis(retry.as_ref().map(|r| r.backoff_ms).unwrap_or(0));
     let mut last = NodeError::uncoded("");
     for attempt in 1..=attempts {
-        let ctx = CallCtx::new().with_info(json!({"scope": scope}));
+        let ctx = CallCtx::new()
+            .with_info(json!({"scope": scope}))
+            .with_nobody_to_ask(no_one_to_ask.clone());
         let call = handle.run_node(&name, args.clone(), ctx);
         let result: Result<Value, NodeError> = match timeout {
             Some(t) => match tokio::time::timeout(t, call).await {

@@ -1,32 +1,49 @@
 //! wf's MCP client handler: routes upstream progress notifications to the
-//! call that asked for them, and turns `list_changed` into a wf event.
+//! call that asked for them, turns `list_changed` into a wf event, and sends
+//! the upstream's requests for input (elicitation, sampling, roots) and its
+//! log messages to the caller of the call they belong to ([`Callers`]).
+
+#![allow(deprecated)] // rmcp marks sampling, roots and logging deprecated (SEP-2577); 2025-11-25 has them.
 
 use std::sync::Arc;
 
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam,
-    ResourceUpdatedNotificationParam,
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ErrorCode as McpCode, Implementation, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ResourceUpdatedNotificationParam,
 };
-use rmcp::service::NotificationContext;
-use rmcp::{ClientHandler, RoleClient};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ClientHandler, ErrorData as McpError, RoleClient};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use wf_plugin_api::{CallerRequest, ErrorCode, PluginError};
+
+use crate::callers::{self, Callers};
 
 /// Called when the upstream says its tools, prompts or resources changed.
 pub type OnListChanged = Arc<dyn Fn() + Send + Sync>;
 
 /// Called with the URI of a subscribed resource the upstream says changed.
 pub type OnResourceUpdated = Arc<dyn Fn(String) + Send + Sync>;
+/// Called with an upstream log message that belongs to no call (level, logger, data).
+pub type OnLog = Arc<dyn Fn(String, Option<String>, Value) + Send + Sync>;
 
 #[derive(Clone)]
 pub struct McpClient {
     pub progress: ProgressDispatcher,
     on_list_changed: Option<OnListChanged>,
+    on_log: Option<OnLog>,
     /// Set when wf ended this session itself (an unattributable oversized
     /// message): why, for the calls that were waiting.
     pub broken: crate::frames::Broken,
     /// HTTP: the requests whose reply stream was cut for size.
     pub cut: crate::http::CutForSize,
     on_resource_updated: Option<OnResourceUpdated>,
+    /// The calls in flight on this session, for requests the upstream sends back.
+    pub callers: Callers,
+    /// For log lines.
+    source: String,
 }
 
 impl McpClient {
@@ -34,13 +51,22 @@ impl McpClient {
         Self {
             progress: ProgressDispatcher::new(),
             on_list_changed,
+            on_log: None,
             broken: Default::default(),
             cut: Default::default(),
             on_resource_updated: None,
+            callers: Callers::default(),
+            source: String::new(),
         }
     }
     pub fn with_resource_updates(mut self, f: Option<OnResourceUpdated>) -> Self {
         self.on_resource_updated = f;
+        self
+    }
+    /// Log messages outside calls go to `on_log`; `source` names them in wf's log.
+    pub fn with_log(mut self, source: &str, on_log: Option<OnLog>) -> Self {
+        self.source = source.to_string();
+        self.on_log = on_log;
         self
     }
     fn list_changed(&self) {
@@ -48,14 +74,133 @@ impl McpClient {
             f();
         }
     }
+
+    /// Sends an upstream's request to the caller of the call it belongs to
+    /// and returns the caller's answer (or the error the upstream gets).
+    async fn ask<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        request: CallerRequest,
+        context: &RequestContext<RoleClient>,
+    ) -> Result<T, McpError> {
+        let origin = callers::origin(&context.extensions);
+        let ctx = self.callers.route(origin.as_ref()).map_err(|why| {
+            if self.callers.is_empty() {
+                tracing::info!(source = %self.source, method, "upstream request refused: {why}");
+            } else {
+                tracing::warn!(source = %self.source, method, "upstream request refused: {why}");
+            }
+            McpError::internal_error(format!("wf cannot route {method} to a client: {why}"), None)
+        })?;
+        let answer = ctx
+            .ask(&request)
+            .await
+            .map_err(|e| upstream_error(method, e))?;
+        serde_json::from_value(answer).map_err(|e| {
+            McpError::internal_error(format!("the client's answer to {method}: {e}"), None)
+        })
+    }
+}
+
+/// The JSON-RPC error an upstream gets when its request could not be
+/// answered: the client's own error as it was, `method not found` when the
+/// client cannot be asked that (the error a direct client without the
+/// capability gives).
+fn upstream_error(method: &str, e: PluginError) -> McpError {
+    if let Some(mcp) = e
+        .data
+        .as_ref()
+        .and_then(|d| d.get("mcp_error"))
+        .and_then(|m| serde_json::from_value::<McpError>(m.clone()).ok())
+    {
+        return mcp;
+    }
+    match e.code {
+        ErrorCode::Unsupported => McpError::new(McpCode::METHOD_NOT_FOUND, e.message, None),
+        _ => McpError::internal_error(format!("{method}: {}", e.message), None),
+    }
+}
+
+/// What wf can route to its clients: the capabilities it declares upstream.
+/// Whether a particular client has them is checked per request.
+fn routed_capabilities() -> ClientCapabilities {
+    serde_json::from_value(json!({
+        "elicitation": {"form": {}, "url": {}},
+        "sampling": {"tools": {}},
+        "roots": {},
+    }))
+    .unwrap_or_default()
 }
 
 impl ClientHandler for McpClient {
     fn get_info(&self) -> ClientConfig {
         let mut info = ClientConfig::default();
-        info.capabilities = ClientCapabilities::default();
+        info.capabilities = routed_capabilities();
         info.client_info = Implementation::new("wf", env!("CARGO_PKG_VERSION"));
         info
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let params = serde_json::to_value(request).unwrap_or(Value::Null);
+        self.ask(
+            "elicitation/create",
+            CallerRequest::Elicit { params },
+            &context,
+        )
+        .await
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        let params = serde_json::to_value(params).unwrap_or(Value::Null);
+        self.ask(
+            "sampling/createMessage",
+            CallerRequest::Sample { params },
+            &context,
+        )
+        .await
+    }
+
+    async fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        self.ask("roots/list", CallerRequest::ListRoots, &context)
+            .await
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        context: NotificationContext<RoleClient>,
+    ) {
+        let level = serde_json::to_value(params.level)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "info".into());
+        let origin = callers::origin(&context.extensions);
+        match self.callers.route(origin.as_ref()) {
+            Ok(ctx) => {
+                let _ = ctx.log(&level, params.logger.as_deref(), params.data).await;
+            }
+            Err(_) if self.callers.is_empty() => {
+                if let Some(f) = &self.on_log {
+                    f(level, params.logger, params.data);
+                }
+            }
+            // Several callers and nothing says whose it is: sending it to
+            // any of them could leak another client's data.
+            Err(why) => {
+                tracing::debug!(source = %self.source, "upstream log message not forwarded: {why}")
+            }
+        }
     }
 
     async fn on_progress(
@@ -86,5 +231,32 @@ impl ClientHandler for McpClient {
         if let Some(f) = &self.on_resource_updated {
             f(params.uri);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wf_declares_what_it_routes() {
+        let caps = routed_capabilities();
+        let e = caps.elicitation.expect("elicitation");
+        assert!(e.form.is_some() && e.url.is_some());
+        assert!(caps.sampling.and_then(|s| s.tools).is_some());
+        assert!(caps.roots.is_some());
+    }
+
+    #[test]
+    fn a_client_without_the_capability_means_method_not_found_upstream() {
+        let e = upstream_error("roots/list", PluginError::unsupported("no roots"));
+        assert_eq!(e.code, McpCode::METHOD_NOT_FOUND);
+        let own = McpError::invalid_params("bad form", None);
+        let e = upstream_error(
+            "elicitation/create",
+            PluginError::failed("x").with_data(json!({"mcp_error": own})),
+        );
+        assert_eq!(e.code, McpCode::INVALID_PARAMS);
+        assert_eq!(e.message, "bad form");
     }
 }

@@ -6,6 +6,7 @@
 //! Playwright keep their state across calls. Both open sessions through the
 //! one [`opener`].
 
+mod callers;
 mod client;
 pub mod config;
 mod discovery;
@@ -37,6 +38,7 @@ pub struct McpSource {
     name: String,
     config: Arc<McpConfig>,
     on_list_changed: client::OnListChanged,
+    on_log: client::OnLog,
     /// The shared persistent runtime every call uses by default.
     runtime: Arc<Runtime>,
     /// Run-scoped leases: each its own upstream session, closed when released.
@@ -73,18 +75,29 @@ impl Plugin for McpPlugin {
                 uri,
             })
         });
+        let (host, name) = (self.host.clone(), spec.name.clone());
+        let on_log: client::OnLog = Arc::new(move |level, logger, data| {
+            host.emit(&Event::Log {
+                source: name.clone(),
+                level,
+                logger,
+                data,
+            })
+        });
         let runtime = Arc::new(
             Runtime::new(
                 spec.name.clone(),
                 config.clone(),
                 Some(on_list_changed.clone()),
             )
-            .with_resource_updates(on_resource_updated),
+            .with_resource_updates(on_resource_updated)
+            .with_on_log(on_log.clone()),
         );
         Ok(McpSource {
             name: spec.name,
             config,
             on_list_changed,
+            on_log,
             runtime,
             leases: Mutex::new(HashMap::new()),
             next_lease: AtomicU64::new(1),
@@ -189,11 +202,14 @@ impl Source for McpSource {
 
     async fn open_lease(&self) -> Result<SessionInfo, PluginError> {
         let id = format!("lease-{}", self.next_lease.fetch_add(1, Ordering::Relaxed));
-        let rt = Arc::new(Runtime::new(
-            format!("{}#{id}", self.name),
-            self.config.clone(),
-            Some(self.on_list_changed.clone()),
-        ));
+        let rt = Arc::new(
+            Runtime::new(
+                format!("{}#{id}", self.name),
+                self.config.clone(),
+                Some(self.on_list_changed.clone()),
+            )
+            .with_on_log(self.on_log.clone()),
+        );
         let epoch = rt.open_session().await?;
         self.leases.lock().unwrap().insert(id.clone(), rt);
         Ok(SessionInfo {

@@ -21,7 +21,7 @@ use wf_plugin_api::{
     Resource, ResourceTemplate,
 };
 
-use crate::client::{McpClient, OnListChanged, OnResourceUpdated};
+use crate::client::{McpClient, OnListChanged, OnLog, OnResourceUpdated};
 use crate::config::McpConfig;
 use crate::opener::{Session, open};
 use crate::pages::{ListError, all_pages};
@@ -40,6 +40,7 @@ pub struct Runtime {
     source: String,
     config: Arc<McpConfig>,
     on_list_changed: Option<OnListChanged>,
+    on_log: Option<OnLog>,
     live: Mutex<Option<Live>>,
     epoch: AtomicU64,
     in_flight: AtomicUsize,
@@ -154,6 +155,7 @@ impl Runtime {
             source,
             config,
             on_list_changed,
+            on_log: None,
             live: Mutex::new(None),
             epoch: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
@@ -167,6 +169,12 @@ impl Runtime {
     /// Where upstream `notifications/resources/updated` go.
     pub fn with_resource_updates(mut self, f: OnResourceUpdated) -> Self {
         self.on_resource_updated = Some(f);
+        self
+    }
+
+    /// Upstream log messages outside calls go to `on_log`.
+    pub fn with_on_log(mut self, on_log: OnLog) -> Self {
+        self.on_log = Some(on_log);
         self
     }
 
@@ -198,7 +206,8 @@ impl Runtime {
             drop(dead.session);
         }
         let client = McpClient::new(self.on_list_changed.clone())
-            .with_resource_updates(self.on_resource_updated.clone());
+            .with_resource_updates(self.on_resource_updated.clone())
+            .with_log(&self.source, self.on_log.clone());
         let session = open(&self.source, &self.config, client.clone())
             .await
             .inspect_err(|e| self.note_error(e))?;
@@ -304,6 +313,8 @@ impl Runtime {
         let expect = ctx.and_then(|c| c.scope().expect_epoch);
         let (peer, client, epoch) = self.peer(expect).await?;
         let _in_flight = InFlight::new(&self.in_flight);
+        // The call's caller answers what the upstream asks back meanwhile.
+        let caller = ctx.map(|c| client.callers.register(c));
         let handle = peer
             .send_request_with_option(request, self.options())
             .await
@@ -313,6 +324,9 @@ impl Runtime {
             .subscribe(handle.progress_token.clone())
             .await;
         let handle_id = handle.id.clone();
+        if let Some(c) = &caller {
+            c.set_id(handle_id.clone());
+        }
         let mut guard = CancelOnDrop {
             peer: peer.clone(),
             id: Some(handle.id.clone()),

@@ -13,7 +13,12 @@
 //! much of `--stderr-bomb BYTES` — that many bytes of stderr without a
 //! newline, written in the background while it serves — is out).
 //!
-//! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N] [--probes] [--stderr-bomb BYTES]
+//! With `--asks`, tools that ask the client back mid-call: `ask` (`kind`:
+//! `elicit`, `url`, `sample` or `roots`, after the file `until` exists if
+//! given) records `{"event":"asked","kind":..,"ok":..,"answer"|"error":..}` and
+//! returns the answer; `log` sends a `notifications/message` during the call.
+//!
+//! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N] [--probes] [--asks] [--stderr-bomb BYTES]
 //! [--events PATH]`: stdio by default. With `--events`, it appends one JSON line per event a
 //! test must observe from outside: `{"event":"call","tool":"slow","request_id":..}` when a
 //! slow call starts, `{"event":"cancelled","request_id":..,"reason":..}` when a
@@ -97,6 +102,51 @@ struct Fixture {
     probes: bool,
     /// Resource URIs the client subscribed to.
     subscribed: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Whether the tools that ask the client back are listed and served.
+    asks: bool,
+}
+
+/// The request `ask` sends its client for `kind`.
+fn ask_request(kind: &str) -> Value {
+    match kind {
+        "elicit" => json!({"method": "elicitation/create", "params": {
+            "message": "fixture asks your name",
+            "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+        }}),
+        "url" => json!({"method": "elicitation/create", "params": {
+            "mode": "url", "message": "open this", "url": "https://example.com/fixture", "elicitationId": "fx-1",
+        }}),
+        "sample" => json!({"method": "sampling/createMessage", "params": {
+            "messages": [{"role": "user", "content": {"type": "text", "text": "fixture prompt"}}],
+            "maxTokens": 10,
+        }}),
+        _ => json!({"method": "roots/list"}),
+    }
+}
+
+/// Sends `kind`'s request to the client; records and returns what came back.
+async fn ask(context: &RequestContext<RoleServer>, kind: &str, until: Option<PathBuf>) -> Value {
+    record(json!({"event": "call", "tool": "ask", "kind": kind, "request_id": json!(context.id)}));
+    if let Some(path) = until {
+        while !path.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let request: ServerRequest = serde_json::from_value(ask_request(kind)).expect("request");
+    let out = match context.peer.send_request(request).await {
+        Ok(answer) => json!({"ok": true, "answer": answer}),
+        Err(rmcp::service::ServiceError::McpError(e)) => {
+            json!({"ok": false, "error": {"code": e.code.0, "message": e.message}})
+        }
+        Err(e) => json!({"ok": false, "error": {"message": e.to_string()}}),
+    };
+    let mut event = json!({"event": "asked", "kind": kind});
+    event
+        .as_object_mut()
+        .unwrap()
+        .extend(out.as_object().unwrap().clone());
+    record(event);
+    out
 }
 
 fn tool(name: &str, description: &str, schema: Value) -> Tool {
@@ -123,12 +173,14 @@ fn int_arg(args: &Option<JsonObject>, key: &str, default: i64) -> i64 {
 
 impl ServerHandler for Fixture {
     fn get_info(&self) -> ServerConfig {
+        #[allow(deprecated)] // logging: 2025-11-25 clients still have it
         let caps = ServerCapabilities::builder()
             .enable_tools()
             .enable_prompts()
             .enable_resources()
             .enable_resources_subscribe()
             .enable_completions()
+            .enable_logging()
             .build();
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("wf-fixture-upstream", "0.0.0"))
@@ -174,6 +226,26 @@ impl ServerHandler for Fixture {
             ),
             tool("pid", "The server's process id", obj(json!({}), &[])),
         ];
+        if self.asks {
+            tools.extend([
+                tool(
+                    "ask",
+                    "Asks the client (elicit, url, sample or roots) after the file `until` exists",
+                    obj(
+                        json!({"kind": {"type": "string"}, "until": {"type": "string"}}),
+                        &["kind"],
+                    ),
+                ),
+                tool(
+                    "log",
+                    "Sends a log message at `level` during the call",
+                    obj(
+                        json!({"level": {"type": "string"}, "text": {"type": "string"}}),
+                        &["text"],
+                    ),
+                ),
+            ]);
+        }
         if !self.probes {
             return Ok(ListToolsResult::with_all_items(tools));
         }
@@ -284,6 +356,34 @@ impl ServerHandler for Fixture {
                     }
                 }
                 structured(json!({"steps": steps}))
+            }
+            "ask" | "log" if !self.asks => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {} (start with --asks)", request.name),
+                    None,
+                ));
+            }
+            "ask" => {
+                let arg = |k: &str| {
+                    args.as_ref()
+                        .and_then(|a| a.get(k))
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                };
+                let kind = arg("kind").unwrap_or_default();
+                structured(ask(&context, &kind, arg("until").map(PathBuf::from)).await)
+            }
+            "log" => {
+                let arg = |k: &str| args.as_ref().and_then(|a| a.get(k)).cloned();
+                let level = arg("level").unwrap_or(json!("info"));
+                let text = arg("text").unwrap_or(json!(""));
+                let note: ServerNotification = serde_json::from_value(json!({
+                    "method": "notifications/message",
+                    "params": {"level": level, "logger": "fixture", "data": text},
+                }))
+                .expect("notification");
+                let _ = context.peer.send_notification(note).await;
+                structured(json!({"logged": true}))
             }
             "crash" => std::process::exit(3),
             "pid" => structured(json!({"pid": std::process::id()})),
@@ -450,11 +550,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .cloned()
     };
     let probes = args.iter().any(|a| a == "--probes");
+    let asks = args.iter().any(|a| a == "--asks");
     if let Some(bytes) = flag("--stderr-bomb") {
         stderr_bomb(bytes.parse()?);
     }
     let fixture = move || Fixture {
         probes,
+        asks,
         ..Fixture::default()
     };
     if let Some(path) = flag("--events") {

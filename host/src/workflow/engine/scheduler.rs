@@ -220,8 +220,9 @@ impl<'r> Scheduler<'r> {
             node.timeout_ms.map(Duration::from_millis),
             node.retry.clone(),
         );
+        let asks = no_one_to_ask(&node.id);
         self.tasks.push(Box::pin(run_node(
-            i, handle, name, args, scope, timeout, retry,
+            i, handle, name, args, scope, timeout, retry, asks,
         )));
         true
     }
