@@ -66,6 +66,8 @@ pub struct App {
     versions: tokio::sync::watch::Receiver<u64>,
     /// What the MCP front holds open right now.
     pub front: Arc<FrontStats>,
+    /// Per-principal and per-client upstream sessions, and session handles.
+    pub sessions: Arc<crate::sources::sessions::SessionTable>,
 }
 
 /// Live counts of what the MCP front holds open, for the admin `status` tool.
@@ -165,6 +167,7 @@ impl App {
             live: Mutex::new(None),
             versions,
             front: Arc::default(),
+            sessions: crate::sources::sessions::SessionTable::new(),
         });
 
         let timeout = Duration::from_millis(app.config.config.server.discovery_timeout_ms);

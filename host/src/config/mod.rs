@@ -234,9 +234,29 @@ pub struct SourceConfig {
     pub kind: String,
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Whose upstream session a call uses (see `sources::sessions`); unset:
+    /// `client` for `mcp` sources served over HTTP, else `shared`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionScope>,
+    /// Closes a per-principal or per-client session unused this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_idle_ms: Option<u64>,
+    /// Most per-principal or per-client sessions open at once on this source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_sessions: Option<usize>,
     /// Everything else is the plugin's business.
     #[serde(flatten)]
     pub settings: Map<String, Value>,
+}
+
+/// A source's session scope: one upstream session for everyone, one per
+/// principal, or one per downstream client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionScope {
+    Shared,
+    Principal,
+    Client,
 }
 
 fn default_kind() -> String {
@@ -326,6 +346,9 @@ impl LoadedConfig {
                 SourceConfig {
                     kind: "mcp".into(),
                     enabled,
+                    session: None,
+                    session_idle_ms: None,
+                    max_sessions: None,
                     settings,
                 },
             );

@@ -16,7 +16,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::Surfaces;
 use super::notify::{self, Follower, ListKind};
+use super::session_route::{self, SESSION_SOURCE};
 use crate::app::App;
+use crate::sources::sessions::SessionUse;
 use crate::sources::{CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
 use crate::surfaces::proxy::page;
@@ -32,6 +34,8 @@ pub struct WfServer {
     /// that session's list-change follower.
     ended: CancellationToken,
     _ends_on_drop: Arc<DropGuard>,
+    /// This connection's identity for sources with `client` session scope.
+    client: Arc<str>,
 }
 
 impl WfServer {
@@ -43,6 +47,7 @@ impl WfServer {
             http,
             _ends_on_drop: Arc::new(ended.clone().drop_guard()),
             ended,
+            client: session_route::new_client_id(http),
         }
     }
 
@@ -67,6 +72,23 @@ impl WfServer {
             .ok_or_else(|| {
                 McpError::internal_error(format!("source {source:?} is not available"), None)
             })
+    }
+
+    /// The per-principal or per-client session a call on `handle` uses.
+    async fn session(
+        &self,
+        handle: &Arc<SourceHandle>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<SessionUse>, McpError> {
+        session_route::session_for(
+            &self.app,
+            handle,
+            self.http,
+            &self.client,
+            &self.ended,
+            context,
+        )
+        .await
     }
 
     fn page_size(&self) -> usize {
@@ -119,9 +141,13 @@ fn source_error(e: SourceError) -> McpError {
 /// sent a progress token) and aborting it when the client cancels.
 async fn with_progress_and_cancel<T>(
     context: &RequestContext<RoleServer>,
+    session: Option<&SessionUse>,
     call: impl AsyncFnOnce(CallCtx) -> Result<T, SourceError>,
 ) -> Result<T, McpError> {
-    let info = json!({"meta": context.meta});
+    let mut info = json!({"meta": context.meta});
+    if let Some(s) = session {
+        s.annotate(&mut info);
+    }
     let token = context.meta.get_progress_token();
     let (ctx, mut progress) = CallCtx::new().with_info(info).with_progress();
     let peer = context.peer.clone();
@@ -259,6 +285,10 @@ impl ServerHandler for WfServer {
         let args = Value::Object(request.arguments.unwrap_or_default());
         if self.app.is_local(&tool.source) {
             let result = match (tool.source.as_str(), &self.surfaces.admin) {
+                (SESSION_SOURCE, _) => {
+                    let principal = session_route::principal(&context);
+                    session_route::call(&self.app, &tool.original, args, &principal).await
+                }
                 (ADMIN_SOURCE, Some(admin)) => {
                     admin
                         .call(&tool.original, args, &self.caller(&context))
@@ -274,8 +304,9 @@ impl ServerHandler for WfServer {
             return Ok(CallToolResponse::Complete(complete(result)?));
         }
         let handle = self.handle(&tool.source)?;
+        let session = self.session(&handle, &context).await?;
         let name = tool.original.clone();
-        let result = with_progress_and_cancel(&context, async |ctx| {
+        let result = with_progress_and_cancel(&context, session.as_ref(), async |ctx| {
             handle.call_tool(&name, args, ctx).await
         })
         .await?;
@@ -313,9 +344,10 @@ impl ServerHandler for WfServer {
             ));
         };
         let handle = self.handle(&prompt.source)?;
+        let session = self.session(&handle, &context).await?;
         let name = prompt.original.clone();
         let args = request.arguments.unwrap_or_default();
-        let result = with_progress_and_cancel(&context, async |ctx| {
+        let result = with_progress_and_cancel(&context, session.as_ref(), async |ctx| {
             handle.get_prompt(&name, args, ctx).await
         })
         .await?;
@@ -361,7 +393,8 @@ impl ServerHandler for WfServer {
             ));
         };
         let handle = self.handle(&route.source)?;
-        let mut result = with_progress_and_cancel(&context, async |ctx| {
+        let session = self.session(&handle, &context).await?;
+        let mut result = with_progress_and_cancel(&context, session.as_ref(), async |ctx| {
             handle.read_resource(&route.uri, ctx).await
         })
         .await?;

@@ -8,6 +8,7 @@ mod http_messages;
 mod jsonrpc;
 mod limits;
 mod notify;
+mod session_route;
 mod sessions;
 mod stdio;
 

@@ -4,6 +4,7 @@
 mod call;
 mod handle;
 mod registry;
+pub mod sessions;
 
 pub use call::CallCtx;
 pub use handle::{SourceError, SourceHandle};

@@ -118,6 +118,9 @@ pub fn desired_sources(
             all.entry(d.name.clone()).or_insert_with(|| SourceConfig {
                 kind: d.kind.clone(),
                 enabled: true,
+                session: None,
+                session_idle_ms: None,
+                max_sessions: None,
                 settings: d.config.as_object().cloned().unwrap_or_default(),
             });
         }
