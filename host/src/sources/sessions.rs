@@ -369,8 +369,10 @@ impl SessionTable {
         slots.len()
     }
 
-    /// The open sessions of `source`, for admin output.
-    pub fn describe(&self, source: &str) -> Vec<Value> {
+    /// The open sessions of `source`, for admin output. `runtime` is the
+    /// source's status; its `lease_sessions` (mcp) give each lease's current
+    /// epoch, else the epoch it opened with is shown.
+    pub fn describe(&self, source: &str, runtime: &Value) -> Vec<Value> {
         let mut rows: Vec<(Instant, Value)> = self
             .slots
             .lock()
@@ -379,12 +381,15 @@ impl SessionTable {
             .filter(|s| s.key.source == source)
             .filter_map(|s| {
                 let o = s.opened.get()?;
+                let live = runtime.pointer(&format!("/lease_sessions/{}", o.lease));
+                let epoch = live.and_then(|l| l.get("epoch")).cloned().unwrap_or(json!(o.epoch));
                 let row = json!({
                     "scope": s.scope,
                     "principal": s.key.principal,
                     "client": s.key.client,
                     "lease": o.lease,
-                    "epoch": o.epoch,
+                    "epoch": epoch,
+                    "connected": live.and_then(|l| l.get("connected")),
                     "age_ms": o.at.elapsed().as_millis() as u64,
                     "idle_ms": s.idle_for().as_millis() as u64,
                     "calls_in_flight": s.in_flight.load(Ordering::Acquire),
