@@ -139,8 +139,11 @@ impl App {
             tracing::warn!(run = %id, "run was interrupted when the host stopped");
         }
         let sources = Arc::new(Sources::new(Some(store.clone())));
+        let desired = desired_sources(configured, &plugins);
+        let sessions = crate::sources::sessions::SessionTable::new();
+        sessions.configure(&desired);
         sources.apply(
-            desired_sources(configured, &plugins),
+            desired,
             &config,
             &plugins,
             &state_dir,
@@ -167,7 +170,7 @@ impl App {
             live: Mutex::new(None),
             versions,
             front: Arc::default(),
-            sessions: crate::sources::sessions::SessionTable::new(),
+            sessions,
         });
 
         let timeout = Duration::from_millis(app.config.config.server.discovery_timeout_ms);
@@ -362,6 +365,7 @@ impl App {
             let plugins = self.plugins.read().unwrap();
             desired_sources(configured, &plugins)
         };
+        self.sessions.configure(&desired);
         let (report, retired) = {
             let plugins = self.plugins.read().unwrap();
             self.sources

@@ -18,7 +18,7 @@ use super::Surfaces;
 use super::notify::{self, Follower, ListKind};
 use super::session_route::{self, SESSION_SOURCE};
 use crate::app::App;
-use crate::sources::sessions::SessionUse;
+use crate::sources::sessions::{SessionCaller, SessionUse, with_caller};
 use crate::sources::{CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
 use crate::surfaces::proxy::page;
@@ -74,21 +74,19 @@ impl WfServer {
             })
     }
 
+    /// Who a call is for, as far as sessions care.
+    fn session_caller(&self, context: &RequestContext<RoleServer>) -> Result<SessionCaller, McpError> {
+        session_route::caller(&self.app, self.http, &self.client, &self.ended, context)
+    }
+
     /// The per-principal or per-client session a call on `handle` uses.
     async fn session(
         &self,
         handle: &Arc<SourceHandle>,
         context: &RequestContext<RoleServer>,
     ) -> Result<Option<SessionUse>, McpError> {
-        session_route::session_for(
-            &self.app,
-            handle,
-            self.http,
-            &self.client,
-            &self.ended,
-            context,
-        )
-        .await
+        let caller = self.session_caller(context)?;
+        session_route::session_for(&self.app, &caller, handle).await
     }
 
     fn page_size(&self) -> usize {
@@ -295,10 +293,10 @@ impl ServerHandler for WfServer {
                         .await
                 }
                 _ => {
-                    self.surfaces
-                        .planner
-                        .call(&tool.source, &tool.original, args)
-                        .await
+                    // Runs and call_capability use the caller's sessions.
+                    let caller = self.session_caller(&context)?;
+                    let planner = &self.surfaces.planner;
+                    with_caller(caller, planner.call(&tool.source, &tool.original, args)).await
                 }
             };
             return Ok(CallToolResponse::Complete(complete(result)?));

@@ -19,9 +19,8 @@ use wf_plugin_api::{CallResult, Catalog, Tool};
 
 use super::limits::Principal;
 use crate::app::App;
-use crate::config::SessionScope;
 use crate::sources::SourceHandle;
-use crate::sources::sessions::{HANDLE_META_KEY, Policy, SessionError, SessionKey, SessionUse};
+use crate::sources::sessions::{SessionCaller, HANDLE_META_KEY, SessionError, SessionUse};
 
 /// The host-local source of the handle tools (projected as `wf_session__*`).
 pub const SESSION_SOURCE: &str = "wf.session";
@@ -51,48 +50,53 @@ fn stateless(context: &RequestContext<RoleServer>) -> bool {
     parts(context).is_some_and(|p| !p.headers.contains_key("mcp-session-id"))
 }
 
-/// The per-principal or per-client session a call on `handle`'s source
-/// uses, or None when the source is `shared`.
-pub async fn session_for(
+/// The caller of a request, for sessions: its principal, and its client —
+/// the handle in `_meta["wf/session"]` (checked against the principal), else
+/// the connection, else (a stateless request) none.
+pub fn caller(
     app: &App,
-    handle: &Arc<SourceHandle>,
     http: bool,
     client: &str,
     ended: &CancellationToken,
     context: &RequestContext<RoleServer>,
-) -> Result<Option<SessionUse>, McpError> {
-    let policy = {
-        let live = app.live_config.lock().unwrap();
-        Policy::resolve(
-            live.config.sources.get(&handle.name),
-            &handle.kind,
-            http,
-        )
-    };
+) -> Result<SessionCaller, McpError> {
     let principal = principal(context);
-    let presented = context.meta.get(HANDLE_META_KEY).and_then(Value::as_str);
-    let (client, gone) = match (policy.scope, presented) {
-        (SessionScope::Shared, _) => return Ok(None),
-        (SessionScope::Principal, _) => (None, None),
-        (SessionScope::Client, Some(secret)) => {
+    let presented = context.meta.get(HANDLE_META_KEY);
+    let (client, gone) = match presented {
+        Some(Value::String(secret)) => {
             let label = app
                 .sessions
                 .check_handle(&principal, secret)
                 .map_err(refusal)?;
             (Some(label), None)
         }
-        (SessionScope::Client, None) if http && stateless(context) => (None, None),
-        (SessionScope::Client, None) => (Some(client.to_string()), Some(ended.clone())),
+        Some(_) => {
+            return Err(McpError::invalid_params(
+                format!("_meta[{HANDLE_META_KEY:?}] must be the string wf_session__open returned"),
+                None,
+            ));
+        }
+        None if http && stateless(context) => (None, None),
+        None => (Some(client.to_string()), Some(ended.clone())),
     };
-    let key = SessionKey {
-        source: handle.name.clone(),
+    Ok(SessionCaller {
         principal,
         client,
-    };
+        gone,
+        http,
+    })
+}
+
+/// The per-principal or per-client session `caller`'s call on `handle`'s
+/// source uses, or None when the source is `shared`.
+pub async fn session_for(
+    app: &App,
+    caller: &SessionCaller,
+    handle: &Arc<SourceHandle>,
+) -> Result<Option<SessionUse>, McpError> {
     app.sessions
-        .acquire(key, policy, handle.clone(), gone)
+        .session_for(caller, handle)
         .await
-        .map(Some)
         .map_err(refusal)
 }
 

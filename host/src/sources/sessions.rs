@@ -24,6 +24,43 @@ use super::call::CallCtx;
 use super::handle::SourceHandle;
 use crate::config::{SessionScope, SourceConfig};
 
+/// Who a call is for, as far as sessions care. Set by the MCP front for the
+/// duration of a call ([`with_caller`]), so host-local tools (the planner's
+/// `call_capability`, workflow runs) use the caller's sessions too.
+#[derive(Debug, Clone)]
+pub struct SessionCaller {
+    pub principal: String,
+    /// The downstream client (a connection's id or a handle's label); None:
+    /// a stateless client without a handle, which uses its principal's session.
+    pub client: Option<String>,
+    /// Cancelled when a connection client goes away (None for handles).
+    pub gone: Option<CancellationToken>,
+    /// Served over HTTP (decides the default scope).
+    pub http: bool,
+}
+
+tokio::task_local! {
+    static CALLER: SessionCaller;
+}
+
+/// Runs `fut` with `caller` as the current caller.
+pub async fn with_caller<F: std::future::Future>(caller: SessionCaller, fut: F) -> F::Output {
+    CALLER.scope(caller, fut).await
+}
+
+/// The caller of the call being served, if any.
+pub fn current_caller() -> Option<SessionCaller> {
+    CALLER.try_with(SessionCaller::clone).ok()
+}
+
+/// The session keys of one source, as configured.
+#[derive(Debug, Clone, Copy, Default)]
+struct Configured {
+    scope: Option<SessionScope>,
+    idle_ms: Option<u64>,
+    max: Option<usize>,
+}
+
 /// Unused sessions are closed after this long unless the source says otherwise.
 pub const DEFAULT_IDLE_MS: u64 = 10 * 60 * 1000;
 /// Per-principal or per-client sessions a source holds at once by default.
@@ -45,22 +82,16 @@ impl Policy {
     /// The source's configured policy; an unset scope is `client` for `mcp`
     /// sources served over HTTP (several people may share the server) and
     /// `shared` otherwise (one desktop client over stdio).
-    pub fn resolve(config: Option<&SourceConfig>, kind: &str, http: bool) -> Self {
+    fn resolve(config: Configured, kind: &str, http: bool) -> Self {
         let default = if http && kind == "mcp" {
             SessionScope::Client
         } else {
             SessionScope::Shared
         };
         Self {
-            scope: config.and_then(|c| c.session).unwrap_or(default),
-            idle: Duration::from_millis(
-                config
-                    .and_then(|c| c.session_idle_ms)
-                    .unwrap_or(DEFAULT_IDLE_MS),
-            ),
-            max: config
-                .and_then(|c| c.max_sessions)
-                .unwrap_or(DEFAULT_MAX_SESSIONS),
+            scope: config.scope.unwrap_or(default),
+            idle: Duration::from_millis(config.idle_ms.unwrap_or(DEFAULT_IDLE_MS)),
+            max: config.max.unwrap_or(DEFAULT_MAX_SESSIONS),
         }
     }
 }
@@ -129,6 +160,9 @@ pub struct SessionUse {
 }
 
 impl SessionUse {
+    pub fn lease(&self) -> &str {
+        &self.lease
+    }
     /// The call info keys for this session: `scope.lease`, and `client`.
     pub fn annotate(&self, info: &mut Value) {
         if let Some(o) = info.as_object_mut() {
@@ -156,6 +190,7 @@ struct HandleEntry {
 /// Every per-principal and per-client session, and the open handles.
 #[derive(Default)]
 pub struct SessionTable {
+    configured: std::sync::RwLock<HashMap<String, Configured>>,
     slots: Mutex<HashMap<SessionKey, Arc<Slot>>>,
     handles: Mutex<HashMap<String, HandleEntry>>,
     next_handle: AtomicU64,
@@ -164,6 +199,54 @@ pub struct SessionTable {
 impl SessionTable {
     pub fn new() -> Arc<Self> {
         Arc::default()
+    }
+
+    /// Takes the sources' session keys (at start and on each reload).
+    pub fn configure(&self, sources: &std::collections::BTreeMap<String, SourceConfig>) {
+        *self.configured.write().unwrap() = sources
+            .iter()
+            .map(|(name, sc)| {
+                let c = Configured {
+                    scope: sc.session,
+                    idle_ms: sc.session_idle_ms,
+                    max: sc.max_sessions,
+                };
+                (name.clone(), c)
+            })
+            .collect();
+    }
+
+    /// The session policy of a source of `kind`.
+    pub fn policy(&self, source: &str, kind: &str, http: bool) -> Policy {
+        let c = self
+            .configured
+            .read()
+            .unwrap()
+            .get(source)
+            .copied()
+            .unwrap_or_default();
+        Policy::resolve(c, kind, http)
+    }
+
+    /// The session `caller`'s call on `handle`'s source uses: None when the
+    /// source is `shared`.
+    pub async fn session_for(
+        self: &Arc<Self>,
+        caller: &SessionCaller,
+        handle: &Arc<SourceHandle>,
+    ) -> Result<Option<SessionUse>, SessionError> {
+        let policy = self.policy(&handle.name, &handle.kind, caller.http);
+        let (client, gone) = match policy.scope {
+            SessionScope::Shared => return Ok(None),
+            SessionScope::Principal => (None, None),
+            SessionScope::Client => (caller.client.clone(), caller.gone.clone()),
+        };
+        let key = SessionKey {
+            source: handle.name.clone(),
+            principal: caller.principal.clone(),
+            client,
+        };
+        self.acquire(key, policy, handle.clone(), gone).await.map(Some)
     }
 
     /// The session for `key` on `handle`'s source, opened if there is none.
