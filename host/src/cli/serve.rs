@@ -8,13 +8,18 @@ use tokio_util::sync::CancellationToken;
 use super::ServeArgs;
 use crate::app::App;
 use crate::config::expand_env;
-use crate::server::{HttpOptions, Surfaces, serve_http, serve_stdio, shutdown_signal};
+use crate::server::principals::named_tokens;
+use crate::server::{HttpOptions, Surfaces, ToolAccess, serve_http, serve_stdio, shutdown_signal};
 
 pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     let app = App::start(&args.common.start_options(log_level)).await?;
-    let surfaces = Surfaces::new(&app);
+    let mut surfaces = Surfaces::new(&app);
     app.watch_config(Duration::from_millis(300));
     let server = &app.config.config.server;
+    let label = app.config.file_label();
+    surfaces.access = std::sync::Arc::new(
+        ToolAccess::from_config(server).map_err(|e| anyhow::anyhow!("{label}: {e}"))?,
+    );
     let http = args.http.clone().or_else(|| server.http.clone());
     let result = match http {
         None => serve_stdio(app.clone(), surfaces.clone()).await,
@@ -39,7 +44,9 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
                     None => None,
                 },
             };
-            let opts = HttpOptions::new(bind, token, server);
+            let named = named_tokens(server, &|k| std::env::var(k).ok())
+                .map_err(|e| anyhow::anyhow!("{label}: {e}"))?;
+            let opts = HttpOptions::new(bind, token, server).with_named_tokens(named);
             let stop = CancellationToken::new();
             let on_signal = stop.clone();
             tokio::spawn(async move {

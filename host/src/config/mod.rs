@@ -4,6 +4,7 @@
 
 mod edit;
 mod env;
+mod principals;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use serde_json::{Map, Value};
 
 pub use edit::{Edit, stage};
 pub use env::expand_env;
+pub use principals::TokenConfig;
 
 /// Default longest projected name: 64 (Claude's limit) minus room for a
 /// client's own prefix such as `mcp__<server>__`.
@@ -65,6 +67,9 @@ pub struct ServerConfig {
     /// `${VAR}` is expanded; `WF_HTTP_TOKEN` in the environment also works.
     #[serde(default)]
     pub http_token: Option<String>,
+    /// HTTP: named principals, each with its own bearer token and tool lists.
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
     /// Extra `Host` header values accepted over HTTP (loopback names always are).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
@@ -156,6 +161,7 @@ impl Default for ServerConfig {
         Self {
             http: None,
             http_token: None,
+            tokens: Vec::new(),
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_name_len: DEFAULT_MAX_NAME_LEN,

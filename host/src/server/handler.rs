@@ -16,6 +16,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::Surfaces;
 use super::notify::{self, Follower, ListKind};
+use super::principals::{principal_of, visible};
 use super::session_route::{self, SESSION_SOURCE};
 use crate::app::App;
 use crate::sources::sessions::{SessionCaller, SessionUse, with_caller};
@@ -142,7 +143,7 @@ async fn with_progress_and_cancel<T>(
     session: Option<&SessionUse>,
     call: impl AsyncFnOnce(CallCtx) -> Result<T, SourceError>,
 ) -> Result<T, McpError> {
-    let mut info = json!({"meta": context.meta});
+    let mut info = json!({"meta": context.meta, "principal": principal_of(context).name()});
     if let Some(s) = session {
         s.annotate(&mut info);
     }
@@ -253,10 +254,16 @@ impl ServerHandler for WfServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let proj = self.app.projection_ready().await;
-        let items: Vec<&wf_plugin_api::Tool> = proj.tools.iter().map(|t| &t.item).collect();
+        let (principal, caller) = (principal_of(&context), self.caller(&context));
+        let items: Vec<&wf_plugin_api::Tool> = proj
+            .tools
+            .iter()
+            .filter(|t| visible(&self.surfaces, &principal, &caller, &t.source, &t.name))
+            .map(|t| &t.item)
+            .collect();
         let (items, next) = paged(&items, &request, self.page_size())?;
         let mut r = ListToolsResult::with_all_items(convert(items)?);
         r.next_cursor = next;
@@ -280,6 +287,11 @@ impl ServerHandler for WfServer {
                 None,
             ));
         };
+        let principal = principal_of(&context);
+        if let Some(refused) = self.surfaces.access.refusal(&principal, &tool.name) {
+            tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
+            return Err(McpError::invalid_params(refused, None));
+        }
         let args = Value::Object(request.arguments.unwrap_or_default());
         if self.app.is_local(&tool.source) {
             let result = match (tool.source.as_str(), &self.surfaces.admin) {

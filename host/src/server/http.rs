@@ -15,7 +15,8 @@ use super::connections::{self, ConnLimits};
 use super::handler::WfServer;
 use super::http_guard::{HttpGuard, check_token, guard};
 use super::http_messages::{Messages, check_messages};
-use super::limits::{PrincipalLimits, limit_per_principal};
+use super::limits::{Principal, PrincipalLimits, limit_per_principal};
+use super::principals::check_tokens;
 use super::sessions::BoundedSessions;
 use crate::app::App;
 use crate::config::ServerConfig;
@@ -24,6 +25,8 @@ use crate::config::ServerConfig;
 pub struct HttpOptions {
     pub bind: SocketAddr,
     pub token: Option<String>,
+    /// `[[server.tokens]]`, expanded: each token names its principal.
+    pub named_tokens: Vec<(Principal, String)>,
     pub allowed_hosts: Vec<String>,
     pub allowed_origins: Vec<String>,
     pub max_request_bytes: usize,
@@ -38,6 +41,7 @@ impl HttpOptions {
         Self {
             bind,
             token,
+            named_tokens: Vec::new(),
             allowed_hosts: server.allowed_hosts.clone(),
             allowed_origins: server.allowed_origins.clone(),
             max_request_bytes: server.max_request_bytes,
@@ -52,22 +56,31 @@ impl HttpOptions {
         }
     }
 
+    pub fn with_named_tokens(mut self, named: Vec<(Principal, String)>) -> Self {
+        self.named_tokens = named;
+        self
+    }
+
+    /// Every accepted token with its principal: `default` for the single
+    /// bearer token, then the named ones.
+    pub fn principals(&self) -> Vec<(Principal, String)> {
+        let default = self.token.iter().map(|t| (Principal::bearer(), t.clone()));
+        default.chain(self.named_tokens.iter().cloned()).collect()
+    }
+
     /// Refuses settings wf must not serve with: a non-loopback bind without
-    /// a token (it would expose every source to the network), a weak token,
-    /// lists that do not parse, a limit of zero.
+    /// a token (it would expose every source to the network), a weak or
+    /// duplicate token, lists that do not parse, a limit of zero.
     pub fn check(&self) -> anyhow::Result<()> {
-        match &self.token {
-            Some(t) => check_token(
-                t,
-                "the HTTP bearer token (WF_HTTP_TOKEN or server.http_token)",
-            )?,
-            None if !self.bind.ip().is_loopback() => anyhow::bail!(
+        let tokens = self.principals();
+        if tokens.is_empty() && !self.bind.ip().is_loopback() {
+            anyhow::bail!(
                 "refusing to serve HTTP on non-loopback address {} without a bearer token: \
-                 set WF_HTTP_TOKEN or server.http_token in the config",
+                 set WF_HTTP_TOKEN, server.http_token or [[server.tokens]] in the config",
                 self.bind
-            ),
-            None => {}
+            );
         }
+        check_tokens(&tokens)?;
         HttpGuard::check_lists(&self.allowed_hosts, &self.allowed_origins)?;
         let c = &self.connections;
         for (name, zero) in [
@@ -159,7 +172,7 @@ pub async fn serve_http(
     );
     let g = Arc::new(HttpGuard::new(
         local,
-        opts.token.clone(),
+        &opts.principals(),
         &opts.allowed_hosts,
         &opts.allowed_origins,
     ));

@@ -1,6 +1,6 @@
 //! HTTP request checks in front of the MCP endpoint: `Host` and `Origin`
 //! against DNS rebinding (403), then the bearer token (401). A request that
-//! passes carries its [`Principal`].
+//! passes carries its [`Principal`]: the one whose token it sent.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -110,9 +110,10 @@ fn is_loopback(host: &str) -> bool {
 
 #[derive(Debug, Clone)]
 pub struct HttpGuard {
-    /// SHA-256 of the bearer token: compared hash to hash, so neither the
-    /// token's bytes nor its length show in the timing.
-    token_hash: Option<[u8; 32]>,
+    /// SHA-256 of each principal's bearer token: compared hash to hash, so
+    /// neither a token's bytes nor its length show in the timing. Empty: no
+    /// token needed (loopback only), every request is `local`.
+    tokens: Vec<([u8; 32], Principal)>,
     hosts: Vec<(String, Option<u16>)>,
     origins: Vec<(String, String, u16)>,
     /// `"null"` is in the allowed origins.
@@ -125,7 +126,7 @@ impl HttpGuard {
     /// reported by [`HttpGuard::check_lists`].
     pub fn new(
         bind: SocketAddr,
-        token: Option<String>,
+        tokens: &[(Principal, String)],
         extra_hosts: &[String],
         extra_origins: &[String],
     ) -> Self {
@@ -135,7 +136,10 @@ impl HttpGuard {
         }
         hosts.extend(extra_hosts.iter().filter_map(|h| parse_host_entry(h)));
         Self {
-            token_hash: token.map(|t| sha256(t.as_bytes())),
+            tokens: tokens
+                .iter()
+                .map(|(p, t)| (sha256(t.as_bytes()), p.clone()))
+                .collect(),
             hosts,
             origins: extra_origins
                 .iter()
@@ -190,22 +194,30 @@ impl HttpGuard {
         is_loopback(&o.1) || self.origins.contains(&o)
     }
 
-    fn token_ok(&self, headers: &HeaderMap) -> bool {
-        let Some(expected) = &self.token_hash else {
-            return true;
-        };
+    /// The principal whose token the request sent; `None` when it sent
+    /// none or a wrong one. Every token is compared (no early exit), so the
+    /// timing does not tell which one matched.
+    fn principal(&self, headers: &HeaderMap) -> Option<Principal> {
+        if self.tokens.is_empty() {
+            return Some(Principal::local());
+        }
         let got = headers
             .get(header::AUTHORIZATION)
             .and_then(|h| h.to_str().ok())
-            .and_then(|h| h.strip_prefix("Bearer "));
-        got.is_some_and(|g| eq_32(&sha256(g.as_bytes()), expected))
+            .and_then(|h| h.strip_prefix("Bearer "))?;
+        let got = sha256(got.as_bytes());
+        let mut found = None;
+        for (hash, p) in &self.tokens {
+            if eq_32(&got, hash) {
+                found = Some(p.clone());
+            }
+        }
+        found
     }
 
-    fn principal(&self) -> Principal {
-        match self.token_hash {
-            Some(_) => Principal::bearer(),
-            None => Principal::local(),
-        }
+    #[cfg(test)]
+    fn token_ok(&self, headers: &HeaderMap) -> bool {
+        self.principal(headers).is_some()
     }
 }
 
@@ -239,15 +251,15 @@ pub async fn guard(
     if !g.origin_ok(headers) {
         return (StatusCode::FORBIDDEN, "forbidden: Origin not allowed\n").into_response();
     }
-    if !g.token_ok(headers) {
+    let Some(principal) = g.principal(headers) else {
         return (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
             "unauthorized: bearer token required\n",
         )
             .into_response();
-    }
-    request.extensions_mut().insert(g.principal());
+    };
+    request.extensions_mut().insert(principal);
     next.run(request).await
 }
 
@@ -268,7 +280,7 @@ mod tests {
     fn host_origin_and_token() {
         let g = HttpGuard::new(
             "127.0.0.1:8080".parse().unwrap(),
-            Some("s3cret-s3cret-s3cret".into()),
+            &[(Principal::bearer(), "s3cret-s3cret-s3cret".into())],
             &["wf.example".into()],
             &["https://app.example".into()],
         );
@@ -307,7 +319,7 @@ mod tests {
     fn hosts_are_parsed_not_matched_as_text() {
         let g = HttpGuard::new(
             "[::1]:8080".parse().unwrap(),
-            None,
+            &[],
             &["wf.example:8443".into(), "fd00::5".into()],
             &[],
         );
@@ -353,7 +365,7 @@ mod tests {
     fn origins_are_parsed_not_matched_as_text() {
         let g = HttpGuard::new(
             "127.0.0.1:8080".parse().unwrap(),
-            None,
+            &[],
             &[],
             &["https://app.example".into(), "http://[fd00::5]:3000".into()],
         );
@@ -388,6 +400,32 @@ mod tests {
         ] {
             assert!(!origin(&g, bad), "{bad:?} should be refused");
         }
+    }
+
+    #[test]
+    fn each_token_is_its_principal() {
+        let g = HttpGuard::new(
+            "127.0.0.1:8080".parse().unwrap(),
+            &[
+                (Principal::named("alice"), "alice-token-0123456789".into()),
+                (Principal::named("bob"), "bob-token-0123456789ab".into()),
+            ],
+            &[],
+            &[],
+        );
+        let bearer = |t: &str| headers(&[(header::AUTHORIZATION, &format!("Bearer {t}"))]);
+        assert_eq!(
+            g.principal(&bearer("alice-token-0123456789")),
+            Some(Principal::named("alice"))
+        );
+        assert_eq!(
+            g.principal(&bearer("bob-token-0123456789ab")),
+            Some(Principal::named("bob"))
+        );
+        assert_eq!(g.principal(&bearer("carol-token-012345678")), None);
+        assert_eq!(g.principal(&headers(&[])), None);
+        let open = HttpGuard::new("127.0.0.1:8080".parse().unwrap(), &[], &[], &[]);
+        assert_eq!(open.principal(&headers(&[])), Some(Principal::local()));
     }
 
     #[test]

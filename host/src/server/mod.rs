@@ -8,6 +8,7 @@ mod http_messages;
 mod jsonrpc;
 mod limits;
 mod notify;
+pub(crate) mod principals;
 mod session_route;
 mod sessions;
 mod stdio;
@@ -15,6 +16,8 @@ mod stdio;
 pub use handler::WfServer;
 pub use http::{HttpOptions, serve_http};
 pub use http_guard::HttpGuard;
+pub use limits::Principal;
+pub use principals::ToolAccess;
 
 use std::sync::Arc;
 
@@ -29,6 +32,8 @@ use crate::surfaces::planner::Planner;
 pub struct Surfaces {
     pub planner: Arc<Planner>,
     pub admin: Option<Arc<Admin>>,
+    /// Which tools each principal may see and call.
+    pub access: Arc<principals::ToolAccess>,
 }
 
 impl Surfaces {
@@ -36,6 +41,7 @@ impl Surfaces {
         Self {
             planner: Planner::new(app.clone()),
             admin: Admin::new(app.clone()),
+            access: Arc::default(),
         }
     }
 }

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wf_plugin_api::{CallResult, Catalog, Tool};
 
-use super::limits::Principal;
+use super::principals::principal_of;
 use crate::app::App;
 use crate::sources::SourceHandle;
 use crate::sources::sessions::{SessionCaller, HANDLE_META_KEY, SessionError, SessionUse};
@@ -39,10 +39,7 @@ fn parts(context: &RequestContext<RoleServer>) -> Option<&http::request::Parts> 
 
 /// Who is calling: the principal the HTTP guard set, `local` over stdio.
 pub fn principal(context: &RequestContext<RoleServer>) -> String {
-    parts(context)
-        .and_then(|p| p.extensions.get::<Principal>())
-        .map(|p| p.name().to_string())
-        .unwrap_or_else(|| Principal::local().name().to_string())
+    principal_of(context).name().to_string()
 }
 
 /// A 2026-07-28 HTTP request: no protocol session to tie state to.

@@ -54,6 +54,11 @@ impl Admin {
         Some(Arc::new(Self { app }))
     }
 
+    /// Whether `caller` may use the admin surface (its tools are listed to it).
+    pub fn permits(&self, caller: &Caller) -> bool {
+        self.refusal(caller).is_none()
+    }
+
     /// Why a caller may not use the admin surface, if it may not.
     fn refusal(&self, caller: &Caller) -> Option<CallResult> {
         let Caller::Http { admin_token } = caller else {

@@ -1,0 +1,267 @@
+//! Principals over HTTP: the tokens that name them (checked at start) and
+//! the tools each one may see and call (`allow_tools` / `deny_tools`).
+
+use std::collections::HashMap;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use rmcp::RoleServer;
+use rmcp::service::RequestContext;
+use sha2::{Digest, Sha256};
+
+use super::Surfaces;
+use super::http_guard::check_token;
+use super::limits::Principal;
+use crate::config::{ServerConfig, expand_env};
+use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
+
+/// Who sent this request: the principal the HTTP guard checked it as, or
+/// `local` (stdio).
+pub fn principal_of(context: &RequestContext<RoleServer>) -> Principal {
+    Principal::of_request(context.extensions.get::<http::request::Parts>())
+}
+
+/// Whether a tool is listed to this caller: its principal's tool lists
+/// allow it, and for admin tools the caller passes the admin access rules
+/// (a client is not shown tools it can never call).
+pub fn visible(
+    surfaces: &Surfaces,
+    principal: &Principal,
+    caller: &Caller,
+    source: &str,
+    name: &str,
+) -> bool {
+    if !surfaces.access.permits(principal, name) {
+        return false;
+    }
+    match (source, &surfaces.admin) {
+        (ADMIN_SOURCE, Some(admin)) => admin.permits(caller),
+        _ => true,
+    }
+}
+
+/// The `[[server.tokens]]` entries with their `${VAR}`s expanded. Names are
+/// checked here; the tokens themselves by [`check_tokens`].
+pub fn named_tokens(
+    server: &ServerConfig,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<Vec<(Principal, String)>> {
+    let mut out = Vec::new();
+    for (i, t) in server.tokens.iter().enumerate() {
+        check_name(&t.name).map_err(|e| anyhow::anyhow!("server.tokens[{i}].name: {e}"))?;
+        let key = format!("server.tokens[{i}].token");
+        let token = expand_env(&serde_json::Value::String(t.token.clone()), &key, lookup)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        out.push((
+            Principal::named(&t.name),
+            token.as_str().unwrap_or_default().to_string(),
+        ));
+    }
+    Ok(out)
+}
+
+fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if !ok {
+        return Err(format!(
+            "{name:?} is not a principal name: use 1-64 letters, digits, '.', '_' or '-'"
+        ));
+    }
+    if name == Principal::LOCAL {
+        return Err(format!(
+            "{name:?} is reserved for stdio and token-less loopback clients"
+        ));
+    }
+    Ok(())
+}
+
+/// Every token obeys the bearer token rules, and no name or token is used
+/// twice (two principals with one token could not be told apart).
+pub fn check_tokens(tokens: &[(Principal, String)]) -> anyhow::Result<()> {
+    let what = |p: &Principal| {
+        if p.name() == Principal::DEFAULT {
+            "the HTTP bearer token (WF_HTTP_TOKEN or server.http_token)".to_string()
+        } else {
+            format!("the token of principal {:?} (server.tokens)", p.name())
+        }
+    };
+    let mut names: HashMap<&str, ()> = HashMap::new();
+    let mut hashes: HashMap<[u8; 32], &Principal> = HashMap::new();
+    for (p, t) in tokens {
+        check_token(t, &what(p))?;
+        if names.insert(p.name(), ()).is_some() {
+            anyhow::bail!(
+                "server.tokens: principal name {:?} is used twice{}",
+                p.name(),
+                if p.name() == Principal::DEFAULT {
+                    " (`default` is the name of server.http_token's principal)"
+                } else {
+                    ""
+                }
+            );
+        }
+        if let Some(other) = hashes.insert(Sha256::digest(t.as_bytes()).into(), p) {
+            anyhow::bail!(
+                "server.tokens: principals {:?} and {:?} have the same token; give each its own",
+                other.name(),
+                p.name()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Which tools a principal may see and call. Principals without lists (and
+/// `local`, `default`) may use every tool.
+#[derive(Debug, Default)]
+pub struct ToolAccess {
+    rules: HashMap<Principal, Rules>,
+}
+
+#[derive(Debug)]
+struct Rules {
+    allow: Option<GlobSet>,
+    deny: GlobSet,
+}
+
+fn glob_set(patterns: &[String], key: &str) -> anyhow::Result<GlobSet> {
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        b.add(Glob::new(p).map_err(|e| anyhow::anyhow!("{key}: {p:?}: {e}"))?);
+    }
+    Ok(b.build()?)
+}
+
+impl ToolAccess {
+    /// Fails on a pattern that is not a glob.
+    pub fn from_config(server: &ServerConfig) -> anyhow::Result<Self> {
+        let mut rules = HashMap::new();
+        for (i, t) in server.tokens.iter().enumerate() {
+            if t.allow_tools.is_none() && t.deny_tools.is_empty() {
+                continue;
+            }
+            let allow = match &t.allow_tools {
+                Some(a) => Some(glob_set(a, &format!("server.tokens[{i}].allow_tools"))?),
+                None => None,
+            };
+            let deny = glob_set(&t.deny_tools, &format!("server.tokens[{i}].deny_tools"))?;
+            rules.insert(Principal::named(&t.name), Rules { allow, deny });
+        }
+        Ok(Self { rules })
+    }
+
+    /// Whether `principal` may see and call the tool the client knows as `tool`.
+    pub fn permits(&self, principal: &Principal, tool: &str) -> bool {
+        match self.rules.get(principal) {
+            None => true,
+            Some(r) => r.allow.as_ref().is_none_or(|a| a.is_match(tool)) && !r.deny.is_match(tool),
+        }
+    }
+
+    /// The error for a call `principal` may not make, if it may not.
+    pub fn refusal(&self, principal: &Principal, tool: &str) -> Option<String> {
+        (!self.permits(principal, tool)).then(|| {
+            format!(
+                "tool {tool:?} is not available to principal {:?} (its allow_tools / deny_tools in [[server.tokens]])",
+                principal.name()
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TokenConfig;
+
+    fn entry(name: &str, token: &str, allow: Option<&[&str]>, deny: &[&str]) -> TokenConfig {
+        TokenConfig {
+            name: name.into(),
+            token: token.into(),
+            allow_tools: allow.map(|a| a.iter().map(|s| s.to_string()).collect()),
+            deny_tools: deny.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn allow_and_deny_globs() {
+        let server = ServerConfig {
+            tokens: vec![
+                entry(
+                    "alice",
+                    "x",
+                    Some(&["wf_std__*", "fix__echo"]),
+                    &["wf_std__sleep"],
+                ),
+                entry("bob", "y", None, &["wf_admin__*"]),
+                entry("carol", "z", None, &[]),
+            ],
+            ..ServerConfig::default()
+        };
+        let a = ToolAccess::from_config(&server).unwrap();
+        let (alice, bob, carol) = (
+            Principal::named("alice"),
+            Principal::named("bob"),
+            Principal::named("carol"),
+        );
+        assert!(a.permits(&alice, "wf_std__echo"));
+        assert!(a.permits(&alice, "fix__echo"));
+        assert!(!a.permits(&alice, "fix__echo2"));
+        assert!(!a.permits(&alice, "wf_std__sleep"));
+        assert!(!a.permits(&bob, "wf_admin__add_source"));
+        assert!(a.permits(&bob, "fix__echo"));
+        assert!(a.permits(&carol, "wf_admin__add_source"));
+        assert!(a.permits(&Principal::local(), "wf_admin__add_source"));
+        assert!(a.refusal(&alice, "fix__echo2").unwrap().contains("alice"));
+        let bad = ServerConfig {
+            tokens: vec![entry("a", "x", Some(&["[unclosed"]), &[])],
+            ..ServerConfig::default()
+        };
+        let e = ToolAccess::from_config(&bad).unwrap_err().to_string();
+        assert!(e.contains("server.tokens[0].allow_tools"), "{e}");
+    }
+
+    #[test]
+    fn names_and_tokens_are_checked() {
+        let t = |n: &str, tok: &str| (Principal::named(n), tok.to_string());
+        assert!(check_tokens(&[t("a", "0123456789abcdef"), t("b", "0123456789abcdeg")]).is_ok());
+        let e = check_tokens(&[t("a", "0123456789abcdef"), t("a", "0123456789abcdeg")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"a\" is used twice"), "{e}");
+        let e = check_tokens(&[t("a", "0123456789abcdef"), t("b", "0123456789abcdef")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("same token"), "{e}");
+        assert!(!e.contains("0123456789abcdef"), "never the token: {e}");
+        let e = check_tokens(&[t("a", "short")]).unwrap_err().to_string();
+        assert!(e.contains("principal \"a\""), "{e}");
+        let e = check_tokens(&[
+            (Principal::bearer(), "0123456789abcdef".into()),
+            t("default", "0123456789abcdeg"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("server.http_token"), "{e}");
+        for bad in ["", "local", "a b", "ä"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        let server = ServerConfig {
+            tokens: vec![entry("alice", "${WF_TEST_ALICE}", None, &[])],
+            ..ServerConfig::default()
+        };
+        let got = named_tokens(&server, &|k| {
+            (k == "WF_TEST_ALICE").then(|| "alice-secret-0123456".to_string())
+        })
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![(Principal::named("alice"), "alice-secret-0123456".into())]
+        );
+        let e = named_tokens(&server, &|_| None).unwrap_err().to_string();
+        assert!(e.contains("WF_TEST_ALICE"), "{e}");
+    }
+}
