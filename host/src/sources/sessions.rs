@@ -519,3 +519,56 @@ async fn open_lease(handle: &SourceHandle) -> Result<Opened, String> {
         at: Instant::now(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_scope_is_client_for_mcp_over_http_only() {
+        let unset = Configured::default();
+        let scope = |kind, http| Policy::resolve(unset, kind, http).scope;
+        assert_eq!(scope("mcp", true), SessionScope::Client);
+        assert_eq!(scope("mcp", false), SessionScope::Shared);
+        assert_eq!(scope("std", true), SessionScope::Shared);
+        let set = Configured {
+            scope: Some(SessionScope::Principal),
+            idle_ms: Some(5),
+            max: Some(2),
+        };
+        let p = Policy::resolve(set, "mcp", false);
+        assert_eq!(
+            (p.scope, p.idle, p.max),
+            (SessionScope::Principal, Duration::from_millis(5), 2)
+        );
+    }
+
+    #[test]
+    fn a_handle_is_bound_to_its_principal() {
+        let t = SessionTable::new();
+        let (secret, label) = t.open_handle("alice").unwrap();
+        assert!(secret.starts_with("wfs_") && secret.len() > 30);
+        assert_eq!(t.check_handle("alice", &secret).unwrap(), label);
+        assert!(matches!(
+            t.check_handle("bob", &secret),
+            Err(SessionError::OtherPrincipal)
+        ));
+        assert!(matches!(
+            t.check_handle("alice", "wfs_guess"),
+            Err(SessionError::UnknownHandle)
+        ));
+    }
+
+    #[test]
+    fn session_keys_parse_from_a_source_table() {
+        let sc: SourceConfig = toml::from_str(
+            "command = \"x\"\nsession = \"principal\"\nsession_idle_ms = 1000\nmax_sessions = 3\n",
+        )
+        .unwrap();
+        assert_eq!(sc.session, Some(SessionScope::Principal));
+        assert_eq!((sc.session_idle_ms, sc.max_sessions), (Some(1000), Some(3)));
+        // Host-owned: never passed to the plugin as settings.
+        assert_eq!(sc.settings.keys().collect::<Vec<_>>(), ["command"]);
+        assert!(toml::from_str::<SourceConfig>("session = \"everyone\"").is_err());
+    }
+}
