@@ -62,8 +62,8 @@ pub use author::{CallContext, Host, Plugin, Source};
 pub use error::{ErrorCode, PluginError};
 pub use types::{
     CallResult, CallScope, Catalog, DefaultSource, Event, GetPromptResult, Manifest, NodeSpec,
-    Prompt, PromptArgument, ReadResourceResult, Resource, ResourceTemplate, STATE_LOST,
-    SessionInfo, SourceSpec, Tool,
+    Prompt, PromptArgument, ReadResourceResult, Resource, ResourceTemplate, SESSION_EPOCH_META,
+    STATE_LOST, SessionInfo, SourceSpec, Tool,
 };
 /// The source protocol: what crosses the ABI as JSON. Hosts and the test
 /// harness send these; a plugin only implements [`Source`].

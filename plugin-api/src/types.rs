@@ -596,6 +596,12 @@ pub struct SessionInfo {
 /// (code [`crate::ErrorCode::StateLost`] since 1.2; `upstream` before).
 pub const STATE_LOST: &str = "upstream session restarted; state lost";
 
+/// Since 1.2: the `_meta` key of a [`CallResult`] under which a source with
+/// sessions may report the epoch of the session the call ran on. The host
+/// takes it out and tells a proxy client whose session restarted since its
+/// previous call (the key is back, with the new epoch, in that result).
+pub const SESSION_EPOCH_META: &str = "wf/sessionEpoch";
+
 /// Something a plugin tells the host outside of a call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]

@@ -63,6 +63,10 @@ args = [] # no arguments yet (keep me)
 # a source that will be removed
 [sources.old]
 command = "{fixture_upstream_bin}"
+
+# the admin tools may add command sources (keep me)
+[admin]
+allow_process_sources = true
 """
 
 
@@ -172,7 +176,7 @@ async def test_admin_staged_edits_round_trip_the_toml_file(wf: Wf, fixture_upstr
 
 async def test_admin_staged_edit_without_a_config_file_is_refused(wf: Wf) -> None:
     async with wf.stdio_client("auto") as c:
-        failed, value = await admin_outcome(c, "add_source", {"name": "x", "config": {"command": "true"}})
+        failed, value = await admin_outcome(c, "add_source", {"name": "x", "config": {"url": "http://127.0.0.1:1/mcp"}})
     assert failed
     assert "without --config" in value["error"], value
 

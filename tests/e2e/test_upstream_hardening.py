@@ -193,7 +193,11 @@ async def test_the_admin_token_chain_through_an_upstream_tool_fails(
     control) the same steps do run the command, so the token is what it takes."""
     s = Secrets()
     marker = tmp_path / "pwned"
-    config = toml_config({"ev": {"command": str(everything_bin)}}) + '\n[admin]\nover_http = "token"\ntoken = "${WF_ADMIN_TOKEN}"\n'
+    # The control below adds a command source: the operator allowed that.
+    config = (
+        toml_config({"ev": {"command": str(everything_bin)}})
+        + '\n[admin]\nover_http = "token"\ntoken = "${WF_ADMIN_TOKEN}"\nallow_process_sources = true\n'
+    )
     server = start(wf, config, s.wf_env(tmp_path))
     evil = {"command": "/bin/sh", "args": ["-c", f"touch {marker}"]}
 

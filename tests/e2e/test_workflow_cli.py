@@ -63,12 +63,14 @@ def test_run_greet_prints_progress_and_outputs(wf: Wf) -> None:
     assert [(r["id"], r["status"], r["workflow"]) for r in runs] == [(out["run_id"], "succeeded", "greet")]
     assert runs[0]["origin"] == {"kind": "file", "path": str(GREET)}
     assert runs[0]["inputs"] == {"name": "Ada"} and runs[0]["outputs"] == out["outputs"]
+    # A run from the command line is the operator's: principal `local`.
+    assert runs[0]["principal"] == "local"
 
     table = wf.run("runs", "--state-dir", str(wf.state_dir))
     assert table.returncode == 0, table.stderr
     header, *rows = table.stdout.splitlines()
-    assert header.split() == ["run", "status", "workflow", "ms", "error"]
-    assert len(rows) == 1 and rows[0].split()[:3] == [out["run_id"], "succeeded", "greet"]
+    assert header.split() == ["run", "status", "workflow", "principal", "ms", "error"]
+    assert len(rows) == 1 and rows[0].split()[:4] == [out["run_id"], "succeeded", "greet", "local"]
 
 
 def test_input_values_are_json_when_they_parse(wf: Wf) -> None:

@@ -63,7 +63,13 @@ pub async fn run(args: RunArgs, log_level: &str) -> anyhow::Result<i32> {
         path: args.file.display().to_string(),
     };
     let result = engine
-        .start(wf, Value::Object(inputs), origin, Some(progress))
+        .start(
+            wf,
+            Value::Object(inputs),
+            origin,
+            crate::server::Principal::LOCAL,
+            Some(progress),
+        )
         .await;
     let code = match result {
         Err(StartError::Invalid(problems)) => {
@@ -110,8 +116,8 @@ pub fn runs(args: RunsArgs, log_level: &str) -> anyhow::Result<i32> {
         return Ok(0);
     }
     println!(
-        "{:<28} {:<12} {:<24} {:>10}  error",
-        "run", "status", "workflow", "ms"
+        "{:<28} {:<12} {:<24} {:<12} {:>10}  error",
+        "run", "status", "workflow", "principal", "ms"
     );
     for r in runs {
         let ms = r
@@ -119,10 +125,11 @@ pub fn runs(args: RunsArgs, log_level: &str) -> anyhow::Result<i32> {
             .map(|f| (f - r.started_at).to_string())
             .unwrap_or_else(|| "-".into());
         println!(
-            "{:<28} {:<12} {:<24} {:>10}  {}",
+            "{:<28} {:<12} {:<24} {:<12} {:>10}  {}",
             r.id,
             r.status,
             r.workflow,
+            r.principal.as_deref().unwrap_or("-"),
             ms,
             r.error.unwrap_or_default()
         );

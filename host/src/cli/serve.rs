@@ -9,7 +9,9 @@ use super::ServeArgs;
 use crate::app::App;
 use crate::config::expand_env;
 use crate::server::principals::named_tokens;
-use crate::server::{HttpOptions, Surfaces, ToolAccess, serve_http, serve_stdio, shutdown_signal};
+use crate::server::{
+    HttpOptions, Isolation, Surfaces, ToolAccess, serve_http, serve_stdio, shutdown_signal,
+};
 
 pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     let app = App::start(&args.common.start_options(log_level)).await?;
@@ -17,9 +19,9 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     app.watch_config(Duration::from_millis(300));
     let server = &app.config.config.server;
     let label = app.config.file_label();
-    surfaces.access = std::sync::Arc::new(
+    surfaces.isolation = std::sync::Arc::new(Isolation::new(
         ToolAccess::from_config(server).map_err(|e| anyhow::anyhow!("{label}: {e}"))?,
-    );
+    ));
     let http = args.http.clone().or_else(|| server.http.clone());
     let result = match http {
         None => serve_stdio(app.clone(), surfaces.clone()).await,

@@ -195,6 +195,10 @@ pub struct AdminConfig {
     /// The admin token (`${VAR}` allowed).
     #[serde(default)]
     pub token: Option<String>,
+    /// Whether admin tools may write a source that starts a program or
+    /// carries credentials (`command`, `env`, `headers`, `${VAR}`, ...).
+    #[serde(default)]
+    pub allow_process_sources: bool,
 }
 
 impl Default for AdminConfig {
@@ -203,6 +207,7 @@ impl Default for AdminConfig {
             enabled: true,
             over_http: None,
             token: None,
+            allow_process_sources: false,
         }
     }
 }

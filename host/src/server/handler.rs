@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use wf_plugin_api::ErrorCode;
 
 use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::Instrument;
 
 use super::Surfaces;
 use super::notify::{self, Follower, ListKind};
@@ -62,7 +63,10 @@ impl WfServer {
             .and_then(|p| p.headers.get("x-wf-admin-token"))
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        Caller::Http { admin_token: token }
+        Caller::Http {
+            admin_token: token,
+            principal: principal_of(context),
+        }
     }
 
     fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, McpError> {
@@ -143,10 +147,13 @@ async fn with_progress_and_cancel<T>(
     session: Option<&SessionUse>,
     call: impl AsyncFnOnce(CallCtx) -> Result<T, SourceError>,
 ) -> Result<T, McpError> {
-    let mut info = json!({"meta": context.meta, "principal": principal_of(context).name()});
+    let principal = principal_of(context);
+    let mut info = json!({"meta": context.meta, "principal": principal.name()});
     if let Some(s) = session {
         s.annotate(&mut info);
     }
+    // Whatever wf logs about this call names who made it.
+    let span = tracing::info_span!("call", principal = principal.name());
     let token = context.meta.get_progress_token();
     let (ctx, mut progress) = CallCtx::new().with_info(info).with_progress();
     let peer = context.peer.clone();
@@ -165,7 +172,8 @@ async fn with_progress_and_cancel<T>(
             r = call(ctx) => r.map_err(source_error),
             _ = context.ct.cancelled() => Err(McpError::internal_error("cancelled by the client", None)),
         }
-    };
+    }
+    .instrument(span);
     // `forward` ends when the call's context (and its sender) is dropped.
     let (result, ()) = tokio::join!(work, forward);
     result
@@ -288,7 +296,12 @@ impl ServerHandler for WfServer {
             ));
         };
         let principal = principal_of(&context);
-        if let Some(refused) = self.surfaces.access.refusal(&principal, &tool.name) {
+        if let Some(refused) = self
+            .surfaces
+            .isolation
+            .access
+            .refusal(&principal, &tool.name)
+        {
             tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
             return Err(McpError::invalid_params(refused, None));
         }
@@ -308,7 +321,8 @@ impl ServerHandler for WfServer {
                     // Runs and call_capability use the caller's sessions.
                     let caller = self.session_caller(&context)?;
                     let planner = &self.surfaces.planner;
-                    with_caller(caller, planner.call(&tool.source, &tool.original, args)).await
+                    let call = planner.call(&tool.source, &tool.original, args, principal.name());
+                    with_caller(caller, call).await
                 }
             };
             return Ok(CallToolResponse::Complete(complete(result)?));
@@ -320,6 +334,9 @@ impl ServerHandler for WfServer {
             handle.call_tool(&name, args, ctx).await
         })
         .await?;
+        let result = (self.surfaces.isolation.epochs)
+            .check(&context, &tool.source, result)
+            .await;
         let reference = format!("{}.{}", tool.source, tool.original);
         let result = crate::surfaces::proxy::check_output(&reference, &tool.item, result);
         Ok(CallToolResponse::Complete(complete(result)?))

@@ -1,10 +1,12 @@
 //! The MCP front: one rmcp server handler over stdio or streamable HTTP.
 
 mod connections;
+mod epochs;
 mod handler;
 mod http;
 pub(crate) mod http_guard;
 mod http_messages;
+pub(crate) mod isolation;
 mod jsonrpc;
 mod limits;
 mod notify;
@@ -16,6 +18,7 @@ mod stdio;
 pub use handler::WfServer;
 pub use http::{HttpOptions, serve_http};
 pub use http_guard::HttpGuard;
+pub use isolation::Isolation;
 pub use limits::Principal;
 pub use principals::ToolAccess;
 
@@ -32,8 +35,8 @@ use crate::surfaces::planner::Planner;
 pub struct Surfaces {
     pub planner: Arc<Planner>,
     pub admin: Option<Arc<Admin>>,
-    /// Which tools each principal may see and call.
-    pub access: Arc<principals::ToolAccess>,
+    /// Which tools each principal may see and call; epochs clients saw.
+    pub isolation: Arc<isolation::Isolation>,
 }
 
 impl Surfaces {
@@ -41,7 +44,7 @@ impl Surfaces {
         Self {
             planner: Planner::new(app.clone()),
             admin: Admin::new(app.clone()),
-            access: Arc::default(),
+            isolation: Arc::default(),
         }
     }
 }

@@ -30,7 +30,7 @@ pub fn visible(
     source: &str,
     name: &str,
 ) -> bool {
-    if !surfaces.access.permits(principal, name) {
+    if !surfaces.isolation.access.permits(principal, name) {
         return false;
     }
     match (source, &surfaces.admin) {

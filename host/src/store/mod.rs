@@ -114,6 +114,9 @@ pub struct RunRecord {
     pub sessions: Option<Value>,
     pub started_at: i64,
     pub finished_at: Option<i64>,
+    /// Who started the run (a principal's name); `None` for runs recorded
+    /// before wf kept it.
+    pub principal: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -194,6 +197,9 @@ fn migrate(conn: &Connection) -> Result<()> {
     };
     if !has_column("node_runs", "error_code")? {
         conn.execute("ALTER TABLE node_runs ADD COLUMN error_code TEXT", [])?;
+    }
+    if !has_column("runs", "principal")? {
+        conn.execute("ALTER TABLE runs ADD COLUMN principal TEXT", [])?;
     }
     Ok(())
 }
@@ -491,11 +497,12 @@ impl Store {
         workflow: &str,
         origin: &Value,
         inputs: &Value,
+        principal: &str,
     ) -> Result<()> {
         self.with(|db| {
             db.execute(
-                "INSERT INTO runs (id, workflow, origin, status, inputs, started_at, host) VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6)",
-                params![id, workflow, origin.to_string(), inputs.to_string(), now_ms(), self.host],
+                "INSERT INTO runs (id, workflow, origin, status, inputs, started_at, host, principal) VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7)",
+                params![id, workflow, origin.to_string(), inputs.to_string(), now_ms(), self.host, principal],
             )?;
             Ok(())
         })
@@ -566,7 +573,7 @@ impl Store {
         self.with(|db| {
             let run = db
                 .query_row(
-                    "SELECT id, workflow, origin, status, inputs, outputs, error, sessions, started_at, finished_at FROM runs WHERE id = ?1",
+                    "SELECT id, workflow, origin, status, inputs, outputs, error, sessions, started_at, finished_at, principal FROM runs WHERE id = ?1",
                     [id],
                     run_row,
                 )
@@ -599,7 +606,7 @@ impl Store {
     pub fn runs(&self, limit: usize, status: Option<&str>) -> Result<Vec<RunRecord>> {
         self.with(|db| {
             let mut st = db.prepare(
-                "SELECT id, workflow, origin, status, inputs, outputs, error, sessions, started_at, finished_at FROM runs
+                "SELECT id, workflow, origin, status, inputs, outputs, error, sessions, started_at, finished_at, principal FROM runs
                  WHERE (?1 IS NULL OR status = ?1) ORDER BY started_at DESC LIMIT ?2",
             )?;
             let rows = st.query_map(params![status, limit as i64], run_row)?;
@@ -632,6 +639,7 @@ fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         sessions: json(r.get(7)?),
         started_at: r.get(8)?,
         finished_at: r.get(9)?,
+        principal: r.get(10)?,
     })
 }
 
@@ -673,8 +681,14 @@ mod tests {
     #[test]
     fn runs_and_interruption() {
         let s = Store::in_memory().unwrap();
-        s.create_run("r1", "wf", &json!({"draft": "d"}), &json!({"x": 1}))
-            .unwrap();
+        s.create_run(
+            "r1",
+            "wf",
+            &json!({"draft": "d"}),
+            &json!({"x": 1}),
+            "alice",
+        )
+        .unwrap();
         let n = NodeRecord {
             node_id: "a".into(),
             capability: "wf.std.sleep".into(),
@@ -692,7 +706,8 @@ mod tests {
         // A run of a live host (this process) is left alone at another start.
         assert!(s.mark_interrupted().unwrap().is_empty());
         // One whose host is gone is interrupted.
-        s.create_run("r2", "wf", &json!({}), &json!({})).unwrap();
+        s.create_run("r2", "wf", &json!({}), &json!({}), "local")
+            .unwrap();
         s.with(|db| Ok(db.execute("UPDATE runs SET host = '4000000000:1' WHERE id = 'r2'", [])?))
             .unwrap();
         assert_eq!(s.mark_interrupted().unwrap(), vec!["r2".to_string()]);
@@ -700,6 +715,7 @@ mod tests {
         assert_eq!(s.interrupt_own().unwrap(), vec!["r1".to_string()]);
         let (run, nodes) = s.run("r1").unwrap();
         assert_eq!(run.status, "interrupted");
+        assert_eq!(run.principal.as_deref(), Some("alice"));
         assert_eq!(nodes[0].status, "interrupted");
         assert_eq!(s.runs(10, Some("interrupted")).unwrap().len(), 2);
     }
@@ -707,7 +723,8 @@ mod tests {
     #[test]
     fn a_node_error_keeps_its_code() {
         let s = Store::in_memory().unwrap();
-        s.create_run("r", "wf", &json!({}), &json!({})).unwrap();
+        s.create_run("r", "wf", &json!({}), &json!({}), "local")
+            .unwrap();
         let node = |id: &str, code: Option<ErrorCode>| NodeRecord {
             node_id: id.into(),
             capability: "fx.increment".into(),
@@ -775,6 +792,10 @@ mod tests {
         let s = Store::open(&dir).unwrap();
         let (run, nodes) = s.run("old").unwrap();
         assert_eq!((run.status.as_str(), nodes[0].error_code), ("failed", None));
+        assert_eq!(run.principal, None, "a run from before principals has none");
+        s.create_run("new", "wf", &json!({}), &json!({}), "bob")
+            .unwrap();
+        assert_eq!(s.run("new").unwrap().0.principal.as_deref(), Some("bob"));
         let mut n = nodes[0].clone();
         n.error_code = Some(ErrorCode::Timeout);
         s.put_node("old", &n).unwrap();

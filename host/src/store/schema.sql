@@ -37,7 +37,10 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_at  INTEGER,
     -- The process executing the run (pid:start), so a second wf on the same
     -- state dir can tell a live run from an interrupted one.
-    host         TEXT
+    host         TEXT,
+    -- Who started it: the principal's name (never a token); NULL before wf
+    -- recorded principals.
+    principal    TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_start ON runs(started_at DESC);
 CREATE TABLE IF NOT EXISTS node_runs (

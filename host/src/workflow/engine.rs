@@ -134,6 +134,7 @@ impl Engine {
         wf: Workflow,
         inputs: Value,
         origin: RunOrigin,
+        principal: &str,
         on_event: Option<OnEvent>,
     ) -> Result<String, StartError> {
         let catalog = self.catalog().await;
@@ -150,7 +151,8 @@ impl Engine {
         } else {
             wf.name.clone()
         };
-        self.store.create_run(&run_id, &name, &origin, &inputs)?;
+        self.store
+            .create_run(&run_id, &name, &origin, &inputs, principal)?;
         let cancel = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
         self.runs.lock().unwrap().insert(

@@ -124,6 +124,15 @@ fn wants_progress(ctx: &CallContext) -> bool {
         .is_some_and(|t| !t.is_null())
 }
 
+/// Tells the host which session the call ran on (`SESSION_EPOCH_META`).
+fn with_epoch(mut r: CallResult, epoch: u64) -> CallResult {
+    let meta = r.meta.get_or_insert_with(|| json!({}));
+    if let Some(m) = meta.as_object_mut() {
+        m.insert(wf_plugin_api::SESSION_EPOCH_META.into(), json!(epoch));
+    }
+    r
+}
+
 pub(crate) fn convert<T: DeserializeOwned>(v: impl Serialize) -> Result<T, PluginError> {
     serde_json::to_value(v)
         .and_then(serde_json::from_value)
@@ -341,7 +350,7 @@ impl Runtime {
         let params = CallToolRequestParams::new(name.to_string()).with_arguments(args);
         let req = ClientRequest::CallToolRequest(Request::new(params));
         match self.request(req, Some(ctx)).await? {
-            (ServerResult::CallToolResult(r), _) => convert(r),
+            (ServerResult::CallToolResult(r), epoch) => convert(r).map(|r| with_epoch(r, epoch)),
             (other, _) => Err(unexpected("tools/call", &other)),
         }
     }

@@ -4,6 +4,7 @@
 //! contains a secret: source settings are never echoed, and plugins' status
 //! reports names of env vars and headers only.
 
+mod safety;
 mod tools;
 
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use wf_plugin_api::CallResult;
 use crate::app::App;
 use crate::config::{AdminOverHttp, Edit};
 use crate::plugins::supported_api_range;
+use crate::server::Principal;
 
 pub const ADMIN_SOURCE: &str = "wf.admin";
 
@@ -23,10 +25,21 @@ pub const ADMIN_SOURCE: &str = "wf.admin";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
     Stdio,
-    /// Over HTTP, with the value of its `X-Wf-Admin-Token` header, if any.
+    /// Over HTTP, as `principal`, with the value of its `X-Wf-Admin-Token`
+    /// header, if any.
     Http {
         admin_token: Option<String>,
+        principal: Principal,
     },
+}
+
+impl Caller {
+    pub fn principal(&self) -> Principal {
+        match self {
+            Caller::Stdio => Principal::local(),
+            Caller::Http { principal, .. } => principal.clone(),
+        }
+    }
 }
 
 pub struct Admin {
@@ -61,7 +74,7 @@ impl Admin {
 
     /// Why a caller may not use the admin surface, if it may not.
     fn refusal(&self, caller: &Caller) -> Option<CallResult> {
-        let Caller::Http { admin_token } = caller else {
+        let Caller::Http { admin_token, .. } = caller else {
             return None;
         };
         let admin = &self.app.config.config.admin;
@@ -102,7 +115,7 @@ impl Admin {
             "list_plugins" => reply(self.list_plugins()),
             "list_sources" => reply(self.list_sources().await),
             "refresh_catalog" => self.refresh(str_arg("source")).await,
-            "status" => reply(self.status()),
+            "status" => reply(self.status(caller)),
             "reload" => {
                 let outcome = self.app.reload().await;
                 let failed = outcome.error.is_some();
@@ -122,6 +135,9 @@ impl Admin {
                     );
                 };
                 let table = with_kind(table, str_arg("kind"));
+                if let Some(r) = self.unsafe_table(&source, &table, caller) {
+                    return r;
+                }
                 let edit = if name == "add_source" {
                     Edit::Add {
                         name: source,
@@ -133,7 +149,7 @@ impl Admin {
                         table,
                     }
                 };
-                self.stage(edit)
+                self.stage(edit, caller)
             }
             "remove_source" | "enable_source" | "disable_source" => {
                 let Some(source) = str_arg("name") else {
@@ -150,7 +166,7 @@ impl Admin {
                         enabled: false,
                     },
                 };
-                self.stage(edit)
+                self.stage(edit, caller)
             }
             other => refuse(
                 format!("no admin tool {other:?}"),
@@ -159,9 +175,42 @@ impl Admin {
         }
     }
 
-    fn stage(&self, edit: Edit) -> CallResult {
+    /// A refusal when `table` would start a program or carry credentials
+    /// and the operator has not allowed that (`[admin] allow_process_sources`).
+    fn unsafe_table(
+        &self,
+        source: &str,
+        table: &Map<String, Value>,
+        caller: &Caller,
+    ) -> Option<CallResult> {
+        // The start config: like all of [admin], it changes at the next start.
+        let allowed = self.app.config.config.admin.allow_process_sources;
+        let reasons = safety::reasons(table);
+        if allowed || reasons.is_empty() {
+            return None;
+        }
+        tracing::warn!(
+            principal = caller.principal().name(),
+            source,
+            "admin change refused: {}",
+            reasons.join("; ")
+        );
+        Some(refuse(
+            format!(
+                "admin call refused: source {source:?} {} and [admin] allow_process_sources is not set; nothing was written",
+                reasons.join("; ")
+            ),
+            "only the operator can allow this: edit the config file by hand, or set [admin] allow_process_sources = true",
+        ))
+    }
+
+    fn stage(&self, edit: Edit, caller: &Caller) -> CallResult {
         let config = self.app.live_config.lock().unwrap().clone();
-        match config.stage(&edit) {
+        let staged = config.stage(&edit);
+        if staged.is_ok() {
+            tracing::info!(principal = caller.principal().name(), edit = %describe(&edit), "admin change staged");
+        }
+        match staged {
             Ok(()) => reply(json!({
                 "staged": true,
                 "requires_reload": true,
@@ -237,8 +286,23 @@ impl Admin {
         reply(json!({"refreshed": futures::future::join_all(runs).await}))
     }
 
-    fn status(&self) -> Value {
+    fn status(&self, caller: &Caller) -> Value {
         let proj = self.app.projection();
+        let principals: Vec<Value> = self
+            .app
+            .config
+            .config
+            .server
+            .tokens
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name,
+                    "allow_tools": t.allow_tools,
+                    "deny_tools": t.deny_tools,
+                })
+            })
+            .collect();
         let sources = self.app.sources.list();
         let plugins = self.app.plugins.read().unwrap();
         json!({
@@ -265,7 +329,23 @@ impl Admin {
             "name_collisions": proj.collisions,
             "last_reload": *self.app.last_reload.lock().unwrap(),
             "restart_needed": plugins.changed_files(),
+            // Names only: tokens are never shown.
+            "principal": caller.principal().name(),
+            "principals": principals,
+            "allow_process_sources": self.app.config.config.admin.allow_process_sources,
         })
+    }
+}
+
+/// An edit for the log: what and which source, never the table's values.
+fn describe(edit: &Edit) -> String {
+    match edit {
+        Edit::Add { name, .. } => format!("add {name}"),
+        Edit::Update { name, .. } => format!("update {name}"),
+        Edit::Remove { name } => format!("remove {name}"),
+        Edit::SetEnabled { name, enabled } => {
+            format!("{} {name}", if *enabled { "enable" } else { "disable" })
+        }
     }
 }
 

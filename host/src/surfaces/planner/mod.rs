@@ -118,14 +118,15 @@ impl Planner {
         self.app.set_local(DEPLOY_SOURCE, catalog);
     }
 
-    /// Handles a call to a host-local tool.
-    pub async fn call(&self, source: &str, name: &str, args: Value) -> CallResult {
+    /// Handles a call to a host-local tool made by `principal` (recorded
+    /// with the runs it starts).
+    pub async fn call(&self, source: &str, name: &str, args: Value, principal: &str) -> CallResult {
         let reply = match source {
             DEPLOY_SOURCE => {
-                self.run_deployment(&json!({"name": name, "inputs": args}))
+                self.run_deployment(&json!({"name": name, "inputs": args}), principal)
                     .await
             }
-            _ => self.planner_call(name, &args).await,
+            _ => self.planner_call(name, &args, principal).await,
         };
         match reply {
             Ok(v) => {
@@ -155,7 +156,7 @@ impl Planner {
         }
     }
 
-    async fn planner_call(&self, name: &str, args: &Value) -> Reply {
+    async fn planner_call(&self, name: &str, args: &Value, principal: &str) -> Reply {
         match name {
             "list_capabilities" => self.list_capabilities(args).await,
             "describe_capability" => self.describe(args).await,
@@ -179,8 +180,8 @@ impl Planner {
             }
             "publish_artifact" => self.publish(args).await,
             "deploy" => self.deploy(args),
-            "run_deployment" => self.run_deployment(args).await,
-            "run_workflow" => self.run_workflow(args).await,
+            "run_deployment" => self.run_deployment(args, principal).await,
+            "run_workflow" => self.run_workflow(args, principal).await,
             "get_run" => {
                 let (run, nodes) = self.app.store.run(need(args, "run_id")?)?;
                 Ok(json!({"run": run, "nodes": nodes}))
@@ -188,7 +189,7 @@ impl Planner {
             "list_runs" => {
                 let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(20) as usize;
                 let runs = self.app.store.runs(limit, arg(args, "status"))?;
-                let runs: Vec<Value> = runs.into_iter().map(|r| json!({"run_id": r.id, "workflow": r.workflow, "status": r.status, "origin": r.origin, "started_at": r.started_at, "finished_at": r.finished_at, "error": r.error})).collect();
+                let runs: Vec<Value> = runs.into_iter().map(|r| json!({"run_id": r.id, "workflow": r.workflow, "status": r.status, "origin": r.origin, "principal": r.principal, "started_at": r.started_at, "finished_at": r.finished_at, "error": r.error})).collect();
                 Ok(json!({"runs": runs}))
             }
             "cancel_run" => {
@@ -403,9 +404,9 @@ impl Planner {
     }
 
     /// Runs `wf` with `args.inputs`; waits for it unless `args.wait` is false.
-    async fn run(&self, wf: Workflow, origin: RunOrigin, args: &Value) -> Reply {
+    async fn run(&self, wf: Workflow, origin: RunOrigin, args: &Value, principal: &str) -> Reply {
         let inputs = args.get("inputs").cloned().unwrap_or(Value::Null);
-        let run_id = match self.engine.start(wf, inputs, origin, None).await {
+        let run_id = match self.engine.start(wf, inputs, origin, principal, None).await {
             Ok(id) => id,
             Err(StartError::Invalid(problems)) => {
                 return Err(Failure {
@@ -437,7 +438,7 @@ impl Planner {
         )
     }
 
-    async fn run_deployment(&self, args: &Value) -> Reply {
+    async fn run_deployment(&self, args: &Value, principal: &str) -> Reply {
         let name = need(args, "name")?;
         let d = self.app.store.deployment(name)?;
         let artifact = self
@@ -450,10 +451,10 @@ impl Planner {
             name: name.into(),
             artifact: artifact.reference(),
         };
-        self.run(wf, origin, args).await
+        self.run(wf, origin, args, principal).await
     }
 
-    async fn run_workflow(&self, args: &Value) -> Reply {
+    async fn run_workflow(&self, args: &Value, principal: &str) -> Reply {
         let (wf, origin) = match arg(args, "draft_id") {
             Some(id) => {
                 let d = self.app.store.draft(id)?;
@@ -465,7 +466,7 @@ impl Planner {
             }
             None => (self.parse(args.get("workflow"))?, RunOrigin::Inline),
         };
-        self.run(wf, origin, args).await
+        self.run(wf, origin, args, principal).await
     }
 
     async fn call_capability(&self, args: &Value) -> Reply {
