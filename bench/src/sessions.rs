@@ -157,13 +157,7 @@ async fn measure(env: &Env, wf: &Child, port: u16) -> anyhow::Result<Measured> {
 /// The fixture on its own: spawn, handshake and one call.
 async fn upstream_alone(env: &Env) -> anyhow::Result<Duration> {
     let t = Instant::now();
-    let mut p = McpProc::start(
-        "fixture",
-        env.fixture_command(0),
-        None,
-        HANDSHAKE_TIMEOUT,
-    )
-    .await?;
+    let mut p = McpProc::start("fixture", env.fixture_command(0), None, HANDSHAKE_TIMEOUT).await?;
     echo(&p.peer(), "echo", "alone").await?;
     let took = t.elapsed();
     p.stop().await;

@@ -142,12 +142,7 @@ impl App {
         let desired = desired_sources(configured, &plugins);
         let sessions = crate::sources::sessions::SessionTable::new();
         sessions.configure(&desired);
-        sources.apply(
-            desired,
-            &config,
-            &plugins,
-            &state_dir,
-        );
+        sources.apply(desired, &config, &plugins, &state_dir);
         let rules = NameRules {
             max_len: config.config.server.max_name_len.clamp(16, 64),
         };

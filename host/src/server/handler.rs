@@ -80,7 +80,10 @@ impl WfServer {
     }
 
     /// Who a call is for, as far as sessions care.
-    fn session_caller(&self, context: &RequestContext<RoleServer>) -> Result<SessionCaller, McpError> {
+    fn session_caller(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<SessionCaller, McpError> {
         session_route::caller(&self.app, self.http, &self.client, &self.ended, context)
     }
 

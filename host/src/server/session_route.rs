@@ -20,7 +20,7 @@ use wf_plugin_api::{CallResult, Catalog, Tool};
 use super::principals::principal_of;
 use crate::app::App;
 use crate::sources::SourceHandle;
-use crate::sources::sessions::{SessionCaller, HANDLE_META_KEY, SessionError, SessionUse};
+use crate::sources::sessions::{HANDLE_META_KEY, SessionCaller, SessionError, SessionUse};
 
 /// The host-local source of the handle tools (projected as `wf_session__*`).
 pub const SESSION_SOURCE: &str = "wf.session";

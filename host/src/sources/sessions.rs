@@ -246,7 +246,9 @@ impl SessionTable {
             principal: caller.principal.clone(),
             client,
         };
-        self.acquire(key, policy, handle.clone(), gone).await.map(Some)
+        self.acquire(key, policy, handle.clone(), gone)
+            .await
+            .map(Some)
     }
 
     /// The session for `key` on `handle`'s source, opened if there is none.
@@ -465,7 +467,10 @@ impl SessionTable {
             .filter_map(|s| {
                 let o = s.opened.get()?;
                 let live = runtime.pointer(&format!("/lease_sessions/{}", o.lease));
-                let epoch = live.and_then(|l| l.get("epoch")).cloned().unwrap_or(json!(o.epoch));
+                let epoch = live
+                    .and_then(|l| l.get("epoch"))
+                    .cloned()
+                    .unwrap_or(json!(o.epoch));
                 let row = json!({
                     "scope": s.scope,
                     "principal": s.key.principal,
