@@ -109,6 +109,7 @@ async fn measure(env: &Env, wf: &Child, port: u16) -> anyhow::Result<Measured> {
         );
     }
     // Discovery's one-shot session has ended; no per-client session yet.
+    eprintln!("wf-bench: sessions: {CLIENTS} clients connected");
     wait_listed(&clients[0]).await?;
     settle_children(pid, 0).await;
     let rss_idle = settled_rss(pid).await?;
@@ -126,6 +127,7 @@ async fn measure(env: &Env, wf: &Child, port: u16) -> anyhow::Result<Measured> {
         );
     }
     let rss_open = settled_rss(pid).await?;
+    eprintln!("wf-bench: sessions: {CLIENTS} sessions open");
 
     let per_client = if env.quick { 40 } else { 400 };
     let t = Instant::now();
@@ -170,6 +172,13 @@ async fn start_wf(env: &Env, port: u16) -> anyhow::Result<Child> {
     fx.insert("session".into(), json!("client"));
     fx.insert("max_sessions".into(), json!(CLIENTS + 14));
     let (mut cmd, log) = env.wf_command("sessions", json!({ "fx": fx }))?;
+    // Every client holds an SSE stream and a call: room for all of them.
+    let config = env.scratch.join("sessions.json");
+    let server = json!({"max_requests_per_principal": 4 * CLIENTS, "max_sessions": 4 * CLIENTS});
+    std::fs::write(
+        &config,
+        serde_json::to_vec(&json!({"server": server, "sources": {"fx": fx}}))?,
+    )?;
     let err = std::fs::File::create(&log)?;
     cmd.arg("--http")
         .arg(format!("127.0.0.1:{port}"))
