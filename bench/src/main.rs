@@ -6,7 +6,9 @@
 //! - start-up: time until a complete tools/list with 10 upstream sources,
 //!   against the slowest single upstream's own start;
 //! - memory: the host's resident memory with 10 upstream sources connected;
-//! - engine: workflow engine overhead per node and a wide fan-out.
+//! - engine: workflow engine overhead per node and a wide fan-out;
+//! - sessions: 50 HTTP clients with `session = "client"`: session open time
+//!   against the upstream's own start, calls/s, wf's memory per session.
 //!
 //! Prints markdown tables on stdout, progress on stderr. See docs/benchmarks.md.
 
@@ -15,6 +17,7 @@ mod memory;
 mod overhead;
 mod proc;
 mod relay;
+mod sessions;
 mod startup;
 mod stats;
 
@@ -66,6 +69,7 @@ enum Bench {
     Startup,
     Memory,
     Engine,
+    Sessions,
 }
 
 /// What every benchmark needs: binaries, a scratch directory, the run size.
@@ -271,6 +275,9 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     }
     if wants(Bench::Engine) {
         engine::run(env).await?;
+    }
+    if wants(Bench::Sessions) {
+        sessions::run(env).await?;
     }
     Ok(())
 }

@@ -52,6 +52,8 @@ pub struct App {
     pub subscriptions: Arc<crate::sources::Subscriptions>,
     /// Log messages of sources that belong to no call, for the MCP front.
     pub source_logs: Arc<crate::sources::SourceLogs>,
+    /// Per-principal and per-client upstream sessions, and session handles.
+    pub sessions: Arc<crate::sources::sessions::SessionTable>,
 }
 
 /// Live counts of what the MCP front holds open, for the admin `status` tool.
@@ -128,12 +130,10 @@ impl App {
             tracing::warn!(run = %id, "run was interrupted when the host stopped");
         }
         let sources = Arc::new(Sources::new(Some(store.clone())));
-        sources.apply(
-            desired_sources(configured, &plugins),
-            &config,
-            &plugins,
-            &state_dir,
-        );
+        let desired = desired_sources(configured, &plugins);
+        let sessions = crate::sources::sessions::SessionTable::new();
+        sessions.configure(&desired);
+        sources.apply(desired, &config, &plugins, &state_dir);
         let server = &config.config.server;
         let started = Instant::now();
         let projector = Arc::new(Projector::new(
@@ -160,6 +160,7 @@ impl App {
                 plugins: plugins.clone(),
                 sources: sources.clone(),
                 projector: projector.clone(),
+                sessions: sessions.clone(),
                 state_dir: state_dir.clone(),
                 discovery_timeout: timeout,
             },
@@ -176,6 +177,7 @@ impl App {
             front: Arc::default(),
             subscriptions,
             source_logs: Arc::default(),
+            sessions,
         });
 
         let sources = app.sources.clone();
@@ -236,6 +238,7 @@ impl App {
     pub fn node_sources(&self) -> NodeSources {
         NodeSources {
             sources: self.sources.clone(),
+            sessions: self.sessions.clone(),
             ready_by: self.projector.timing().ready_by,
         }
     }

@@ -9,6 +9,7 @@ library to the same upstream: same schemas, same descriptions, same results.
 
 from __future__ import annotations
 
+import dataclasses
 import base64
 import gzip
 import re
@@ -351,7 +352,11 @@ async def test_session_resource_persists_across_calls(wf: Wf, upstream: Upstream
     and read it on later requests, so all of them ran on one upstream session."""
     name = f"hello-{uuid.uuid4().hex[:8]}.gz"
     uri = f"demo://resource/session/{name}"
-    async with wf_client(wf, upstream, front) as c:
+    # Resource listings still come from the source's shared session (the plugin API's
+    # list calls carry no session yet), so this test pins `session = "shared"`; over
+    # HTTP the default would be `client` (known gap, issue #10).
+    shared = dataclasses.replace(upstream, settings={**upstream.settings, "session": "shared"})
+    async with wf_client(wf, shared, front) as c:
         await wait_listed(c, PREFIX + "echo")
         with anyio.fail_after(OP_TIMEOUT):
             before = [str(r.uri) for r in await all_resources(c)]

@@ -184,10 +184,14 @@ async def test_workflow_clicks_on_one_live_browser(wf: Wf, playwright_mcp_bin: P
             assert "count: 0" not in after
             assert [n["status"] for n in run["nodes"]] == ["succeeded"] * 4, run["nodes"]
 
-            # All four nodes ran on the session the run opened, the same one
-            # call_capability used (epoch 1: never reconnected).
+            # All four nodes ran on the session call_capability used (epoch 1:
+            # never reconnected). Over HTTP the source's default scope is
+            # `client`; this stateless (auto) client has no handle, so that is
+            # its principal's own session: a lease of the source.
             record, nodes = await get_run(c, run["run_id"])
-            assert record["sessions"] == {SOURCE: {"expect_epoch": 1}}
+            assert set(record["sessions"]) == {SOURCE}, record["sessions"]
+            used = record["sessions"][SOURCE]
+            assert used["expect_epoch"] == 1 and used["lease"].startswith("lease-"), used
             assert {n["epoch"] for n in nodes.values()} == {1}
             assert nodes["click"]["args"] == {"element": "the counter button", "target": ref}
 

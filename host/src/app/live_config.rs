@@ -41,6 +41,8 @@ pub struct ReloadTargets {
     pub sources: Arc<Sources>,
     /// Told how names are prefixed by the config in force.
     pub projector: Arc<Projector>,
+    /// Told the session settings of the sources in force.
+    pub sessions: Arc<crate::sources::sessions::SessionTable>,
     pub state_dir: PathBuf,
     pub discovery_timeout: Duration,
 }
@@ -124,6 +126,7 @@ impl LiveConfig {
         let (report, retired) = {
             let plugins = t.plugins.read().unwrap();
             let desired = desired_sources(configured, &plugins);
+            t.sessions.configure(&desired);
             t.sources.apply(desired, &config, &plugins, &t.state_dir)
         };
         self.targets.projector.set_naming(Naming::from_config(&config));

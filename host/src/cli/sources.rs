@@ -22,7 +22,9 @@ pub fn list(args: SourcesArgs, log_level: &str) -> anyhow::Result<i32> {
             let problem = plugin.is_none().then(|| format!("no loaded plugin serves kind {:?}", sc.kind));
             // Setting names only: values may be secrets.
             let keys: Vec<&String> = sc.settings.keys().collect();
-            json!({"name": name, "kind": sc.kind, "enabled": sc.enabled, "plugin": plugin, "default": !names.contains(name), "settings": keys, "problem": problem})
+            // Open sessions live in a running `wf serve`: see the admin tool list_sources.
+            let session = json!({"scope": sc.session, "idle_ms": sc.session_idle_ms, "max_sessions": sc.max_sessions});
+            json!({"name": name, "kind": sc.kind, "enabled": sc.enabled, "plugin": plugin, "default": !names.contains(name), "settings": keys, "session": session, "problem": problem})
         })
         .collect();
     if args.json {

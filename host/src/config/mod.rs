@@ -275,13 +275,14 @@ pub struct SourceConfig {
     /// surface (default `<source>__`; `""`: the source's own names).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
-    /// Whose upstream session a call uses: `shared`, `principal` or `client`.
+    /// Whose upstream session a call uses (see `sources::sessions`); unset:
+    /// `client` for `mcp` sources served over HTTP, else `shared`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    /// A per-principal or per-client session idle this long is closed.
+    pub session: Option<SessionScope>,
+    /// Closes a per-principal or per-client session unused this long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_idle_ms: Option<u64>,
-    /// Most upstream sessions this source keeps open at once.
+    /// Most per-principal or per-client sessions open at once on this source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_sessions: Option<usize>,
     /// Everything else is the plugin's business.
@@ -313,6 +314,16 @@ impl SourceConfig {
             settings,
         }
     }
+}
+
+/// A source's session scope: one upstream session for everyone, one per
+/// principal, or one per downstream client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionScope {
+    Shared,
+    Principal,
+    Client,
 }
 
 fn default_kind() -> String {

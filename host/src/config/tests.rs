@@ -137,11 +137,11 @@ fn host_keys_of_a_source_are_fields_not_settings() {
     assert_eq!(
         (
             a.prefix.as_deref(),
-            a.session.as_deref(),
+            a.session,
             a.session_idle_ms,
             a.max_sessions
         ),
-        (Some("a_"), Some("client"), Some(5), Some(3))
+        (Some("a_"), Some(SessionScope::Client), Some(5), Some(3))
     );
     assert_eq!(a.settings.keys().collect::<Vec<_>>(), ["command"]);
     // HOST_KEYS lists exactly the fields (a new field must be added there too).

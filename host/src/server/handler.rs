@@ -20,7 +20,9 @@ use super::forwarding::{self, Downstream};
 use super::caller::{self, ClientAsker, ClientLevel};
 use super::notify::{self, Follower, ListKind};
 use super::principals::{principal_of, visible};
+use super::session_route::{self, SESSION_SOURCE};
 use crate::app::App;
+use crate::sources::sessions::{SessionCaller, SessionUse, with_caller};
 use crate::sources::{CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
 use crate::surfaces::proxy::page;
@@ -40,6 +42,8 @@ pub struct WfServer {
     client: Arc<Downstream>,
     /// This client's `logging/setLevel`.
     level: Arc<ClientLevel>,
+    /// This connection's identity for sources with `client` session scope.
+    session_client: Arc<str>,
 }
 
 impl WfServer {
@@ -53,6 +57,7 @@ impl WfServer {
             _ends_on_drop: Arc::new(ended.clone().drop_guard()),
             ended,
             level: Arc::default(),
+            session_client: session_route::new_client_id(http),
         }
     }
 
@@ -90,6 +95,24 @@ impl WfServer {
             level: self.level.clone(),
             modern,
         })
+    }
+
+    /// Who a call is for, as far as sessions care.
+    fn session_caller(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<SessionCaller, McpError> {
+        session_route::caller(&self.app, self.http, &self.session_client, &self.ended, context)
+    }
+
+    /// The per-principal or per-client session a call on `handle` uses.
+    async fn session(
+        &self,
+        handle: &Arc<SourceHandle>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<SessionUse>, McpError> {
+        let caller = self.session_caller(context)?;
+        session_route::session_for(&self.app, &caller, handle).await
     }
 
     fn page_size(&self) -> usize {
@@ -143,10 +166,14 @@ pub(super) fn source_error(e: SourceError) -> McpError {
 async fn with_progress_and_cancel<T>(
     context: &RequestContext<RoleServer>,
     asker: Arc<ClientAsker>,
+    session: Option<&SessionUse>,
     call: impl AsyncFnOnce(CallCtx) -> Result<T, SourceError>,
 ) -> Result<T, McpError> {
     let principal = principal_of(context);
-    let info = json!({"meta": context.meta, "principal": principal.name()});
+    let mut info = json!({"meta": context.meta, "principal": principal.name()});
+    if let Some(s) = session {
+        s.annotate(&mut info);
+    }
     // Whatever wf logs about this call names who made it.
     let span = tracing::info_span!("call", principal = principal.name());
     let token = context.meta.get_progress_token();
@@ -362,24 +389,30 @@ impl ServerHandler for WfServer {
         let args = Value::Object(request.arguments.unwrap_or_default());
         if self.app.is_local(&tool.source) {
             let result = match (tool.source.as_str(), &self.surfaces.admin) {
+                (SESSION_SOURCE, _) => {
+                    let principal = session_route::principal(&context);
+                    session_route::call(&self.app, &tool.original, args, &principal).await
+                }
                 (ADMIN_SOURCE, Some(admin)) => {
                     admin
                         .call(&tool.original, args, &self.caller(&context))
                         .await
                 }
                 _ => {
-                    self.surfaces
-                        .planner
-                        .call(&tool.source, &tool.original, args, principal.name())
-                        .await
+                    // Runs and call_capability use the caller's sessions.
+                    let caller = self.session_caller(&context)?;
+                    let planner = &self.surfaces.planner;
+                    let call = planner.call(&tool.source, &tool.original, args, principal.name());
+                    with_caller(caller, call).await
                 }
             };
             return Ok(CallToolResponse::Complete(complete(result)?));
         }
         let handle = self.handle(&tool.source)?;
+        let session = self.session(&handle, &context).await?;
         let name = tool.original.clone();
         let asker = self.asker(&context, &tool.source);
-        let result = with_progress_and_cancel(&context, asker, async |ctx| {
+        let result = with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
             handle.call_tool(&name, args, ctx).await
         })
         .await?;
@@ -420,10 +453,11 @@ impl ServerHandler for WfServer {
             ));
         };
         let handle = self.handle(&prompt.source)?;
+        let session = self.session(&handle, &context).await?;
         let name = prompt.original.clone();
         let args = request.arguments.unwrap_or_default();
         let asker = self.asker(&context, &prompt.source);
-        let result = with_progress_and_cancel(&context, asker, async |ctx| {
+        let result = with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
             handle.get_prompt(&name, args, ctx).await
         })
         .await?;
@@ -469,8 +503,9 @@ impl ServerHandler for WfServer {
             ));
         };
         let handle = self.handle(&route.source)?;
+        let session = self.session(&handle, &context).await?;
         let asker = self.asker(&context, &route.source);
-        let mut result = with_progress_and_cancel(&context, asker, async |ctx| {
+        let mut result = with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
             handle.read_resource(&route.uri, ctx).await
         })
         .await?;

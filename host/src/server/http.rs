@@ -160,6 +160,10 @@ pub async fn serve_http(
         opts.session_idle_timeout,
         app.front.clone(),
     ));
+    app.set_local(
+        super::session_route::SESSION_SOURCE,
+        super::session_route::catalog(),
+    );
     let factory_app = app.clone();
     let service: StreamableHttpService<WfServer, BoundedSessions> = StreamableHttpService::new(
         move || Ok(WfServer::new(factory_app.clone(), surfaces.clone(), true)),

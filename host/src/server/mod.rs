@@ -13,6 +13,7 @@ mod jsonrpc;
 mod limits;
 mod notify;
 pub(crate) mod principals;
+mod session_route;
 mod sessions;
 mod stdio;
 

@@ -9,6 +9,7 @@ mod registry;
 mod screen;
 mod subscriptions;
 pub mod settings;
+pub mod sessions;
 
 pub(crate) use asks::answer as answer_ask;
 pub use call::{AskFuture, Asker, CallCtx};

@@ -17,6 +17,7 @@ use super::catalog::{CapabilityEntry, PlannerCatalog};
 use super::model::{SessionMode, Workflow};
 use super::refs::{self, Ref};
 use super::validate::{Problem, validate};
+use crate::sources::sessions::{SessionCaller, SessionUse, current_caller};
 use crate::sources::{CallCtx, SourceHandle, Sources};
 use crate::store::{NodeRecord, RunRecord, Store, new_id, now_ms};
 use scheduler::{RunEnd, Scheduler};
@@ -67,6 +68,8 @@ struct Control {
 #[derive(Clone)]
 pub struct NodeSources {
     pub sources: Arc<Sources>,
+    /// Per-principal and per-client sessions a client's run uses.
+    pub sessions: Arc<crate::sources::sessions::SessionTable>,
     pub ready_by: Instant,
 }
 
@@ -186,6 +189,7 @@ impl Engine {
         );
         let this = self.clone();
         let id = run_id.clone();
+        let caller = current_caller();
         tokio::spawn(async move {
             let log = NodeLog::start(this.store.clone(), id.clone());
             let run = Run {
@@ -197,6 +201,8 @@ impl Engine {
                 catalog,
                 cancel,
                 on_event,
+                caller,
+                held: Mutex::default(),
             };
             run.execute().await;
             let _ = done_tx.send(true);
@@ -286,6 +292,11 @@ struct Run {
     catalog: PlannerCatalog,
     cancel: CancellationToken,
     on_event: Option<OnEvent>,
+    /// The client that started the run: where a source gives each client (or
+    /// principal) its own session, the run's "shared" nodes use that one.
+    caller: Option<SessionCaller>,
+    /// Those sessions, held (never reaped as idle) until the run ends.
+    held: Mutex<Vec<SessionUse>>,
 }
 
 struct NodeOutcome {
@@ -395,6 +406,12 @@ impl Run {
                 .get(source)
                 .copied()
                 .unwrap_or(SessionMode::Shared);
+            if mode == SessionMode::Shared
+                && let Some(scope) = self.callers_session(source).await?
+            {
+                scopes.insert(source.to_string(), scope);
+                continue;
+            }
             if mode == SessionMode::Shared && !stateful {
                 continue;
             }
@@ -431,6 +448,36 @@ impl Run {
             }
         }
         Ok((scopes, leases))
+    }
+
+    /// The scope of the run's caller's own session on `source`, when the
+    /// source gives each client or principal its own.
+    async fn callers_session(&self, source: &str) -> Result<Option<CallScope>, String> {
+        let Some(caller) = &self.caller else {
+            return Ok(None);
+        };
+        let handle = self.handle(source)?;
+        let sessions = &self.engine.sources.sessions;
+        let Some(session) = sessions
+            .session_for(caller, &handle)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Ok(None);
+        };
+        let req = SourceRequest::OpenSession {
+            lease: Some(session.lease().to_string()),
+        };
+        let info: SessionInfo = handle
+            .request(&req, CallCtx::new())
+            .await
+            .map_err(|e| format!("cannot open a session: {e}"))?;
+        let scope = CallScope {
+            lease: info.lease,
+            expect_epoch: Some(info.epoch),
+        };
+        self.held.lock().unwrap().push(session);
+        Ok(Some(scope))
     }
 
     async fn execute(self) {

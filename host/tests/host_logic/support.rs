@@ -122,6 +122,7 @@ impl TestHost {
     pub fn engine(&self) -> Arc<Engine> {
         let sources = NodeSources {
             sources: self.sources.clone(),
+            sessions: wf_host::sources::sessions::SessionTable::new(),
             ready_by: Instant::now(),
         };
         Engine::new(sources, self.store.clone())

@@ -116,6 +116,22 @@ impl McpSource {
         }
     }
 
+    /// Each lease's session status (epoch, connected, calls in flight), by lease id.
+    async fn lease_status(&self) -> Value {
+        let leases: Vec<(String, Arc<Runtime>)> = self
+            .leases
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(id, rt)| (id.clone(), rt.clone()))
+            .collect();
+        let mut out = Map::new();
+        for (id, rt) in leases {
+            out.insert(id, rt.status().await);
+        }
+        Value::Object(out)
+    }
+
     fn check_tool(&self, name: &str) -> Result<(), PluginError> {
         if self.config.tool_visible(name) {
             Ok(())
@@ -232,6 +248,7 @@ impl Source for McpSource {
     async fn status(&self) -> Value {
         let mut s = self.runtime.status().await;
         s["leases"] = json!(self.leases.lock().unwrap().len());
+        s["lease_sessions"] = self.lease_status().await;
         s["upstream"] = self.config.describe();
         s["fingerprint"] = json!(self.config.fingerprint());
         s

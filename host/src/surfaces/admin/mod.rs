@@ -285,6 +285,7 @@ impl Admin {
                 "capabilities": counts,
                 // Capabilities left out of every surface because they fail the checks.
                 "rejected": st.rejected,
+                "sessions": self.app.sessions.describe(&e.name, &runtime),
                 "runtime": runtime,
             })
         });
@@ -347,6 +348,7 @@ impl Admin {
                 .iter()
                 .filter_map(|e| Some((e.name.clone(), json!(e.handle.as_ref()?.calls_in_flight()))))
                 .collect::<Map<String, Value>>(),
+            "sessions": self.app.sessions.totals(),
             "name_collisions": proj.collisions,
             "last_reload": self.app.live_config.last_reload(),
             "restart_needed": plugins.changed_files(),

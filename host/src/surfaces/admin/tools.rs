@@ -18,7 +18,7 @@ pub fn catalog() -> Catalog {
         .tool(tool("list_plugins", "Loaded plugins (name, version, api version, file, kinds) and refused plugin files with their reasons.", json!({}), &[]))
         .tool(tool(
             "list_sources",
-            "Every source: kind, plugin, enabled, status, last discovery time and error, catalog age, session epoch, calls in flight, capability counts.",
+            "Every source: kind, plugin, enabled, status, last discovery time and error, catalog age, session epoch, calls in flight, capability counts, and the open per-principal / per-client sessions (scope, principal, client, age, idle time, epoch, calls in flight).",
             json!({}),
             &[],
         ))

@@ -487,7 +487,22 @@ impl Planner {
                 )
             })?;
         let arguments = args.get("arguments").cloned().unwrap_or_else(|| json!({}));
-        match handle.run_node(&e.name, arguments, CallCtx::new()).await {
+        // The caller's own session where the source has per-client ones.
+        let session = match crate::sources::sessions::current_caller() {
+            Some(caller) => self
+                .app
+                .sessions
+                .session_for(&caller, &handle)
+                .await
+                .map_err(|e| fail(e.to_string(), "see the source's session settings"))?,
+            None => None,
+        };
+        let mut info = json!({});
+        if let Some(s) = &session {
+            s.annotate(&mut info);
+        }
+        let ctx = CallCtx::new().with_info(info);
+        match handle.run_node(&e.name, arguments, ctx).await {
             Ok(output) => Ok(json!({"ref": reference, "output": output})),
             Err(err) => Err(fail(
                 err.to_string(),

@@ -11,7 +11,7 @@ use futures::stream::FuturesUnordered;
 use serde_json::{Map, Value, json};
 use wf_plugin_api::{CallScope, ErrorCode};
 
-use super::{NodeError, NodeOutcome, Run, run_node};
+use super::{NodeError, NodeOutcome, Run, no_one_to_ask, run_node};
 use crate::clock::now_ms;
 use crate::store::NodeRecord;
 use crate::workflow::model::OnError;
