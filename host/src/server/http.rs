@@ -140,6 +140,10 @@ pub async fn serve_http(
         // Our guard checks Host and Origin, with the operator's lists.
         .disable_allowed_hosts()
         .with_sse_keep_alive(Some(ping))
+        // A stateless (2026-07-28) request whose first message is its answer
+        // gets a plain JSON body, not a one-event stream; anything the call
+        // sends first (progress, a request for input) falls back to SSE.
+        .with_json_response(true)
         .with_max_request_body_bytes(opts.max_request_bytes)
         .with_cancellation_token(shutdown.child_token());
     let sessions = Arc::new(BoundedSessions::new(
