@@ -35,20 +35,42 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     }
     let mut servers = Vec::new();
     for (i, (name, binary)) in builds.iter().enumerate() {
-        let (cmd, log) = env.wf_command_with(
-            binary,
-            &format!("front-{i}"),
-            json!({"fx": env.fixture_source(0)}),
-        )?;
-        let server = HttpWf::start(cmd, &log).await?;
-        for (generation, label) in [
-            (Generation::Sessions2025, "2025-11-25 client, session"),
-            (Generation::Stateless2026, "2026-07-28 client, stateless"),
-        ] {
-            names.push(format!("{name} --http, {label}"));
-            paths.push(Path::Web(WebClient::connect(&http, &server.url, generation).await?));
+        // The default (a lone stateless answer as JSON), then always streaming.
+        for (j, json_response) in [true, false].into_iter().enumerate() {
+            if !json_response && i > 0 {
+                continue;
+            }
+            let (cmd, log) = env.wf_command_with_server(
+                binary,
+                &format!("front-{i}-{j}"),
+                json!({"fx": env.fixture_source(0)}),
+                // Only set when not the default: an older --compare build may not know it.
+                if json_response {
+                    json!({})
+                } else {
+                    json!({"http_json_response": false})
+                },
+            )?;
+            let server = HttpWf::start(cmd, &log).await?;
+            let clients: &[(Generation, &str)] = if json_response {
+                &[
+                    (Generation::Sessions2025, "2025-11-25 client, session"),
+                    (Generation::Stateless2026, "2026-07-28 client, stateless"),
+                ]
+            } else {
+                &[(
+                    Generation::Stateless2026,
+                    "2026-07-28 client, stateless, `http_json_response = false`",
+                )]
+            };
+            for &(generation, label) in clients {
+                names.push(format!("{name} --http, {label}"));
+                paths.push(Path::Web(
+                    WebClient::connect(&http, &server.url, generation).await?,
+                ));
+            }
+            servers.push(server);
         }
-        servers.push(server);
     }
 
     let n = paths.len();

@@ -112,6 +112,14 @@ pub struct ServerConfig {
     /// HTTP: a session with no message either way for this long ends.
     #[serde(default = "default_session_idle_timeout_ms")]
     pub session_idle_timeout_ms: u64,
+    /// HTTP: answer a stateless (2026-07-28) request whose reply is its only
+    /// message with a JSON body instead of a one-event stream.
+    #[serde(default = "default_true")]
+    pub http_json_response: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_max_name_len() -> usize {
@@ -171,6 +179,7 @@ impl Default for ServerConfig {
             max_requests_per_principal: default_max_requests_per_principal(),
             max_sessions: default_max_sessions(),
             session_idle_timeout_ms: default_session_idle_timeout_ms(),
+            http_json_response: true,
         }
     }
 }
