@@ -54,13 +54,19 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         json!({"max_requests_per_principal": 1024, "max_sessions": 1024, "max_connections": 1024}),
     )?;
     let mut server = HttpWf::start(cmd, &log).await?;
-    let http = reqwest::Client::builder().pool_max_idle_per_host(clients * 2).build()?;
-    // Baseline: wf up, its persistent upstream session open.
-    let mut first = WebClient::connect(&http, &server.url, Generation::Sessions2025).await?;
-    first.echo("fx__echo", "wf-bench load warm-up").await?;
-    first.close().await?;
+    // Each phase has its own HTTP client, dropped (closing its kept-alive
+    // connections) before wf's fds are counted: what stays open is wf's.
+    let pool = || reqwest::Client::builder().pool_max_idle_per_host(clients * 2).build();
+    // Baseline: wf up, its persistent upstream session open, no client connected.
+    {
+        let http = pool()?;
+        let mut first = WebClient::connect(&http, &server.url, Generation::Sessions2025).await?;
+        first.echo("fx__echo", "wf-bench load warm-up").await?;
+        first.close().await?;
+    }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = mem(server.pid);
+    let http = pool()?;
 
     // Peak sampler.
     let peak = Arc::new(Mutex::new(before));
@@ -117,12 +123,14 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     sampling.store(false, Ordering::Relaxed);
     let _ = sampler.await;
     let at_peak = *peak.lock().await;
+    drop(http);
     // Sessions were ended with DELETE; give wf a moment to drop them.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let after = mem(server.pid);
 
     // Soak: one session, SOAK_CALLERS callers sharing it.
     eprintln!("wf-bench: soak: {soak} calls on one session");
+    let http = pool()?;
     let one = WebClient::connect(&http, &server.url, Generation::Sessions2025).await?;
     let session = one.session_id().map(str::to_string);
     let soak_before = mem(server.pid);
@@ -141,6 +149,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     let soak_elapsed = soak_started.elapsed();
     let soak_end = mem(server.pid);
     one.close().await?;
+    drop(http);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let soak_after = mem(server.pid);
     server.stop().await;
@@ -164,7 +173,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         lat.len() as f64 / elapsed.as_secs_f64()
     );
     println!();
-    println!("| wf | before | at peak | after (sessions closed, +1 s) |");
+    println!("| wf | before | at peak | after (sessions closed, client gone, +1 s) |");
     println!("|---|---:|---:|---:|");
     println!(
         "| VmRSS | {} | {} | {} |",
@@ -189,7 +198,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         soak as f64 / soak_elapsed.as_secs_f64()
     );
     println!(
-        "| wf | session open | after {checkpoint} calls | after {soak} calls | session closed, +1 s | target |"
+        "| wf | session open | after {checkpoint} calls | after {soak} calls | session closed, client gone, +1 s | target |"
     );
     println!("|---|---:|---:|---:|---:|---|");
     println!(
