@@ -23,11 +23,21 @@ enum Path {
 
 pub async fn run(env: &Env) -> anyhow::Result<()> {
     eprintln!("wf-bench: http front");
-    let (warmup, batch, rounds) = if env.quick { (50, 50, 4) } else { (300, 200, 15) };
+    let (warmup, batch, rounds) = if env.quick {
+        (50, 50, 4)
+    } else {
+        (300, 200, 15)
+    };
     let http = reqwest::Client::new();
     let mut names = vec!["direct (stdio, rmcp client)".to_string()];
     let mut paths = vec![Path::Direct(
-        McpProc::start("fixture (direct)", env.fixture_command(0), None, HANDSHAKE_TIMEOUT).await?,
+        McpProc::start(
+            "fixture (direct)",
+            env.fixture_command(0),
+            None,
+            HANDSHAKE_TIMEOUT,
+        )
+        .await?,
     )];
     let mut builds = vec![("wf".to_string(), env.wf.clone())];
     if let Some(other) = &env.compare {

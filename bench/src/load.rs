@@ -43,7 +43,9 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     } else {
         (200, 50, 100_000, 10_000)
     };
-    eprintln!("wf-bench: load: {clients} clients × {calls} calls, then {soak} calls on one session");
+    eprintln!(
+        "wf-bench: load: {clients} clients × {calls} calls, then {soak} calls on one session"
+    );
     let sources = json!({"fx": env.fixture_source(0)});
     let (cmd, log) = env.wf_command_with_server(
         &env.wf,
@@ -56,7 +58,11 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     let mut server = HttpWf::start(cmd, &log).await?;
     // Each phase has its own HTTP client, dropped (closing its kept-alive
     // connections) before wf's fds are counted: what stays open is wf's.
-    let pool = || reqwest::Client::builder().pool_max_idle_per_host(clients * 2).build();
+    let pool = || {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(clients * 2)
+            .build()
+    };
     // Baseline: wf up, its persistent upstream session open, no client connected.
     {
         let http = pool()?;
@@ -97,7 +103,10 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             };
             for i in 0..calls {
                 let t = Instant::now();
-                match client.echo("fx__echo", &format!("wf-bench load {c:03} {i:03}")).await {
+                match client
+                    .echo("fx__echo", &format!("wf-bench load {c:03} {i:03}"))
+                    .await
+                {
                     Ok(()) => lat.push(t.elapsed()),
                     Err(e) => errors.push(format!("{e:#}")),
                 }
@@ -181,12 +190,18 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         mib(at_peak.rss_kib),
         mib(after.rss_kib)
     );
-    println!("| open fds | {} | {} | {} |", before.fds, at_peak.fds, after.fds);
+    println!(
+        "| open fds | {} | {} | {} |",
+        before.fds, at_peak.fds, after.fds
+    );
     if !errors.is_empty() {
         let mut shown = errors.clone();
         shown.sort();
         shown.dedup();
-        println!("\nFirst distinct errors: {:?}", &shown[..shown.len().min(3)]);
+        println!(
+            "\nFirst distinct errors: {:?}",
+            &shown[..shown.len().min(3)]
+        );
     }
     println!();
     let growth = at_checkpoint.rss_kib as f64;

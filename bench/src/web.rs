@@ -74,7 +74,12 @@ impl WebClient {
     }
 
     /// Another caller on an existing 2025 session, numbering its requests from `first_id`.
-    pub fn on_session(http: &reqwest::Client, url: &str, session: Option<&str>, first_id: u64) -> Self {
+    pub fn on_session(
+        http: &reqwest::Client,
+        url: &str,
+        session: Option<&str>,
+        first_id: u64,
+    ) -> Self {
         Self {
             http: http.clone(),
             url: url.to_string(),
@@ -89,7 +94,11 @@ impl WebClient {
         self.session.as_deref()
     }
 
-    async fn post(&self, body: &Value, method: Option<(&str, &str)>) -> anyhow::Result<reqwest::Response> {
+    async fn post(
+        &self,
+        body: &Value,
+        method: Option<(&str, &str)>,
+    ) -> anyhow::Result<reqwest::Response> {
         let mut req = self
             .http
             .post(&self.url)
@@ -98,7 +107,9 @@ impl WebClient {
         match self.generation {
             Generation::Sessions2025 => {
                 if let Some(s) = &self.session {
-                    req = req.header("mcp-session-id", s).header("mcp-protocol-version", V2025);
+                    req = req
+                        .header("mcp-session-id", s)
+                        .header("mcp-protocol-version", V2025);
                 }
             }
             Generation::Stateless2026 => {
@@ -124,7 +135,10 @@ impl WebClient {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let text = resp.text().await.context("reading the body")?;
         if !status.is_success() {
-            bail!("HTTP {status}: {}", text.chars().take(300).collect::<String>());
+            bail!(
+                "HTTP {status}: {}",
+                text.chars().take(300).collect::<String>()
+            );
         }
         let answer = if sse {
             self.bodies.1 += 1;
@@ -140,7 +154,10 @@ impl WebClient {
         if let Some(e) = answer.get("error") {
             bail!("JSON-RPC error: {e}");
         }
-        answer.get("result").cloned().context("an answer without a result")
+        answer
+            .get("result")
+            .cloned()
+            .context("an answer without a result")
     }
 
     /// One `tools/call` of an echo tool; fails unless the reply carries the message.
@@ -157,10 +174,14 @@ impl WebClient {
         }
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
         let resp = self.post(&body, Some(("tools/call", tool))).await?;
-        let result = self.read(resp, id).await.with_context(|| format!("calling {tool}"))?;
-        let echoed = result["content"]
-            .as_array()
-            .is_some_and(|c| c.iter().any(|c| c["text"].as_str().is_some_and(|t| t.contains(message))));
+        let result = self
+            .read(resp, id)
+            .await
+            .with_context(|| format!("calling {tool}"))?;
+        let echoed = result["content"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["text"].as_str().is_some_and(|t| t.contains(message)))
+        });
         if result["isError"] == json!(true) || !echoed {
             bail!("{tool} did not echo {message:?}: {result}");
         }
@@ -197,8 +218,11 @@ impl HttpWf {
     /// Starts `cmd` (a `wf serve` command) on a free loopback port and waits
     /// until it accepts connections.
     pub async fn start(mut cmd: Command, log: &Path) -> anyhow::Result<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let f = std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let f = std::fs::File::create(log)
+            .with_context(|| format!("cannot create {}", log.display()))?;
         cmd.arg("--http")
             .arg(format!("127.0.0.1:{port}"))
             .stdin(Stdio::null())
@@ -207,13 +231,22 @@ impl HttpWf {
         let mut child = cmd.spawn().context("cannot start wf serve --http")?;
         let pid = child.id().unwrap_or(0);
         let until = Instant::now() + crate::HANDSHAKE_TIMEOUT;
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
             if let Some(status) = child.try_wait()? {
-                bail!("wf serve --http exited ({status}) before listening; see {}", log.display());
+                bail!(
+                    "wf serve --http exited ({status}) before listening; see {}",
+                    log.display()
+                );
             }
             if Instant::now() > until {
                 let _ = child.start_kill();
-                bail!("wf serve --http did not listen within 30 s; see {}", log.display());
+                bail!(
+                    "wf serve --http did not listen within 30 s; see {}",
+                    log.display()
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -229,7 +262,10 @@ impl HttpWf {
             return;
         };
         crate::proc::signal(self.pid, libc::SIGTERM);
-        if tokio::time::timeout(Duration::from_secs(5), child.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(5), child.wait())
+            .await
+            .is_err()
+        {
             let _ = child.kill().await;
         }
     }

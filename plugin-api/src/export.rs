@@ -4,8 +4,8 @@
 
 use std::any::Any;
 use std::future::Future;
-use std::pin::Pin;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
