@@ -17,7 +17,7 @@ use crate::{Env, HANDSHAKE_TIMEOUT};
 const P50_BUDGET_US: f64 = 300.0;
 
 enum Path {
-    Direct(McpProc),
+    Direct(Box<McpProc>),
     Web(WebClient),
 }
 
@@ -30,7 +30,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     };
     let http = reqwest::Client::new();
     let mut names = vec!["direct (stdio, rmcp client)".to_string()];
-    let mut paths = vec![Path::Direct(
+    let mut paths = vec![Path::Direct(Box::new(
         McpProc::start(
             "fixture (direct)",
             env.fixture_command(0),
@@ -38,7 +38,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             HANDSHAKE_TIMEOUT,
         )
         .await?,
-    )];
+    ))];
     let mut builds = vec![("wf".to_string(), env.wf.clone())];
     if let Some(other) = &env.compare {
         builds.push((format!("wf `{}`", other.display()), other.clone()));
