@@ -13,6 +13,8 @@
 //! Prints markdown tables on stdout, progress on stderr. See docs/benchmarks.md.
 
 mod engine;
+mod front;
+mod load;
 mod memory;
 mod overhead;
 mod proc;
@@ -20,6 +22,7 @@ mod relay;
 mod sessions;
 mod startup;
 mod stats;
+mod web;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -70,6 +73,10 @@ enum Bench {
     Memory,
     Engine,
     Sessions,
+    /// `wf serve --http` against stdio direct.
+    Http,
+    /// 200 concurrent HTTP sessions, then a 100 000-call soak (not in the default run).
+    Load,
 }
 
 /// What every benchmark needs: binaries, a scratch directory, the run size.
@@ -99,10 +106,21 @@ impl Env {
         name: &str,
         sources: Value,
     ) -> anyhow::Result<(Command, PathBuf)> {
+        self.wf_command_with_server(binary, name, sources, json!({}))
+    }
+
+    /// Like [`Self::wf_command_with`], with a `[server]` table.
+    pub fn wf_command_with_server(
+        &self,
+        binary: &Path,
+        name: &str,
+        sources: Value,
+        server: Value,
+    ) -> anyhow::Result<(Command, PathBuf)> {
         let config = self.scratch.join(format!("{name}.json"));
         std::fs::write(
             &config,
-            serde_json::to_vec_pretty(&json!({"sources": sources}))?,
+            serde_json::to_vec_pretty(&json!({"sources": sources, "server": server}))?,
         )
         .with_context(|| format!("cannot write {}", config.display()))?;
         let state = self.scratch.join(format!("state-{name}"));
@@ -278,6 +296,13 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     }
     if wants(Bench::Sessions) {
         sessions::run(env).await?;
+    }
+    if wants(Bench::Http) {
+        front::run(env).await?;
+    }
+    // Minutes long: only when asked for by name.
+    if only.contains(&Bench::Load) {
+        load::run(env).await?;
     }
     Ok(())
 }

@@ -124,7 +124,7 @@ impl Drop for McpProc {
     }
 }
 
-fn signal(pid: u32, sig: libc::c_int) {
+pub fn signal(pid: u32, sig: libc::c_int) {
     if pid > 0 {
         // SAFETY: kill(2) on a child we spawned and have not reaped yet.
         unsafe {

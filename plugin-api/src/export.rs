@@ -5,8 +5,10 @@
 use std::any::Any;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use abi_stable::prefix_type::PrefixTypeTrait;
@@ -210,10 +212,17 @@ struct SourceAdapter<S> {
 /// still run to finish its cleanup before its future is dropped.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
-/// Runs `work` on the plugin runtime and hands the host a future that only
-/// waits for its result. Dropping that future cancels `work`: the call's
-/// token fires first, then `work` is dropped.
-fn spawn_call<F>(
+/// A plugin call's work, boxed so that [`InlineCall`] has one type.
+type Work = Pin<Box<dyn Future<Output = Result<String, PluginError>> + Send>>;
+
+/// Hands the host a future that polls `work` itself, on the host's thread,
+/// inside this plugin's runtime context: no spawn and no thread hand-off
+/// each way (the plugin's tokio resources register with the plugin's
+/// drivers, whose workers wake the host's task directly). Dropping it
+/// cancels `work`: the call's token fires first, then `work` is dropped, or,
+/// if it watches [`CallContext::cancelled`], moved onto the plugin runtime to
+/// finish its cleanup within [`CANCEL_GRACE`].
+fn inline_call<F>(
     cancel: CancellationToken,
     watching: Arc<AtomicBool>,
     work: F,
@@ -221,46 +230,71 @@ fn spawn_call<F>(
 where
     F: Future<Output = Result<String, PluginError>> + Send + 'static,
 {
-    let (tx, rx) = oneshot::channel();
-    let token = cancel.clone();
-    runtime().spawn(async move {
-        let work = AssertUnwindSafe(work).catch_unwind();
-        tokio::pin!(work);
-        let out = tokio::select! {
-            // `work` is polled before the token: when the token fires, the
-            // `ctx.cancelled()` branch `work` waits in runs on this very poll,
-            // every time (an unbiased select dropped `work` unpolled about
-            // half the time, so the branch ran or not by chance).
-            biased;
-            r = &mut work => r.unwrap_or_else(|p| Err(panicked(p))),
-            _ = token.cancelled() => {
-                // The host no longer waits. A call that watches for
-                // cancellation gets a bounded time to finish its cleanup
-                // (which may itself await); any other is dropped now.
-                if watching.load(Ordering::Acquire) {
-                    match tokio::time::timeout(CANCEL_GRACE, &mut work).await {
-                        Ok(r) => r.unwrap_or_else(|p| Err(panicked(p))),
-                        Err(_) => Err(PluginError::cancelled()),
-                    }
-                } else {
-                    Err(PluginError::cancelled())
-                }
-            }
-        };
-        let _ = tx.send(out);
-    });
-    let guard = cancel.drop_guard();
-    async move {
-        let _guard = guard;
-        match rx.await {
-            Ok(Ok(v)) => ROk(RString::from(v)),
-            Ok(Err(e)) => RErr(err_json(e)),
-            Err(_) => RErr(err_json(PluginError::internal(
-                "plugin task ended without a result",
-            ))),
-        }
+    InlineCall {
+        work: Some(Box::pin(work)),
+        cancel,
+        watching,
     }
     .into_ffi()
+}
+
+struct InlineCall {
+    /// `None` once finished (or panicked).
+    work: Option<Work>,
+    cancel: CancellationToken,
+    watching: Arc<AtomicBool>,
+}
+
+impl Future for InlineCall {
+    type Output = RResult<RString, RString>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(work) = self.work.as_mut() else {
+            return Poll::Ready(RErr(err_json(PluginError::internal(
+                "plugin call polled after it finished",
+            ))));
+        };
+        // Tokio's context is per dylib: entering ours lets the work create
+        // timers, I/O and tasks on this plugin's runtime from the host's thread.
+        let _enter = runtime().enter();
+        let out = match catch_unwind(AssertUnwindSafe(|| work.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(r)) => r,
+            Err(p) => Err(panicked(p)),
+        };
+        // Dropped here, in our context, and never again polled.
+        let finished = self.work.take();
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(finished)));
+        Poll::Ready(match out {
+            Ok(v) => ROk(RString::from(v)),
+            Err(e) => RErr(err_json(e)),
+        })
+    }
+}
+
+impl Drop for InlineCall {
+    fn drop(&mut self) {
+        // As before this type existed: the token fires whenever the host lets
+        // go of the call, finished or not.
+        self.cancel.cancel();
+        let Some(work) = self.work.take() else {
+            return;
+        };
+        let watching = self.watching.load(Ordering::Acquire);
+        let _ = catch_unwind(AssertUnwindSafe(move || {
+            let _enter = runtime().enter();
+            if watching {
+                // The host no longer waits; the cleanup the call awaits in its
+                // `ctx.cancelled()` branch runs on this plugin's runtime, bounded.
+                runtime().spawn(async move {
+                    let work = AssertUnwindSafe(work).catch_unwind();
+                    let _ = tokio::time::timeout(CANCEL_GRACE, work).await;
+                });
+            } else {
+                drop(work);
+            }
+        }));
+    }
 }
 
 impl<S: Source> SourceFfi for SourceAdapter<S> {
@@ -279,7 +313,7 @@ impl<S: Source> SourceFfi for SourceAdapter<S> {
             watching: watching.clone(),
         };
         let started = catch_unwind(AssertUnwindSafe(|| {
-            spawn_call(cancel, watching, async move {
+            inline_call(cancel, watching, async move {
                 dispatch(&*source, request.as_str(), call).await
             })
         }));

@@ -129,7 +129,9 @@ impl LiveConfig {
             t.sessions.configure(&desired);
             t.sources.apply(desired, &config, &plugins, &t.state_dir)
         };
-        self.targets.projector.set_naming(Naming::from_config(&config));
+        self.targets
+            .projector
+            .set_naming(Naming::from_config(&config));
         *self.current.lock().unwrap() = config;
         crate::sources::close(retired, Duration::from_secs(5)).await;
         let fresh: Vec<_> = report

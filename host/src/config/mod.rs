@@ -131,6 +131,10 @@ pub struct ServerConfig {
     /// When tool and prompt names carry their source's prefix.
     #[serde(default)]
     pub prefix: PrefixMode,
+    /// HTTP: answer a stateless (2026-07-28) request whose reply is its only
+    /// message with a JSON body instead of a one-event stream.
+    #[serde(default = "default_true")]
+    pub http_json_response: bool,
 }
 
 /// `[server] prefix`: when a source's prefix is put before its names.
@@ -142,6 +146,10 @@ pub enum PrefixMode {
     Always,
     /// Only names that more than one source uses carry it.
     OnCollision,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_max_name_len() -> usize {
@@ -203,6 +211,7 @@ impl Default for ServerConfig {
             max_sessions: default_max_sessions(),
             session_idle_timeout_ms: default_session_idle_timeout_ms(),
             prefix: PrefixMode::default(),
+            http_json_response: true,
         }
     }
 }

@@ -16,8 +16,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument;
 
 use super::Surfaces;
-use super::forwarding::{self, Downstream};
 use super::caller::{self, ClientAsker, ClientLevel};
+use super::forwarding::{self, Downstream};
 use super::notify::{self, Follower, ListKind};
 use super::principals::{principal_of, visible};
 use super::session_route::{self, SESSION_SOURCE};
@@ -102,7 +102,13 @@ impl WfServer {
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<SessionCaller, McpError> {
-        session_route::caller(&self.app, self.http, &self.session_client, &self.ended, context)
+        session_route::caller(
+            &self.app,
+            self.http,
+            &self.session_client,
+            &self.ended,
+            context,
+        )
     }
 
     /// The per-principal or per-client session a call on `handle` uses.

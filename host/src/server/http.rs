@@ -34,6 +34,7 @@ pub struct HttpOptions {
     pub max_requests_per_principal: usize,
     pub max_sessions: usize,
     pub session_idle_timeout: Duration,
+    pub json_response: bool,
 }
 
 impl HttpOptions {
@@ -53,6 +54,7 @@ impl HttpOptions {
             max_requests_per_principal: server.max_requests_per_principal,
             max_sessions: server.max_sessions,
             session_idle_timeout: Duration::from_millis(server.session_idle_timeout_ms),
+            json_response: server.http_json_response,
         }
     }
 
@@ -153,6 +155,10 @@ pub async fn serve_http(
         // Our guard checks Host and Origin, with the operator's lists.
         .disable_allowed_hosts()
         .with_sse_keep_alive(Some(ping))
+        // A stateless (2026-07-28) request whose first message is its answer
+        // gets a plain JSON body, not a one-event stream; anything the call
+        // sends first (progress, a request for input) falls back to SSE.
+        .with_json_response(opts.json_response)
         .with_max_request_body_bytes(opts.max_request_bytes)
         .with_cancellation_token(shutdown.child_token());
     let sessions = Arc::new(BoundedSessions::new(

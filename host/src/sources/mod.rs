@@ -7,9 +7,9 @@ mod handle;
 mod logs;
 mod registry;
 mod screen;
-mod subscriptions;
-pub mod settings;
 pub mod sessions;
+pub mod settings;
+mod subscriptions;
 
 pub(crate) use asks::answer as answer_ask;
 pub use call::{AskFuture, Asker, CallCtx};

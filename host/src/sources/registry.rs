@@ -153,6 +153,10 @@ impl Sources {
 
     /// Waits until every source has a catalog or finished its first discovery, or `deadline`.
     pub async fn wait_first_discovery(&self, deadline: Instant) {
+        // Every proxied call asks: once discovery is done, answer at once.
+        if *self.pending.borrow() == 0 {
+            return;
+        }
         let mut rx = self.pending.subscribe();
         let _ = tokio::time::timeout_at(deadline.into(), rx.wait_for(|n| *n == 0)).await;
     }

@@ -1,0 +1,151 @@
+//! The HTTP front: echo through `wf serve --http` to a stdio upstream, against
+//! the same upstream over stdio directly, in interleaved rounds. Covers a
+//! 2025-11-25 client on its session (rmcp answers it with an event stream)
+//! and a stateless 2026-07-28 client (a JSON body when the answer is the
+//! only message); with `--compare`, the other build's answers too.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::proc::{McpProc, echo};
+use crate::stats::{delta_us, percentile, us, verdict};
+use crate::web::{Generation, HttpWf, WebClient};
+use crate::{Env, HANDSHAKE_TIMEOUT};
+
+/// Target: the HTTP front adds at most this much to the direct stdio p50.
+const P50_BUDGET_US: f64 = 300.0;
+
+enum Path {
+    Direct(Box<McpProc>),
+    Web(WebClient),
+}
+
+pub async fn run(env: &Env) -> anyhow::Result<()> {
+    eprintln!("wf-bench: http front");
+    let (warmup, batch, rounds) = if env.quick {
+        (50, 50, 4)
+    } else {
+        (300, 200, 15)
+    };
+    let http = reqwest::Client::new();
+    let mut names = vec!["direct (stdio, rmcp client)".to_string()];
+    let mut paths = vec![Path::Direct(Box::new(
+        McpProc::start(
+            "fixture (direct)",
+            env.fixture_command(0),
+            None,
+            HANDSHAKE_TIMEOUT,
+        )
+        .await?,
+    ))];
+    let mut builds = vec![("wf".to_string(), env.wf.clone())];
+    if let Some(other) = &env.compare {
+        builds.push((format!("wf `{}`", other.display()), other.clone()));
+    }
+    let mut servers = Vec::new();
+    for (i, (name, binary)) in builds.iter().enumerate() {
+        // The default (a lone stateless answer as JSON), then always streaming.
+        for (j, json_response) in [true, false].into_iter().enumerate() {
+            if !json_response && i > 0 {
+                continue;
+            }
+            let (cmd, log) = env.wf_command_with_server(
+                binary,
+                &format!("front-{i}-{j}"),
+                json!({"fx": env.fixture_source(0)}),
+                // Only set when not the default: an older --compare build may not know it.
+                if json_response {
+                    json!({})
+                } else {
+                    json!({"http_json_response": false})
+                },
+            )?;
+            let server = HttpWf::start(cmd, &log).await?;
+            let clients: &[(Generation, &str)] = if json_response {
+                &[
+                    (Generation::Sessions2025, "2025-11-25 client, session"),
+                    (Generation::Stateless2026, "2026-07-28 client, stateless"),
+                ]
+            } else {
+                &[(
+                    Generation::Stateless2026,
+                    "2026-07-28 client, stateless, `http_json_response = false`",
+                )]
+            };
+            for &(generation, label) in clients {
+                names.push(format!("{name} --http, {label}"));
+                paths.push(Path::Web(
+                    WebClient::connect(&http, &server.url, generation).await?,
+                ));
+            }
+            servers.push(server);
+        }
+    }
+
+    let n = paths.len();
+    let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); n];
+    for (k, p) in paths.iter_mut().enumerate() {
+        for i in 0..warmup {
+            call(p, &format!("wf-bench http warm-up {k} {i:06}")).await?;
+        }
+    }
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..n).collect();
+        order.rotate_left(round % n);
+        for k in order {
+            for i in 0..batch {
+                let msg = format!("wf-bench http {round:03} {i:06}");
+                let t = Instant::now();
+                call(&mut paths[k], &msg).await?;
+                lat[k].push(t.elapsed());
+            }
+        }
+    }
+
+    println!("## HTTP front: echo through `wf serve --http` versus stdio direct\n");
+    println!(
+        "Concurrency 1, the Rust fixture upstream (stdio), one client per path; {rounds} rounds of \
+         {batch} calls per path, the paths taking turns ({} calls per path after {warmup} warm-up \
+         calls). Raw JSON-RPC over one keep-alive HTTP/1.1 connection per client.\n",
+        rounds * batch
+    );
+    println!(
+        "| path | p50 | p50 added over direct | p99 | answers as JSON / as SSE | target: +≤ {P50_BUDGET_US:.0} µs |"
+    );
+    println!("|---|---:|---:|---:|---|---|");
+    let d50 = percentile(&lat[0], 0.5);
+    for (k, name) in names.iter().enumerate() {
+        let p50 = percentile(&lat[k], 0.5);
+        let (bodies, target) = match &paths[k] {
+            Path::Direct(_) => ("–".to_string(), "–".to_string()),
+            Path::Web(c) => (
+                format!("{} / {}", c.bodies.0, c.bodies.1),
+                verdict(us(p50) - us(d50) <= P50_BUDGET_US).to_string(),
+            ),
+        };
+        println!(
+            "| {name} | {:.0} µs | {} µs | {:.0} µs | {bodies} | {target} |",
+            us(p50),
+            delta_us(p50, d50),
+            us(percentile(&lat[k], 0.99)),
+        );
+    }
+    println!();
+    for p in &mut paths {
+        if let Path::Direct(d) = p {
+            d.stop().await;
+        }
+    }
+    for mut s in servers {
+        s.stop().await;
+    }
+    Ok(())
+}
+
+async fn call(path: &mut Path, msg: &str) -> anyhow::Result<()> {
+    match path {
+        Path::Direct(p) => echo(&p.peer(), "echo", msg).await,
+        Path::Web(c) => c.echo("fx__echo", msg).await,
+    }
+}
