@@ -17,7 +17,7 @@ use crate::text::one_line;
 
 pub use edit::{Edit, stage};
 pub use env::{EnvError, expand_env};
-pub use principals::TokenConfig;
+pub use principals::{Principal, TokenConfig};
 pub use strict::{FOREIGN_MCP_SERVER_KEYS, did_you_mean, unknown_key};
 
 /// Default longest projected name: 64 (Claude's limit) minus room for a

@@ -1,12 +1,23 @@
 //! The host-context object handed to each plugin: log forwarding into the
 //! host's `tracing` subscriber (tagged with the plugin's name) and events.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use abi_stable::std_types::{RStr, RString};
 use tokio::sync::mpsc;
-use wf_plugin_api::Event;
 use wf_plugin_api::ffi::HostContextFfi;
+use wf_plugin_api::{CallerRequest, Event};
+
+/// Answers a plugin's `AskCaller` event: `(call, ask, request)`. The sources
+/// layer, which knows the calls in flight, sets it; plugins sit below it.
+pub type AskHandler = fn(u64, u64, CallerRequest);
+
+static ASK_HANDLER: OnceLock<AskHandler> = OnceLock::new();
+
+/// Sets where `AskCaller` events go (once per process; later calls are no-ops).
+pub fn set_ask_handler(handler: AskHandler) {
+    let _ = ASK_HANDLER.set(handler);
+}
 
 /// An event a plugin emitted, tagged with the plugin's name.
 #[derive(Debug, Clone)]
@@ -50,9 +61,12 @@ impl HostContextFfi for HostContext {
     fn emit(&self, event_json: RString) {
         match serde_json::from_str::<Event>(event_json.as_str()) {
             // Answered at once, on the host's runtime: never behind other events.
-            Ok(Event::AskCaller { call, ask, request }) => {
-                crate::sources::answer_ask(call, ask, request)
-            }
+            Ok(Event::AskCaller { call, ask, request }) => match ASK_HANDLER.get() {
+                Some(answer) => answer(call, ask, request),
+                None => {
+                    tracing::debug!(call, ask, "no handler for a plugin's request to its caller")
+                }
+            },
             Ok(event) => {
                 let _ = self.events.tx.send(HostEvent {
                     plugin: self.plugin.to_string(),

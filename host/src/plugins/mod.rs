@@ -8,7 +8,7 @@ mod inspect;
 mod loader;
 mod safety;
 
-pub use host_context::{HostEvent, HostEvents};
+pub use host_context::{AskHandler, HostEvent, HostEvents, set_ask_handler};
 pub use loader::{
     LoadPolicy, LoadedPlugin, Note, PluginSet, Refusal, load_plugins, supported_api_range,
 };

@@ -15,50 +15,15 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::jsonrpc::{SERVER_BUSY, error_reply};
 
-/// Who is calling. Over HTTP the guard sets it once it has checked the
-/// request: the name of the `[[server.tokens]]` entry whose token was sent,
-/// `default` for the single `server.http_token`, `local` when no token is
-/// configured (loopback only). Over stdio it is always `local`. A name, never
-/// a token: it is safe in logs, run records and admin output.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Principal(Arc<str>);
+pub use crate::config::Principal;
 
-impl Principal {
-    pub const LOCAL: &str = "local";
-    pub const DEFAULT: &str = "default";
-
-    pub fn local() -> Self {
-        Self(Self::LOCAL.into())
-    }
-
-    /// The holder of the single `server.http_token` (or `WF_HTTP_TOKEN`).
-    pub fn bearer() -> Self {
-        Self(Self::DEFAULT.into())
-    }
-
-    /// A `[[server.tokens]]` principal.
-    pub fn named(name: &str) -> Self {
-        Self(name.into())
-    }
-
-    pub fn name(&self) -> &str {
-        &self.0
-    }
-
-    /// The principal an HTTP request was checked as (set by the guard in
-    /// the request's extensions); `local` when there is none (stdio).
-    pub fn of_request(parts: Option<&http::request::Parts>) -> Self {
-        parts
-            .and_then(|p| p.extensions.get::<Principal>())
-            .cloned()
-            .unwrap_or_else(Self::local)
-    }
-}
-
-impl std::fmt::Display for Principal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// The principal an HTTP request was checked as (set by the guard in the
+/// request's extensions); `local` when there is none (stdio).
+pub fn principal_of_request(parts: Option<&http::request::Parts>) -> Principal {
+    parts
+        .and_then(|p| p.extensions.get::<Principal>())
+        .cloned()
+        .unwrap_or_else(Principal::local)
 }
 
 /// Logs at most one warning per interval and counts the ones it held back.

@@ -17,7 +17,7 @@ use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
 /// Who sent this request: the principal the HTTP guard checked it as, or
 /// `local` (stdio).
 pub fn principal_of(context: &RequestContext<RoleServer>) -> Principal {
-    Principal::of_request(context.extensions.get::<http::request::Parts>())
+    super::limits::principal_of_request(context.extensions.get::<http::request::Parts>())
 }
 
 /// Whether a tool is listed to this caller: its principal's tool lists

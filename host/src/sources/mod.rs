@@ -11,7 +11,6 @@ pub mod sessions;
 pub mod settings;
 mod subscriptions;
 
-pub(crate) use asks::answer as answer_ask;
 pub use call::{AskFuture, Asker, CallCtx};
 pub use handle::{SourceError, SourceHandle};
 pub use logs::{SourceLog, SourceLogs};

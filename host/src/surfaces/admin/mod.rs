@@ -15,9 +15,9 @@ use serde_json::{Map, Value, json};
 use wf_plugin_api::CallResult;
 
 use crate::app::App;
+use crate::config::Principal;
 use crate::config::{AdminOverHttp, Edit};
 use crate::plugins::supported_api_range;
-use crate::server::Principal;
 
 pub const ADMIN_SOURCE: &str = "wf.admin";
 
