@@ -98,7 +98,17 @@ impl CallContext {
                 "no host to ask the caller through",
             ));
         };
-        crate::export::ask_caller(host, call, request.clone()).await
+        // Asked after the call ended (an upstream's late request): nobody waits
+        // for the answer, so do not wait for it either.
+        let ended = self.cancel.clone().cancelled_owned();
+        let asked = crate::export::ask_caller(host, call, request.clone());
+        match futures::future::select(Box::pin(asked), Box::pin(ended)).await {
+            futures::future::Either::Left((answer, _)) => answer,
+            futures::future::Either::Right(_) => Err(PluginError::new(
+                crate::ErrorCode::Cancelled,
+                format!("cannot {} the caller: the call has ended", request.kind()),
+            )),
+        }
     }
     /// Since 1.2: asks the user to fill in a form (`schema`: a flat JSON
     /// Schema object of primitive properties, as MCP elicitation allows).

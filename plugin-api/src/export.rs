@@ -312,8 +312,12 @@ impl<S: Source> SourceFfi for SourceAdapter<S> {
             cancel: cancel.clone(),
             watching: watching.clone(),
         };
+        // The call's token also fires when its work ends, so whatever still
+        // waits on this call (an ask its upstream sent back late) stops too.
+        let over = cancel.clone();
         let started = catch_unwind(AssertUnwindSafe(|| {
             inline_call(cancel, watching, async move {
+                let _over = over.drop_guard();
                 dispatch(&*source, request.as_str(), call).await
             })
         }));

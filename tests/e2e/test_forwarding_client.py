@@ -81,7 +81,9 @@ async def test_updates_reach_only_subscribed_clients_and_end_with_them(
     wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    config = write_config(wf, {"fx": fixture_source(fixture_upstream_bin, *upstream_events.args())})
+    # Subscriptions live on the source's shared session (per-client sessions do
+    # not subscribe yet: docs/operator-manual.md, "What crosses wf").
+    config = write_config(wf, {"fx": fixture_source(fixture_upstream_bin, *upstream_events.args(), session="shared")})
     server = wf.start_http("127.0.0.1", None, "--config", str(config))
     a, b = Updates(), Updates()
     journal = lambda event: [e for e in upstream_events.read() if e.get("event") == event]  # noqa: E731
@@ -119,7 +121,9 @@ async def test_updates_reach_only_subscribed_clients_and_end_with_them(
 async def test_a_client_that_goes_away_ends_its_subscription_upstream(
     wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
 ) -> None:
-    config = write_config(wf, {"fx": fixture_source(fixture_upstream_bin, *upstream_events.args())})
+    # Subscriptions live on the source's shared session (per-client sessions do
+    # not subscribe yet: docs/operator-manual.md, "What crosses wf").
+    config = write_config(wf, {"fx": fixture_source(fixture_upstream_bin, *upstream_events.args(), session="shared")})
     server = wf.start_http("127.0.0.1", None, "--config", str(config))
     async with wf.http_client(server, "legacy") as c:
         with anyio.fail_after(OP_TIMEOUT):
@@ -133,7 +137,9 @@ async def test_a_client_that_goes_away_ends_its_subscription_upstream(
 async def test_listen_resource_subscriptions_2026(
     wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
 ) -> None:
-    config = write_config(wf, {"fx": fixture_source(fixture_upstream_bin, *upstream_events.args())})
+    # Subscriptions live on the source's shared session (per-client sessions do
+    # not subscribe yet: docs/operator-manual.md, "What crosses wf").
+    config = write_config(wf, {"fx": fixture_source(fixture_upstream_bin, *upstream_events.args(), session="shared")})
     async with wf.stdio_client("auto", "--config", str(config)) as c:
         assert c.protocol_version == "2026-07-28", c.protocol_version
         with anyio.fail_after(OP_TIMEOUT):

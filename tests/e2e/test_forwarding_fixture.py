@@ -27,8 +27,10 @@ OP_TIMEOUT = 60
 ASK = "fix__ask"
 
 
-def serve(wf: Wf, fixture_upstream_bin: Path, events: UpstreamEvents) -> HttpServer:
-    settings = {"command": str(fixture_upstream_bin), "args": ["--asks", *events.args()]}
+def serve(wf: Wf, fixture_upstream_bin: Path, events: UpstreamEvents, session: str = "shared") -> HttpServer:
+    # "shared" unless a test says otherwise: these tests are about routing on
+    # one upstream session (HTTP serving defaults to one session per client).
+    settings = {"command": str(fixture_upstream_bin), "args": ["--asks", *events.args()], "session": session}
     config = wf.write_config(toml_config({"fix": settings}))
     return wf.start_http("127.0.0.1", None, "--config", str(config))
 
@@ -143,6 +145,41 @@ async def test_overlapping_calls_on_a_shared_session_make_the_upstream_see_an_er
     assert "2 calls are in flight" in event["error"]["message"], event
     assert first.elicitations == [] and second.elicitations == []
     assert "2 calls are in flight on this shared upstream session" in server.log.read_text()
+
+
+async def test_overlapping_calls_with_per_client_sessions_each_get_their_own_request(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents, tmp_path: Path
+) -> None:
+    """`session = "client"`: each client has its own upstream session, so calls in
+    flight at once are never ambiguous: each client gets its own request."""
+    first, second = Answerer(), Answerer()
+    gate = tmp_path / "ask-now"
+    server = serve(wf, fixture_upstream_bin, upstream_events, session="client")
+    async with (
+        wf.http_client(server, "legacy", **first.callbacks()) as c1,
+        wf.http_client(server, "legacy", **second.callbacks()) as c2,
+    ):
+        await wait_listed(c1, ASK)
+        await wait_listed(c2, ASK)
+        results: dict[str, Any] = {}
+
+        async def run(name: str, c: Client, args: dict[str, Any]) -> None:
+            results[name] = await call_outcome(c, ASK, args)
+
+        with anyio.fail_after(OP_TIMEOUT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run, "first", c1, {"kind": "elicit", "until": str(gate)})
+                tg.start_soon(run, "second", c2, {"kind": "sample", "until": str(gate)})
+                # Both calls are in flight (one per upstream process) before either asks.
+                await upstream_events.wait_for(event="call", tool="ask", kind="elicit")
+                await upstream_events.wait_for(event="call", tool="ask", kind="sample")
+                gate.touch()
+    assert results["first"][1] is None and results["second"][1] is None, results
+    assert len(first.elicitations) == 1 and first.samplings == []
+    assert len(second.samplings) == 1 and second.elicitations == []
+    events = asked(upstream_events)
+    assert len(events) == 2 and all(e["ok"] for e in events), events
+    assert len({e["pid"] for e in events}) == 2, "each client has its own upstream process"
 
 
 async def test_stdio_client_is_asked_too(wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents) -> None:

@@ -190,8 +190,9 @@ async def test_allow_tools_shows_only_the_allowed(
     )
     config = wf.write_config(toml_config({"up": {"command": str(command), "allow_tools": ["echo"]}}))
     async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        # server-everything (node) can take longer than the startup grace to be discovered.
+        tools = await wait_listed(c, "up__echo")
         with anyio.fail_after(OP_TIMEOUT):
-            tools = await all_tools(c)
             assert source_tools(tools, "up") == {"echo"}
             echoed = await c.call_tool("up__echo", {"message": "allowed"})
             assert "allowed" in content_text(echoed.content)

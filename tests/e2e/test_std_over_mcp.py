@@ -74,7 +74,8 @@ async def test_negotiated_protocol(client: Client, mode: str) -> None:
 
 
 # Host-local surfaces served beside the sources (docs/operator-manual.md).
-HOST_PREFIXES = ("wf_planner__", "wf_admin__", "wf_deploy__")
+# wf_session__: session handles for stateless HTTP clients (host-local, HTTP only).
+HOST_PREFIXES = ("wf_planner__", "wf_admin__", "wf_deploy__", "wf_session__")
 
 
 async def test_list_tools_is_exactly_wf_std(client: Client) -> None:

@@ -116,7 +116,9 @@ async def test_serve_leaves_out_a_source_with_unknown_settings(wf: Wf, fixture_u
 
 async def test_admin_edits_and_reload_check_settings(wf: Wf, fixture_upstream_bin: Path) -> None:
     fx = str(fixture_upstream_bin)
-    config = wf.write_config(toml_config({"fx": {"command": fx}}))
+    # The operator allows sources that start programs: what is checked here is
+    # the settings, not the admin safety switch (test_principals.py).
+    config = wf.write_config("[admin]\nallow_process_sources = true\n\n" + toml_config({"fx": {"command": fx}}))
     file = str(config.resolve())
     async with wf.stdio_client("auto", "--config", str(config)) as c:
         await wait_listed(c, "fx__echo")

@@ -264,6 +264,9 @@ impl Source for McpSource {
             .collect();
         futures::future::join_all(leases.iter().map(|rt| rt.close())).await;
         self.runtime.close().await;
+        // A session still closing (a rediscovery when wf stops) must not
+        // outlive the source.
+        stdio::kill_leftovers(&self.name, stdio::instance_key(&self.config));
     }
 }
 

@@ -101,6 +101,7 @@ pub async fn open(
                 let proc = ChildTransport::spawn(
                     wrapped,
                     source,
+                    crate::stdio::instance_key(config),
                     config.max_message_bytes,
                     client.broken.clone(),
                 )

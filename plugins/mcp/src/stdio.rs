@@ -5,7 +5,9 @@
 //! and drops an over-long line without telling the call that waits for it, so
 //! wf assembles the same parts itself.
 
+use std::collections::HashMap;
 use std::process::Stdio;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use process_wrap::tokio::{ChildWrapper, CommandWrap};
@@ -20,7 +22,61 @@ use crate::frames::{Broken, FrameGuard};
 /// How long a closed child gets to exit before SIGTERM, and again before SIGKILL.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
 
+/// The process groups of live stdio upstreams, with their source's instance
+/// (the address of its config, unique while it lives; a reload's new instance
+/// of the same name is another one): what a
+/// source's shutdown kills when a session could not be closed in time (e.g.
+/// a rediscovery still running when wf stops).
+fn live() -> &'static Mutex<HashMap<u32, usize>> {
+    static LIVE: OnceLock<Mutex<HashMap<u32, usize>>> = OnceLock::new();
+    LIVE.get_or_init(Default::default)
+}
+
+fn forget(pid: Option<u32>) {
+    if let Some(pid) = pid {
+        live()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&pid);
+    }
+}
+
+/// The key of a source instance in the live-process table.
+pub fn instance_key(config: &crate::config::McpConfig) -> usize {
+    config as *const crate::config::McpConfig as usize
+}
+
+/// Kills (SIGKILL, whole process group) every stdio upstream of the source
+/// instance `key` still alive: the last step of the source's shutdown.
+pub fn kill_leftovers(source: &str, key: usize) {
+    let pids: Vec<u32> = {
+        let mut live = live()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pids: Vec<u32> = live
+            .iter()
+            .filter(|(_, k)| **k == key)
+            .map(|(p, _)| *p)
+            .collect();
+        for p in &pids {
+            live.remove(p);
+        }
+        pids
+    };
+    for pid in pids {
+        tracing::info!(source, pid, "killing an upstream process left at shutdown");
+        #[cfg(unix)]
+        // SAFETY: killpg only sends a signal; the group is the one wf started
+        // for this upstream (ProcessGroup::leader) and has not been reaped yet.
+        unsafe {
+            libc::killpg(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+}
+
 pub struct ChildTransport {
+    /// The child's pid, which is also its process group's id.
+    pid: Option<u32>,
     child: Option<Box<dyn ChildWrapper>>,
     io: AsyncRwTransport<RoleClient, FrameGuard<ChildStdout>, ChildStdin>,
 }
@@ -30,6 +86,7 @@ impl ChildTransport {
     pub fn spawn(
         mut cmd: CommandWrap,
         source: &str,
+        instance: usize,
         max_message_bytes: usize,
         broken: Broken,
     ) -> std::io::Result<Self> {
@@ -45,10 +102,18 @@ impl ChildTransport {
         if let Some(stderr) = inner.stderr().take() {
             tokio::spawn(crate::stderr::forward(source.to_string(), stderr));
         }
+        let pid = child.id();
+        if let Some(pid) = pid {
+            live()
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(pid, instance);
+        }
         let guard = FrameGuard::new(stdout, source, max_message_bytes, broken);
         // The guard cuts every line at the limit; rmcp's own bound stays above it.
         let io = AsyncRwTransport::new(guard, stdin).with_max_line_length(max_message_bytes + 2);
         Ok(Self {
+            pid,
             child: Some(child),
             io,
         })
@@ -56,6 +121,13 @@ impl ChildTransport {
 
     /// The MCP stdio shutdown: close stdin, wait; SIGTERM, wait; kill.
     async fn shutdown(&mut self) -> std::io::Result<()> {
+        let result = self.stop_child().await;
+        // Known gone now: nothing left for `kill_leftovers`.
+        forget(self.pid.take());
+        result
+    }
+
+    async fn stop_child(&mut self) -> std::io::Result<()> {
         let Some(child) = self.child.as_mut() else {
             return Ok(());
         };
@@ -81,12 +153,16 @@ impl Drop for ChildTransport {
     fn drop(&mut self) {
         // Killed in the background: dropping must not block, and the process
         // group must not outlive the session.
-        if let Some(mut child) = self.child.take()
-            && let Ok(rt) = tokio::runtime::Handle::try_current()
-        {
-            rt.spawn(async move {
-                let _ = Box::into_pin(child.kill()).await;
-            });
+        forget(self.pid.take());
+        if let Some(mut child) = self.child.take() {
+            // The signal goes out now, even when no runtime is left to run a
+            // task (wf exiting); the reaping is then tokio's or init's.
+            let _ = child.start_kill();
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = child.wait().await;
+                });
+            }
         }
     }
 }
