@@ -11,10 +11,8 @@ process (so each on its own upstream session), never see the page.
 
 from __future__ import annotations
 
-import http.server
 import os
 import re
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,15 +22,14 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import E2E_DIR, Wf, all_tools, content_text, descendants_of, toml_config, wait_processes_gone
+from conftest import Wf, all_tools, content_text, descendants_of, toml_config, wait_processes_gone
 from planner_support import get_run, planner, publish_and_deploy
+from playwright_support import CHROMIUM, require_playwright_mcp, serve_pages
 
 pytestmark = pytest.mark.anyio
 
 OP_TIMEOUT = 120
 SOURCE = "playwright"
-CHROMIUM = Path(os.environ.get("WF_CHROMIUM") or "/usr/bin/chromium")
-PLAYWRIGHT_MCP_DEFAULT = E2E_DIR / "node_modules" / ".bin" / "playwright-mcp"
 
 PAGE = b"""<!doctype html>
 <html><head><meta charset="utf-8"><title>Counter</title></head>
@@ -71,38 +68,14 @@ COUNTER_CLICK = {
 
 @pytest.fixture(scope="session")
 def playwright_mcp_bin() -> Path:
-    path = Path(os.environ.get("WF_PLAYWRIGHT_MCP_BIN") or PLAYWRIGHT_MCP_DEFAULT)
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"{path} is missing: run tests/run (or `npm ci` in tests/e2e), or set WF_PLAYWRIGHT_MCP_BIN")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: tests/run installs Debian's chromium (apt-get install -y chromium)")
-    return path
+    return require_playwright_mcp()
 
 
 @pytest.fixture
 def counter_url() -> Iterator[str]:
     """The counter page, served by Python's http.server on 127.0.0.1 in a thread."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(PAGE)))
-            self.end_headers()
-            self.wfile.write(PAGE)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/counter.html"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serve_pages(lambda _path: PAGE) as base:
+        yield f"{base}/counter.html"
 
 
 def playwright_config(wf: Wf, playwright_mcp_bin: Path, name: str = "wf.toml") -> Path:

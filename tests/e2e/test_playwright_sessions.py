@@ -7,9 +7,6 @@ calls. The pages are served by Python's http.server on 127.0.0.1.
 
 from __future__ import annotations
 
-import http.server
-import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,54 +14,32 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import E2E_DIR, Wf, content_text, descendants_of, wait_listed, wait_processes_gone
+from conftest import Wf, content_text, descendants_of, wait_listed, wait_processes_gone
+from playwright_support import CHROMIUM, require_playwright_mcp, serve_pages
 from sessions_support import client_as, sessions_config
 
 pytestmark = pytest.mark.anyio
 
 OP_TIMEOUT = 180
 SOURCE = "playwright"
-CHROMIUM = Path(os.environ.get("WF_CHROMIUM") or "/usr/bin/chromium")
-PLAYWRIGHT_MCP_DEFAULT = E2E_DIR / "node_modules" / ".bin" / "playwright-mcp"
 OWNERS = ("alice-one", "alice-two", "bob")
 
 
 @pytest.fixture(scope="module")
 def playwright_mcp_bin() -> Path:
-    path = Path(os.environ.get("WF_PLAYWRIGHT_MCP_BIN") or PLAYWRIGHT_MCP_DEFAULT)
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"{path} is missing: run tests/run (or `npm ci` in tests/e2e), or set WF_PLAYWRIGHT_MCP_BIN")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: tests/run installs Debian's chromium (apt-get install -y chromium)")
-    return path
+    return require_playwright_mcp()
 
 
 @pytest.fixture
 def pages_url() -> Iterator[str]:
     """`<base>/<owner>` is a page titled and headed "Page of <owner>"."""
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            owner = self.path.strip("/")
-            body = f"<!doctype html><title>Page of {owner}</title><h1>Page of {owner}</h1>".encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def page(path: str) -> bytes:
+        owner = path.strip("/")
+        return f"<!doctype html><title>Page of {owner}</title><h1>Page of {owner}</h1>".encode()
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serve_pages(page) as base:
+        yield base
 
 
 def playwright_source(wf: Wf, playwright_mcp_bin: Path) -> dict[str, Any]:
