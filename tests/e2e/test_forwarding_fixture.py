@@ -11,6 +11,8 @@ legacy (2025-11-25) mode.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,19 @@ def serve(wf: Wf, fixture_upstream_bin: Path, events: UpstreamEvents, session: s
     settings = {"command": str(fixture_upstream_bin), "args": ["--asks", *events.args()], "session": session}
     config = wf.write_config(toml_config({"fix": settings}))
     return wf.start_http("127.0.0.1", None, "--config", str(config))
+
+
+@asynccontextmanager
+async def two_clients(wf: Wf, server: HttpServer, first: Answerer, second: Answerer) -> AsyncIterator[tuple[Client, Client]]:
+    """Two legacy HTTP clients of `server`, answering with `first` and `second`,
+    once the fixture's `ask` tool is listed to both."""
+    async with (
+        wf.http_client(server, "legacy", **first.callbacks()) as c1,
+        wf.http_client(server, "legacy", **second.callbacks()) as c2,
+    ):
+        await wait_listed(c1, ASK)
+        await wait_listed(c2, ASK)
+        yield c1, c2
 
 
 def asked(events: UpstreamEvents) -> list[dict[str, Any]]:
@@ -91,12 +106,7 @@ async def test_two_clients_on_one_shared_session_each_get_their_own_request(
     """Calls that do not overlap: each client is asked exactly once, for its own call."""
     first, second = Answerer(), Answerer()
     server = serve(wf, fixture_upstream_bin, upstream_events)
-    async with (
-        wf.http_client(server, "legacy", **first.callbacks()) as c1,
-        wf.http_client(server, "legacy", **second.callbacks()) as c2,
-    ):
-        await wait_listed(c1, ASK)
-        await wait_listed(c2, ASK)
+    async with two_clients(wf, server, first, second) as (c1, c2):
         with anyio.fail_after(OP_TIMEOUT):
             _, err = await call_outcome(c1, ASK, {"kind": "elicit"})
             assert err is None, err
@@ -117,12 +127,7 @@ async def test_overlapping_calls_on_a_shared_session_make_the_upstream_see_an_er
     first, second = Answerer(), Answerer()
     gate, release = tmp_path / "ask-now", tmp_path / "slow-done"
     server = serve(wf, fixture_upstream_bin, upstream_events)
-    async with (
-        wf.http_client(server, "legacy", **first.callbacks()) as c1,
-        wf.http_client(server, "legacy", **second.callbacks()) as c2,
-    ):
-        await wait_listed(c1, ASK)
-        await wait_listed(c2, ASK)
+    async with two_clients(wf, server, first, second) as (c1, c2):
         results: dict[str, Any] = {}
 
         async def run(name: str, c: Client, tool: str, args: dict[str, Any]) -> None:
@@ -155,12 +160,7 @@ async def test_overlapping_calls_with_per_client_sessions_each_get_their_own_req
     first, second = Answerer(), Answerer()
     gate = tmp_path / "ask-now"
     server = serve(wf, fixture_upstream_bin, upstream_events, session="client")
-    async with (
-        wf.http_client(server, "legacy", **first.callbacks()) as c1,
-        wf.http_client(server, "legacy", **second.callbacks()) as c2,
-    ):
-        await wait_listed(c1, ASK)
-        await wait_listed(c2, ASK)
+    async with two_clients(wf, server, first, second) as (c1, c2):
         results: dict[str, Any] = {}
 
         async def run(name: str, c: Client, args: dict[str, Any]) -> None:
