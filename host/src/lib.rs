@@ -15,5 +15,6 @@ pub mod server;
 pub mod sources;
 pub mod store;
 pub mod surfaces;
+pub mod telemetry;
 pub mod text;
 pub mod workflow;

@@ -84,6 +84,7 @@ impl LiveConfig {
     pub async fn reload(&self) -> ReloadOutcome {
         let _one = self.reloading.lock().await;
         let outcome = self.try_reload().await;
+        crate::telemetry::metrics::reload(outcome.error.is_none());
         match &outcome.error {
             None => {
                 tracing::info!(added = ?outcome.sources.added, changed = ?outcome.sources.changed, removed = ?outcome.sources.removed, "config reloaded")

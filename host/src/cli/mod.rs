@@ -2,6 +2,7 @@
 
 mod check;
 pub mod log_filter;
+mod log_format;
 mod plugins;
 mod run;
 mod serve;
@@ -31,6 +32,15 @@ pub struct Cli {
     /// --log-level says.
     #[arg(long, global = true, env = "WF_LOG_PAYLOADS")]
     pub log_payloads: bool,
+    /// stderr log lines as text or JSON (one object per line). WF_LOG_FORMAT also works.
+    #[arg(
+        long,
+        global = true,
+        env = "WF_LOG_FORMAT",
+        value_enum,
+        default_value_t
+    )]
+    pub log_format: log_format::LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -215,15 +225,9 @@ impl CommonArgs {
     }
 }
 
-fn init_logging(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+fn init_logging(filter: &str, format: log_format::LogFormat) {
     // stdout is the MCP stdio channel: logs go to stderr only.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    log_format::init(filter, format);
 }
 
 /// Runs the CLI; returns the process exit code.
@@ -231,10 +235,10 @@ pub fn main() -> i32 {
     let mut cli = Cli::parse();
     // `wf check` reports every problem itself; the default log would repeat them.
     if matches!(cli.command, Command::Check(_)) && cli.log_level == DEFAULT_LOG {
-        init_logging("error");
+        init_logging("error", cli.log_format);
     } else if !cli.log_payloads {
         let (filter, lowered) = log_filter::without_payloads(&cli.log_level);
-        init_logging(&filter);
+        init_logging(&filter, cli.log_format);
         if !lowered.is_empty() {
             tracing::warn!(
                 "log filter {} lowered to info: those logs carry whole MCP messages; add --log-payloads to keep them",
@@ -244,7 +248,7 @@ pub fn main() -> i32 {
         // Plugins get the same filter.
         cli.log_level = filter;
     } else {
-        init_logging(&cli.log_level);
+        init_logging(&cli.log_level, cli.log_format);
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -6,6 +6,7 @@ mod edit;
 mod env;
 mod principals;
 mod strict;
+mod telemetry;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ pub use edit::{Edit, stage};
 pub use env::{EnvError, expand_env};
 pub use principals::{Principal, TokenConfig};
 pub use strict::{FOREIGN_MCP_SERVER_KEYS, did_you_mean, unknown_key};
+pub use telemetry::TelemetryConfig;
 
 /// Default longest projected name: 64 (Claude's limit) minus room for a
 /// client's own prefix such as `mcp__<server>__`.
@@ -50,6 +52,8 @@ pub struct Config {
     pub plugins: PluginsConfig,
     #[serde(default)]
     pub admin: AdminConfig,
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
     /// Sources by name. Each has a `kind` served by some plugin.
     #[serde(default)]
     pub sources: BTreeMap<String, SourceConfig>,

@@ -259,7 +259,7 @@ pub async fn serve(
         let router = router.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            serve_connection(stream, router, activity, limits, kill, shutdown).await;
+            serve_connection(stream, peer, router, activity, limits, kill, shutdown).await;
             registry.remove(id);
         });
     }
@@ -271,6 +271,7 @@ pub async fn serve(
 
 async fn serve_connection(
     stream: TcpStream,
+    peer: std::net::SocketAddr,
     router: Router,
     activity: Arc<Activity>,
     limits: ConnLimits,
@@ -281,7 +282,11 @@ async fn serve_connection(
     let counted = activity.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         counted.requests.fetch_add(1, Ordering::Relaxed);
-        router.clone().oneshot(req.map(Body::new))
+        let mut req = req.map(Body::new);
+        // Routes that care who connected (`/metrics`: loopback only) read it.
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
+        router.clone().oneshot(req)
     });
     let io = TokioIo::new(Tracked {
         io: stream,

@@ -61,6 +61,7 @@ impl SeenEpochs {
         let Some(before) = self.observe(&client_key(context), source, epoch) else {
             return result;
         };
+        crate::telemetry::metrics::epoch_change(source);
         let text = format!("source {source} restarted; its session state was lost");
         tracing::warn!(
             principal = principal_of(context).name(),

@@ -184,11 +184,15 @@ pub async fn serve_http(
     ));
     let messages = Arc::new(Messages::new(opts.max_request_bytes, sessions));
     let limits = Arc::new(PrincipalLimits::new(opts.max_requests_per_principal));
+    let metrics =
+        super::metrics_route::router(app.clone(), g.clone(), &app.config.config.telemetry)?;
     let router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(from_fn_with_state(messages, check_messages))
         .layer(from_fn_with_state(limits, limit_per_principal))
-        .layer(from_fn_with_state(g, guard));
+        .layer(from_fn_with_state(g, guard))
+        // Outside the /mcp guard: it has its own token and peer rule.
+        .merge(metrics.unwrap_or_default());
     tracing::info!("listening on http://{local}/mcp");
     connections::serve(
         listener,

@@ -163,7 +163,7 @@ impl HttpGuard {
         Ok(())
     }
 
-    fn host_ok(&self, headers: &HeaderMap) -> bool {
+    pub(super) fn host_ok(&self, headers: &HeaderMap) -> bool {
         let Some((host, port)) = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
@@ -178,7 +178,7 @@ impl HttpGuard {
                 .any(|(h, p)| *h == host && (p.is_none() || *p == port))
     }
 
-    fn origin_ok(&self, headers: &HeaderMap) -> bool {
+    pub(super) fn origin_ok(&self, headers: &HeaderMap) -> bool {
         let Some(origin) = headers.get(header::ORIGIN) else {
             return true;
         };

@@ -11,6 +11,7 @@ mod http_messages;
 pub(crate) mod isolation;
 mod jsonrpc;
 mod limits;
+mod metrics_route;
 mod notify;
 pub(crate) mod principals;
 mod session_route;

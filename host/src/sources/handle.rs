@@ -12,6 +12,7 @@ use wf_plugin_api::{
 };
 
 use super::call::CallCtx;
+use crate::telemetry::metrics;
 
 /// A source operation failed; the message always names the source.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -66,6 +67,17 @@ impl SourceHandle {
         request: &SourceRequest,
         ctx: CallCtx,
     ) -> Result<T, SourceError> {
+        let started = std::time::Instant::now();
+        let result = self.send(request, ctx).await;
+        self.record(request, outcome(&result), started.elapsed());
+        result
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &self,
+        request: &SourceRequest,
+        ctx: CallCtx,
+    ) -> Result<T, SourceError> {
         let text = serde_json::to_string(request)
             .map_err(|e| self.err(PluginError::internal(e.to_string())))?;
         let is_call = matches!(
@@ -99,6 +111,24 @@ impl SourceHandle {
         }
     }
 
+    /// Counts a call (not catalog or session requests) in the metrics.
+    fn record(&self, request: &SourceRequest, outcome: &str, took: std::time::Duration) {
+        let Some(method) = metrics::method_label(request) else {
+            return;
+        };
+        let name = match request {
+            SourceRequest::CallTool { name, .. }
+            | SourceRequest::RunNode { name, .. }
+            | SourceRequest::GetPrompt { name, .. } => name.as_str(),
+            // URIs are unbounded; the source and method say enough.
+            _ => "",
+        };
+        if outcome == ErrorCode::Panicked.as_str() {
+            metrics::plugin_panic(&self.name);
+        }
+        metrics::source_call(&self.name, method, name, outcome, took);
+    }
+
     pub async fn catalog(&self) -> Result<Catalog, SourceError> {
         self.request(&SourceRequest::Catalog, CallCtx::new()).await
     }
@@ -109,14 +139,19 @@ impl SourceHandle {
         arguments: Value,
         ctx: CallCtx,
     ) -> Result<CallResult, SourceError> {
-        self.request(
-            &SourceRequest::CallTool {
-                name: name.into(),
-                arguments,
-            },
-            ctx,
-        )
-        .await
+        let request = SourceRequest::CallTool {
+            name: name.into(),
+            arguments,
+        };
+        let started = std::time::Instant::now();
+        let result = self.send::<CallResult>(&request, ctx).await;
+        // A tool that answered with an error result failed, for the operator.
+        let outcome = match &result {
+            Ok(r) if r.is_error => "tool_error",
+            r => outcome(r),
+        };
+        self.record(&request, outcome, started.elapsed());
+        result
     }
 
     pub async fn run_node(
@@ -214,5 +249,12 @@ impl SourceHandle {
 
     pub async fn shutdown(&self) {
         self.obj.shutdown().await
+    }
+}
+/// A call's outcome label: `ok` or the error code.
+fn outcome<T>(result: &Result<T, SourceError>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(e) => e.code().as_str(),
     }
 }

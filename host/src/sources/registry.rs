@@ -357,6 +357,7 @@ impl Sources {
             )),
         };
         let elapsed = started.elapsed().as_millis() as u64;
+        crate::telemetry::metrics::discovery(&entry.name, result.is_ok(), started.elapsed());
         let (was_waiting, changed);
         {
             let mut st = entry.status.lock().unwrap();

@@ -489,6 +489,19 @@ impl SessionTable {
         rows.into_iter().map(|r| r.1).collect()
     }
 
+    /// Sessions open now, by source (for the metrics).
+    pub fn open_by_source(&self) -> HashMap<String, usize> {
+        let slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut per_source = HashMap::new();
+        for s in slots.values().filter(|s| s.opened.get().is_some()) {
+            *per_source.entry(s.key.source.clone()).or_default() += 1;
+        }
+        per_source
+    }
+
     /// Totals for the admin status.
     pub fn totals(&self) -> Value {
         let slots = self.slots.lock().unwrap();

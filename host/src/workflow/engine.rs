@@ -369,6 +369,11 @@ impl Run {
         rec.error_code = error.as_ref().and_then(|e| e.code);
         rec.error = error.map(|e| e.message);
         rec.finished_at = Some(now_ms());
+        let ms = rec
+            .started_at
+            .zip(rec.finished_at)
+            .map_or(0, |(s, f)| f - s);
+        crate::telemetry::metrics::node_finished(&rec.capability, status, ms);
         self.save(rec);
     }
 
@@ -510,6 +515,7 @@ impl Run {
         {
             tracing::error!(run = %id, "cannot record the run's end: {e}");
         }
+        crate::telemetry::metrics::run_finished(status);
         tracing::info!(run = %id, status, ms = started.elapsed().as_millis() as u64, "run finished");
     }
 

@@ -1,0 +1,306 @@
+//! The process-wide metrics registry and its recording functions. Recording
+//! is a label lookup and an atomic add; nothing here blocks or allocates
+//! beyond the label strings.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    source: String,
+    method: String,
+    name: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TimingLabels {
+    source: String,
+    method: String,
+    name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabel {
+    source: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceOutcome {
+    source: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    capability: String,
+    status: String,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Seconds, 1 ms to ~33 s.
+fn latency() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+struct Metrics {
+    registry: Registry,
+    calls: Family<CallLabels, Counter>,
+    call_seconds: Histograms<TimingLabels>,
+    panics: Family<SourceLabel, Counter>,
+    in_flight: Family<SourceLabel, Gauge>,
+    sessions_open: Family<SourceLabel, Gauge>,
+    epoch_changes: Family<SourceLabel, Counter>,
+    discoveries: Family<SourceOutcome, Counter>,
+    discovery_seconds: Histograms<SourceLabel>,
+    reloads: Family<OutcomeLabel, Counter>,
+    runs: Family<StatusLabel, Counter>,
+    node_seconds: Histograms<NodeLabels>,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut m = Self {
+            registry: Registry::with_prefix("wf"),
+            calls: Family::default(),
+            call_seconds: Family::new_with_constructor(latency),
+            panics: Family::default(),
+            in_flight: Family::default(),
+            sessions_open: Family::default(),
+            epoch_changes: Family::default(),
+            discoveries: Family::default(),
+            discovery_seconds: Family::new_with_constructor(latency),
+            reloads: Family::default(),
+            runs: Family::default(),
+            node_seconds: Family::new_with_constructor(latency),
+        };
+        let r = &mut m.registry;
+        r.register(
+            "source_calls",
+            "Calls into sources (tools/call, nodes/run, resources/read, prompts/get) by source, method, name and outcome (ok or the error code)",
+            m.calls.clone(),
+        );
+        r.register(
+            "source_call_duration_seconds",
+            "Time from a source call's start to its answer, by source, method and name",
+            m.call_seconds.clone(),
+        );
+        r.register(
+            "plugin_panics",
+            "Plugin panics contained (the call failed, wf kept serving)",
+            m.panics.clone(),
+        );
+        r.register(
+            "calls_in_flight",
+            "Source calls wf is waiting on now",
+            m.in_flight.clone(),
+        );
+        r.register(
+            "upstream_sessions_open",
+            "Per-principal and per-client upstream sessions open now",
+            m.sessions_open.clone(),
+        );
+        r.register(
+            "session_epoch_changes",
+            "Upstream session restarts (epoch changes) reported to clients",
+            m.epoch_changes.clone(),
+        );
+        r.register(
+            "discoveries",
+            "Catalog discoveries by source and outcome (ok or failed)",
+            m.discoveries.clone(),
+        );
+        r.register(
+            "discovery_duration_seconds",
+            "Time a catalog discovery took, by source",
+            m.discovery_seconds.clone(),
+        );
+        r.register(
+            "config_reloads",
+            "Config reloads by outcome (applied or refused)",
+            m.reloads.clone(),
+        );
+        r.register(
+            "workflow_runs",
+            "Workflow runs finished, by status",
+            m.runs.clone(),
+        );
+        r.register(
+            "workflow_node_duration_seconds",
+            "Time a workflow node took (all its attempts), by capability and status",
+            m.node_seconds.clone(),
+        );
+        m
+    }
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+/// The label a request method gets: the MCP method it serves.
+pub fn method_label(request: &wf_plugin_api::SourceRequest) -> Option<&'static str> {
+    use wf_plugin_api::SourceRequest as R;
+    Some(match request {
+        R::CallTool { .. } => "tools/call",
+        R::RunNode { .. } => "nodes/run",
+        R::ReadResource { .. } => "resources/read",
+        R::GetPrompt { .. } => "prompts/get",
+        _ => return None,
+    })
+}
+
+/// One source call answered: `outcome` is `ok` or the error code.
+pub fn source_call(source: &str, method: &str, name: &str, outcome: &str, took: Duration) {
+    let m = &*METRICS;
+    m.calls
+        .get_or_create(&CallLabels {
+            source: source.into(),
+            method: method.into(),
+            name: name.into(),
+            outcome: outcome.into(),
+        })
+        .inc();
+    m.call_seconds
+        .get_or_create(&TimingLabels {
+            source: source.into(),
+            method: method.into(),
+            name: name.into(),
+        })
+        .observe(took.as_secs_f64());
+}
+
+/// A plugin panicked in a call and wf contained it.
+pub fn plugin_panic(source: &str) {
+    METRICS
+        .panics
+        .get_or_create(&SourceLabel {
+            source: source.into(),
+        })
+        .inc();
+}
+
+/// A client was told its upstream session on `source` restarted.
+pub fn epoch_change(source: &str) {
+    METRICS
+        .epoch_changes
+        .get_or_create(&SourceLabel {
+            source: source.into(),
+        })
+        .inc();
+}
+
+pub fn discovery(source: &str, ok: bool, took: Duration) {
+    let m = &*METRICS;
+    let outcome = if ok { "ok" } else { "failed" };
+    m.discoveries
+        .get_or_create(&SourceOutcome {
+            source: source.into(),
+            outcome: outcome.into(),
+        })
+        .inc();
+    m.discovery_seconds
+        .get_or_create(&SourceLabel {
+            source: source.into(),
+        })
+        .observe(took.as_secs_f64());
+}
+
+pub fn reload(applied: bool) {
+    let outcome = if applied { "applied" } else { "refused" };
+    METRICS
+        .reloads
+        .get_or_create(&OutcomeLabel {
+            outcome: outcome.into(),
+        })
+        .inc();
+}
+
+pub fn run_finished(status: &str) {
+    METRICS
+        .runs
+        .get_or_create(&StatusLabel {
+            status: status.into(),
+        })
+        .inc();
+}
+
+/// A node finished after `ms` milliseconds (from its first attempt's start).
+pub fn node_finished(capability: &str, status: &str, ms: i64) {
+    METRICS
+        .node_seconds
+        .get_or_create(&NodeLabels {
+            capability: capability.into(),
+            status: status.into(),
+        })
+        .observe(ms.max(0) as f64 / 1000.0);
+}
+
+/// The gauges read from live state at scrape time: calls in flight and
+/// upstream sessions open, per source. Sources gone since the last scrape
+/// drop out.
+pub fn set_source_gauges(
+    in_flight: impl IntoIterator<Item = (String, usize)>,
+    sessions_open: impl IntoIterator<Item = (String, usize)>,
+) {
+    let m = &*METRICS;
+    for (family, values) in [
+        (&m.in_flight, in_flight.into_iter().collect::<Vec<_>>()),
+        (&m.sessions_open, sessions_open.into_iter().collect()),
+    ] {
+        family.clear();
+        for (source, n) in values {
+            family
+                .get_or_create(&SourceLabel { source })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+/// Everything recorded, in the Prometheus text format (OpenMetrics).
+pub fn render() -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &METRICS.registry);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_calls_appear_in_the_text() {
+        source_call("s1", "tools/call", "echo", "ok", Duration::from_millis(3));
+        source_call("s1", "tools/call", "echo", "ok", Duration::from_millis(5));
+        set_source_gauges([("s1".to_string(), 2)], [("s1".to_string(), 1)]);
+        let text = render();
+        assert!(
+            text.contains(
+                r#"wf_source_calls_total{source="s1",method="tools/call",name="echo",outcome="ok"} 2"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"wf_calls_in_flight{source="s1"} 2"#),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}
