@@ -142,3 +142,26 @@ def test_a_weak_metrics_token_refuses_to_start(wf: Wf) -> None:
     code = server.proc.wait(timeout=30)
     assert code != 0
     assert "metrics token" in server.log.read_text(errors="replace"), server.log.read_text(errors="replace")
+
+
+@pytest.mark.anyio
+async def test_metrics_count_runs_nodes_and_reloads(wf: Wf, http: httpx2.Client) -> None:
+    server = start(wf, extra_config='\n[admin]\nover_http = "open"\n')
+    ok = {"nodes": [{"id": "n", "use": "wf.std.const", "args": {"value": 1}}]}
+    bad = {"nodes": [{"id": "b", "use": "wf.std.runtime_error", "args": {"code": "E9", "message": "no"}}]}
+    async with wf.http_client(server) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            for workflow, status in [(ok, "succeeded"), (ok, "succeeded"), (bad, "failed")]:
+                r = await c.call_tool("wf_planner__run_workflow", {"workflow": workflow})
+                assert r.structured_content["status"] == status, r.structured_content
+            r = await c.call_tool("wf_admin__reload", {})
+            assert not r.is_error and r.structured_content["error"] is None, r.structured_content
+    s = scrape(http, server)
+    assert sample(s, "wf_workflow_runs_total", status="succeeded") == 2, s
+    assert sample(s, "wf_workflow_runs_total", status="failed") == 1, s
+    node = "wf_workflow_node_duration_seconds_count"
+    assert sample(s, node, capability="wf.std.const", status="succeeded") == 2, s
+    assert sample(s, node, capability="wf.std.runtime_error", status="failed") == 1, s
+    # Nodes are source calls too.
+    assert sample(s, "wf_source_calls_total", source="wf.std", method="nodes/run", name="const", outcome="ok") == 2, s
+    assert sample(s, "wf_config_reloads_total", outcome="applied") == 1, s
