@@ -251,6 +251,7 @@ impl SourceHandle {
         self.obj.shutdown().await
     }
 }
+
 /// A call's outcome label: `ok` or the error code.
 fn outcome<T>(result: &Result<T, SourceError>) -> &'static str {
     match result {
