@@ -332,7 +332,7 @@ function runPage(id) {
     state.run = r.run;
     state.graph = r.graph || { nodes: r.nodes.map((n) => ({ id: n.node_id, use: n.capability })), edges: [] };
     state.nodes = new Map(r.nodes.map((n) => [n.node_id, n]));
-    const later = state.pending; state.pending = null;
+    const later = state.pending || []; state.pending = null;
     later.forEach(apply);
     render();
   }
