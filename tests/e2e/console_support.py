@@ -94,10 +94,46 @@ async def new_page(b: Any, width: int, tokens: Console | None = None) -> Any:
 
 async def screenshot(page: Any, name: str, width: int) -> Path:
     """Saves a full-page screenshot (a CI artifact) and checks the page does
-    not scroll sideways at this width (its wide tables scroll inside their box)."""
+    not scroll sideways at this width (its wide tables scroll inside their box)
+    and that its text is readable (contrast)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}-{width}.png"
     await page.screenshot(path=str(path), full_page=True)
+    await check_contrast(page, f"{name} at {width} px")
     overflow = await page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0, f"{name} at {width} px scrolls sideways by {overflow} px"
     return path
+
+
+# The WCAG contrast ratio of every element that shows text, against the first
+# opaque background behind it; answers the ones below 4.5:1.
+LOW_CONTRAST_JS = """
+() => {
+  const rgb = (s) => (s.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const background = (el) => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] > 0)) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const low = [];
+  for (const el of document.querySelectorAll("body *:not(svg):not(svg *)")) {
+    const text = [...el.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent.trim()).join("");
+    if (!text || el.offsetParent === null) continue;
+    const fg = lum(rgb(getComputedStyle(el).color)), bg = lum(background(el));
+    const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+    if (ratio < 4.5) low.push(`${el.tagName.toLowerCase()} "${text.slice(0, 30)}": ${ratio.toFixed(2)}`);
+  }
+  return low;
+}
+"""
+
+
+async def check_contrast(page: Any, name: str) -> None:
+    low = await page.evaluate(LOW_CONTRAST_JS)
+    assert not low, f"{name}: text below 4.5:1 contrast: {low}"

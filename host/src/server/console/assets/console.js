@@ -209,18 +209,22 @@ async function capabilitiesPage() {
   const kind = el("select", { id: "cap-kind" }, ["", "tool", "prompt", "resource", "resource_template"].map((k) => el("option", { value: k, text: k || "any kind" })));
   const count = el("p", { id: "cap-count", class: "muted", "aria-live": "polite" });
   const list = el("div", { id: "cap-list" });
-  const form = el("form", { class: "row", role: "search", onsubmit: (e) => { e.preventDefault(); search(); } },
+  const form = el("form", { class: "row", role: "search", onsubmit: (e) => { e.preventDefault(); clearTimeout(timer); search(); } },
     el("label", { for: "cap-query" }, "Search", q), el("label", { for: "cap-kind" }, "Kind", kind),
     el("button", { type: "submit", text: "Search" }));
   main.replaceChildren(el("h2", { text: "Capabilities" }), form, count, list);
   let timer = null;
   q.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(search, 250); });
   kind.addEventListener("change", search);
+  let asked = 0;
   async function search() {
+    const mine = ++asked;
     try {
       const r = await api("/capabilities", { query: q.value, kind: kind.value });
+      if (mine !== asked) return; // a newer search is under way
+      const open = new Set([...list.querySelectorAll("details[open]")].map((d) => d.getAttribute("data-capability")));
       count.textContent = `${r.total} found${r.truncated ? `, first ${r.items.length} shown` : ""}`;
-      list.replaceChildren(...r.items.map((c) => el("details", { class: "cap", "data-capability": c.name },
+      list.replaceChildren(...r.items.map((c) => el("details", { class: "cap", "data-capability": c.name, open: open.has(c.name) },
         el("summary", {}, el("code", { text: c.name }), " ", el("span", { class: "badge", text: c.kind }), " ",
           el("span", { class: "muted", text: `${c.source} · ${c.description || ""}` })),
         el("div", {},
@@ -390,7 +394,7 @@ function runPage(id) {
     const use = (state.graph.nodes.find((n) => n.id === nodeId) || {}).use || "";
     g.setAttribute("data-status", st);
     g.setAttribute("aria-label", `${nodeId}: ${st}, ${use}`);
-    g.querySelectorAll("text")[1].textContent = clip(`${st} · ${use}`, 26);
+    g.querySelectorAll("text")[1].textContent = clip(`${st} · ${use}`, 24);
   }
   function drawGraphIfNew(nodeId) {
     // A node the graph did not know (a run drawn from its records): add it.
