@@ -190,7 +190,13 @@ pub async fn serve_http(
         .layer(from_fn_with_state(messages, check_messages))
         .layer(from_fn_with_state(limits, limit_per_principal))
         .layer(from_fn_with_state(g.clone(), guard))
-        .merge(super::console::router(app.clone(), console_surfaces, g, shutdown.clone(), ping));
+        .merge(super::console::router(
+            app.clone(),
+            console_surfaces,
+            g,
+            shutdown.clone(),
+            ping,
+        ));
     tracing::info!("listening on http://{local}/mcp");
     connections::serve(
         listener,

@@ -27,7 +27,10 @@ pub enum RunEvent {
         workflow: String,
     },
     /// A node's record changed (running, succeeded, failed, skipped, ...).
-    Node { run_id: String, node: NodeRecord },
+    Node {
+        run_id: String,
+        node: Box<NodeRecord>,
+    },
     RunFinished {
         run_id: String,
         status: String,
@@ -89,7 +92,7 @@ impl RunEvents {
     pub fn node(&self, run_id: &str, node: &NodeRecord) {
         self.send(|| RunEvent::Node {
             run_id: run_id.into(),
-            node: node.clone(),
+            node: Box::new(node.clone()),
         });
     }
 
@@ -118,7 +121,10 @@ mod tests {
     use serde_json::json;
 
     fn wf() -> Workflow {
-        Workflow::from_value(&json!({"name": "w", "nodes": [{"id": "a", "use": "wf.std.sleep", "args": {"ms": 1}}]})).unwrap()
+        Workflow::from_value(
+            &json!({"name": "w", "nodes": [{"id": "a", "use": "wf.std.sleep", "args": {"ms": 1}}]}),
+        )
+        .unwrap()
     }
 
     #[tokio::test]
@@ -129,7 +135,9 @@ mod tests {
         let mut rx = events.subscribe();
         events.run_started("r1", &wf());
         events.run_finished("r1", "succeeded", None);
-        assert!(matches!(rx.recv().await.unwrap(), RunEvent::RunStarted { run_id, .. } if run_id == "r1"));
+        assert!(
+            matches!(rx.recv().await.unwrap(), RunEvent::RunStarted { run_id, .. } if run_id == "r1")
+        );
         let finished = rx.recv().await.unwrap();
         assert_eq!(finished.run_id(), "r1");
         assert_eq!(

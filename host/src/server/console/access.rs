@@ -28,13 +28,13 @@ impl Console {
         principal: Principal,
         source: &str,
         name: &str,
-    ) -> Result<Caller, Response> {
+    ) -> Result<Caller, Box<Response>> {
         let Some(admin) = &self.surfaces.admin else {
-            return Err(refused(
+            return Err(Box::new(refused(
                 StatusCode::FORBIDDEN,
                 "the console needs the admin surface, which is off ([admin] enabled = false)",
                 "set [admin] enabled = true (and over_http = \"token\" with a token)",
-            ));
+            )));
         };
         let caller = Caller::Http {
             admin_token: headers
@@ -51,16 +51,16 @@ impl Console {
                 _ => StatusCode::FORBIDDEN,
             };
             let body = r.structured_content.unwrap_or(Value::Null);
-            return Err((status, Json(body)).into_response());
+            return Err(Box::new((status, Json(body)).into_response()));
         }
         let tool = self.client_name(source, name);
         if let Some(why) = self.surfaces.isolation.access.refusal(&principal, &tool) {
             tracing::warn!(principal = principal.name(), tool = %tool, "console request refused");
-            return Err(refused(
+            return Err(Box::new(refused(
                 StatusCode::FORBIDDEN,
                 why,
                 "the operator grants tools per token in [[server.tokens]]",
-            ));
+            )));
         }
         Ok(caller)
     }

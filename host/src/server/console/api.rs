@@ -33,7 +33,7 @@ fn answer(r: CallResult) -> Response {
 async fn admin_call(c: &Console, h: &HeaderMap, p: Principal, name: &str, args: Value) -> Response {
     let caller = match c.admit(h, p, ADMIN_SOURCE, name) {
         Ok(caller) => caller,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     match &c.surfaces.admin {
         Some(admin) => answer(admin.call(name, args, &caller).await),
@@ -41,23 +41,41 @@ async fn admin_call(c: &Console, h: &HeaderMap, p: Principal, name: &str, args: 
     }
 }
 
-async fn planner_call(c: &Console, h: &HeaderMap, p: Principal, name: &str, args: Value) -> Response {
+async fn planner_call(
+    c: &Console,
+    h: &HeaderMap,
+    p: Principal,
+    name: &str,
+    args: Value,
+) -> Response {
     if let Err(r) = c.admit(h, p.clone(), PLANNER_SOURCE, name) {
-        return r;
+        return *r;
     }
     let planner = &c.surfaces.planner;
     answer(planner.call(PLANNER_SOURCE, name, args, p.name()).await)
 }
 
-pub async fn status(State(c): State<Console>, Extension(p): Extension<Principal>, h: HeaderMap) -> Response {
+pub async fn status(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+) -> Response {
     admin_call(&c, &h, p, "status", json!({})).await
 }
 
-pub async fn sources(State(c): State<Console>, Extension(p): Extension<Principal>, h: HeaderMap) -> Response {
+pub async fn sources(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+) -> Response {
     admin_call(&c, &h, p, "list_sources", json!({})).await
 }
 
-pub async fn plugins(State(c): State<Console>, Extension(p): Extension<Principal>, h: HeaderMap) -> Response {
+pub async fn plugins(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+) -> Response {
     admin_call(&c, &h, p, "list_plugins", json!({})).await
 }
 
@@ -75,7 +93,11 @@ pub async fn refresh(
     admin_call(&c, &h, p, "refresh_catalog", args).await
 }
 
-pub async fn reload(State(c): State<Console>, Extension(p): Extension<Principal>, h: HeaderMap) -> Response {
+pub async fn reload(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+) -> Response {
     admin_call(&c, &h, p, "reload", json!({})).await
 }
 
@@ -89,7 +111,7 @@ pub async fn capabilities(
     Json(args): Json<Value>,
 ) -> Response {
     if let Err(r) = c.admit(&h, p.clone(), PLANNER_SOURCE, "list_capabilities") {
-        return r;
+        return *r;
     }
     let words: Vec<String> = args
         .get("query")
@@ -98,14 +120,21 @@ pub async fn capabilities(
         .split_whitespace()
         .map(str::to_lowercase)
         .collect();
-    let only = args.get("kind").and_then(Value::as_str).filter(|k| !k.is_empty());
+    let only = args
+        .get("kind")
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty());
     let proj = c.app.projection_ready().await;
     let mut items: Vec<Value> = Vec::new();
-    let tools = proj.tools.iter().filter(|t| c.may_see(&p, &t.name)).map(|t| {
-        json!({"kind": "tool", "name": t.name, "source": t.source, "original": t.original,
+    let tools = proj
+        .tools
+        .iter()
+        .filter(|t| c.may_see(&p, &t.name))
+        .map(|t| {
+            json!({"kind": "tool", "name": t.name, "source": t.source, "original": t.original,
                "description": t.item.description, "input_schema": t.item.input_schema,
                "output_schema": t.item.output_schema})
-    });
+        });
     let prompts = proj.prompts.iter().map(|t| {
         json!({"kind": "prompt", "name": t.name, "source": t.source, "original": t.original,
                "description": t.item.description, "arguments": t.item.arguments})
@@ -149,8 +178,13 @@ pub async fn runs(
     h: HeaderMap,
     Json(args): Json<Value>,
 ) -> Response {
-    let mut list = json!({"limit": args.get("limit").and_then(Value::as_u64).unwrap_or(100).min(1000)});
-    if let Some(s) = args.get("status").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+    let mut list =
+        json!({"limit": args.get("limit").and_then(Value::as_u64).unwrap_or(100).min(1000)});
+    if let Some(s) = args
+        .get("status")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
         list["status"] = json!(s);
     }
     let r = planner_call(&c, &h, p, "list_runs", list).await;
@@ -165,7 +199,11 @@ pub async fn runs(
         return r;
     }
     let Ok(body) = axum::body::to_bytes(r.into_body(), usize::MAX).await else {
-        return refused(StatusCode::INTERNAL_SERVER_ERROR, "cannot read the run list", "retry");
+        return refused(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot read the run list",
+            "retry",
+        );
     };
     let mut v: Value = serde_json::from_slice(&body).unwrap_or_default();
     if let Some(runs) = v.get_mut("runs").and_then(Value::as_array_mut) {
@@ -190,7 +228,7 @@ pub async fn run(
     Path(id): Path<String>,
 ) -> Response {
     if let Err(r) = c.admit(&h, p.clone(), PLANNER_SOURCE, "get_run") {
-        return r;
+        return *r;
     }
     let r = c
         .surfaces
@@ -221,7 +259,10 @@ fn stored_graph(app: &App, origin: &Value) -> Option<Value> {
         "draft" => app.store.draft(origin.get("id")?.as_str()?).ok()?.document,
         "artifact" | "deployment" => {
             let (name, version) = origin.get("artifact")?.as_str()?.rsplit_once('@')?;
-            app.store.artifact(name, version.parse().ok()).ok()?.document
+            app.store
+                .artifact(name, version.parse().ok())
+                .ok()?
+                .document
         }
         _ => return None,
     };

@@ -54,8 +54,14 @@ pub fn router(
         ping,
     };
     let pages = Router::new()
-        .route("/console", get(|| async { Redirect::permanent("/console/") }))
-        .route("/console/", get(|| async { asset(INDEX, "text/html; charset=utf-8") }))
+        .route(
+            "/console",
+            get(|| async { Redirect::permanent("/console/") }),
+        )
+        .route(
+            "/console/",
+            get(|| async { asset(INDEX, "text/html; charset=utf-8") }),
+        )
         .route(
             "/console/console.css",
             get(|| async { asset(CSS, "text/css; charset=utf-8") }),
@@ -98,7 +104,10 @@ fn asset(body: &'static str, content_type: &'static str) -> Response {
         HeaderValue::from_static("nosniff"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     r
 }

@@ -39,35 +39,39 @@ pub async fn events(
     uri: Uri,
 ) -> Response {
     if let Err(r) = c.admit(&h, p, PLANNER_SOURCE, "get_run") {
-        return r;
+        return *r;
     }
     let only = run_filter(&uri);
     let rx = c.surfaces.planner.engine.events.subscribe();
     let mut ping = tokio::time::interval(c.ping);
     ping.reset();
     let state = (rx, ping, c.shutdown.clone(), only, true);
-    let stream = futures::stream::unfold(state, |(mut rx, mut ping, stop, only, first)| async move {
-        if first {
-            let ready = frame(&json!({"type": "ready"}));
-            return Some((Ok::<_, Infallible>(ready), (rx, ping, stop, only, false)));
-        }
-        loop {
-            let out = tokio::select! {
-                () = stop.cancelled() => return None,
-                _ = ping.tick() => Bytes::from_static(b": ping\n\n"),
-                r = rx.recv() => match r {
-                    Ok(e) if only.as_deref().is_some_and(|id| id != e.run_id()) => continue,
-                    Ok(e) => frame(&e),
-                    Err(RecvError::Lagged(n)) => frame(&json!({"type": "lagged", "missed": n})),
-                    Err(RecvError::Closed) => return None,
-                },
-            };
-            return Some((Ok(out), (rx, ping, stop, only, false)));
-        }
-    });
+    let stream =
+        futures::stream::unfold(state, |(mut rx, mut ping, stop, only, first)| async move {
+            if first {
+                let ready = frame(&json!({"type": "ready"}));
+                return Some((Ok::<_, Infallible>(ready), (rx, ping, stop, only, false)));
+            }
+            loop {
+                let out = tokio::select! {
+                    () = stop.cancelled() => return None,
+                    _ = ping.tick() => Bytes::from_static(b": ping\n\n"),
+                    r = rx.recv() => match r {
+                        Ok(e) if only.as_deref().is_some_and(|id| id != e.run_id()) => continue,
+                        Ok(e) => frame(&e),
+                        Err(RecvError::Lagged(n)) => frame(&json!({"type": "lagged", "missed": n})),
+                        Err(RecvError::Closed) => return None,
+                    },
+                };
+                return Some((Ok(out), (rx, ping, stop, only, false)));
+            }
+        });
     let mut r = Body::from_stream(stream).into_response();
     let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     r
 }
