@@ -161,7 +161,9 @@ async def test_cancel_stops_a_slow_run(wf: Wf) -> None:
 async def test_the_api_and_stream_refuse_callers_without_the_tokens(wf: Wf) -> None:
     console = start_console(wf)
     base = console.server.base_url
-    async with httpx2.AsyncClient(base_url=base, timeout=30) as http:
+    # One connection per request: a refused request's unread body ends its
+    # connection, and a pooled reuse of it would race that close.
+    async with httpx2.AsyncClient(base_url=base, timeout=30, headers={"Connection": "close"}) as http:
         # The page itself loads (it holds no data) ...
         page = await http.get("/console/")
         assert page.status_code == 200 and "wf console" in page.text
