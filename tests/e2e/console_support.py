@@ -51,11 +51,15 @@ class Console:
             yield c
 
 
-def start_console(wf: Wf, extra_config: str = "") -> Console:
+def start_console(wf: Wf, extra_config: str = "", env: dict[str, str] | None = None) -> Console:
     """`wf serve --http` on loopback with a bearer token and `[admin] token`."""
     config = wf.write_config(f'[admin]\ntoken = "${{{ADMIN_ENV}}}"\n{extra_config}')
     server = wf.start_http(
-        "127.0.0.1", None, "--config", str(config), env={ADMIN_ENV: ADMIN, "WF_HTTP_TOKEN": BEARER}
+        "127.0.0.1",
+        None,
+        "--config",
+        str(config),
+        env={ADMIN_ENV: ADMIN, "WF_HTTP_TOKEN": BEARER, **(env or {})},
     )
     return Console(wf=wf, server=server)
 

@@ -215,3 +215,31 @@ async def test_the_api_and_stream_refuse_callers_without_the_tokens(wf: Wf) -> N
         await page.keyboard.press("Enter")
         await page.locator('tr[data-source="wf.std"]').wait_for()
         await page.context.close()
+
+
+async def test_a_principals_tool_lists_bound_what_the_console_does_for_it(wf: Wf) -> None:
+    ops = "console-ops-0123456789abcdef"
+    console = start_console(
+        wf,
+        '\n[[server.tokens]]\nname = "ops"\ntoken = "${E2E_OPS_TOKEN}"\n'
+        'deny_tools = ["wf_admin__reload", "wf_std__template"]\n',
+        env={"E2E_OPS_TOKEN": ops},
+    )
+    as_ops = {**console.auth(), "Authorization": f"Bearer {ops}", "Connection": "close"}
+    as_default = {**console.auth(), "Connection": "close"}
+    async with httpx2.AsyncClient(base_url=console.server.base_url, timeout=30) as http:
+        r = await http.get("/console/api/sources", headers=as_ops)
+        assert r.status_code == 200 and "wf.std" in r.text, r.text
+        # reload is the admin tool ops may not call: refused, nothing reloaded.
+        r = await http.post("/console/api/reload", headers=as_ops, json={})
+        assert r.status_code == 403 and "wf_admin__reload" in r.json()["error"], r.text
+        status = (await http.get("/console/api/status", headers=as_ops)).json()
+        assert status["last_reload"] is None, status
+        # The capability list is what each principal's clients are served.
+        names = lambda r: {i["name"] for i in r.json()["items"]}  # noqa: E731
+        r = await http.post("/console/api/capabilities", headers=as_ops, json={"query": "wf_std"})
+        assert "wf_std__sleep" in names(r) and "wf_std__template" not in names(r), r.text
+        r = await http.post("/console/api/capabilities", headers=as_default, json={"query": "wf_std"})
+        assert "wf_std__template" in names(r), r.text
+        r = await http.post("/console/api/reload", headers=as_default, json={})
+        assert r.status_code == 200, r.text
