@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx2
 import pytest
 from mcp import Client
 
@@ -141,3 +143,18 @@ LOW_CONTRAST_JS = """
 async def check_contrast(page: Any, name: str) -> None:
     low = await page.evaluate(LOW_CONTRAST_JS)
     assert not low, f"{name}: text below 4.5:1 contrast: {low}"
+
+
+async def wait_sources_ready(console: Console, timeout: float = 30.0) -> None:
+    """Waits until every source finished its first discovery (wf listens
+    before that ends), so a page shows each one's settled state."""
+    rows: list[Any] = []
+    with anyio.move_on_after(timeout):
+        async with httpx2.AsyncClient(base_url=console.server.base_url, timeout=10) as http:
+            while True:
+                r = await http.get("/console/api/sources", headers={**console.auth(), "Connection": "close"})
+                rows = r.json()["sources"] if r.status_code == 200 else []
+                if rows and all(s["state"] == "ready" for s in rows):
+                    return
+                await anyio.sleep(0.05)
+    pytest.fail(f"sources not ready within {timeout}s: {rows}")

@@ -14,7 +14,7 @@ import pytest
 
 from admin_support import structured
 from conftest import Wf
-from console_support import WIDTHS, Console, browser, new_page, screenshot, start_console
+from console_support import WIDTHS, Console, browser, new_page, screenshot, start_console, wait_sources_ready
 
 pytestmark = pytest.mark.anyio
 
@@ -48,6 +48,7 @@ async def run_status(console: Console, run_id: str) -> str:
 async def test_sources_plugins_and_capability_search_render(wf: Wf) -> None:
     refused = wf.install("bad_version")
     console = start_console(wf)
+    await wait_sources_ready(console)
     async with browser() as b:
         for width in WIDTHS:
             page = await new_page(b, width, tokens=console)
