@@ -171,6 +171,7 @@ pub async fn serve_http(
         super::session_route::catalog(),
     );
     let factory_app = app.clone();
+    let console_surfaces = surfaces.clone();
     let service: StreamableHttpService<WfServer, BoundedSessions> = StreamableHttpService::new(
         move || Ok(WfServer::new(factory_app.clone(), surfaces.clone(), true)),
         sessions.clone(),
@@ -190,9 +191,16 @@ pub async fn serve_http(
         .nest_service("/mcp", service)
         .layer(from_fn_with_state(messages, check_messages))
         .layer(from_fn_with_state(limits, limit_per_principal))
-        .layer(from_fn_with_state(g, guard))
+        .layer(from_fn_with_state(g.clone(), guard))
         // Outside the /mcp guard: it has its own token and peer rule.
-        .merge(metrics.unwrap_or_default());
+        .merge(metrics.unwrap_or_default())
+        .merge(super::console::router(
+            app.clone(),
+            console_surfaces,
+            g,
+            shutdown.clone(),
+            ping,
+        ));
     tracing::info!("listening on http://{local}/mcp");
     connections::serve(
         listener,

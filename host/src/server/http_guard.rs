@@ -221,21 +221,44 @@ impl HttpGuard {
     }
 }
 
+/// The 403 for a request whose `Host` or `Origin` is not allowed.
+fn host_origin_refusal(g: &HttpGuard, headers: &HeaderMap) -> Option<Response> {
+    if !g.host_ok(headers) {
+        return Some(
+            (
+                StatusCode::FORBIDDEN,
+                "forbidden: Host header not allowed (DNS rebinding protection)\n",
+            )
+                .into_response(),
+        );
+    }
+    if !g.origin_ok(headers) {
+        return Some((StatusCode::FORBIDDEN, "forbidden: Origin not allowed\n").into_response());
+    }
+    None
+}
+
+/// `Host` and `Origin` only, no token: for pages a browser loads by
+/// navigation (it cannot send a bearer token), which hold no data.
+pub async fn guard_host_origin(
+    State(g): State<std::sync::Arc<HttpGuard>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(refused) = host_origin_refusal(&g, request.headers()) {
+        return refused;
+    }
+    next.run(request).await
+}
+
 pub async fn guard(
     State(g): State<std::sync::Arc<HttpGuard>>,
     mut request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
-    if !g.host_ok(headers) {
-        return (
-            StatusCode::FORBIDDEN,
-            "forbidden: Host header not allowed (DNS rebinding protection)\n",
-        )
-            .into_response();
-    }
-    if !g.origin_ok(headers) {
-        return (StatusCode::FORBIDDEN, "forbidden: Origin not allowed\n").into_response();
+    if let Some(refused) = host_origin_refusal(&g, headers) {
+        return refused;
     }
     let Some(principal) = g.principal(headers) else {
         return (

@@ -2,6 +2,7 @@
 
 mod caller;
 mod connections;
+mod console;
 mod epochs;
 mod forwarding;
 mod handler;

@@ -15,7 +15,6 @@ use wf_plugin_api::{CallScope, ErrorCode, STATE_LOST, SessionInfo, SourceRequest
 
 use super::catalog::{CapabilityEntry, PlannerCatalog};
 use super::model::{SessionMode, Workflow};
-use super::refs::{self, Ref};
 use super::validate::{Problem, validate};
 use crate::sources::sessions::{SessionCaller, SessionUse, current_caller};
 use crate::sources::{CallCtx, SourceHandle, Sources};
@@ -93,6 +92,8 @@ pub struct Engine {
     sources: NodeSources,
     pub store: Arc<Store>,
     runs: Mutex<HashMap<String, Control>>,
+    /// Run and node state changes, for live listeners.
+    pub events: super::events::RunEvents,
 }
 
 /// Checks the run's inputs against the workflow's input schema: required
@@ -145,6 +146,7 @@ impl Engine {
             sources,
             store,
             runs: Mutex::new(HashMap::new()),
+            events: Default::default(),
         })
     }
 
@@ -178,6 +180,7 @@ impl Engine {
         };
         self.store
             .create_run(&run_id, &name, &origin, &inputs, principal)?;
+        self.events.run_started(&run_id, &wf);
         let cancel = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
         self.runs.lock().unwrap().insert(
@@ -354,6 +357,7 @@ impl Run {
     /// Saves a node's record (one transaction).
     fn save(&self, rec: &NodeRecord) {
         self.log.save(rec);
+        self.engine.events.node(&self.id, rec);
     }
 
     /// Marks a node finished with `status` and saves it.
@@ -516,37 +520,13 @@ impl Run {
             tracing::error!(run = %id, "cannot record the run's end: {e}");
         }
         crate::telemetry::metrics::run_finished(status);
+        engine.events.run_finished(&id, status, error.as_deref());
         tracing::info!(run = %id, status, ms = started.elapsed().as_millis() as u64, "run finished");
     }
 
     /// Dependencies of each node: `after` plus every node its args/when reference.
     fn dependencies(&self) -> Vec<BTreeSet<usize>> {
-        let index: HashMap<&str, usize> = self
-            .wf
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.id.as_str(), i))
-            .collect();
-        self.wf
-            .nodes
-            .iter()
-            .map(|n| {
-                let mut found = Vec::new();
-                for v in n.args.values().chain(n.when.iter()) {
-                    refs::collect(v, "", &mut found);
-                }
-                let by_ref = found.into_iter().filter_map(|(_, r)| match r {
-                    Ok(Ref::Node { id, .. }) => index.get(id.as_str()).copied(),
-                    _ => None,
-                });
-                n.after
-                    .iter()
-                    .filter_map(|a| index.get(a.as_str()).copied())
-                    .chain(by_ref)
-                    .collect()
-            })
-            .collect()
+        super::graph::dependencies(&self.wf)
     }
 }
 

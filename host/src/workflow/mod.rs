@@ -3,6 +3,8 @@
 
 pub mod catalog;
 pub mod engine;
+pub mod events;
+pub mod graph;
 pub mod model;
 pub mod refs;
 pub mod validate;

@@ -73,7 +73,7 @@ impl Admin {
     }
 
     /// Why a caller may not use the admin surface, if it may not.
-    fn refusal(&self, caller: &Caller) -> Option<CallResult> {
+    pub fn refusal(&self, caller: &Caller) -> Option<CallResult> {
         let Caller::Http { admin_token, .. } = caller else {
             return None;
         };

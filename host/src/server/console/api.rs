@@ -1,0 +1,279 @@
+//! The console's JSON API: each request is an admin or planner tool call
+//! made with the caller's principal (and admin token), so the console shows
+//! and does exactly what those surfaces allow; nothing here re-implements them.
+
+use axum::Json;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use wf_plugin_api::CallResult;
+
+use super::Console;
+use super::access::refused;
+use crate::app::App;
+use crate::server::Principal;
+use crate::surfaces::admin::ADMIN_SOURCE;
+use crate::surfaces::planner::PLANNER_SOURCE;
+use crate::workflow::{Workflow, graph};
+
+/// Most capabilities one search answers with.
+const MAX_CAPABILITIES: usize = 200;
+
+/// A tool's answer as HTTP: its structured content, 422 when it failed.
+fn answer(r: CallResult) -> Response {
+    let status = if r.is_error {
+        StatusCode::UNPROCESSABLE_ENTITY
+    } else {
+        StatusCode::OK
+    };
+    (status, Json(r.structured_content.unwrap_or(Value::Null))).into_response()
+}
+
+async fn admin_call(c: &Console, h: &HeaderMap, p: Principal, name: &str, args: Value) -> Response {
+    let caller = match c.admit(h, p, ADMIN_SOURCE, name) {
+        Ok(caller) => caller,
+        Err(r) => return *r,
+    };
+    match &c.surfaces.admin {
+        Some(admin) => answer(admin.call(name, args, &caller).await),
+        None => refused(StatusCode::FORBIDDEN, "the admin surface is off", ""),
+    }
+}
+
+async fn planner_call(
+    c: &Console,
+    h: &HeaderMap,
+    p: Principal,
+    name: &str,
+    args: Value,
+) -> Response {
+    if let Err(r) = c.admit(h, p.clone(), PLANNER_SOURCE, name) {
+        return *r;
+    }
+    let planner = &c.surfaces.planner;
+    answer(planner.call(PLANNER_SOURCE, name, args, p.name()).await)
+}
+
+pub async fn status(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+) -> Response {
+    admin_call(&c, &h, p, "status", json!({})).await
+}
+
+pub async fn sources(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+) -> Response {
+    admin_call(&c, &h, p, "list_sources", json!({})).await
+}
+
+pub async fn plugins(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+) -> Response {
+    admin_call(&c, &h, p, "list_plugins", json!({})).await
+}
+
+/// `{"source": name}` refreshes one source; `{}` all of them.
+pub async fn refresh(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+    Json(args): Json<Value>,
+) -> Response {
+    let args = match args.get("source").and_then(Value::as_str) {
+        Some(s) => json!({"source": s}),
+        None => json!({}),
+    };
+    admin_call(&c, &h, p, "refresh_catalog", args).await
+}
+
+pub async fn reload(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+) -> Response {
+    admin_call(&c, &h, p, "reload", json!({})).await
+}
+
+/// `{"query": "words", "kind": "tool"|"prompt"|"resource"|"resource_template"}`:
+/// what clients of this principal are served, as clients name it, with
+/// schemas; every word must occur in the name, source or description.
+pub async fn capabilities(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+    Json(args): Json<Value>,
+) -> Response {
+    if let Err(r) = c.admit(&h, p.clone(), PLANNER_SOURCE, "list_capabilities") {
+        return *r;
+    }
+    let words: Vec<String> = args
+        .get("query")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect();
+    let only = args
+        .get("kind")
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty());
+    let proj = c.app.projection_ready().await;
+    let mut items: Vec<Value> = Vec::new();
+    let tools = proj
+        .tools
+        .iter()
+        .filter(|t| c.may_see(&p, &t.name))
+        .map(|t| {
+            json!({"kind": "tool", "name": t.name, "source": t.source, "original": t.original,
+               "description": t.item.description, "input_schema": t.item.input_schema,
+               "output_schema": t.item.output_schema})
+        });
+    let prompts = proj.prompts.iter().map(|t| {
+        json!({"kind": "prompt", "name": t.name, "source": t.source, "original": t.original,
+               "description": t.item.description, "arguments": t.item.arguments})
+    });
+    let resources = proj.resources.iter().map(|t| {
+        json!({"kind": "resource", "name": t.name, "source": t.source, "original": t.original,
+               "description": t.item.description, "uri": t.item.uri, "mime_type": t.item.mime_type})
+    });
+    let templates = proj.templates.iter().map(|t| {
+        json!({"kind": "resource_template", "name": t.name, "source": t.source, "original": t.original,
+               "description": t.item.description, "uri_template": t.item.uri_template})
+    });
+    let mut total = 0;
+    for item in tools.chain(prompts).chain(resources).chain(templates) {
+        if only.is_some_and(|k| item["kind"] != k) {
+            continue;
+        }
+        let hay = format!(
+            "{} {} {}",
+            item["name"].as_str().unwrap_or(""),
+            item["source"].as_str().unwrap_or(""),
+            item["description"].as_str().unwrap_or("")
+        )
+        .to_lowercase();
+        if words.iter().all(|w| hay.contains(w)) {
+            total += 1;
+            if items.len() < MAX_CAPABILITIES {
+                items.push(item);
+            }
+        }
+    }
+    Json(json!({"items": items, "total": total, "truncated": total > items.len()})).into_response()
+}
+
+/// `{"status": "...", "limit": n, "query": "words"}`: the newest runs, as
+/// the planner's `list_runs` gives them, narrowed to those whose id,
+/// workflow or principal contains every word.
+pub async fn runs(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+    Json(args): Json<Value>,
+) -> Response {
+    let mut list =
+        json!({"limit": args.get("limit").and_then(Value::as_u64).unwrap_or(100).min(1000)});
+    if let Some(s) = args
+        .get("status")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        list["status"] = json!(s);
+    }
+    let r = planner_call(&c, &h, p, "list_runs", list).await;
+    let words: Vec<String> = args
+        .get("query")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect();
+    if words.is_empty() || r.status() != StatusCode::OK {
+        return r;
+    }
+    let Ok(body) = axum::body::to_bytes(r.into_body(), usize::MAX).await else {
+        return refused(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "cannot read the run list",
+            "retry",
+        );
+    };
+    let mut v: Value = serde_json::from_slice(&body).unwrap_or_default();
+    if let Some(runs) = v.get_mut("runs").and_then(Value::as_array_mut) {
+        runs.retain(|run| {
+            let hay = ["run_id", "workflow", "principal"]
+                .iter()
+                .filter_map(|k| run.get(*k).and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(" ")
+                .to_lowercase();
+            words.iter().all(|w| hay.contains(w))
+        });
+    }
+    Json(v).into_response()
+}
+
+/// One run with its node records and its workflow's graph.
+pub async fn run(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(r) = c.admit(&h, p.clone(), PLANNER_SOURCE, "get_run") {
+        return *r;
+    }
+    let r = c
+        .surfaces
+        .planner
+        .call(PLANNER_SOURCE, "get_run", json!({"run_id": id}), p.name())
+        .await;
+    if r.is_error {
+        let body = r.structured_content.unwrap_or(Value::Null);
+        return (StatusCode::NOT_FOUND, Json(body)).into_response();
+    }
+    let mut v = r.structured_content.unwrap_or(Value::Null);
+    let graph = c
+        .surfaces
+        .planner
+        .engine
+        .events
+        .graph(&id)
+        .or_else(|| stored_graph(&c.app, &v["run"]["origin"]));
+    v["graph"] = graph.unwrap_or(Value::Null);
+    Json(v).into_response()
+}
+
+/// The graph of a run this process did not start, from the document its
+/// origin names (a draft as saved now, an artifact as published). Inline
+/// and file runs kept no document: the page then draws the recorded nodes.
+fn stored_graph(app: &App, origin: &Value) -> Option<Value> {
+    let document = match origin.get("kind")?.as_str()? {
+        "draft" => app.store.draft(origin.get("id")?.as_str()?).ok()?.document,
+        "artifact" | "deployment" => {
+            let (name, version) = origin.get("artifact")?.as_str()?.rsplit_once('@')?;
+            app.store
+                .artifact(name, version.parse().ok())
+                .ok()?
+                .document
+        }
+        _ => return None,
+    };
+    Some(graph::to_json(&Workflow::from_value(&document).ok()?))
+}
+
+pub async fn cancel(
+    State(c): State<Console>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    planner_call(&c, &h, p, "cancel_run", json!({"run_id": id})).await
+}

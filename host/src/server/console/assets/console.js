@@ -1,0 +1,470 @@
+// wf console: vanilla JS, no dependencies. Hash routes (#/sources,
+// #/plugins, #/capabilities, #/runs, #/runs/<id>); data from /console/api/
+// with the tokens kept in sessionStorage; live run updates read from a
+// server-sent event stream through fetch (so it can carry the tokens).
+// Every text goes through textContent: nothing from the server is parsed as HTML.
+"use strict";
+
+const API = "/console/api";
+const SVG = "http://www.w3.org/2000/svg";
+const main = document.getElementById("main");
+const statusLine = document.getElementById("status");
+let pageAbort = null; // aborts the current page's requests and stream
+
+// ---- small DOM helpers -------------------------------------------------
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const kid of kids.flat()) {
+    if (kid === null || kid === undefined) continue;
+    e.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return e;
+}
+function svg(tag, attrs) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  return e;
+}
+function say(text, isError) {
+  statusLine.textContent = text || "";
+  statusLine.className = isError ? "error" : "";
+}
+function json(v) { return JSON.stringify(v, null, 2); }
+function when(ms) { return ms ? new Date(ms).toLocaleString() : "—"; }
+function duration(ms) {
+  if (ms === null || ms === undefined) return "—";
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+function badge(status) { return el("span", { class: `badge st-${status}`, text: status }); }
+function table(headers, rows, label) {
+  return el("div", { class: "scroll" },
+    el("table", { "aria-label": label },
+      el("thead", {}, el("tr", {}, headers.map((h) => el("th", { scope: "col", text: h })))),
+      el("tbody", {}, rows)));
+}
+
+// ---- tokens and API calls ----------------------------------------------
+const tokens = {
+  get bearer() { return sessionStorage.getItem("wf.bearer") || ""; },
+  get admin() { return sessionStorage.getItem("wf.admin") || ""; },
+  save(bearer, admin) {
+    sessionStorage.setItem("wf.bearer", bearer);
+    sessionStorage.setItem("wf.admin", admin);
+  },
+  clear() { sessionStorage.removeItem("wf.bearer"); sessionStorage.removeItem("wf.admin"); },
+};
+function headers(extra) {
+  const h = Object.assign({}, extra);
+  if (tokens.bearer) h["Authorization"] = `Bearer ${tokens.bearer}`;
+  if (tokens.admin) h["X-Wf-Admin-Token"] = tokens.admin;
+  return h;
+}
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.error) || `HTTP ${status}`);
+    this.status = status; this.body = body;
+  }
+}
+async function api(path, body) {
+  const init = { headers: headers(), signal: pageAbort && pageAbort.signal };
+  if (body !== undefined) {
+    init.method = "POST";
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const r = await fetch(API + path, init);
+  const text = await r.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = { error: text.trim() }; }
+  if (!r.ok) throw new ApiError(r.status, data);
+  return data;
+}
+function showTokens(why) {
+  const box = document.getElementById("tokens");
+  box.hidden = false;
+  document.getElementById("tokens-button").setAttribute("aria-expanded", "true");
+  if (why) document.getElementById("tokens-why").textContent = why;
+  document.getElementById("bearer-token").value = tokens.bearer;
+  document.getElementById("admin-token").value = tokens.admin;
+  document.getElementById("bearer-token").focus();
+}
+function failed(e) {
+  if (e.name === "AbortError") return;
+  if (e.status === 401) {
+    say(`Refused: ${e.message}. Enter the tokens.`, true);
+    showTokens(`Refused: ${e.message}${e.body && e.body.hint ? ` (${e.body.hint})` : ""}`);
+  } else {
+    say(`Error: ${e.message}${e.body && e.body.hint ? ` (${e.body.hint})` : ""}`, true);
+  }
+}
+
+// Reads `data:` events from the server-sent event stream at `path` until the
+// page changes; reconnects after a drop (calling onEvent({type:"ready"}) again).
+async function stream(path, onEvent) {
+  const signal = pageAbort.signal;
+  let backoff = 500;
+  while (!signal.aborted) {
+    try {
+      const r = await fetch(API + path, { headers: headers(), signal });
+      if (!r.ok) {
+        let body = null;
+        try { body = await r.json(); } catch { /* not JSON */ }
+        throw new ApiError(r.status, body);
+      }
+      backoff = 500;
+      const reader = r.body.getReader();
+      const decoder = new TextDecoder();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = buf.indexOf("\n\n")) >= 0) {
+          const chunk = buf.slice(0, end);
+          buf = buf.slice(end + 2);
+          for (const line of chunk.split("\n")) {
+            if (line.startsWith("data: ")) onEvent(JSON.parse(line.slice(6)));
+          }
+        }
+      }
+    } catch (e) {
+      if (signal.aborted) return;
+      if (e.status === 401 || e.status === 403) { failed(e); return; }
+    }
+    await new Promise((ok) => setTimeout(ok, backoff));
+    backoff = Math.min(backoff * 2, 10000);
+  }
+}
+
+// ---- pages ---------------------------------------------------------------
+async function sourcesPage() {
+  const refreshAll = el("button", { type: "button", onclick: () => act(() => api("/sources/refresh", {}), "Refreshed every source") , text: "Refresh all" });
+  const reload = el("button", { type: "button", onclick: () => act(() => api("/reload", {}), "Config reloaded"), text: "Reload config" });
+  const body = el("div", {}, el("p", { class: "muted", text: "Loading…" }));
+  main.replaceChildren(el("h2", { text: "Sources" }), el("div", { class: "row" }, refreshAll, reload), body);
+  async function act(call, done) {
+    try {
+      say("Working…");
+      const r = await call();
+      const errors = (r && r.refreshed || []).filter((x) => x.error).map((x) => `${x.source}: ${x.error}`);
+      say(errors.length ? `${done}; errors: ${errors.join("; ")}` : done, errors.length > 0);
+      await load();
+    } catch (e) { failed(e); }
+  }
+  async function load() {
+    const [{ sources }, status] = await Promise.all([api("/sources"), api("/status")]);
+    const rows = sources.map((s) => {
+      const healthy = s.state === "ready";
+      return el("tr", { "data-source": s.name },
+        el("th", { scope: "row", text: s.name }),
+        el("td", {}, el("span", { class: `badge ${healthy ? "ok" : s.enabled === false ? "warn" : "bad"}`, text: s.state || (s.enabled === false ? "disabled" : "—") })),
+        el("td", { text: s.kind || "—" }),
+        el("td", { text: s.plugin || "—" }),
+        el("td", { text: s.session_epoch ?? "—" }),
+        el("td", { text: Array.isArray(s.sessions) ? s.sessions.length : "—" }),
+        el("td", { text: s.calls_in_flight ?? "—" }),
+        el("td", {}, when(s.last_discovery_at), s.discovery_ms != null ? el("span", { class: "muted", text: ` (${s.discovery_ms} ms)` }) : null),
+        el("td", { class: "err", text: [s.error, ...(s.rejected || []).map((r) => typeof r === "string" ? r : json(r))].filter(Boolean).join("; ") || "—" }),
+        el("td", {}, s.enabled === false ? "—" : el("button", { type: "button", "aria-label": `Refresh ${s.name}`, onclick: () => act(() => api("/sources/refresh", { source: s.name }), `Refreshed ${s.name}`), text: "Refresh" })));
+    });
+    const last = status.last_reload;
+    body.replaceChildren(
+      table(["Source", "Health", "Kind", "Plugin", "Epoch", "Sessions", "Calls in flight", "Last discovery", "Errors", ""], rows, "Sources"),
+      el("p", { class: "muted" }, `wf ${status.version}, up ${duration(status.uptime_ms)}, config ${status.config_file || "—"}; last reload: `,
+        last ? `${last.error ? `failed: ${last.error}` : "ok"}` : "none"));
+  }
+  await load();
+  say("");
+}
+
+async function pluginsPage() {
+  main.replaceChildren(el("h2", { text: "Plugins" }), el("p", { class: "muted", text: "Loading…" }));
+  const p = await api("/plugins");
+  const supported = typeof p.supported_api === "string" ? p.supported_api : json(p.supported_api);
+  const loaded = p.loaded.map((x) => el("tr", { "data-plugin": x.name },
+    el("th", { scope: "row", text: x.name }), el("td", { text: x.version }), el("td", { text: x.api_version }),
+    el("td", { text: (x.kinds || []).join(", ") }), el("td", {}, el("code", { text: x.file }))));
+  const refused = p.refused.map((x) => el("tr", { "data-refused": x.file },
+    el("td", {}, el("code", { text: x.file })), el("td", { class: "err", text: x.reason })));
+  main.replaceChildren(
+    el("h2", { text: "Plugins" }),
+    el("p", { class: "muted", text: `This wf loads plugin API versions ${supported}.` }),
+    el("h2", { text: `Loaded (${loaded.length})` }),
+    loaded.length ? table(["Plugin", "Version", "API version", "Kinds", "File"], loaded, "Loaded plugins") : el("p", { text: "None." }),
+    el("h2", { text: `Refused (${refused.length})` }),
+    refused.length ? table(["File", "Reason"], refused, "Refused plugin files") : el("p", { text: "None." }),
+    (p.restart_needed || []).length ? el("p", { class: "err", text: `Restart needed for: ${p.restart_needed.join(", ")}` }) : null);
+  say("");
+}
+
+async function capabilitiesPage() {
+  const q = el("input", { id: "cap-query", type: "search", placeholder: "e.g. template", "aria-describedby": "cap-count" });
+  const kind = el("select", { id: "cap-kind" }, ["", "tool", "prompt", "resource", "resource_template"].map((k) => el("option", { value: k, text: k || "any kind" })));
+  const count = el("p", { id: "cap-count", class: "muted", "aria-live": "polite" });
+  const list = el("div", { id: "cap-list" });
+  const form = el("form", { class: "row", role: "search", onsubmit: (e) => { e.preventDefault(); clearTimeout(timer); search(); } },
+    el("label", { for: "cap-query" }, "Search", q), el("label", { for: "cap-kind" }, "Kind", kind),
+    el("button", { type: "submit", text: "Search" }));
+  main.replaceChildren(el("h2", { text: "Capabilities" }), form, count, list);
+  let timer = null;
+  q.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(search, 250); });
+  kind.addEventListener("change", search);
+  let asked = 0;
+  async function search() {
+    const mine = ++asked;
+    try {
+      const r = await api("/capabilities", { query: q.value, kind: kind.value });
+      if (mine !== asked) return; // a newer search is under way
+      const open = new Set([...list.querySelectorAll("details[open]")].map((d) => d.getAttribute("data-capability")));
+      count.textContent = `${r.total} found${r.truncated ? `, first ${r.items.length} shown` : ""}`;
+      list.replaceChildren(...r.items.map((c) => el("details", { class: "cap", "data-capability": c.name, open: open.has(c.name) },
+        el("summary", {}, el("code", { text: c.name }), " ", el("span", { class: "badge", text: c.kind }), " ",
+          el("span", { class: "muted", text: `${c.source} · ${c.description || ""}` })),
+        el("div", {},
+          el("dl", { class: "facts" }, el("dt", { text: "Source" }), el("dd", { text: c.source }),
+            el("dt", { text: "Name at the source" }), el("dd", { text: c.original }),
+            c.uri ? [el("dt", { text: "URI" }), el("dd", { text: c.uri })] : null,
+            c.uri_template ? [el("dt", { text: "URI template" }), el("dd", { text: c.uri_template })] : null),
+          c.input_schema ? [el("h3", { text: "Input schema" }), el("pre", { text: json(c.input_schema) })] : null,
+          c.output_schema ? [el("h3", { text: "Output schema" }), el("pre", { text: json(c.output_schema) })] : null,
+          c.arguments ? [el("h3", { text: "Arguments" }), el("pre", { text: json(c.arguments) })] : null))));
+      say("");
+    } catch (e) { failed(e); }
+  }
+  await search();
+  q.focus();
+}
+
+const RUN_STATUSES = ["", "running", "succeeded", "failed", "cancelled", "interrupted"];
+async function runsPage() {
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const status = el("select", { id: "run-status" }, RUN_STATUSES.map((s) => el("option", { value: s, text: s || "any status" })));
+  status.value = params.get("status") || "";
+  const q = el("input", { id: "run-query", type: "search", placeholder: "run id, workflow, principal", value: params.get("q") || "" });
+  const body = el("div", {});
+  const form = el("form", { class: "row", role: "search", onsubmit: (e) => { e.preventDefault(); load(); } },
+    el("label", { for: "run-status" }, "Status", status), el("label", { for: "run-query" }, "Filter", q),
+    el("button", { type: "submit", text: "Apply" }));
+  main.replaceChildren(el("h2", { text: "Runs" }), form, body);
+  status.addEventListener("change", load);
+  async function load() {
+    try {
+      const r = await api("/runs", { status: status.value, query: q.value, limit: 200 });
+      const rows = r.runs.map((x) => el("tr", { "data-run": x.run_id },
+        el("td", {}, el("a", { href: `#/runs/${encodeURIComponent(x.run_id)}`, text: x.run_id })),
+        el("td", { text: x.workflow }), el("td", {}, badge(x.status)), el("td", { text: x.principal || "—" }),
+        el("td", { text: when(x.started_at) }),
+        el("td", { text: x.finished_at ? duration(x.finished_at - x.started_at) : "—" }),
+        el("td", { class: "err", text: x.error || "" })));
+      body.replaceChildren(rows.length ? table(["Run", "Workflow", "Status", "Principal", "Started", "Took", "Error"], rows, "Runs") : el("p", { text: "No runs match." }));
+      say("");
+    } catch (e) { failed(e); }
+  }
+  await load();
+  // New and finished runs show up without a reload.
+  let timer = null;
+  stream("/events", (ev) => {
+    if (ev.type === "run_started" || ev.type === "run_finished" || ev.type === "lagged") {
+      clearTimeout(timer); timer = setTimeout(load, 200);
+    }
+  });
+}
+
+// Layered layout: a node's layer is its longest path from a root; layers go
+// top to bottom, nodes in a layer left to right ordered by their parents'
+// mean position (one pass), edges as curves from bottom to top.
+function layout(graph) {
+  const ids = graph.nodes.map((n) => n.id);
+  const parents = new Map(ids.map((id) => [id, []]));
+  for (const [from, to] of graph.edges) if (parents.has(to) && parents.has(from)) parents.get(to).push(from);
+  const layer = new Map();
+  const depth = (id, seen) => {
+    if (layer.has(id)) return layer.get(id);
+    if (seen.has(id)) return 0; // a cycle cannot validate; do not loop on one
+    seen.add(id);
+    const d = Math.max(-1, ...parents.get(id).map((p) => depth(p, seen))) + 1;
+    layer.set(id, d);
+    return d;
+  };
+  ids.forEach((id) => depth(id, new Set()));
+  const layers = [];
+  for (const id of ids) (layers[layer.get(id)] ||= []).push(id);
+  const W = 170, H = 46, GX = 24, GY = 46, PAD = 16;
+  const pos = new Map();
+  layers.forEach((row, y) => {
+    if (y > 0) {
+      const mean = (id) => { const ps = parents.get(id); return ps.length ? ps.reduce((a, p) => a + pos.get(p).x, 0) / ps.length : 0; };
+      row.sort((a, b) => mean(a) - mean(b));
+    }
+    row.forEach((id, x) => pos.set(id, { x: PAD + x * (W + GX), y: PAD + y * (H + GY) }));
+  });
+  const width = PAD * 2 + Math.max(1, ...layers.map((r) => r.length)) * (W + GX) - GX;
+  const height = PAD * 2 + layers.length * (H + GY) - GY;
+  return { pos, width, height, W, H };
+}
+
+function runPage(id) {
+  const state = { run: null, nodes: new Map(), graph: null, pending: null };
+  const head = el("div", {});
+  const cancel = el("button", { type: "button", class: "danger", id: "cancel-run", hidden: true, text: "Cancel run", onclick: doCancel });
+  const graphBox = el("div", { class: "graph", id: "run-graph", role: "group", "aria-label": "Workflow graph: Tab to a node, Enter to show its details" });
+  const legend = el("div", { class: "legend", "aria-hidden": "true" }, ["pending", "running", "succeeded", "failed", "skipped", "cancelled"].map(badge));
+  const details = el("div", { id: "node-details" });
+  main.replaceChildren(el("p", {}, el("a", { href: "#/runs", text: "← Runs" })), head, el("div", { class: "row" }, cancel),
+    el("h2", { text: "Graph" }), legend, graphBox, el("h2", { text: "Nodes" }), details);
+
+  async function doCancel() {
+    cancel.disabled = true;
+    say("Cancelling…");
+    try {
+      const r = await api(`/runs/${encodeURIComponent(id)}/cancel`, {});
+      say(`Cancel: run is ${r.status}`);
+      await load();
+    } catch (e) { failed(e); }
+    cancel.disabled = false;
+  }
+  async function load() {
+    state.pending = [];
+    const r = await api(`/runs/${encodeURIComponent(id)}`);
+    state.run = r.run;
+    state.graph = r.graph || { nodes: r.nodes.map((n) => ({ id: n.node_id, use: n.capability })), edges: [] };
+    state.nodes = new Map(r.nodes.map((n) => [n.node_id, n]));
+    const later = state.pending || []; state.pending = null;
+    later.forEach(apply);
+    render();
+  }
+  function apply(ev) {
+    if (state.pending) { state.pending.push(ev); return; }
+    if (ev.type === "node") { state.nodes.set(ev.node.node_id, ev.node); renderNode(ev.node.node_id); renderDetails(); }
+  }
+  function statusOf(nodeId) { const n = state.nodes.get(nodeId); return n ? n.status : "pending"; }
+  function render() {
+    const run = state.run;
+    head.replaceChildren(el("h2", {}, `Run ${run.id} `, badge(run.status)),
+      el("dl", { class: "facts" },
+        el("dt", { text: "Workflow" }), el("dd", { text: run.workflow }),
+        el("dt", { text: "Origin" }), el("dd", { text: run.origin && run.origin.kind ? Object.values(run.origin).join(" ") : "—" }),
+        el("dt", { text: "Principal" }), el("dd", { text: run.principal || "—" }),
+        el("dt", { text: "Started" }), el("dd", { text: when(run.started_at) }),
+        el("dt", { text: "Took" }), el("dd", { text: run.finished_at ? duration(run.finished_at - run.started_at) : "running" }),
+        run.error ? [el("dt", { text: "Error" }), el("dd", { class: "err", text: run.error })] : null,
+        el("dt", { text: "Inputs" }), el("dd", {}, el("pre", { text: json(run.inputs) })),
+        run.outputs ? [el("dt", { text: "Outputs" }), el("dd", {}, el("pre", { text: json(run.outputs) }))] : null));
+    head.setAttribute("data-run-status", run.status);
+    cancel.hidden = run.status !== "running";
+    drawGraph();
+    renderDetails();
+  }
+  function drawGraph() {
+    const g = state.graph;
+    const { pos, width, height, W, H } = layout(g);
+    const s = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "presentation" });
+    for (const [from, to] of g.edges) {
+      const a = pos.get(from), b = pos.get(to);
+      if (!a || !b) continue;
+      const x1 = a.x + W / 2, y1 = a.y + H, x2 = b.x + W / 2, y2 = b.y, my = (y1 + y2) / 2;
+      s.append(svg("path", { class: "edge", d: `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}`, "data-edge": `${from}->${to}` }));
+    }
+    for (const n of g.nodes) {
+      const p = pos.get(n.id);
+      const node = svg("g", { class: "node", transform: `translate(${p.x},${p.y})`, tabindex: "0", role: "button", "data-node": n.id });
+      node.append(svg("rect", { width: W, height: H, rx: 6 }));
+      const t1 = svg("text", { x: 10, y: 19, "font-weight": "600" }); t1.textContent = clip(n.id, 22);
+      const t2 = svg("text", { x: 10, y: 36 });
+      node.append(t1, t2);
+      node.addEventListener("click", () => openDetails(n.id));
+      node.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); openDetails(n.id); } });
+      s.append(node);
+    }
+    graphBox.replaceChildren(s);
+    g.nodes.forEach((n) => renderNode(n.id));
+  }
+  function clip(text, n) { return text.length > n ? `${text.slice(0, n - 1)}…` : text; }
+  function renderNode(nodeId) {
+    const g = graphBox.querySelector(`[data-node="${CSS.escape(nodeId)}"]`);
+    if (!g) { drawGraphIfNew(nodeId); return; }
+    const st = statusOf(nodeId);
+    const use = (state.graph.nodes.find((n) => n.id === nodeId) || {}).use || "";
+    g.setAttribute("data-status", st);
+    g.setAttribute("aria-label", `${nodeId}: ${st}, ${use}`);
+    g.querySelectorAll("text")[1].textContent = clip(`${st} · ${use}`, 24);
+  }
+  function drawGraphIfNew(nodeId) {
+    // A node the graph did not know (a run drawn from its records): add it.
+    if (!state.graph.nodes.some((n) => n.id === nodeId)) {
+      const n = state.nodes.get(nodeId);
+      state.graph.nodes.push({ id: nodeId, use: n ? n.capability : "" });
+      drawGraph();
+    }
+  }
+  function openDetails(nodeId) {
+    const d = details.querySelector(`details[data-node-details="${CSS.escape(nodeId)}"]`);
+    if (d) { d.open = true; d.querySelector("summary").focus(); d.scrollIntoView({ block: "nearest" }); }
+  }
+  function renderDetails() {
+    const open = new Set([...details.querySelectorAll("details[open]")].map((d) => d.getAttribute("data-node-details")));
+    details.replaceChildren(...state.graph.nodes.map((gn) => {
+      const n = state.nodes.get(gn.id) || { status: "pending", attempts: 0 };
+      const took = n.started_at ? (n.finished_at || Date.now()) - n.started_at : null;
+      return el("details", { class: "node", "data-node-details": gn.id, open: open.has(gn.id) },
+        el("summary", {}, el("code", { text: gn.id }), " ", badge(n.status), " ",
+          el("span", { class: "muted", text: `${gn.use} · attempts ${n.attempts || 0} · ${n.finished_at ? duration(took) : n.started_at ? "running" : "not started"}` })),
+        el("div", {},
+          el("h3", { text: "Inputs" }), el("pre", { text: n.args === undefined || n.args === null ? "—" : json(n.args) }),
+          n.error ? [el("h3", { text: "Error" }), el("pre", { class: "err", text: `${n.error_code ? `[${n.error_code}] ` : ""}${n.error}` })] : null,
+          n.output !== undefined && n.output !== null ? [el("h3", { text: "Output" }), el("pre", { text: json(n.output) })] : null,
+          el("p", { class: "muted", text: `started ${when(n.started_at)}, finished ${when(n.finished_at)}${n.epoch != null ? `, session epoch ${n.epoch}` : ""}` })));
+    }));
+  }
+  // Subscribe first, then load: nothing that happens in between is missed.
+  stream(`/events?run=${encodeURIComponent(id)}`, (ev) => {
+    if (ev.type === "ready" || ev.type === "lagged" || ev.type === "run_finished") load().catch(failed);
+    else apply(ev);
+  });
+}
+
+// ---- routing -------------------------------------------------------------
+const PAGES = { sources: sourcesPage, plugins: pluginsPage, capabilities: capabilitiesPage, runs: runsPage };
+async function route() {
+  if (pageAbort) pageAbort.abort();
+  pageAbort = new AbortController();
+  const path = (location.hash.replace(/^#\/?/, "").split("?")[0] || "sources").split("/");
+  const tab = PAGES[path[0]] ? path[0] : "sources";
+  document.querySelectorAll("nav a").forEach((a) => {
+    if (a.dataset.tab === tab) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+  });
+  document.title = `wf console: ${tab}`;
+  try {
+    if (tab === "runs" && path[1]) runPage(decodeURIComponent(path[1]));
+    else await PAGES[tab]();
+  } catch (e) { failed(e); }
+}
+
+document.getElementById("tokens-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  tokens.save(document.getElementById("bearer-token").value.trim(), document.getElementById("admin-token").value.trim());
+  document.getElementById("tokens").hidden = true;
+  document.getElementById("tokens-button").setAttribute("aria-expanded", "false");
+  say("Tokens saved for this tab.");
+  route();
+  main.focus();
+});
+document.getElementById("tokens-clear").addEventListener("click", () => {
+  tokens.clear();
+  document.getElementById("bearer-token").value = "";
+  document.getElementById("admin-token").value = "";
+  say("Tokens forgotten.");
+});
+document.getElementById("tokens-button").addEventListener("click", () => {
+  const box = document.getElementById("tokens");
+  if (box.hidden) showTokens(); else { box.hidden = true; document.getElementById("tokens-button").setAttribute("aria-expanded", "false"); }
+});
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,113 @@
+//! The web console at `/console`: one embedded page (HTML, CSS and vanilla
+//! JS compiled into the binary; no CDN, no build step) and its JSON API under
+//! `/console/api/`. The page loads behind the Host/Origin checks only (a
+//! browser cannot send a bearer token when navigating) and holds no data;
+//! every API call and the event stream pass the same guard as `/mcp` (Host,
+//! Origin, bearer token) and then the admin surface's access rules.
+
+mod access;
+mod api;
+mod stream;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderValue, header};
+use axum::middleware::from_fn_with_state;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use tokio_util::sync::CancellationToken;
+
+use super::Surfaces;
+use super::http_guard::{HttpGuard, guard, guard_host_origin};
+use crate::app::App;
+
+const INDEX: &str = include_str!("assets/index.html");
+const CSS: &str = include_str!("assets/console.css");
+const JS: &str = include_str!("assets/console.js");
+
+/// What the API handlers share.
+#[derive(Clone)]
+pub struct Console {
+    app: Arc<App>,
+    surfaces: Surfaces,
+    /// Ends open event streams when wf shuts down.
+    shutdown: CancellationToken,
+    /// How often an idle event stream sends a comment (keeps it under the
+    /// connection idle timeout).
+    ping: Duration,
+}
+
+/// The console's routes, each behind its guard.
+pub fn router(
+    app: Arc<App>,
+    surfaces: Surfaces,
+    g: Arc<HttpGuard>,
+    shutdown: CancellationToken,
+    ping: Duration,
+) -> Router {
+    let console = Console {
+        app,
+        surfaces,
+        shutdown,
+        ping,
+    };
+    let pages = Router::new()
+        .route(
+            "/console",
+            get(|| async { Redirect::permanent("/console/") }),
+        )
+        .route(
+            "/console/",
+            get(|| async { asset(INDEX, "text/html; charset=utf-8") }),
+        )
+        .route(
+            "/console/console.css",
+            get(|| async { asset(CSS, "text/css; charset=utf-8") }),
+        )
+        .route(
+            "/console/console.js",
+            get(|| async { asset(JS, "text/javascript; charset=utf-8") }),
+        )
+        .layer(from_fn_with_state(g.clone(), guard_host_origin));
+    let api = Router::new()
+        .route("/console/api/status", get(api::status))
+        .route("/console/api/sources", get(api::sources))
+        .route("/console/api/sources/refresh", post(api::refresh))
+        .route("/console/api/reload", post(api::reload))
+        .route("/console/api/plugins", get(api::plugins))
+        .route("/console/api/capabilities", post(api::capabilities))
+        .route("/console/api/runs", post(api::runs))
+        .route("/console/api/runs/{id}", get(api::run))
+        .route("/console/api/runs/{id}/cancel", post(api::cancel))
+        .route("/console/api/events", get(stream::events))
+        .with_state(console)
+        .layer(from_fn_with_state(g, guard));
+    pages.merge(api)
+}
+
+/// An embedded asset, with headers that keep it from being framed or
+/// running anything not shipped with it.
+fn asset(body: &'static str, content_type: &'static str) -> Response {
+    let mut r = body.into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        ),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
