@@ -224,3 +224,44 @@ async def test_a_2026_client_without_the_capability_makes_the_upstream_see_an_er
     (e,) = asked(upstream_events)
     assert e["ok"] is False and e["error"]["code"] == -32601, e
     assert "elicitation" in e["error"]["message"], e
+
+
+# ---- The reverse: a 2026-07-28 upstream (`protocol = "2026-07-28"`) asks in rounds.
+
+
+def modern_upstream_client(
+    wf: Wf, fixture_upstream_bin: Path, events: UpstreamEvents, front: str, mode: str, **kw: Any
+) -> Client:
+    settings = {
+        "command": str(fixture_upstream_bin),
+        "args": ["--asks", *events.args()],
+        "session": "shared",
+        "protocol": "2026-07-28",
+    }
+    config = wf.write_config(toml_config({"fix": settings}))
+    if front == "stdio":
+        return wf.stdio_client(mode, "--config", str(config), **kw)
+    return wf.http_client(wf.start_http("127.0.0.1", None, "--config", str(config)), mode, **kw)
+
+
+@pytest.mark.parametrize(("front", "mode"), [("stdio", "legacy"), ("http", "legacy"), ("http", "auto")])
+async def test_a_2026_upstreams_rounds_are_answered_by_the_calling_client(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents, front: str, mode: str
+) -> None:
+    """The upstream answers wf's call with an InputRequiredResult; wf asks its own client
+    (a request to a 2025-11-25 client, a round of its own to a 2026-07-28 one) and
+    retries upstream with the answer and the upstream's requestState."""
+    a = Answerer()
+    async with modern_upstream_client(wf, fixture_upstream_bin, upstream_events, front, mode, **a.callbacks()) as c:
+        await wait_listed(c, ASK)
+        with anyio.fail_after(OP_TIMEOUT):
+            for kind in ("elicit", "sample", "roots"):
+                _, err = await call_outcome(c, ASK, {"kind": kind})
+                assert err is None, err
+    got = {e["kind"]: e for e in asked(upstream_events)}
+    assert all(e["round"] and e["ok"] and e["state"] == "fixture-state" for e in got.values()), got
+    assert got["elicit"]["answer"]["content"] == {"name": ANSWER_NAME, "check": True}
+    assert got["sample"]["answer"]["content"]["text"] == SAMPLED
+    assert got["roots"]["answer"]["roots"][0]["uri"] == ROOT_URI
+    assert [e.message for e in a.elicitations] == ["fixture asks your name"]
+    assert len(a.samplings) == 1 and a.roots_asked == 1
