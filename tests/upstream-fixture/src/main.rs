@@ -115,12 +115,7 @@ fn ask_in_rounds(
     };
     let state = request.request_state.clone();
     let out = json!({"ok": true, "answer": answer, "state": state});
-    let mut event = json!({"event": "asked", "kind": kind, "round": true});
-    event
-        .as_object_mut()
-        .unwrap()
-        .extend(out.as_object().unwrap().clone());
-    record(event);
+    record(json!({"event": "asked", "kind": kind, "round": true, "ok": true, "answer": answer, "state": out["state"]}));
     structured(out).into()
 }
 
