@@ -139,6 +139,13 @@ pub struct ServerConfig {
     /// message with a JSON body instead of a one-event stream.
     #[serde(default = "default_true")]
     pub http_json_response: bool,
+    /// How long a 2026-07-28 client's call that needs its input waits for
+    /// the retry that brings it (MRTR), before the call is abandoned.
+    #[serde(default = "default_input_wait_ms")]
+    pub input_wait_ms: u64,
+    /// Most such calls waiting for input at once; beyond, a call that asks is refused.
+    #[serde(default = "default_max_waiting_inputs")]
+    pub max_waiting_inputs: usize,
 }
 
 /// `[server] prefix`: when a source's prefix is put before its names.
@@ -192,6 +199,12 @@ fn default_max_sessions() -> usize {
 fn default_session_idle_timeout_ms() -> u64 {
     300_000
 }
+fn default_input_wait_ms() -> u64 {
+    300_000
+}
+fn default_max_waiting_inputs() -> usize {
+    64
+}
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -216,6 +229,8 @@ impl Default for ServerConfig {
             session_idle_timeout_ms: default_session_idle_timeout_ms(),
             prefix: PrefixMode::default(),
             http_json_response: true,
+            input_wait_ms: default_input_wait_ms(),
+            max_waiting_inputs: default_max_waiting_inputs(),
         }
     }
 }

@@ -11,7 +11,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use rmcp::model::{ClientResult, LoggingLevel, LoggingMessageNotificationParam, ServerRequest};
+use rmcp::model::{
+    ClientCapabilities, ClientResult, LoggingLevel, LoggingMessageNotificationParam, ServerRequest,
+};
 use rmcp::service::ServiceError;
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
@@ -108,6 +110,44 @@ impl ModernLogs {
     }
 }
 
+/// Why a client with `caps` cannot be asked `request`, if it cannot.
+pub(super) fn missing_capability(
+    caps: Option<&ClientCapabilities>,
+    request: &CallerRequest,
+) -> Option<String> {
+    let missing = |what: &str| Some(format!("the client did not declare {what} support"));
+    match request {
+        CallerRequest::Elicit { params } => {
+            let Some(e) = caps.and_then(|c| c.elicitation.as_ref()) else {
+                return missing("elicitation");
+            };
+            let url = params.get("mode").and_then(Value::as_str) == Some("url");
+            // A bare `elicitation: {}` means form mode (2025-06-18 clients).
+            let form_ok = e.form.is_some() || e.url.is_none();
+            match url {
+                true if e.url.is_none() => missing("URL-mode elicitation"),
+                false if !form_ok => missing("form-mode elicitation"),
+                _ => None,
+            }
+        }
+        CallerRequest::Sample { params } => {
+            let Some(s) = caps.and_then(|c| c.sampling.as_ref()) else {
+                return missing("sampling");
+            };
+            let tools = params.get("tools").is_some() || params.get("toolChoice").is_some();
+            (tools && s.tools.is_none()).then(|| {
+                "the client did not declare sampling with tools (sampling.tools)".to_string()
+            })
+        }
+        CallerRequest::ListRoots => caps
+            .and_then(|c| c.roots.as_ref())
+            .is_none()
+            .then(|| "the client did not declare roots support".to_string()),
+        CallerRequest::Log { .. } => None,
+        CallerRequest::Unknown => Some("this host does not know that kind of request".into()),
+    }
+}
+
 impl ClientAsker {
     /// Why the client cannot be asked this, if it cannot.
     fn refusal(&self, request: &CallerRequest) -> Option<String> {
@@ -119,38 +159,7 @@ impl ClientAsker {
             );
         }
         let info = self.peer.peer_info();
-        let caps = info.as_ref().map(|i| &i.capabilities);
-        let missing = |what: &str| Some(format!("the client did not declare {what} support"));
-        match request {
-            CallerRequest::Elicit { params } => {
-                let Some(e) = caps.and_then(|c| c.elicitation.as_ref()) else {
-                    return missing("elicitation");
-                };
-                let url = params.get("mode").and_then(Value::as_str) == Some("url");
-                // A bare `elicitation: {}` means form mode (2025-06-18 clients).
-                let form_ok = e.form.is_some() || e.url.is_none();
-                match url {
-                    true if e.url.is_none() => missing("URL-mode elicitation"),
-                    false if !form_ok => missing("form-mode elicitation"),
-                    _ => None,
-                }
-            }
-            CallerRequest::Sample { params } => {
-                let Some(s) = caps.and_then(|c| c.sampling.as_ref()) else {
-                    return missing("sampling");
-                };
-                let tools = params.get("tools").is_some() || params.get("toolChoice").is_some();
-                (tools && s.tools.is_none()).then(|| {
-                    "the client did not declare sampling with tools (sampling.tools)".to_string()
-                })
-            }
-            CallerRequest::ListRoots => caps
-                .and_then(|c| c.roots.as_ref())
-                .is_none()
-                .then(|| "the client did not declare roots support".to_string()),
-            CallerRequest::Log { .. } => None,
-            CallerRequest::Unknown => Some("this host does not know that kind of request".into()),
-        }
+        missing_capability(info.as_ref().map(|i| &i.capabilities), request)
     }
 
     async fn request(

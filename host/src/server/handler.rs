@@ -18,12 +18,13 @@ use tracing::Instrument;
 use super::Surfaces;
 use super::caller::{self, ClientAsker, ClientLevel};
 use super::forwarding::{self, Downstream};
+use super::mrtr::Step;
 use super::notify::{self, Follower, ListKind};
 use super::principals::{principal_of, visible};
 use super::session_route::{self, SESSION_SOURCE};
 use crate::app::App;
 use crate::sources::sessions::{SessionCaller, SessionUse, with_caller};
-use crate::sources::{CallCtx, SourceError, SourceHandle};
+use crate::sources::{Asker, CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
 use crate::surfaces::proxy::page;
 
@@ -95,6 +96,35 @@ impl WfServer {
             level: self.level.clone(),
             modern,
         })
+    }
+
+    /// Runs `work` with the client of `context` answering the source's
+    /// requests for input: asked directly (2025-11-25), or in rounds of
+    /// `InputRequiredResult` and retries (2026-07-28, see `mrtr`).
+    async fn with_input<T, F, Fut>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        what: String,
+        source: &str,
+        retry: (Option<String>, Option<InputResponses>),
+        work: F,
+    ) -> Result<Step<T>, McpError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce(RequestContext<RoleServer>, Arc<dyn Asker>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, McpError>> + Send + 'static,
+    {
+        let asker = self.asker(context, source);
+        if asker.modern.is_none() {
+            return work(context.clone(), asker).await.map(Step::Done);
+        }
+        let owner = principal_of(context).name().to_string();
+        // A stateless HTTP request's server ends with it; its parked calls only expire.
+        let gone = (!session_route::is_stateless(self.http, context)).then(|| self.ended.clone());
+        let rounds = self.surfaces.rounds.clone();
+        rounds
+            .round(context, what, owner, gone, asker, retry, work)
+            .await
     }
 
     /// Who a call is for, as far as sessions care.
@@ -171,7 +201,7 @@ pub(super) fn source_error(e: SourceError) -> McpError {
 /// sent a progress token) and aborting it when the client cancels.
 async fn with_progress_and_cancel<T>(
     context: &RequestContext<RoleServer>,
-    asker: Arc<ClientAsker>,
+    asker: Arc<dyn Asker>,
     session: Option<&SessionUse>,
     call: impl AsyncFnOnce(CallCtx) -> Result<T, SourceError>,
 ) -> Result<T, McpError> {
@@ -417,17 +447,29 @@ impl ServerHandler for WfServer {
         let handle = self.handle(&tool.source)?;
         let session = self.session(&handle, &context).await?;
         let name = tool.original.clone();
-        let asker = self.asker(&context, &tool.source);
-        let result = with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
-            handle.call_tool(&name, args, ctx).await
-        })
-        .await?;
-        let result = (self.surfaces.isolation.epochs)
-            .check(&context, &tool.source, result)
-            .await;
-        let reference = format!("{}.{}", tool.source, tool.original);
-        let result = crate::surfaces::proxy::check_output(&reference, &tool.item, result);
-        Ok(CallToolResponse::Complete(complete(result)?))
+        let (source, item) = (tool.source.clone(), tool.item.clone());
+        let isolation = self.surfaces.isolation.clone();
+        let work = move |context: RequestContext<RoleServer>, asker| async move {
+            let result = with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
+                handle.call_tool(&name, args, ctx).await
+            })
+            .await?;
+            let result = isolation.epochs.check(&context, &source, result).await;
+            let reference = format!("{source}.{name}");
+            let result = crate::surfaces::proxy::check_output(&reference, &item, result);
+            complete::<CallToolResult>(result)
+        };
+        let what = format!("tools/call {}", request.name);
+        let retry = (request.request_state, request.input_responses);
+        Ok(
+            match self
+                .with_input(&context, what, &tool.source, retry, work)
+                .await?
+            {
+                Step::Done(r) => CallToolResponse::Complete(r),
+                Step::Input(i) => CallToolResponse::InputRequired(i),
+            },
+        )
     }
 
     async fn list_prompts(
@@ -462,12 +504,24 @@ impl ServerHandler for WfServer {
         let session = self.session(&handle, &context).await?;
         let name = prompt.original.clone();
         let args = request.arguments.unwrap_or_default();
-        let asker = self.asker(&context, &prompt.source);
-        let result = with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
-            handle.get_prompt(&name, args, ctx).await
-        })
-        .await?;
-        Ok(GetPromptResponse::Complete(complete(result)?))
+        let work = move |context: RequestContext<RoleServer>, asker| async move {
+            let result = with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
+                handle.get_prompt(&name, args, ctx).await
+            })
+            .await?;
+            complete::<GetPromptResult>(result)
+        };
+        let what = format!("prompts/get {}", request.name);
+        let retry = (request.request_state, request.input_responses);
+        Ok(
+            match self
+                .with_input(&context, what, &prompt.source, retry, work)
+                .await?
+            {
+                Step::Done(r) => GetPromptResponse::Complete(r),
+                Step::Input(i) => GetPromptResponse::InputRequired(i),
+            },
+        )
     }
 
     async fn list_resources(
@@ -510,19 +564,33 @@ impl ServerHandler for WfServer {
         };
         let handle = self.handle(&route.source)?;
         let session = self.session(&handle, &context).await?;
-        let asker = self.asker(&context, &route.source);
-        let mut result = with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
-            handle.read_resource(&route.uri, ctx).await
-        })
-        .await?;
-        // Contents carry the URI the client asked for, not the source's own.
-        if route.uri != request.uri {
-            for c in &mut result.contents {
-                if c.get("uri").and_then(Value::as_str) == Some(route.uri.as_str()) {
-                    c["uri"] = Value::String(request.uri.clone());
+        let (source, asked) = (route.source.clone(), request.uri.clone());
+        let work = move |context: RequestContext<RoleServer>, asker| async move {
+            let mut result =
+                with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
+                    handle.read_resource(&route.uri, ctx).await
+                })
+                .await?;
+            // Contents carry the URI the client asked for, not the source's own.
+            if route.uri != asked {
+                for c in &mut result.contents {
+                    if c.get("uri").and_then(Value::as_str) == Some(route.uri.as_str()) {
+                        c["uri"] = Value::String(asked.clone());
+                    }
                 }
             }
-        }
-        Ok(ReadResourceResponse::Complete(complete(result)?))
+            complete::<ReadResourceResult>(result)
+        };
+        let what = format!("resources/read {}", request.uri);
+        let retry = (request.request_state, request.input_responses);
+        Ok(
+            match self
+                .with_input(&context, what, &source, retry, work)
+                .await?
+            {
+                Step::Done(r) => ReadResourceResponse::Complete(r),
+                Step::Input(i) => ReadResourceResponse::InputRequired(i),
+            },
+        )
     }
 }

@@ -13,6 +13,7 @@ pub(crate) mod isolation;
 mod jsonrpc;
 mod limits;
 mod metrics_route;
+mod mrtr;
 mod notify;
 pub(crate) mod principals;
 mod session_route;
@@ -41,6 +42,8 @@ pub struct Surfaces {
     pub admin: Option<Arc<Admin>>,
     /// Which tools each principal may see and call; epochs clients saw.
     pub isolation: Arc<isolation::Isolation>,
+    /// 2026-07-28 clients' calls waiting for their input.
+    pub rounds: Arc<mrtr::Rounds>,
 }
 
 impl Surfaces {
@@ -49,6 +52,7 @@ impl Surfaces {
             planner: Planner::new(app.clone()),
             admin: Admin::new(app.clone()),
             isolation: Arc::default(),
+            rounds: Arc::new(mrtr::Rounds::for_config(&app.config.config.server)),
         }
     }
 }

@@ -43,6 +43,11 @@ pub fn principal(context: &RequestContext<RoleServer>) -> String {
 }
 
 /// A 2026-07-28 HTTP request: no protocol session to tie state to.
+/// Whether `context` is a stateless (sessionless) HTTP request.
+pub fn is_stateless(http: bool, context: &RequestContext<RoleServer>) -> bool {
+    http && stateless(context)
+}
+
 fn stateless(context: &RequestContext<RoleServer>) -> bool {
     parts(context).is_some_and(|p| !p.headers.contains_key("mcp-session-id"))
 }

@@ -62,6 +62,9 @@ pub struct McpConfig {
     pub call_timeout: Duration,
     pub allow_tools: Option<Vec<String>>,
     pub deny_tools: Vec<String>,
+    /// `protocol = "2026-07-28"`: speak the stateless protocol to the upstream
+    /// (`server/discover`), answering its input-required rounds.
+    pub modern: bool,
 }
 
 #[derive(Deserialize)]
@@ -87,6 +90,7 @@ struct Raw {
     allow_tools: Option<Vec<String>>,
     #[serde(default)]
     deny_tools: Vec<String>,
+    protocol: Option<String>,
     /// Keys other clients put in `mcpServers` entries; ignored with a warning.
     #[serde(flatten)]
     other: Map<String, Value>,
@@ -122,6 +126,7 @@ pub fn settings_schema() -> Value {
             "call_timeout_ms": ms,
             "allow_tools": strings.clone(),
             "deny_tools": strings,
+            "protocol": {"type": "string", "enum": ["2025-11-25", "2026-07-28"]},
         },
     })
 }
@@ -177,6 +182,15 @@ impl McpConfig {
                 "sources.{source}.max_message_bytes: {max_message_bytes} is below the minimum of {MIN_MAX_MESSAGE_BYTES}"
             )));
         }
+        let modern = match raw.protocol.as_deref() {
+            None | Some("2025-11-25") => false,
+            Some("2026-07-28") => true,
+            Some(other) => {
+                return Err(PluginError::invalid_config(format!(
+                    "sources.{source}.protocol: {other:?} is not \"2025-11-25\" or \"2026-07-28\""
+                )));
+            }
+        };
         if raw.inherit_env && !matches!(transport, Transport::Stdio { .. }) {
             tracing::warn!(source, "inherit_env only applies to stdio servers; ignored");
         }
@@ -189,6 +203,7 @@ impl McpConfig {
             call_timeout: Duration::from_millis(raw.call_timeout_ms.unwrap_or(300_000)),
             allow_tools: raw.allow_tools,
             deny_tools: raw.deny_tools,
+            modern,
         })
     }
 
@@ -207,6 +222,9 @@ impl McpConfig {
         }
         if self.max_message_bytes != DEFAULT_MAX_MESSAGE_BYTES {
             self.max_message_bytes.hash(&mut h);
+        }
+        if self.modern {
+            "2026-07-28".hash(&mut h);
         }
         format!("{:016x}", h.finish())
     }

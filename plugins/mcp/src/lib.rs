@@ -15,6 +15,7 @@ mod frames;
 mod http;
 pub mod opener;
 mod pages;
+mod rounds;
 mod runtime;
 mod scan;
 mod stderr;

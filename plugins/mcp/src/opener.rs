@@ -9,7 +9,6 @@ use std::str::FromStr;
 
 use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::RoleClient;
-use rmcp::ServiceExt;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -106,9 +105,11 @@ pub async fn open(
                     client.broken.clone(),
                 )
                 .map_err(|e| PluginError::upstream(format!("cannot start {command:?}: {e}")))?;
-                client.serve(proc).await.map_err(|e| {
-                    PluginError::upstream(format!("MCP handshake with {command:?} failed: {e}"))
-                })
+                crate::rounds::handshake(client, proc, config.modern)
+                    .await
+                    .map_err(|e| {
+                        PluginError::upstream(format!("MCP handshake with {command:?} failed: {e}"))
+                    })
             }
             Transport::Http { url, .. } => {
                 let http = WatchedHttp::new(source, client.cut.clone()).map_err(|e| {
@@ -118,16 +119,18 @@ pub async fn open(
                     http,
                     http_config(&config.transport, &config.auth, config.max_message_bytes)?,
                 );
-                client.serve(transport).await.map_err(|e| {
-                    {
-                        // The transport's error may quote the URL: never its secret parts.
-                        let shown = crate::config::redact_url(url);
-                        PluginError::upstream(format!(
-                            "MCP handshake with {shown} failed: {}",
-                            e.to_string().replace(url.as_str(), &shown)
-                        ))
-                    }
-                })
+                crate::rounds::handshake(client, transport, config.modern)
+                    .await
+                    .map_err(|e| {
+                        {
+                            // The transport's error may quote the URL: never its secret parts.
+                            let shown = crate::config::redact_url(url);
+                            PluginError::upstream(format!(
+                                "MCP handshake with {shown} failed: {}",
+                                e.to_string().replace(url.as_str(), &shown)
+                            ))
+                        }
+                    })
             }
             Transport::Unsupported(t) => Err(PluginError::invalid_config(format!(
                 "unsupported transport {t:?}: wf speaks stdio and streamable HTTP"

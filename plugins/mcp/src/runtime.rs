@@ -25,6 +25,7 @@ use crate::client::{McpClient, OnListChanged, OnLog, OnResourceUpdated};
 use crate::config::McpConfig;
 use crate::opener::{Session, open};
 use crate::pages::{ListError, all_pages};
+use crate::rounds::{self, Round};
 
 fn page_params(cursor: Option<String>) -> Option<PaginatedRequestParams> {
     Some(PaginatedRequestParams::default().with_cursor(cursor))
@@ -377,11 +378,21 @@ impl Runtime {
             }
         };
         let params = CallToolRequestParams::new(name.to_string()).with_arguments(args);
-        let req = ClientRequest::CallToolRequest(Request::new(params));
-        match self.request(req, Some(ctx)).await? {
-            (ServerResult::CallToolResult(r), epoch) => convert(r).map(|r| with_epoch(r, epoch)),
-            (other, _) => Err(unexpected("tools/call", &other)),
-        }
+        rounds::drive(ctx, |responses, state| {
+            let mut params = params.clone();
+            (params.input_responses, params.request_state) = (responses, state);
+            let req = ClientRequest::CallToolRequest(Request::new(params));
+            async move {
+                match self.request(req, Some(ctx)).await? {
+                    (ServerResult::CallToolResult(r), epoch) => {
+                        convert(r).map(|r| Round::Done(with_epoch(r, epoch)))
+                    }
+                    (ServerResult::InputRequiredResult(r), _) => Ok(Round::Input(r)),
+                    (other, _) => Err(unexpected("tools/call", &other)),
+                }
+            }
+        })
+        .await
     }
 
     pub async fn read_resource(
@@ -389,12 +400,19 @@ impl Runtime {
         uri: &str,
         ctx: &CallContext,
     ) -> Result<ReadResourceResult, PluginError> {
-        let req =
-            ClientRequest::ReadResourceRequest(Request::new(ReadResourceRequestParams::new(uri)));
-        match self.request(req, Some(ctx)).await? {
-            (ServerResult::ReadResourceResult(r), _) => convert(r),
-            (other, _) => Err(unexpected("resources/read", &other)),
-        }
+        rounds::drive(ctx, |responses, state| {
+            let mut params = ReadResourceRequestParams::new(uri);
+            (params.input_responses, params.request_state) = (responses, state);
+            let req = ClientRequest::ReadResourceRequest(Request::new(params));
+            async move {
+                match self.request(req, Some(ctx)).await? {
+                    (ServerResult::ReadResourceResult(r), _) => convert(r).map(Round::Done),
+                    (ServerResult::InputRequiredResult(r), _) => Ok(Round::Input(r)),
+                    (other, _) => Err(unexpected("resources/read", &other)),
+                }
+            }
+        })
+        .await
     }
 
     pub async fn get_prompt(
@@ -405,11 +423,19 @@ impl Runtime {
     ) -> Result<GetPromptResult, PluginError> {
         let mut params = GetPromptRequestParams::new(name);
         params.arguments = Some(arguments);
-        let req = ClientRequest::GetPromptRequest(Request::new(params));
-        match self.request(req, Some(ctx)).await? {
-            (ServerResult::GetPromptResult(r), _) => convert(r),
-            (other, _) => Err(unexpected("prompts/get", &other)),
-        }
+        rounds::drive(ctx, |responses, state| {
+            let mut params = params.clone();
+            (params.input_responses, params.request_state) = (responses, state);
+            let req = ClientRequest::GetPromptRequest(Request::new(params));
+            async move {
+                match self.request(req, Some(ctx)).await? {
+                    (ServerResult::GetPromptResult(r), _) => convert(r).map(Round::Done),
+                    (ServerResult::InputRequiredResult(r), _) => Ok(Round::Input(r)),
+                    (other, _) => Err(unexpected("prompts/get", &other)),
+                }
+            }
+        })
+        .await
     }
 
     /// Session-scoped listings: what this session sees now.

@@ -17,6 +17,8 @@
 //! `elicit`, `url`, `sample` or `roots`, after the file `until` exists if
 //! given) records `{"event":"asked","kind":..,"ok":..,"answer"|"error":..}` and
 //! returns the answer; `log` sends a `notifications/message` during the call.
+//! To a 2026-07-28 client, `ask` answers in rounds instead (`InputRequiredResult`,
+//! then the retry's `inputResponses`), recording `"round": true`.
 //!
 //! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N] [--probes] [--asks] [--stderr-bomb BYTES]
 //! [--events PATH]`: stdio by default. With `--events`, it appends one JSON line per event a
@@ -92,6 +94,29 @@ async fn record_request(
         json!({"event": "http", "method": request.method().as_str(), "uri": request.uri().to_string()}),
     );
     next.run(request).await
+}
+
+/// `ask` for a 2026-07-28 client: the first request gets an
+/// `InputRequiredResult` with the request under key `q` (state `fixture-state`);
+/// the retry's `inputResponses["q"]` is recorded like an answer and returned.
+fn ask_in_rounds(
+    context: &RequestContext<RoleServer>,
+    kind: &str,
+    request: &CallToolRequestParams,
+) -> CallToolResponse {
+    let answer = request.input_responses.as_ref().and_then(|r| r.get("q"));
+    let Some(answer) = answer else {
+        record(
+            json!({"event": "call", "tool": "ask", "kind": kind, "request_id": json!(context.id), "round": true}),
+        );
+        let input: InputRequest = serde_json::from_value(ask_request(kind)).expect("request");
+        let requests = InputRequests::from([("q".to_string(), input)]);
+        return InputRequiredResult::new(Some(requests), Some("fixture-state".into())).into();
+    };
+    let state = request.request_state.clone();
+    let out = json!({"ok": true, "answer": answer, "state": state});
+    record(json!({"event": "asked", "kind": kind, "round": true, "ok": true, "answer": answer, "state": out["state"]}));
+    structured(out).into()
 }
 
 #[derive(Clone, Default)]
@@ -371,6 +396,13 @@ impl ServerHandler for Fixture {
                         .map(str::to_string)
                 };
                 let kind = arg("kind").unwrap_or_default();
+                let modern = context
+                    .protocol_version()
+                    .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+                if modern {
+                    // 2026-07-28: no request to the client; an input-required round.
+                    return Ok(ask_in_rounds(&context, &kind, &request));
+                }
                 structured(ask(&context, &kind, arg("until").map(PathBuf::from)).await)
             }
             "log" => {

@@ -1,0 +1,439 @@
+//! Multi round-trip requests (MRTR, MCP 2026-07-28) for calls whose source
+//! asks for input. A 2026-07-28 client cannot be sent requests mid-call, so
+//! wf answers its call with an `InputRequiredResult` holding the source's
+//! requests, keeps the call running here, and resumes it when the client
+//! retries with `inputResponses` and the `requestState` wf gave it.
+//!
+//! `requestState` is only an opaque, single-use handle (a random id) to a
+//! call parked here, bound to the principal and the request that made it:
+//! nothing the client sends back is trusted as state. A parked call waits at
+//! most `[server] input_wait_ms` for its retry, at most `max_waiting_inputs`
+//! calls wait at once, and a call ends (its upstream request cancelled) when
+//! its wait expires, its client cancels a round or goes away.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rmcp::model::{
+    ClientCapabilities, InputRequest, InputRequests, InputRequiredResult, InputResponses,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::{CancellationToken, DropGuard};
+use wf_plugin_api::{CallerRequest, PluginError};
+
+use super::caller::missing_capability;
+use crate::sources::{AskFuture, Asker};
+
+/// Most rounds one call may take (the official clients give up after 10).
+const MAX_ROUNDS: usize = 32;
+
+type Reply = oneshot::Sender<Result<Value, PluginError>>;
+
+/// A source's request for input, waiting for the client's answer.
+struct Ask {
+    request: CallerRequest,
+    reply: Reply,
+}
+
+/// How a call ends: what it produced, or that it needs input first.
+pub enum Step<T> {
+    Done(T),
+    Input(InputRequiredResult),
+}
+
+/// The asker of a 2026-07-28 client's call: requests for input queue up for
+/// the next `InputRequiredResult`; log messages go as for any call.
+struct RoundAsker {
+    asks: mpsc::UnboundedSender<Ask>,
+    logs: Arc<dyn Asker>,
+    caps: Option<ClientCapabilities>,
+}
+
+impl Asker for RoundAsker {
+    fn ask(&self, request: CallerRequest) -> AskFuture {
+        if matches!(request, CallerRequest::Log { .. }) {
+            return self.logs.ask(request);
+        }
+        if let Some(why) = missing_capability(self.caps.as_ref(), &request) {
+            let e = PluginError::unsupported(format!("cannot {}: {why}", request.kind()));
+            return Box::pin(async move { Err(e) });
+        }
+        let (reply, answer) = oneshot::channel();
+        let queued = self.asks.send(Ask { request, reply }).is_ok();
+        Box::pin(async move {
+            if !queued {
+                return Err(PluginError::failed("the call no longer waits for input"));
+            }
+            answer.await.unwrap_or_else(|_| {
+                Err(PluginError::failed(
+                    "the client did not answer: the call's wait for its input ended",
+                ))
+            })
+        })
+    }
+}
+
+/// A call of a 2026-07-28 client, running in its own task.
+struct Running {
+    /// The request it answers (`tools/call <name>`): a retry must match.
+    what: String,
+    /// The principal that made it: only it may resume it.
+    owner: String,
+    asks: mpsc::UnboundedReceiver<Ask>,
+    outcome: oneshot::Receiver<Result<Value, McpError>>,
+    /// Requests handed to the client, by their key in `inputRequests`.
+    open: BTreeMap<String, Reply>,
+    next_key: u64,
+    rounds: usize,
+    /// Ends the call's task (and so its upstream request) when dropped.
+    _stop: DropGuard,
+    /// Ends the parked call's expiry timer when dropped (resumed in time).
+    expiry: Option<DropGuard>,
+}
+
+impl Running {
+    /// Hands the client's answers to the requests that wait for them.
+    fn answer(&mut self, mut responses: InputResponses) {
+        for (key, reply) in std::mem::take(&mut self.open) {
+            let answer = match responses.remove(&key) {
+                Some(v) if v.is_object() => Ok(v),
+                Some(_) => Err(PluginError::invalid_arguments(format!(
+                    "the client's answer to {key} is not an object"
+                ))),
+                None => Err(PluginError::failed(format!(
+                    "the client's retry brought no answer to {key}"
+                ))),
+            };
+            let _ = reply.send(answer);
+        }
+    }
+}
+
+/// The MCP request for `request` as an entry of `inputRequests`.
+fn input_request(request: &CallerRequest) -> Result<InputRequest, String> {
+    let msg = match request {
+        CallerRequest::Elicit { params } => {
+            json!({"method": "elicitation/create", "params": params})
+        }
+        CallerRequest::Sample { params } => {
+            json!({"method": "sampling/createMessage", "params": params})
+        }
+        CallerRequest::ListRoots => json!({"method": "roots/list"}),
+        other => return Err(format!("{} is not a request for input", other.kind())),
+    };
+    serde_json::from_value(msg).map_err(|e| format!("not a valid MCP request: {e}"))
+}
+
+fn cancelled() -> McpError {
+    McpError::internal_error("cancelled by the client", None)
+}
+
+/// The calls of 2026-07-28 clients that wait for input.
+pub struct Rounds {
+    parked: Mutex<HashMap<String, Running>>,
+    wait: Duration,
+    max: usize,
+}
+
+impl Rounds {
+    pub fn new(wait: Duration, max: usize) -> Self {
+        Self {
+            parked: Mutex::default(),
+            wait,
+            max,
+        }
+    }
+
+    pub fn for_config(server: &crate::config::ServerConfig) -> Self {
+        Self::new(
+            Duration::from_millis(server.input_wait_ms),
+            server.max_waiting_inputs,
+        )
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
+        self.parked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs one round of a call: a new call (`work` started with an asker
+    /// that queues requests for input), or the parked call `state` names,
+    /// resumed with `responses`. `what` names the request and `owner` its
+    /// principal; `gone` ends a parked call when its client goes away.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn round<T, F, Fut>(
+        self: &Arc<Self>,
+        context: &RequestContext<RoleServer>,
+        what: String,
+        owner: String,
+        gone: Option<CancellationToken>,
+        logs: Arc<dyn Asker>,
+        retry: (Option<String>, Option<InputResponses>),
+        work: F,
+    ) -> Result<Step<T>, McpError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce(RequestContext<RoleServer>, Arc<dyn Asker>) -> Fut,
+        Fut: Future<Output = Result<T, McpError>> + Send + 'static,
+    {
+        let running = match retry {
+            (Some(state), responses) => {
+                let mut r = self.take(&state, &owner, &what)?;
+                r.answer(responses.unwrap_or_default());
+                r
+            }
+            (None, _) => start(context, what, owner, logs, work),
+        };
+        self.drive(running, &context.ct, gone).await
+    }
+
+    /// The parked call `state` names, if `owner` made it for `what`.
+    fn take(&self, state: &str, owner: &str, what: &str) -> Result<Running, McpError> {
+        let mut parked = self.lock();
+        let mine = parked
+            .get(state)
+            .is_some_and(|r| r.owner == owner && r.what == what);
+        let taken = mine.then(|| parked.remove(state)).flatten();
+        let Some(mut running) = taken else {
+            return Err(McpError::invalid_params(
+                "unknown requestState: no call of yours waits for input under it \
+                 (its wait may have expired); make the call again",
+                None,
+            ));
+        };
+        running.expiry = None;
+        Ok(running)
+    }
+
+    /// Waits for the call to finish or ask for input; parks it in the latter case.
+    async fn drive<T: DeserializeOwned>(
+        self: &Arc<Self>,
+        mut running: Running,
+        ct: &CancellationToken,
+        gone: Option<CancellationToken>,
+    ) -> Result<Step<T>, McpError> {
+        let mut requests = InputRequests::new();
+        while requests.is_empty() {
+            let first = tokio::select! {
+                () = ct.cancelled() => return Err(cancelled()),
+                r = &mut running.outcome => {
+                    let value = r.map_err(|_| cancelled())??;
+                    return serde_json::from_value(value).map(Step::Done).map_err(|e| {
+                        McpError::internal_error(format!("cannot convert the call's result: {e}"), None)
+                    });
+                }
+                Some(ask) = running.asks.recv() => ask,
+            };
+            // Whatever else the source asked meanwhile goes in the same round.
+            let mut asks = vec![first];
+            while let Ok(a) = running.asks.try_recv() {
+                asks.push(a);
+            }
+            for Ask { request, reply } in asks {
+                match input_request(&request) {
+                    Ok(r) => {
+                        running.next_key += 1;
+                        let key = format!("{}-{}", request.kind(), running.next_key);
+                        requests.insert(key.clone(), r);
+                        running.open.insert(key, reply);
+                    }
+                    Err(why) => {
+                        let _ = reply.send(Err(PluginError::invalid_arguments(why)));
+                    }
+                }
+            }
+        }
+        running.rounds += 1;
+        if running.rounds > MAX_ROUNDS {
+            return Err(McpError::internal_error(
+                format!("the call asked for input more than {MAX_ROUNDS} times; it was ended"),
+                None,
+            ));
+        }
+        let state = uuid::Uuid::new_v4().simple().to_string();
+        let expiry = CancellationToken::new();
+        running.expiry = Some(expiry.clone().drop_guard());
+        {
+            let mut parked = self.lock();
+            if parked.len() >= self.max {
+                let max = self.max;
+                tracing::warn!(
+                    max,
+                    "a call that asks for input was ended: too many calls wait for input"
+                );
+                return Err(McpError::internal_error(
+                    format!(
+                        "too many calls wait for their client's input ({max}); try again later"
+                    ),
+                    None,
+                ));
+            }
+            parked.insert(state.clone(), running);
+        }
+        self.expire(state.clone(), expiry, gone);
+        Ok(Step::Input(InputRequiredResult::new(
+            Some(requests),
+            Some(state),
+        )))
+    }
+
+    /// Ends the parked call `state` when its wait is over or its client is gone.
+    fn expire(
+        self: &Arc<Self>,
+        state: String,
+        resumed: CancellationToken,
+        gone: Option<CancellationToken>,
+    ) {
+        let rounds = Arc::downgrade(self);
+        let wait = self.wait;
+        tokio::spawn(async move {
+            let gone = async {
+                match gone {
+                    Some(g) => g.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let why = tokio::select! {
+                () = resumed.cancelled() => return,
+                () = tokio::time::sleep(wait) => "its wait for the client's input expired",
+                () = gone => "its client went away",
+            };
+            let Some(rounds) = rounds.upgrade() else {
+                return;
+            };
+            let ended = rounds.lock().remove(&state);
+            if let Some(r) = ended {
+                tracing::info!(request = %r.what, "a call waiting for input ended: {why}");
+            }
+        });
+    }
+}
+
+/// Starts `work` in its own task, asking through a [`RoundAsker`].
+fn start<T, F, Fut>(
+    context: &RequestContext<RoleServer>,
+    what: String,
+    owner: String,
+    logs: Arc<dyn Asker>,
+    work: F,
+) -> Running
+where
+    T: Serialize,
+    F: FnOnce(RequestContext<RoleServer>, Arc<dyn Asker>) -> Fut,
+    Fut: Future<Output = Result<T, McpError>> + Send + 'static,
+{
+    let (tx, asks) = mpsc::unbounded_channel();
+    let caps = context
+        .meta
+        .client_capabilities()
+        .or_else(|| context.peer.peer_info().map(|i| i.capabilities.clone()));
+    let asker = Arc::new(RoundAsker {
+        asks: tx,
+        logs,
+        caps,
+    });
+    // The call outlives this request: it ends with its own token.
+    let stop = CancellationToken::new();
+    let mut ctx = context.clone();
+    ctx.ct = stop.clone();
+    let work = work(ctx, asker);
+    let (done, outcome) = oneshot::channel();
+    let ended = stop.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            r = work => {
+                let r = r.and_then(|t| {
+                    serde_json::to_value(t).map_err(|e| McpError::internal_error(e.to_string(), None))
+                });
+                let _ = done.send(r);
+            }
+            () = ended.cancelled() => {}
+        }
+    });
+    Running {
+        what,
+        owner,
+        asks,
+        outcome,
+        open: BTreeMap::new(),
+        next_key: 0,
+        rounds: 0,
+        _stop: stop.drop_guard(),
+        expiry: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoLogs;
+    impl Asker for NoLogs {
+        fn ask(&self, _: CallerRequest) -> AskFuture {
+            Box::pin(async { Ok(Value::Null) })
+        }
+    }
+
+    fn caps(v: Value) -> Option<ClientCapabilities> {
+        serde_json::from_value(v).ok()
+    }
+
+    #[test]
+    fn requests_for_input_become_mcp_requests() {
+        let r = input_request(&CallerRequest::Elicit {
+            params: json!({"message": "name?", "requestedSchema": {"type": "object", "properties": {}}}),
+        });
+        let v = serde_json::to_value(r.expect("an elicitation")).expect("json");
+        assert_eq!(v["method"], "elicitation/create");
+        assert_eq!(v["params"]["message"], "name?");
+        let roots = serde_json::to_value(input_request(&CallerRequest::ListRoots).expect("roots"));
+        assert_eq!(roots.expect("json")["method"], "roots/list");
+        let log = CallerRequest::Log {
+            level: "info".into(),
+            logger: None,
+            data: Value::Null,
+        };
+        assert!(input_request(&log).is_err());
+    }
+
+    #[tokio::test]
+    async fn asks_queue_for_the_next_round_and_get_the_clients_answer() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let asker = RoundAsker {
+            asks: tx,
+            logs: Arc::new(NoLogs),
+            caps: caps(json!({"roots": {}})),
+        };
+        let answer = asker.ask(CallerRequest::ListRoots);
+        let ask = rx.recv().await.expect("queued");
+        assert_eq!(ask.request, CallerRequest::ListRoots);
+        let _ = ask.reply.send(Ok(json!({"roots": []})));
+        assert_eq!(answer.await.expect("answered"), json!({"roots": []}));
+        // Dropped unanswered (the wait expired): the source gets an error.
+        let answer = asker.ask(CallerRequest::ListRoots);
+        drop(rx.recv().await);
+        assert!(answer.await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_client_without_the_capability_gets_no_round() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let asker = RoundAsker {
+            asks: tx,
+            logs: Arc::new(NoLogs),
+            caps: caps(json!({})),
+        };
+        let e = asker
+            .ask(CallerRequest::Sample { params: json!({}) })
+            .await
+            .expect_err("refused");
+        assert!(e.message.contains("sampling"), "{}", e.message);
+        assert!(rx.try_recv().is_err());
+    }
+}

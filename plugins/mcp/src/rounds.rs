@@ -1,0 +1,132 @@
+//! An upstream that speaks MCP 2026-07-28 (`protocol = "2026-07-28"`): the
+//! handshake is `server/discover`, and a call that needs input comes back as
+//! an `InputRequiredResult`. Each of its requests goes to the call's caller
+//! (for a 2025-11-25 client of wf, a server-initiated request; for a
+//! 2026-07-28 one, a round of wf's own), and the call is retried with the
+//! answers and the upstream's `requestState`, for at most [`MAX_ROUNDS`].
+
+use std::future::Future;
+
+use rmcp::model::{InputRequiredResult, InputResponses, ProtocolVersion};
+use rmcp::service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService};
+use rmcp::transport::IntoTransport;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+use wf_plugin_api::{CallContext, CallerRequest, PluginError};
+
+use crate::client::McpClient;
+
+/// Most input-required rounds one call may take (as the official clients).
+pub const MAX_ROUNDS: usize = 10;
+
+/// The MCP handshake: `initialize` (2025-11-25), or `server/discover` for a
+/// 2026-07-28 upstream.
+pub async fn handshake<T, E, A>(
+    client: McpClient,
+    transport: T,
+    modern: bool,
+) -> Result<RunningService<RoleClient, McpClient>, ClientInitializeError>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    if modern {
+        let preferred_versions = vec![ProtocolVersion::V_2026_07_28];
+        client
+            .serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover { preferred_versions },
+            )
+            .await
+    } else {
+        client.serve(transport).await
+    }
+}
+
+/// One answer of the upstream to a (re)tried request.
+pub enum Round<T> {
+    Done(T),
+    Input(InputRequiredResult),
+}
+
+/// Sends a request with `send(inputResponses, requestState)` until the
+/// upstream completes it, answering each round through the caller.
+pub async fn drive<T, F, Fut>(ctx: &CallContext, mut send: F) -> Result<T, PluginError>
+where
+    F: FnMut(Option<InputResponses>, Option<String>) -> Fut,
+    Fut: Future<Output = Result<Round<T>, PluginError>>,
+{
+    let mut retry = (None, None);
+    for _ in 0..=MAX_ROUNDS {
+        match send(retry.0, retry.1).await? {
+            Round::Done(t) => return Ok(t),
+            Round::Input(input) => retry = (Some(answers(ctx, &input).await?), input.request_state),
+        }
+    }
+    Err(PluginError::failed(format!(
+        "the upstream asked for input more than {MAX_ROUNDS} times in one call"
+    )))
+}
+
+/// The caller's answers to one round's requests.
+async fn answers(
+    ctx: &CallContext,
+    input: &InputRequiredResult,
+) -> Result<InputResponses, PluginError> {
+    let mut out = InputResponses::new();
+    for (key, request) in input.input_requests.iter().flatten() {
+        let msg = serde_json::to_value(request)
+            .map_err(|e| PluginError::internal(format!("input request {key}: {e}")))?;
+        let asked = caller_request(&msg).ok_or_else(|| {
+            PluginError::upstream(format!("input request {key} is not one wf knows: {msg}"))
+        })?;
+        let answer = ctx.ask(&asked).await?;
+        out.insert(key.clone(), answer);
+    }
+    Ok(out)
+}
+
+/// The caller request for one entry of `inputRequests` (`{method, params}`).
+fn caller_request(msg: &Value) -> Option<CallerRequest> {
+    let params = msg.get("params").cloned().unwrap_or(Value::Null);
+    match msg.get("method")?.as_str()? {
+        "elicitation/create" => Some(CallerRequest::Elicit { params }),
+        "sampling/createMessage" => Some(CallerRequest::Sample { params }),
+        "roots/list" => Some(CallerRequest::ListRoots),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn input_requests_map_to_caller_requests() {
+        let e =
+            caller_request(&json!({"method": "elicitation/create", "params": {"message": "m"}}));
+        assert_eq!(
+            e,
+            Some(CallerRequest::Elicit {
+                params: json!({"message": "m"})
+            })
+        );
+        assert_eq!(
+            caller_request(&json!({"method": "roots/list"})),
+            Some(CallerRequest::ListRoots)
+        );
+        assert_eq!(caller_request(&json!({"method": "ping"})), None);
+    }
+
+    #[test]
+    fn the_protocol_setting_picks_the_handshake() {
+        let cfg = |p: Value| {
+            crate::config::McpConfig::parse("s", &json!({"command": "x", "protocol": p}))
+        };
+        assert!(cfg(json!("2026-07-28")).unwrap().modern);
+        assert!(!cfg(json!("2025-11-25")).unwrap().modern);
+        let e = cfg(json!("2027-01-01")).err().unwrap();
+        assert!(e.message.contains("sources.s.protocol"), "{}", e.message);
+    }
+}
