@@ -41,7 +41,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     println!(
         "`wf serve` with two fixture sources on one client session: the fast source's echo \
          alone, then while {SLOW_CALLS} calls of `slow({SLOW_MS} ms)` to the other source are \
-         in flight ({} fast calls, all made within {:.0} ms of the slow calls' start).\n",
+         in flight ({} fast calls over {:.0} ms, each started while the slow calls were in flight).\n",
         loaded.len(),
         during.as_secs_f64() * 1e3
     );
