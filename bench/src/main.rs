@@ -17,9 +17,11 @@ mod front;
 mod load;
 mod memory;
 mod overhead;
+mod peers;
 mod proc;
 mod relay;
 mod sessions;
+mod slow;
 mod startup;
 mod stats;
 mod web;
@@ -55,6 +57,13 @@ struct Args {
     /// reference row (to A/B-test a change; its plugins must sit beside it).
     #[arg(long, value_name = "PATH")]
     compare: Option<PathBuf>,
+    /// Add peer proxies to the overhead rounds (FastMCP's `as_proxy`; see
+    /// bench/requirements-fastmcp.txt). A peer that cannot run is reported.
+    #[arg(long)]
+    peers: bool,
+    /// The Python that has `fastmcp` installed (default: target/fastmcp-venv/bin/python).
+    #[arg(long, value_name = "PATH")]
+    fastmcp_python: Option<PathBuf>,
     /// Run only these benchmarks (repeatable; default: all).
     #[arg(long, value_enum, value_name = "BENCH")]
     only: Vec<Bench>,
@@ -75,6 +84,8 @@ enum Bench {
     Sessions,
     /// `wf serve --http` against stdio direct.
     Http,
+    /// A fast source's calls while 100 one-second calls to a slow one are in flight.
+    Slow,
     /// 200 concurrent HTTP sessions, then a 100 000-call soak (not in the default run).
     Load,
 }
@@ -85,6 +96,8 @@ pub struct Env {
     pub fixture: PathBuf,
     pub everything: Option<PathBuf>,
     pub compare: Option<PathBuf>,
+    /// With `--peers`: the Python to run FastMCP's proxy with.
+    pub fastmcp_python: Option<PathBuf>,
     pub scratch: PathBuf,
     pub quick: bool,
 }
@@ -218,6 +231,11 @@ fn resolve(args: &Args) -> anyhow::Result<Env> {
         fixture: absolute(fixture),
         everything: everything.map(absolute),
         compare: args.compare.clone().map(absolute),
+        fastmcp_python: args.peers.then(|| {
+            args.fastmcp_python.clone().unwrap_or_else(|| {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fastmcp-venv/bin/python")
+            })
+        }),
         scratch,
         quick: args.quick,
     })
@@ -299,6 +317,9 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     }
     if wants(Bench::Http) {
         front::run(env).await?;
+    }
+    if wants(Bench::Slow) {
+        slow::run(env).await?;
     }
     // Minutes long: only when asked for by name.
     if only.contains(&Bench::Load) {

@@ -110,6 +110,8 @@ struct Outcome {
     sides: Vec<Side>,
     /// wf − direct p50 of each interleaved round.
     round_p50_deltas: Vec<f64>,
+    /// Peers that could not run, and why.
+    missing_peers: Vec<String>,
 }
 
 pub async fn run(env: &Env) -> anyhow::Result<()> {
@@ -183,6 +185,26 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
         tools.push("echo".into());
     }
 
+    let mut missing_peers = Vec::new();
+    if let Some(python) = &env.fastmcp_python {
+        let name = "FastMCP proxy (stdio)";
+        let mut cmd = tokio::process::Command::new(python);
+        cmd.arg(crate::peers::fastmcp_script())
+            .arg(&up.command)
+            .args(&up.args);
+        match McpProc::start(name, cmd, None, HANDSHAKE_TIMEOUT).await {
+            Ok(p) => match require_tool(&p.peer(), "echo", name).await {
+                Ok(()) => {
+                    procs.push(p);
+                    names.push(name.into());
+                    tools.push("echo".into());
+                }
+                Err(e) => missing_peers.push(format!("{name}: {e:#}")),
+            },
+            Err(e) => missing_peers.push(format!("{name} (`{}`): {e:#}", python.display())),
+        }
+    }
+
     let mut paths = Vec::new();
     for ((p, tool), name) in procs.iter().zip(tools).zip(&names) {
         require_tool(&p.peer(), &tool, name).await?;
@@ -252,6 +274,7 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
         names,
         sides,
         round_p50_deltas,
+        missing_peers,
     })
 }
 
@@ -430,6 +453,11 @@ fn print(plan: &Plan, outcomes: &[Outcome], everything_missing: bool) {
                 per(&side.batch_cpu[2]),
                 proxy.1,
             );
+        }
+    }
+    for o in outcomes {
+        for why in &o.missing_peers {
+            println!("\nPeer not measured against {}: {why}", o.label);
         }
     }
     if everything_missing {

@@ -249,14 +249,31 @@ impl Engine {
 struct NodeLog {
     tx: tokio::sync::mpsc::UnboundedSender<NodeRecord>,
     writer: tokio::task::JoinHandle<()>,
+    /// Cancelled at the run's end: write what is left without waiting.
+    flush: CancellationToken,
 }
+
+/// How long the writer lets records pile up before a transaction: a burst of
+/// fast nodes costs one commit (and one writer wake-up), not one per record.
+const NODE_LOG_COALESCE: Duration = Duration::from_millis(5);
 
 impl NodeLog {
     fn start(store: Arc<Store>, run_id: String) -> Self {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<NodeRecord>();
+        let flush = CancellationToken::new();
+        let flushed = flush.clone();
         let writer = tokio::spawn(async move {
             let mut batch = Vec::new();
             while rx.recv_many(&mut batch, 512).await > 0 {
+                if !flushed.is_cancelled() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(NODE_LOG_COALESCE) => {}
+                        _ = flushed.cancelled() => {}
+                    }
+                }
+                while let Ok(r) = rx.try_recv() {
+                    batch.push(r);
+                }
                 // A node that started and finished within one batch needs one row.
                 let mut seen = std::collections::HashSet::new();
                 let mut last: Vec<NodeRecord> = batch
@@ -265,14 +282,17 @@ impl NodeLog {
                     .filter(|r| seen.insert(r.node_id.clone()))
                     .collect();
                 last.reverse();
-                batch = last;
-                if let Err(e) = store.put_nodes(&run_id, &batch) {
-                    tracing::error!(run = %run_id, "cannot record nodes: {e}");
+                // SQLite blocks: off the runtime's workers, so the run's
+                // scheduler never waits behind a commit.
+                let (db, id) = (store.clone(), run_id.clone());
+                match tokio::task::spawn_blocking(move || db.put_nodes(&id, &last)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::error!(run = %run_id, "cannot record nodes: {e}"),
+                    Err(e) => tracing::error!(run = %run_id, "cannot record nodes: {e}"),
                 }
-                batch.clear();
             }
         });
-        Self { tx, writer }
+        Self { tx, writer, flush }
     }
 
     fn save(&self, rec: &NodeRecord) {
@@ -281,6 +301,7 @@ impl NodeLog {
 
     /// Waits until everything sent is written.
     async fn close(self) {
+        self.flush.cancel();
         drop(self.tx);
         let _ = self.writer.await;
     }

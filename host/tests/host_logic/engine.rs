@@ -297,3 +297,59 @@ fn an_invalid_workflow_is_refused_before_it_runs() {
         assert!(journal("refusing").is_empty());
     })
 }
+
+#[test]
+fn a_burst_of_fast_nodes_is_recorded_in_full_when_the_run_ends() {
+    block_on(async {
+        let h = host("burst").await;
+        // The node log coalesces records: the run's end must flush all of them.
+        let mut nodes = vec![json!({"id": "n0", "use": "burst.echo", "args": {"label": "n0"}})];
+        for i in 1..300 {
+            nodes.push(json!({"id": format!("n{i}"), "use": "burst.echo",
+                "args": {"label": format!("n{i}"), "value": {"$ref": format!("nodes.n{}.output.label", i - 1)}}}));
+        }
+        let (run, recs) = h.run(json!({"nodes": nodes})).await;
+        assert_eq!(text(&run.status), "succeeded", "{run:?}");
+        assert_eq!(recs.len(), 300);
+        for r in &recs {
+            assert_eq!(text(&r.status), "succeeded", "{r:?}");
+            assert!(r.output.is_some() && r.finished_at.is_some(), "{r:?}");
+        }
+        assert_eq!(
+            node(&recs, "n299").args,
+            Some(json!({"label": "n299", "value": "n298"}))
+        );
+    })
+}
+
+#[test]
+fn a_running_node_is_recorded_while_it_runs() {
+    block_on(async {
+        let h = host("visible").await;
+        let engine = h.engine();
+        let wf =
+            Workflow::from_value(&json!({"nodes": [{"id": "a", "use": "visible.hang"}]})).unwrap();
+        let id = engine
+            .start(wf, Value::Null, RunOrigin::Inline, "local", None)
+            .await
+            .unwrap();
+        // Coalesced writes still reach the store while the node hangs.
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                let (_, nodes) = engine.store.run(&id).unwrap();
+                if nodes
+                    .iter()
+                    .any(|n| n.node_id == "a" && text(&n.status) == "running")
+                {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the running node's record is written");
+        assert!(engine.cancel(&id));
+        let (run, _) = engine.wait(&id, PATIENCE).await.unwrap();
+        assert_eq!(text(&run.status), "cancelled");
+    })
+}
