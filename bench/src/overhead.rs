@@ -293,16 +293,28 @@ fn message(i: usize) -> String {
     format!("wf-bench round trip {i:08}")
 }
 
+/// How long a path may take to list `tool`: wf lists an upstream's tools once
+/// its discovery is done, which on a loaded machine (a CI smoke run) can take
+/// seconds after the handshake.
+const LIST_WAIT: Duration = Duration::from_secs(60);
+
+/// Waits (bounded by `LIST_WAIT`) until `who` lists `tool`.
 async fn require_tool(peer: &Peer<RoleClient>, tool: &str, who: &str) -> anyhow::Result<()> {
-    let tools = peer
-        .list_all_tools()
-        .await
-        .with_context(|| format!("{who}: tools/list"))?;
-    if !tools.iter().any(|t| t.name == tool) {
-        let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
-        bail!("{who} does not list {tool:?}; it lists {names:?}");
+    let deadline = Instant::now() + LIST_WAIT;
+    loop {
+        let tools = peer
+            .list_all_tools()
+            .await
+            .with_context(|| format!("{who}: tools/list"))?;
+        if tools.iter().any(|t| t.name == tool) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+            bail!("{who} does not list {tool:?} after {LIST_WAIT:?}; it lists {names:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(())
 }
 
 /// `CONCURRENCY` callers on one session for `window`: (calls, seconds).
