@@ -46,6 +46,9 @@ pub struct Auth {
     /// Extra headers for HTTP servers; win over `headers` on duplicate names.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// HTTP servers behind OAuth 2.1 (the MCP authorization spec): see `oauth.rs`.
+    #[serde(default)]
+    pub oauth: Option<wf_mcp_oauth::OAuthSettings>,
 }
 
 #[derive(Debug, Clone)]
@@ -62,6 +65,8 @@ pub struct McpConfig {
     pub call_timeout: Duration,
     pub allow_tools: Option<Vec<String>>,
     pub deny_tools: Vec<String>,
+    /// Where an OAuth source keeps its encrypted tokens (the source's data dir).
+    pub token_dir: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -114,7 +119,8 @@ pub fn settings_schema() -> Value {
             "auth": {
                 "type": "object",
                 "additionalProperties": false,
-                "properties": {"env": string_map.clone(), "bearer_token": {"type": "string"}, "headers": string_map},
+                "properties": {"env": string_map.clone(), "bearer_token": {"type": "string"}, "headers": string_map,
+                    "oauth": crate::oauth::settings_schema()},
             },
             "inherit_env": {"type": "boolean"},
             "max_message_bytes": {"type": "integer", "minimum": MIN_MAX_MESSAGE_BYTES},
@@ -189,6 +195,7 @@ impl McpConfig {
             call_timeout: Duration::from_millis(raw.call_timeout_ms.unwrap_or(300_000)),
             allow_tools: raw.allow_tools,
             deny_tools: raw.deny_tools,
+            token_dir: None,
         })
     }
 
@@ -236,6 +243,7 @@ impl McpConfig {
                 "transport": "streamable_http", "url": redact_url(url),
                 "header_names": headers.keys().chain(self.auth.headers.keys()).collect::<Vec<_>>(),
                 "bearer_token": self.auth.bearer_token.is_some(),
+                "oauth": self.auth.oauth.as_ref().map(|o| o.grant),
                 "max_message_bytes": self.max_message_bytes,
             }),
             Transport::Unsupported(t) => serde_json::json!({"transport": t, "supported": false}),

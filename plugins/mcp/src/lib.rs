@@ -7,11 +7,12 @@
 //! one [`opener`].
 
 mod callers;
-mod client;
+pub mod client;
 pub mod config;
 mod discovery;
 pub mod env;
 mod frames;
+pub mod oauth;
 mod http;
 pub mod opener;
 mod pages;
@@ -61,7 +62,9 @@ impl Plugin for McpPlugin {
     }
 
     fn create_source(&self, spec: SourceSpec) -> Result<McpSource, PluginError> {
-        let config = Arc::new(McpConfig::parse(&spec.name, &spec.config)?);
+        let mut config = McpConfig::parse(&spec.name, &spec.config)?;
+        config.token_dir = Some(spec.data_dir.clone());
+        let config = Arc::new(config);
         let (host, name) = (self.host.clone(), spec.name.clone());
         let on_list_changed: client::OnListChanged = Arc::new(move || {
             host.emit(&Event::CapabilitiesChanged {
