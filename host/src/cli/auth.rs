@@ -68,7 +68,7 @@ pub async fn run(command: AuthCommand, log_level: &str) -> anyhow::Result<i32> {
     match command {
         AuthCommand::Login(a) => login(a, log_level).await,
         AuthCommand::Status(a) => status(a, log_level),
-        AuthCommand::Logout(a) => logout(a, log_level),
+        AuthCommand::Logout(a) => logout(a, log_level).await,
     }
 }
 
@@ -136,8 +136,14 @@ fn status(args: StatusArgs, log_level: &str) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn logout(args: LogoutArgs, log_level: &str) -> anyhow::Result<i32> {
+async fn logout(args: LogoutArgs, log_level: &str) -> anyhow::Result<i32> {
     let source = find(&args.common, log_level, &args.source)?;
+    // Best effort: an unreachable server must not keep the tokens on disk.
+    match flow::revoke(&source.url, &source.settings, &source.store).await {
+        Ok(true) => eprintln!("revoked {}'s tokens at its authorization server", source.name),
+        Ok(false) => {}
+        Err(e) => eprintln!("could not revoke {}'s tokens ({e}); deleting them anyway", source.name),
+    }
     if source.store.delete()? {
         eprintln!("logged out of {}: its tokens are deleted", source.name);
     } else {

@@ -30,7 +30,8 @@ pub async fn probe(url: &str) -> Result<Option<String>, OAuthError> {
     let response = reqwest::Client::new()
         .post(url)
         .header(http::header::ACCEPT, "application/json, text/event-stream")
-        .json(&body)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(body.to_string())
         .send()
         .await
         .map_err(|e| OAuthError::Discovery(format!("cannot reach the server: {}", e.without_url())))?;
@@ -222,4 +223,68 @@ pub fn now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+/// Revokes the stored tokens at the authorization server (RFC 7009) when it
+/// advertises a `revocation_endpoint`: the refresh token, then the access
+/// token. Written by hand (rmcp has no revocation). Returns whether the server
+/// offered revocation; the caller deletes the file either way.
+pub async fn revoke(
+    url: &str,
+    settings: &OAuthSettings,
+    store: &TokenFile,
+) -> Result<bool, OAuthError> {
+    let Some(creds) = store.read()? else {
+        return Ok(false);
+    };
+    let challenge = probe(url).await?;
+    let manager = AuthorizationManager::new(url).await?;
+    let metadata = manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await?
+        .metadata;
+    let Some(endpoint) = metadata
+        .additional_fields
+        .get("revocation_endpoint")
+        .and_then(|v| v.as_str())
+    else {
+        return Ok(false);
+    };
+    let response = creds
+        .token_response
+        .as_ref()
+        .and_then(|r| serde_json::to_value(r).ok())
+        .unwrap_or_default();
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| OAuthError::Auth(format!("cannot build an HTTP client: {e}")))?;
+    for hint in ["refresh_token", "access_token"] {
+        let Some(token) = response[hint].as_str() else {
+            continue;
+        };
+        let mut form = vec![("token", token), ("token_type_hint", hint)];
+        form.push(("client_id", creds.client_id.as_str()));
+        if let Some(secret) = &settings.client_secret {
+            form.push(("client_secret", secret.as_str()));
+        }
+        let status = client
+            .post(endpoint)
+            .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(
+                url::form_urlencoded::Serializer::new(String::new())
+                    .extend_pairs(form)
+                    .finish(),
+            )
+            .send()
+            .await
+            .map_err(|e| OAuthError::Auth(format!("revocation: {}", e.without_url())))?
+            .status();
+        if !status.is_success() {
+            return Err(OAuthError::Auth(format!(
+                "the revocation endpoint answered {status}"
+            )));
+        }
+    }
+    Ok(true)
 }

@@ -19,6 +19,7 @@ struct Fake {
     base: Arc<Mutex<String>>,
     issuer_override: Option<String>,
     token_forms: Arc<Mutex<Vec<std::collections::HashMap<String, String>>>>,
+    revoked: Arc<Mutex<Vec<std::collections::HashMap<String, String>>>>,
 }
 
 async fn serve(fake: Fake) -> String {
@@ -31,6 +32,7 @@ async fn serve(fake: Fake) -> String {
         .route("/.well-known/oauth-authorization-server", get(asm))
         .route("/register", post(register))
         .route("/token", post(token))
+        .route("/revoke", post(revoke))
         .with_state(fake);
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     base
@@ -59,6 +61,7 @@ async fn asm(State(f): State<Fake>) -> Json<Value> {
         "authorization_endpoint": format!("{base}/authorize"),
         "token_endpoint": format!("{base}/token"),
         "registration_endpoint": format!("{base}/register"),
+        "revocation_endpoint": format!("{base}/revoke"),
         "response_types_supported": ["code"],
         "code_challenge_methods_supported": ["S256"],
     }))
@@ -78,6 +81,14 @@ async fn token(
     f.token_forms.lock().unwrap().push(form);
     Json(json!({"access_token": "AT-unit-SECRET", "token_type": "Bearer", "expires_in": 3600,
                 "refresh_token": "RT-unit-SECRET", "scope": "read"}))
+}
+
+async fn revoke(
+    State(f): State<Fake>,
+    Form(form): Form<std::collections::HashMap<String, String>>,
+) -> StatusCode {
+    f.revoked.lock().unwrap().push(form);
+    StatusCode::OK
 }
 
 fn query(url: &str) -> std::collections::HashMap<String, String> {
@@ -154,6 +165,24 @@ async fn an_issuer_mismatch_is_refused() {
     .await;
     let e = r.err().expect("an issuer that is not the authorization server must be refused");
     assert!(e.to_string().to_lowercase().contains("issuer"), "{e}");
+}
+
+#[tokio::test]
+async fn logout_revokes_both_tokens_where_the_server_offers_it() {
+    let fake = Fake::default();
+    let base = serve(fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = TokenFile::new(dir.path());
+    let mcp = format!("{base}/mcp");
+    let redirect = "http://127.0.0.1:9/callback";
+    let settings = OAuthSettings::default();
+    let pending = flow::begin_login(&mcp, &settings, &store, redirect, None).await.unwrap();
+    let state = query(pending.authorization_url())["state"].clone();
+    pending.finish(&format!("{redirect}?code=c&state={state}"), &store).await.unwrap();
+    assert!(flow::revoke(&mcp, &settings, &store).await.unwrap());
+    let revoked = fake.revoked.lock().unwrap().clone();
+    let tokens: Vec<_> = revoked.iter().map(|f| (f["token_type_hint"].as_str(), f["token"].as_str())).collect();
+    assert_eq!(tokens, [("refresh_token", "RT-unit-SECRET"), ("access_token", "AT-unit-SECRET")]);
 }
 
 #[test]
