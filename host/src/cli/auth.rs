@@ -87,13 +87,18 @@ async fn login(args: LoginArgs, log_level: &str) -> anyhow::Result<i32> {
         )
         .await?;
         let url = pending.authorization_url().to_string();
-        eprintln!("To log in to {}, open this URL in a browser:\n\n  {url}\n", source.name);
+        eprintln!(
+            "To log in to {}, open this URL in a browser:\n\n  {url}\n",
+            source.name
+        );
         if !args.no_browser {
             open_browser(&url);
         }
         let callback = tokio::time::timeout(Duration::from_secs(args.timeout), loopback.wait())
             .await
-            .map_err(|_| anyhow::anyhow!("no redirect within {} s; run the login again", args.timeout))??;
+            .map_err(|_| {
+                anyhow::anyhow!("no redirect within {} s; run the login again", args.timeout)
+            })??;
         pending.finish(&callback, &source.store).await?
     };
     eprintln!("logged in to {}: {}", source.name, describe(&summary));
@@ -104,11 +109,15 @@ fn status(args: StatusArgs, log_level: &str) -> anyhow::Result<i32> {
     let mut rows = Vec::new();
     for source in all(&args.common, log_level)? {
         let row = match flow::summary(&source.store) {
-            Ok(Some(s)) => json!({"source": source.name, "state": state(&s), "grant": source.settings.grant,
+            Ok(Some(s)) => {
+                json!({"source": source.name, "state": state(&s), "grant": source.settings.grant,
                 "client_id": s.client_id, "issuer": s.issuer, "scopes": s.scopes, "expires_at": s.expires_at,
-                "refreshable": s.has_refresh_token}),
-            Ok(None) => json!({"source": source.name, "state": "needs_login", "grant": source.settings.grant,
-                "why": "not logged in", "command": format!("wf auth login {}", source.name)}),
+                "refreshable": s.has_refresh_token})
+            }
+            Ok(None) => {
+                json!({"source": source.name, "state": "needs_login", "grant": source.settings.grant,
+                "why": "not logged in", "command": format!("wf auth login {}", source.name)})
+            }
             Err(e) => json!({"source": source.name, "state": "error", "why": e.to_string()}),
         };
         rows.push(row);
@@ -119,8 +128,16 @@ fn status(args: StatusArgs, log_level: &str) -> anyhow::Result<i32> {
     }
     println!("{:<24} {:<12} {:<24} expires", "source", "state", "scopes");
     for r in &rows {
-        let scopes: Vec<&str> = r["scopes"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-        let expires = r["expires_at"].as_u64().map(in_words).unwrap_or_else(|| "-".into());
+        let scopes: Vec<&str> = r["scopes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let expires = r["expires_at"]
+            .as_u64()
+            .map(in_words)
+            .unwrap_or_else(|| "-".into());
         let note = match (r["command"].as_str(), r["why"].as_str()) {
             (Some(c), _) => format!("  (run `{c}`)"),
             (None, Some(w)) => format!("  ({w})"),
@@ -140,9 +157,15 @@ async fn logout(args: LogoutArgs, log_level: &str) -> anyhow::Result<i32> {
     let source = find(&args.common, log_level, &args.source)?;
     // Best effort: an unreachable server must not keep the tokens on disk.
     match flow::revoke(&source.url, &source.settings, &source.store).await {
-        Ok(true) => eprintln!("revoked {}'s tokens at its authorization server", source.name),
+        Ok(true) => eprintln!(
+            "revoked {}'s tokens at its authorization server",
+            source.name
+        ),
         Ok(false) => {}
-        Err(e) => eprintln!("could not revoke {}'s tokens ({e}); deleting them anyway", source.name),
+        Err(e) => eprintln!(
+            "could not revoke {}'s tokens ({e}); deleting them anyway",
+            source.name
+        ),
     }
     if source.store.delete()? {
         eprintln!("logged out of {}: its tokens are deleted", source.name);
@@ -160,8 +183,15 @@ fn state(s: &Summary) -> &'static str {
 }
 
 fn describe(s: &Summary) -> String {
-    let scopes = if s.scopes.is_empty() { "-".to_string() } else { s.scopes.join(" ") };
-    let expires = s.expires_at.map(in_words).unwrap_or_else(|| "no expiry given".into());
+    let scopes = if s.scopes.is_empty() {
+        "-".to_string()
+    } else {
+        s.scopes.join(" ")
+    };
+    let expires = s
+        .expires_at
+        .map(in_words)
+        .unwrap_or_else(|| "no expiry given".into());
     format!("scopes {scopes}; access token {expires}")
 }
 
@@ -179,7 +209,8 @@ fn in_words(at: u64) -> String {
 fn open_browser(url: &str) {
     let program = if cfg!(target_os = "macos") {
         "open"
-    } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some() {
+    } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()
+    {
         "xdg-open"
     } else {
         return;
@@ -198,10 +229,19 @@ fn all(common: &CommonArgs, log_level: &str) -> anyhow::Result<Vec<OAuthSource>>
     let state_dir = crate::app::state_dir(&opts, &config);
     let mut out = Vec::new();
     for (name, sc) in config.sources()? {
-        if sc.kind != "mcp" || !sc.settings.get("auth").is_some_and(|a| a.get("oauth").is_some()) {
+        if sc.kind != "mcp"
+            || !sc
+                .settings
+                .get("auth")
+                .is_some_and(|a| a.get("oauth").is_some())
+        {
             continue;
         }
-        out.push(oauth_source(&name, &sc.settings, state_dir.join("sources").join(&name))?);
+        out.push(oauth_source(
+            &name,
+            &sc.settings,
+            state_dir.join("sources").join(&name),
+        )?);
     }
     Ok(out)
 }
@@ -215,7 +255,10 @@ fn find(common: &CommonArgs, log_level: &str, name: &str) -> anyhow::Result<OAut
         bail!("no source {name:?} in the config");
     };
     if sc.kind != "mcp" {
-        bail!("source {name:?} is of kind {:?}: `wf auth` is for mcp url sources", sc.kind);
+        bail!(
+            "source {name:?} is of kind {:?}: `wf auth` is for mcp url sources",
+            sc.kind
+        );
     }
     oauth_source(name, &sc.settings, state_dir.join("sources").join(name))
 }
@@ -234,8 +277,8 @@ fn oauth_source(
     let Some(oauth) = settings.get("auth").and_then(|a| a.get("oauth")) else {
         bail!("source {name:?} has no `auth.oauth` table (add `[sources.{name}.auth.oauth]`)");
     };
-    let settings: OAuthSettings = serde_json::from_value(oauth.clone())
-        .with_context(|| format!("{key}.auth.oauth"))?;
+    let settings: OAuthSettings =
+        serde_json::from_value(oauth.clone()).with_context(|| format!("{key}.auth.oauth"))?;
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let store = TokenFile::new(dir);
     store.check_permissions()?;

@@ -34,7 +34,9 @@ pub async fn probe(url: &str) -> Result<Option<String>, OAuthError> {
         .body(body.to_string())
         .send()
         .await
-        .map_err(|e| OAuthError::Discovery(format!("cannot reach the server: {}", e.without_url())))?;
+        .map_err(|e| {
+            OAuthError::Discovery(format!("cannot reach the server: {}", e.without_url()))
+        })?;
     let status = response.status();
     if status != http::StatusCode::UNAUTHORIZED && status != http::StatusCode::FORBIDDEN {
         return Ok(None);
@@ -93,7 +95,9 @@ impl PendingLogin {
             .map_err(|_| OAuthError::Callback("the redirect is not a URL".into()))?;
         let query: std::collections::HashMap<_, _> = parsed.query_pairs().into_owned().collect();
         if let Some(error) = query.get("error") {
-            return Err(OAuthError::Callback(format!("the authorization server refused: {error}")));
+            return Err(OAuthError::Callback(format!(
+                "the authorization server refused: {error}"
+            )));
         }
         if query.get("state") != Some(&self.state) {
             return Err(OAuthError::StateMismatch);
@@ -270,7 +274,10 @@ pub async fn revoke(
         }
         let status = client
             .post(endpoint)
-            .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
             .body(
                 url::form_urlencoded::Serializer::new(String::new())
                     .extend_pairs(form)

@@ -24,7 +24,9 @@ pub enum OAuthError {
     Config(String),
     #[error("authorization discovery failed: {0}")]
     Discovery(String),
-    #[error("the redirect's state does not match the one sent (a forged or stale redirect); nothing was stored")]
+    #[error(
+        "the redirect's state does not match the one sent (a forged or stale redirect); nothing was stored"
+    )]
     StateMismatch,
     #[error("authorization redirect: {0}")]
     Callback(String),
@@ -68,11 +70,9 @@ pub async fn follow_authorization_redirect(authorization_url: &str) -> Result<St
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| OAuthError::Callback(format!("cannot build an HTTP client: {e}")))?;
-    let response = client
-        .get(authorization_url)
-        .send()
-        .await
-        .map_err(|e| OAuthError::Callback(format!("authorization endpoint: {}", e.without_url())))?;
+    let response = client.get(authorization_url).send().await.map_err(|e| {
+        OAuthError::Callback(format!("authorization endpoint: {}", e.without_url()))
+    })?;
     response
         .headers()
         .get(http::header::LOCATION)

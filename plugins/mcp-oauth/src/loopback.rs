@@ -70,7 +70,9 @@ impl Loopback {
                 return Ok(format!("http://127.0.0.1:{}{target}", self.port));
             }
             let _ = stream
-                .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
                 .await;
         }
     }

@@ -43,7 +43,10 @@ impl std::fmt::Debug for OAuthSettings {
         f.debug_struct("OAuthSettings")
             .field("grant", &self.grant)
             .field("client_id", &self.client_id)
-            .field("client_secret", &self.client_secret.as_ref().map(|_| "[REDACTED]"))
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "[REDACTED]"),
+            )
             .field("scopes", &self.scopes)
             .field("client_metadata_url", &self.client_metadata_url)
             .finish()

@@ -205,7 +205,12 @@ mod tests {
             serde_json::json!({"access_token": token, "token_type": "bearer", "expires_in": 60}),
         )
         .unwrap();
-        StoredCredentials::new("client".into(), Some(response), vec!["read".into()], Some(1))
+        StoredCredentials::new(
+            "client".into(),
+            Some(response),
+            vec!["read".into()],
+            Some(1),
+        )
     }
 
     #[test]

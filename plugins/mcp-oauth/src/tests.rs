@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use axum::extract::{Form, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
@@ -74,25 +74,31 @@ async fn register(Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
     )
 }
 
-async fn token(
-    State(f): State<Fake>,
-    Form(form): Form<std::collections::HashMap<String, String>>,
-) -> Json<Value> {
-    f.token_forms.lock().unwrap().push(form);
-    Json(json!({"access_token": "AT-unit-SECRET", "token_type": "Bearer", "expires_in": 3600,
-                "refresh_token": "RT-unit-SECRET", "scope": "read"}))
+async fn token(State(f): State<Fake>, body: String) -> Json<Value> {
+    f.token_forms.lock().unwrap().push(form(&body));
+    Json(
+        json!({"access_token": "AT-unit-SECRET", "token_type": "Bearer", "expires_in": 3600,
+                "refresh_token": "RT-unit-SECRET", "scope": "read"}),
+    )
 }
 
-async fn revoke(
-    State(f): State<Fake>,
-    Form(form): Form<std::collections::HashMap<String, String>>,
-) -> StatusCode {
-    f.revoked.lock().unwrap().push(form);
+async fn revoke(State(f): State<Fake>, body: String) -> StatusCode {
+    f.revoked.lock().unwrap().push(form(&body));
     StatusCode::OK
 }
 
+fn form(body: &str) -> std::collections::HashMap<String, String> {
+    url::form_urlencoded::parse(body.as_bytes())
+        .into_owned()
+        .collect()
+}
+
 fn query(url: &str) -> std::collections::HashMap<String, String> {
-    url::Url::parse(url).unwrap().query_pairs().into_owned().collect()
+    url::Url::parse(url)
+        .unwrap()
+        .query_pairs()
+        .into_owned()
+        .collect()
 }
 
 #[tokio::test]
@@ -112,14 +118,20 @@ async fn pkce_s256_challenge_matches_the_verifier_and_resource_is_sent() {
     assert_eq!(q["client_id"], "fake-client");
     let challenge = q["code_challenge"].clone();
     let summary = pending
-        .finish(&format!("{redirect}?code=c0de&state={}", q["state"]), &store)
+        .finish(
+            &format!("{redirect}?code=c0de&state={}", q["state"]),
+            &store,
+        )
         .await
         .unwrap();
     let forms = fake.token_forms.lock().unwrap().clone();
     let verifier = &forms[0]["code_verifier"];
     let expect = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(sha2::Sha256::digest(verifier.as_bytes()));
-    assert_eq!(challenge, expect, "S256(verifier) must be the challenge sent");
+    assert_eq!(
+        challenge, expect,
+        "S256(verifier) must be the challenge sent"
+    );
     assert_eq!(forms[0]["code"], "c0de");
     assert_eq!(forms[0]["resource"], mcp);
     assert!(summary.has_access_token && summary.has_refresh_token);
@@ -134,15 +146,24 @@ async fn a_state_mismatch_is_refused_and_nothing_is_stored() {
     let dir = tempfile::tempdir().unwrap();
     let store = TokenFile::new(dir.path());
     let redirect = "http://127.0.0.1:9/callback";
-    let pending = flow::begin_login(&format!("{base}/mcp"), &OAuthSettings::default(), &store, redirect, None)
-        .await
-        .unwrap();
+    let pending = flow::begin_login(
+        &format!("{base}/mcp"),
+        &OAuthSettings::default(),
+        &store,
+        redirect,
+        None,
+    )
+    .await
+    .unwrap();
     let e = pending
         .finish(&format!("{redirect}?code=c0de&state=forged"), &store)
         .await
         .unwrap_err();
     assert!(matches!(e, OAuthError::StateMismatch), "{e}");
-    assert!(fake.token_forms.lock().unwrap().is_empty(), "no code exchange");
+    assert!(
+        fake.token_forms.lock().unwrap().is_empty(),
+        "no code exchange"
+    );
     assert!(!store.exists());
 }
 
@@ -163,7 +184,9 @@ async fn an_issuer_mismatch_is_refused() {
         None,
     )
     .await;
-    let e = r.err().expect("an issuer that is not the authorization server must be refused");
+    let e = r
+        .err()
+        .expect("an issuer that is not the authorization server must be refused");
     assert!(e.to_string().to_lowercase().contains("issuer"), "{e}");
 }
 
@@ -176,19 +199,36 @@ async fn logout_revokes_both_tokens_where_the_server_offers_it() {
     let mcp = format!("{base}/mcp");
     let redirect = "http://127.0.0.1:9/callback";
     let settings = OAuthSettings::default();
-    let pending = flow::begin_login(&mcp, &settings, &store, redirect, None).await.unwrap();
+    let pending = flow::begin_login(&mcp, &settings, &store, redirect, None)
+        .await
+        .unwrap();
     let state = query(pending.authorization_url())["state"].clone();
-    pending.finish(&format!("{redirect}?code=c&state={state}"), &store).await.unwrap();
+    pending
+        .finish(&format!("{redirect}?code=c&state={state}"), &store)
+        .await
+        .unwrap();
     assert!(flow::revoke(&mcp, &settings, &store).await.unwrap());
     let revoked = fake.revoked.lock().unwrap().clone();
-    let tokens: Vec<_> = revoked.iter().map(|f| (f["token_type_hint"].as_str(), f["token"].as_str())).collect();
-    assert_eq!(tokens, [("refresh_token", "RT-unit-SECRET"), ("access_token", "AT-unit-SECRET")]);
+    let tokens: Vec<_> = revoked
+        .iter()
+        .map(|f| (f["token_type_hint"].as_str(), f["token"].as_str()))
+        .collect();
+    assert_eq!(
+        tokens,
+        [
+            ("refresh_token", "RT-unit-SECRET"),
+            ("access_token", "AT-unit-SECRET")
+        ]
+    );
 }
 
 #[test]
 fn redaction_removes_every_secret() {
     let text = "upstream said: bad token AT-123456 (refresh RT-abcdef) for AT-123456";
     let out = redact(text, &["AT-123456", "RT-abcdef"]);
-    assert!(!out.contains("AT-123456") && !out.contains("RT-abcdef"), "{out}");
+    assert!(
+        !out.contains("AT-123456") && !out.contains("RT-abcdef"),
+        "{out}"
+    );
     assert_eq!(out.matches("[REDACTED]").count(), 3);
 }

@@ -121,7 +121,10 @@ pub async fn open(
                     let shown = crate::config::redact_url(url);
                     let why = e.to_string().replace(url.as_str(), &shown);
                     if config.auth.oauth.is_some() && e.auth_challenge().is_some() {
-                        return crate::oauth::needs_login(source, "the server refused the stored token");
+                        return crate::oauth::needs_login(
+                            source,
+                            "the server refused the stored token",
+                        );
                     }
                     PluginError::upstream(format!("MCP handshake with {shown} failed: {why}"))
                 };

@@ -36,7 +36,9 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<(), String> {
-    let url = std::env::args().nth(1).ok_or("usage: wf-conformance-client <server-url>")?;
+    let url = std::env::args()
+        .nth(1)
+        .ok_or("usage: wf-conformance-client <server-url>")?;
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
     let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
         .ok()
@@ -52,9 +54,13 @@ async fn run() -> Result<(), String> {
         oauth["grant"] = "client_credentials".into();
     }
     let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
-    let settings: OAuthSettings = serde_json::from_value(oauth.clone()).map_err(|e| e.to_string())?;
-    let mut config = McpConfig::parse("conformance", &json!({"url": url, "auth": {"oauth": oauth}}))
-        .map_err(|e| e.to_string())?;
+    let settings: OAuthSettings =
+        serde_json::from_value(oauth.clone()).map_err(|e| e.to_string())?;
+    let mut config = McpConfig::parse(
+        "conformance",
+        &json!({"url": url, "auth": {"oauth": oauth}}),
+    )
+    .map_err(|e| e.to_string())?;
     config.token_dir = Some(dir.path().to_path_buf());
     let store = TokenFile::new(dir.path());
 
@@ -96,7 +102,10 @@ async fn session_round(config: &McpConfig) -> Result<(), Failure> {
         None => Failure::Other(e.to_string()),
     };
     let tools = session.list_all_tools().await.map_err(failed)?;
-    eprintln!("tools: {:?}", tools.iter().map(|t| &t.name).collect::<Vec<_>>());
+    eprintln!(
+        "tools: {:?}",
+        tools.iter().map(|t| &t.name).collect::<Vec<_>>()
+    );
     if tools.iter().any(|t| t.name == "test-tool") {
         let mut params = CallToolRequestParams::new("test-tool");
         params.arguments = Some(Default::default());
@@ -124,6 +133,9 @@ async fn login(
     let callback = wf_mcp_oauth::follow_authorization_redirect(pending.authorization_url())
         .await
         .map_err(|e| e.to_string())?;
-    pending.finish(&callback, store).await.map_err(|e| e.to_string())?;
+    pending
+        .finish(&callback, store)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
