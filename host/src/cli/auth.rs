@@ -229,12 +229,12 @@ fn all(common: &CommonArgs, log_level: &str) -> anyhow::Result<Vec<OAuthSource>>
     let state_dir = crate::app::state_dir(&opts, &config);
     let mut out = Vec::new();
     for (name, sc) in config.sources()? {
-        if sc.kind != "mcp"
-            || !sc
-                .settings
-                .get("auth")
-                .is_some_and(|a| a.get("oauth").is_some())
-        {
+        let has_oauth = sc
+            .settings
+            .get("auth")
+            .and_then(|a| a.get("oauth"))
+            .is_some();
+        if sc.kind != "mcp" || !has_oauth {
             continue;
         }
         out.push(oauth_source(
