@@ -74,7 +74,7 @@ pub async fn trial(
             Trial {
                 source: e.name.clone(),
                 error: match st.state {
-                    SourceState::Failed => st.error,
+                    SourceState::Failed | SourceState::NeedsLogin => st.error,
                     _ => None,
                 },
                 timed_out,

@@ -1,5 +1,6 @@
 //! The `wf` command line.
 
+mod auth;
 mod check;
 pub mod log_filter;
 mod log_format;
@@ -64,6 +65,11 @@ pub enum Command {
     Source {
         #[command(subcommand)]
         command: SourceCommand,
+    },
+    /// Log in to upstream MCP servers behind OAuth (`auth.oauth` sources).
+    Auth {
+        #[command(subcommand)]
+        command: auth::AuthCommand,
     },
 }
 
@@ -272,6 +278,7 @@ pub fn main() -> i32 {
                 let common = command.common();
                 sources::edit(command, &common)
             }
+            Command::Auth { command } => auth::run(command, &cli.log_level).await,
         }
     });
     // Plugin runtimes and upstream clients may hold threads; do not wait for them.

@@ -30,6 +30,9 @@ pub enum SourceState {
     Ready,
     /// Could not be created, or its last discovery failed.
     Failed,
+    /// An OAuth upstream without usable tokens: its error says why and
+    /// which `wf auth login` to run. Other sources are unaffected.
+    NeedsLogin,
     Disabled,
 }
 
@@ -397,7 +400,12 @@ impl Sources {
                 Err(e) => {
                     tracing::warn!(source = %entry.name, "discovery failed: {e}");
                     changed = false;
-                    st.state = SourceState::Failed;
+                    // The mcp plugin's word for "a person must log in" (plugins/mcp/src/oauth.rs).
+                    st.state = if e.contains("needs_login:") {
+                        SourceState::NeedsLogin
+                    } else {
+                        SourceState::Failed
+                    };
                     st.error = Some(format!("discovery failed: {e}"));
                 }
             }

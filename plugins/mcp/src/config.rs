@@ -46,6 +46,9 @@ pub struct Auth {
     /// Extra headers for HTTP servers; win over `headers` on duplicate names.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// HTTP servers behind OAuth 2.1 (the MCP authorization spec): see `oauth.rs`.
+    #[serde(default)]
+    pub oauth: Option<wf_mcp_oauth::OAuthSettings>,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +68,8 @@ pub struct McpConfig {
     /// `protocol = "2026-07-28"`: speak the stateless protocol to the upstream
     /// (`server/discover`), answering its input-required rounds.
     pub modern: bool,
+    /// Where an OAuth source keeps its encrypted tokens (the source's data dir).
+    pub token_dir: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -118,7 +123,8 @@ pub fn settings_schema() -> Value {
             "auth": {
                 "type": "object",
                 "additionalProperties": false,
-                "properties": {"env": string_map.clone(), "bearer_token": {"type": "string"}, "headers": string_map},
+                "properties": {"env": string_map.clone(), "bearer_token": {"type": "string"}, "headers": string_map,
+                    "oauth": crate::oauth::settings_schema()},
             },
             "inherit_env": {"type": "boolean"},
             "max_message_bytes": {"type": "integer", "minimum": MIN_MAX_MESSAGE_BYTES},
@@ -204,6 +210,7 @@ impl McpConfig {
             allow_tools: raw.allow_tools,
             deny_tools: raw.deny_tools,
             modern,
+            token_dir: None,
         })
     }
 
@@ -254,6 +261,7 @@ impl McpConfig {
                 "transport": "streamable_http", "url": redact_url(url),
                 "header_names": headers.keys().chain(self.auth.headers.keys()).collect::<Vec<_>>(),
                 "bearer_token": self.auth.bearer_token.is_some(),
+                "oauth": self.auth.oauth.as_ref().map(|o| o.grant),
                 "max_message_bytes": self.max_message_bytes,
             }),
             Transport::Unsupported(t) => serde_json::json!({"transport": t, "supported": false}),

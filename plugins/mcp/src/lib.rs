@@ -7,12 +7,13 @@
 //! one [`opener`].
 
 mod callers;
-mod client;
+pub mod client;
 pub mod config;
 mod discovery;
 pub mod env;
 mod frames;
 mod http;
+pub mod oauth;
 pub mod opener;
 mod pages;
 mod rounds;
@@ -62,7 +63,9 @@ impl Plugin for McpPlugin {
     }
 
     fn create_source(&self, spec: SourceSpec) -> Result<McpSource, PluginError> {
-        let config = Arc::new(McpConfig::parse(&spec.name, &spec.config)?);
+        let mut config = McpConfig::parse(&spec.name, &spec.config)?;
+        config.token_dir = Some(spec.data_dir.clone());
+        let config = Arc::new(config);
         let (host, name) = (self.host.clone(), spec.name.clone());
         let on_list_changed: client::OnListChanged = Arc::new(move || {
             host.emit(&Event::CapabilitiesChanged {

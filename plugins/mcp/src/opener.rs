@@ -115,22 +115,44 @@ pub async fn open(
                 let http = WatchedHttp::new(source, client.cut.clone()).map_err(|e| {
                     PluginError::internal(format!("cannot build the HTTP client: {e}"))
                 })?;
-                let transport = StreamableHttpClientTransport::with_client(
-                    http,
-                    http_config(&config.transport, &config.auth, config.max_message_bytes)?,
-                );
-                crate::rounds::handshake(client, transport, config.modern)
-                    .await
-                    .map_err(|e| {
-                        {
-                            // The transport's error may quote the URL: never its secret parts.
-                            let shown = crate::config::redact_url(url);
-                            PluginError::upstream(format!(
-                                "MCP handshake with {shown} failed: {}",
-                                e.to_string().replace(url.as_str(), &shown)
-                            ))
-                        }
-                    })
+                let http_config =
+                    http_config(&config.transport, &config.auth, config.max_message_bytes)?;
+                // The transport's error may quote the URL: never its secret parts.
+                let failed = |e: rmcp::service::ClientInitializeError| {
+                    let shown = crate::config::redact_url(url);
+                    let why = e.to_string().replace(url.as_str(), &shown);
+                    if config.auth.oauth.is_some() && e.auth_challenge().is_some() {
+                        return crate::oauth::needs_login(
+                            source,
+                            "the server refused the stored token",
+                        );
+                    }
+                    PluginError::upstream(format!("MCP handshake with {shown} failed: {why}"))
+                };
+                match &config.auth.oauth {
+                    Some(oauth) => {
+                        let http = crate::oauth::authorized_client(
+                            source,
+                            url,
+                            oauth,
+                            config.token_dir.as_deref(),
+                            http,
+                        )
+                        .await?;
+                        let transport =
+                            StreamableHttpClientTransport::with_client(http, http_config);
+                        crate::rounds::handshake(client, transport, config.modern)
+                            .await
+                            .map_err(failed)
+                    }
+                    None => {
+                        let transport =
+                            StreamableHttpClientTransport::with_client(http, http_config);
+                        crate::rounds::handshake(client, transport, config.modern)
+                            .await
+                            .map_err(failed)
+                    }
+                }
             }
             Transport::Unsupported(t) => Err(PluginError::invalid_config(format!(
                 "unsupported transport {t:?}: wf speaks stdio and streamable HTTP"

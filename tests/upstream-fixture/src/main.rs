@@ -115,7 +115,9 @@ fn ask_in_rounds(
     };
     let state = request.request_state.clone();
     let out = json!({"ok": true, "answer": answer, "state": state});
-    record(json!({"event": "asked", "kind": kind, "round": true, "ok": true, "answer": answer, "state": out["state"]}));
+    record(
+        json!({"event": "asked", "kind": kind, "round": true, "ok": true, "answer": answer, "state": out["state"]}),
+    );
     structured(out).into()
 }
 
