@@ -1,6 +1,6 @@
 //! wf-host: the `wf` binary's library. Data flows one way, and no module
 //! uses one above it (checked by `tests/layering.rs`):
-//! clock, secrets → store, config → plugins → sources → catalog →
+//! clock, secrets, status → store, config → plugins → sources → catalog →
 //! projection, workflow → app → surfaces → server → cli.
 
 pub mod app;
@@ -13,6 +13,7 @@ pub mod projection;
 pub mod secrets;
 pub mod server;
 pub mod sources;
+pub mod status;
 pub mod store;
 pub mod surfaces;
 pub mod text;

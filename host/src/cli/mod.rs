@@ -158,7 +158,7 @@ pub struct RunsArgs {
     pub limit: usize,
     /// Only runs with this status (running, succeeded, failed, cancelled, interrupted).
     #[arg(long)]
-    pub status: Option<String>,
+    pub status: Option<crate::status::RunStatus>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

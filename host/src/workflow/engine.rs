@@ -19,7 +19,7 @@ use super::refs::{self, Ref};
 use super::validate::{Problem, validate};
 use crate::sources::sessions::{SessionCaller, SessionUse, current_caller};
 use crate::sources::{CallCtx, SourceHandle, Sources};
-use crate::store::{NodeRecord, RunRecord, Store, new_id, now_ms};
+use crate::store::{NodeRecord, NodeStatus, RunRecord, Store, new_id, now_ms};
 use scheduler::{RunEnd, Scheduler};
 
 mod scheduler;
@@ -41,7 +41,7 @@ pub struct NodeEvent {
     pub run_id: String,
     pub node_id: String,
     pub capability: String,
-    pub status: &'static str,
+    pub status: NodeStatus,
     pub elapsed_ms: u64,
     pub error: Option<String>,
 }
@@ -337,7 +337,7 @@ impl From<crate::sources::SourceError> for NodeError {
 }
 
 impl Run {
-    fn emit(&self, node: usize, status: &'static str, started: Instant, error: Option<String>) {
+    fn emit(&self, node: usize, status: NodeStatus, started: Instant, error: Option<String>) {
         if let Some(f) = &self.on_event {
             let n = &self.wf.nodes[node];
             f(&NodeEvent {
@@ -360,11 +360,11 @@ impl Run {
     fn finish(
         &self,
         rec: &mut NodeRecord,
-        status: &str,
+        status: NodeStatus,
         output: Option<Value>,
         error: Option<NodeError>,
     ) {
-        rec.status = status.into();
+        rec.status = status;
         rec.output = output;
         rec.error_code = error.as_ref().and_then(|e| e.code);
         rec.error = error.map(|e| e.message);
@@ -510,7 +510,7 @@ impl Run {
         {
             tracing::error!(run = %id, "cannot record the run's end: {e}");
         }
-        tracing::info!(run = %id, status, ms = started.elapsed().as_millis() as u64, "run finished");
+        tracing::info!(run = %id, %status, ms = started.elapsed().as_millis() as u64, "run finished");
     }
 
     /// Dependencies of each node: `after` plus every node its args/when reference.

@@ -13,7 +13,7 @@ use wf_plugin_api::{CallResult, Catalog, Tool};
 use crate::app::App;
 use crate::catalog::Snapshot;
 use crate::sources::CallCtx;
-use crate::store::StoreError;
+use crate::store::{RunStatus, StoreError};
 use crate::workflow::engine::StartError;
 use crate::workflow::{Engine, RunOrigin, Workflow, validate};
 
@@ -134,7 +134,8 @@ impl Planner {
                 let failed = runs
                     && v.get("status")
                         .and_then(Value::as_str)
-                        .is_some_and(|s| matches!(s, "failed" | "cancelled"));
+                        .and_then(|s| s.parse::<RunStatus>().ok())
+                        .is_some_and(RunStatus::is_failure);
                 CallResult {
                     is_error: failed,
                     ..CallResult::structured(v)
@@ -185,7 +186,11 @@ impl Planner {
             }
             "list_runs" => {
                 let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(20) as usize;
-                let runs = self.app.store.runs(limit, arg(args, "status"))?;
+                let status = arg(args, "status")
+                    .map(str::parse::<RunStatus>)
+                    .transpose()
+                    .map_err(|e| fail(e.to_string(), "see the tool's input schema"))?;
+                let runs = self.app.store.runs(limit, status)?;
                 let runs: Vec<Value> = runs.into_iter().map(|r| json!({"run_id": r.id, "workflow": r.workflow, "status": r.status, "origin": r.origin, "principal": r.principal, "started_at": r.started_at, "finished_at": r.finished_at, "error": r.error})).collect();
                 Ok(json!({"runs": runs}))
             }
@@ -418,7 +423,7 @@ impl Planner {
             Err(StartError::Store(e)) => return Err(e.into()),
         };
         if args.get("wait").and_then(Value::as_bool) == Some(false) {
-            return Ok(json!({"run_id": run_id, "status": "running", "hint": "poll get_run"}));
+            return Ok(json!({"run_id": run_id, "status": RunStatus::Running, "hint": "poll get_run"}));
         }
         let wait = args
             .get("timeout_ms")
