@@ -98,7 +98,11 @@ pub async fn run(args: RunArgs, log_level: &str) -> anyhow::Result<i32> {
             let out = serde_json::json!({"run_id": run.id, "status": run.status, "outputs": run.outputs, "error": run.error});
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "{}", serde_json::to_string_pretty(&out)?)?;
-            if run.status == RunStatus::Succeeded { 0 } else { 1 }
+            if run.status == RunStatus::Succeeded {
+                0
+            } else {
+                1
+            }
         }
     };
     app.shutdown().await;

@@ -3,34 +3,16 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::catalog::PlannerCatalog;
 use super::model::Workflow;
 use super::refs::{Ref, collect};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Problem {
-    /// The node the problem is in (None: the workflow itself, e.g. its outputs).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    /// Where in the document: `nodes[2].args.url`, `outputs.page`…
-    pub path: String,
-    /// Stable kind: unknown_capability, missing_argument, unknown_argument,
-    /// unknown_node, unknown_input, unknown_output, type_conflict, cycle,
-    /// dangling_output, malformed_reference, duplicate_node, invalid_id, unknown_source.
-    pub kind: &'static str,
-    pub message: String,
-}
+pub use super::problem::{Problem, ProblemKind};
 
-fn problem(node: Option<&str>, path: String, kind: &'static str, message: String) -> Problem {
-    Problem {
-        node: node.map(str::to_string),
-        path,
-        kind,
-        message,
-    }
+fn problem(node: Option<&str>, path: String, kind: ProblemKind, message: String) -> Problem {
+    Problem::new(node, path, kind, message)
 }
 
 /// The sub-schema at `path`: `Ok(Some)` found, `Ok(None)` unknown (the schema
@@ -135,7 +117,7 @@ impl<'a> Validator<'a> {
                 self.problems.push(problem(
                     Some(&n.id),
                     format!("nodes[{i}].id"),
-                    "invalid_id",
+                    ProblemKind::InvalidId,
                     format!("node id {:?} must use letters, digits, '_' and '-'", n.id),
                 ));
             }
@@ -143,7 +125,7 @@ impl<'a> Validator<'a> {
                 self.problems.push(problem(
                     Some(&n.id),
                     format!("nodes[{i}].id"),
-                    "duplicate_node",
+                    ProblemKind::DuplicateNode,
                     format!("node id {:?} is used twice", n.id),
                 ));
             }
@@ -172,7 +154,7 @@ impl<'a> Validator<'a> {
         self.problems.push(problem(
             Some(&n.id),
             format!("nodes[{i}].use"),
-            "unknown_capability",
+            ProblemKind::UnknownCapability,
             format!("no capability {:?}: {hint}", n.uses),
         ));
     }
@@ -193,7 +175,7 @@ impl<'a> Validator<'a> {
                 self.problems.push(problem(
                     node,
                     format!("nodes[{i}].args.{req}"),
-                    "missing_argument",
+                    ProblemKind::MissingArgument,
                     format!("{} requires argument {req:?}", n.uses),
                 ));
             }
@@ -214,7 +196,7 @@ impl<'a> Validator<'a> {
                     self.problems.push(problem(
                         node,
                         format!("nodes[{i}].args.{k}"),
-                        "unknown_argument",
+                        ProblemKind::UnknownArgument,
                         format!(
                             "{} has no argument {k:?} (it takes: {})",
                             n.uses,
@@ -241,7 +223,7 @@ impl<'a> Validator<'a> {
             self.problems.push(problem(
                 Some(&n.id),
                 format!("nodes[{i}].args.{k}"),
-                "type_conflict",
+                ProblemKind::TypeConflict,
                 format!(
                     "argument {k:?} of {} wants {}, but {text} is {}",
                     n.uses,
@@ -288,7 +270,7 @@ impl<'a> Validator<'a> {
                 None => self.problems.push(problem(
                     Some(&n.id),
                     format!("nodes[{i}].after[{j}]"),
-                    "unknown_node",
+                    ProblemKind::UnknownNode,
                     format!("there is no node {a:?}"),
                 )),
             }
@@ -306,7 +288,7 @@ impl<'a> Validator<'a> {
         self.problems.push(problem(
             Some(names[0]),
             format!("nodes[{}]", cycle[0]),
-            "cycle",
+            ProblemKind::Cycle,
             format!(
                 "the nodes form a cycle: {} -> {}",
                 names.join(" -> "),
@@ -321,7 +303,7 @@ impl<'a> Validator<'a> {
             let mut found = Vec::new();
             collect(expr, &format!("outputs.{name}"), &mut found);
             for (path, r) in &found {
-                if let Err(p) = self.resolve_ref(None, path, r, Some("dangling_output")) {
+                if let Err(p) = self.resolve_ref(None, path, r, Some(ProblemKind::DanglingOutput)) {
                     self.problems.push(p);
                 }
             }
@@ -341,7 +323,7 @@ impl<'a> Validator<'a> {
                 self.problems.push(problem(
                     None,
                     format!("sessions.{s}"),
-                    "unknown_source",
+                    ProblemKind::UnknownSource,
                     format!("no source {s:?} offers workflow nodes"),
                 ));
             }
@@ -355,29 +337,32 @@ impl<'a> Validator<'a> {
         node: Option<&str>,
         path: &str,
         r: &Result<Ref, String>,
-        kind_missing: Option<&'static str>,
+        kind_missing: Option<ProblemKind>,
     ) -> Result<Option<Value>, Problem> {
-        let fail = |kind: &'static str, message: String| {
+        let fail = |kind: ProblemKind, message: String| {
             Err(problem(node, path.to_string(), kind, message))
         };
         match r {
-            Err(e) => fail("malformed_reference", e.clone()),
+            Err(e) => fail(ProblemKind::MalformedReference, e.clone()),
             Ok(Ref::Input(p)) => match schema_at(&self.wf.inputs, p) {
                 Ok(s) => Ok(s.cloned()),
                 Err(seg) => fail(
-                    kind_missing.unwrap_or("unknown_input"),
+                    kind_missing.unwrap_or(ProblemKind::UnknownInput),
                     format!("the workflow has no input {seg:?}"),
                 ),
             },
             Ok(Ref::Node { id, path: p }) => {
                 let Some(&target) = self.ids.get(id.as_str()) else {
                     return fail(
-                        kind_missing.unwrap_or("unknown_node"),
+                        kind_missing.unwrap_or(ProblemKind::UnknownNode),
                         format!("there is no node {id:?}"),
                     );
                 };
                 if node == Some(id.as_str()) {
-                    return fail("cycle", format!("node {id:?} refers to its own output"));
+                    return fail(
+                        ProblemKind::Cycle,
+                        format!("node {id:?} refers to its own output"),
+                    );
                 }
                 let uses = &self.wf.nodes[target].uses;
                 let Some(spec) = self.catalog.get(uses) else {
@@ -386,7 +371,7 @@ impl<'a> Validator<'a> {
                 match schema_at(&spec.spec.output_schema, p) {
                     Ok(s) => Ok(s.cloned()),
                     Err(seg) => fail(
-                        kind_missing.unwrap_or("unknown_output"),
+                        kind_missing.unwrap_or(ProblemKind::UnknownOutput),
                         format!("the output of node {id:?} ({uses}) has no field {seg:?}"),
                     ),
                 }

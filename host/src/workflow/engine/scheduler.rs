@@ -13,8 +13,8 @@ use wf_plugin_api::{CallScope, ErrorCode};
 
 use super::{NodeError, NodeOutcome, Run, no_one_to_ask, run_node};
 use crate::clock::now_ms;
-use crate::store::NodeRecord;
 use crate::status::{NodeStatus, RunStatus};
+use crate::store::NodeRecord;
 use crate::workflow::model::OnError;
 use crate::workflow::refs::{self, Scope};
 
@@ -280,7 +280,12 @@ impl<'r> Scheduler<'r> {
         match result {
             Ok(out) => {
                 self.state[i] = State::Done;
-                run.finish(&mut self.recs[i], NodeStatus::Succeeded, Some(out.clone()), None);
+                run.finish(
+                    &mut self.recs[i],
+                    NodeStatus::Succeeded,
+                    Some(out.clone()),
+                    None,
+                );
                 self.outputs.insert(node.id.clone(), out);
                 run.emit(i, NodeStatus::Succeeded, self.clock[i], None);
                 self.settle(i);
