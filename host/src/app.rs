@@ -86,10 +86,13 @@ pub fn load_config_and_plugins(
     Ok((config, plugins, events, rx))
 }
 
-/// The most verbose level plugins should forward (default `info`).
+/// The log filter when none is given: info, rmcp (which logs whole messages) at warn.
+pub const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
+/// The most verbose level plugins should forward.
 fn log_level(opts: &StartOptions) -> &str {
     if opts.log_level.is_empty() {
-        "info"
+        DEFAULT_LOG_FILTER
     } else {
         &opts.log_level
     }

@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::app::StartOptions;
 
-const DEFAULT_LOG: &str = "info,rmcp=warn";
+const DEFAULT_LOG: &str = crate::app::DEFAULT_LOG_FILTER;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -78,31 +78,34 @@ pub struct SourcesArgs {
     pub json: bool,
 }
 
+/// A source's table, as `wf source add` and `update` take it.
+#[derive(Args, Debug)]
+pub struct SourceTableArgs {
+    /// The source's table as a JSON object.
+    #[arg(long)]
+    pub json: Option<String>,
+    /// A setting as key=value (JSON values allowed); repeatable.
+    #[arg(long)]
+    pub set: Vec<String>,
+    #[arg(long)]
+    pub kind: Option<String>,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum SourceCommand {
     /// Add a source: `wf source add fs --config wf.toml --set command=npx --set 'args=["-y","x"]'`.
     Add {
         name: String,
-        /// The source's table as a JSON object.
-        #[arg(long)]
-        json: Option<String>,
-        /// A setting as key=value (JSON values allowed); repeatable.
-        #[arg(long)]
-        set: Vec<String>,
-        #[arg(long)]
-        kind: Option<String>,
+        #[command(flatten)]
+        table: SourceTableArgs,
         #[command(flatten)]
         common: CommonArgs,
     },
     /// Replace a source's table.
     Update {
         name: String,
-        #[arg(long)]
-        json: Option<String>,
-        #[arg(long)]
-        set: Vec<String>,
-        #[arg(long)]
-        kind: Option<String>,
+        #[command(flatten)]
+        table: SourceTableArgs,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -217,7 +220,7 @@ impl CommonArgs {
 
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
     // stdout is the MCP stdio channel: logs go to stderr only.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -3,7 +3,7 @@
 //! graph's order, every node through the same source API the proxy uses, and
 //! records every step in the store as it happens.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,8 +15,7 @@ use wf_plugin_api::{CallScope, ErrorCode, STATE_LOST, SessionInfo, SourceRequest
 
 use super::catalog::{CapabilityEntry, PlannerCatalog};
 use super::model::{SessionMode, Workflow};
-use super::refs::{self, Ref};
-use super::validate::{Problem, validate};
+use super::validate::{self, Problem, validate};
 use crate::sources::sessions::{SessionCaller, SessionUse, current_caller};
 use crate::sources::{CallCtx, SourceHandle, Sources};
 use crate::store::{NodeRecord, NodeStatus, RunRecord, Store, new_id, now_ms};
@@ -101,13 +100,7 @@ fn check_inputs(schema: &Value, inputs: &Value) -> Result<(), String> {
     let Some(obj) = inputs.as_object() else {
         return Err("inputs must be a JSON object".into());
     };
-    for r in schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
+    for r in validate::required(schema) {
         if !obj.contains_key(r) {
             return Err(format!("missing required input {r:?}"));
         }
@@ -511,36 +504,6 @@ impl Run {
             tracing::error!(run = %id, "cannot record the run's end: {e}");
         }
         tracing::info!(run = %id, %status, ms = started.elapsed().as_millis() as u64, "run finished");
-    }
-
-    /// Dependencies of each node: `after` plus every node its args/when reference.
-    fn dependencies(&self) -> Vec<BTreeSet<usize>> {
-        let index: HashMap<&str, usize> = self
-            .wf
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.id.as_str(), i))
-            .collect();
-        self.wf
-            .nodes
-            .iter()
-            .map(|n| {
-                let mut found = Vec::new();
-                for v in n.args.values().chain(n.when.iter()) {
-                    refs::collect(v, "", &mut found);
-                }
-                let by_ref = found.into_iter().filter_map(|(_, r)| match r {
-                    Ok(Ref::Node { id, .. }) => index.get(id.as_str()).copied(),
-                    _ => None,
-                });
-                n.after
-                    .iter()
-                    .filter_map(|a| index.get(a.as_str()).copied())
-                    .chain(by_ref)
-                    .collect()
-            })
-            .collect()
     }
 }
 

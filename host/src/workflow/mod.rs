@@ -3,6 +3,7 @@
 
 pub mod catalog;
 pub mod engine;
+pub mod graph;
 pub mod model;
 pub mod problem;
 pub mod refs;

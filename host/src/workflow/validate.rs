@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use super::catalog::PlannerCatalog;
+use super::graph;
 use super::model::Workflow;
 use super::refs::{Ref, collect};
 
@@ -13,6 +14,16 @@ pub use super::problem::{Problem, ProblemKind};
 
 fn problem(node: Option<&str>, path: String, kind: ProblemKind, message: String) -> Problem {
     Problem::new(node, path, kind, message)
+}
+
+/// The names a JSON schema lists as `required`.
+pub(super) fn required(schema: &Value) -> impl Iterator<Item = &str> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
 }
 
 /// The sub-schema at `path`: `Ok(Some)` found, `Ok(None)` unknown (the schema
@@ -89,8 +100,6 @@ struct Validator<'a> {
     /// Node index by id.
     ids: HashMap<&'a str, usize>,
     problems: Vec<Problem>,
-    /// Each node's dependencies (for the cycle search).
-    deps: Vec<HashSet<usize>>,
 }
 
 impl<'a> Validator<'a> {
@@ -98,14 +107,8 @@ impl<'a> Validator<'a> {
         Self {
             wf,
             catalog,
-            ids: wf
-                .nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.id.as_str(), i))
-                .collect(),
+            ids: graph::index(wf),
             problems: Vec::new(),
-            deps: vec![HashSet::new(); wf.nodes.len()],
         }
     }
 
@@ -164,13 +167,7 @@ impl<'a> Validator<'a> {
     fn check_arguments(&mut self, i: usize, schema: &Value) {
         let n = &self.wf.nodes[i];
         let node = Some(n.id.as_str());
-        for req in schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
+        for req in required(schema) {
             if !n.args.contains_key(req) {
                 self.problems.push(problem(
                     node,
@@ -234,8 +231,7 @@ impl<'a> Validator<'a> {
         }
     }
 
-    /// Every reference in the node's args and `when` resolves; the nodes
-    /// they name become dependencies.
+    /// Every reference in the node's args and `when` resolves.
     fn check_references(&mut self, i: usize) {
         let n = &self.wf.nodes[i];
         let mut found = Vec::new();
@@ -249,36 +245,27 @@ impl<'a> Validator<'a> {
             if let Err(p) = self.resolve_ref(Some(&n.id), path, r, None) {
                 self.problems.push(p);
             }
-            // A self-reference was reported above; keep it out of the cycle search.
-            if let Ok(Ref::Node { id, .. }) = r
-                && let Some(&t) = self.ids.get(id.as_str())
-                && t != i
-            {
-                self.deps[i].insert(t);
-            }
         }
     }
 
-    /// Every node named in `after` exists; each becomes a dependency.
+    /// Every node named in `after` exists.
     fn check_after(&mut self, i: usize) {
         let n = &self.wf.nodes[i];
         for (j, a) in n.after.iter().enumerate() {
-            match self.ids.get(a.as_str()) {
-                Some(&t) => {
-                    self.deps[i].insert(t);
-                }
-                None => self.problems.push(problem(
+            if !self.ids.contains_key(a.as_str()) {
+                self.problems.push(problem(
                     Some(&n.id),
                     format!("nodes[{i}].after[{j}]"),
                     ProblemKind::UnknownNode,
                     format!("there is no node {a:?}"),
-                )),
+                ));
             }
         }
     }
 
     fn check_cycles(&mut self) {
-        let Some(cycle) = find_cycle(&self.deps) else {
+        // A self-reference is reported as a cycle by the reference check.
+        let Some(cycle) = graph::find_cycle(&graph::dependencies(self.wf)) else {
             return;
         };
         let names: Vec<&str> = cycle
@@ -398,45 +385,6 @@ fn near_misses<'a>(catalog: &'a PlannerCatalog, wanted: &str) -> Vec<&'a str> {
         .collect();
     close.sort_unstable();
     close.into_iter().take(3).map(|(_, k)| k).collect()
-}
-
-/// A cycle in the dependency graph (node indexes), if any.
-fn find_cycle(deps: &[HashSet<usize>]) -> Option<Vec<usize>> {
-    // 0 new, 1 on the stack, 2 done.
-    fn visit(
-        i: usize,
-        deps: &[HashSet<usize>],
-        state: &mut [u8],
-        stack: &mut Vec<usize>,
-    ) -> Option<Vec<usize>> {
-        state[i] = 1;
-        stack.push(i);
-        let mut next: Vec<usize> = deps[i].iter().copied().collect();
-        next.sort_unstable();
-        for d in next {
-            if state[d] == 1 {
-                let from = stack.iter().position(|&x| x == d).unwrap_or(0);
-                return Some(stack[from..].to_vec());
-            }
-            if state[d] == 0
-                && let Some(c) = visit(d, deps, state, stack)
-            {
-                return Some(c);
-            }
-        }
-        stack.pop();
-        state[i] = 2;
-        None
-    }
-    let mut state = vec![0u8; deps.len()];
-    for i in 0..deps.len() {
-        if state[i] == 0
-            && let Some(c) = visit(i, deps, &mut state, &mut Vec::new())
-        {
-            return Some(c);
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use super::{NodeError, NodeOutcome, Run, no_one_to_ask, run_node};
 use crate::clock::now_ms;
 use crate::status::{NodeStatus, RunStatus};
 use crate::store::NodeRecord;
+use crate::workflow::graph;
 use crate::workflow::model::OnError;
 use crate::workflow::refs::{self, Scope};
 
@@ -76,7 +77,7 @@ pub(super) struct Scheduler<'r> {
 impl<'r> Scheduler<'r> {
     pub(super) fn new(run: &'r Run, scopes: &'r BTreeMap<String, CallScope>) -> Self {
         let n = run.wf.nodes.len();
-        let deps = run.dependencies();
+        let deps = graph::dependencies(&run.wf);
         let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, ds) in deps.iter().enumerate() {
             for &d in ds {

@@ -1,0 +1,120 @@
+//! The dependency graph of a workflow's nodes: what each node waits for
+//! (its `after` list and every node its args and `when` refer to). The
+//! validator searches it for cycles; the scheduler runs nodes in its order.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::model::Workflow;
+use super::refs::{Ref, collect};
+
+/// Each node's index, by id (validation refuses duplicated ids).
+pub fn index(wf: &Workflow) -> HashMap<&str, usize> {
+    wf.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.id.as_str(), i))
+        .collect()
+}
+
+/// The nodes each node depends on, by index. Names of no node and a node's
+/// references to itself are left out (validation reports them).
+pub fn dependencies(wf: &Workflow) -> Vec<BTreeSet<usize>> {
+    let ids = index(wf);
+    wf.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mut found = Vec::new();
+            for v in n.args.values().chain(n.when.iter()) {
+                collect(v, "", &mut found);
+            }
+            let by_ref = found.into_iter().filter_map(|(_, r)| match r {
+                Ok(Ref::Node { id, .. }) => ids.get(id.as_str()).copied(),
+                _ => None,
+            });
+            n.after
+                .iter()
+                .filter_map(|a| ids.get(a.as_str()).copied())
+                .chain(by_ref)
+                .filter(|&d| d != i)
+                .collect()
+        })
+        .collect()
+}
+
+/// A cycle in the graph (node indexes, in order), if there is one.
+pub fn find_cycle(deps: &[BTreeSet<usize>]) -> Option<Vec<usize>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnStack,
+        Done,
+    }
+    fn visit(
+        i: usize,
+        deps: &[BTreeSet<usize>],
+        mark: &mut [Mark],
+        stack: &mut Vec<usize>,
+    ) -> Option<Vec<usize>> {
+        mark[i] = Mark::OnStack;
+        stack.push(i);
+        for &d in &deps[i] {
+            if mark[d] == Mark::OnStack {
+                let from = stack.iter().position(|&x| x == d).unwrap_or(0);
+                return Some(stack[from..].to_vec());
+            }
+            if mark[d] == Mark::New
+                && let Some(c) = visit(d, deps, mark, stack)
+            {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        mark[i] = Mark::Done;
+        None
+    }
+    let mut mark = vec![Mark::New; deps.len()];
+    for i in 0..deps.len() {
+        if mark[i] == Mark::New
+            && let Some(c) = visit(i, deps, &mut mark, &mut Vec::new())
+        {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn wf(nodes: serde_json::Value) -> Workflow {
+        Workflow::from_value(&json!({"nodes": nodes})).expect("a workflow")
+    }
+
+    #[test]
+    fn after_and_references_are_dependencies_and_self_and_unknown_are_not() {
+        let w = wf(json!([
+            {"id": "a", "use": "x.y"},
+            {"id": "b", "use": "x.y", "args": {"v": {"$ref": "nodes.a.output"}}},
+            {"id": "c", "use": "x.y", "after": ["b", "nope"], "when": {"$ref": "nodes.c.output"}},
+        ]));
+        let deps = dependencies(&w);
+        assert_eq!(deps[0], BTreeSet::new());
+        assert_eq!(deps[1], BTreeSet::from([0]));
+        assert_eq!(deps[2], BTreeSet::from([1]));
+        assert_eq!(find_cycle(&deps), None);
+    }
+
+    #[test]
+    fn a_cycle_is_found_in_order() {
+        let w = wf(json!([
+            {"id": "a", "use": "x.y", "after": ["c"]},
+            {"id": "b", "use": "x.y", "after": ["a"]},
+            {"id": "c", "use": "x.y", "args": {"v": {"$ref": "nodes.b.output"}}},
+        ]));
+        assert_eq!(find_cycle(&dependencies(&w)), Some(vec![0, 2, 1]));
+    }
+}
