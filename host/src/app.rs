@@ -7,6 +7,7 @@ mod live_config;
 pub use live_config::{LiveConfig, ReloadOutcome, ReloadTargets};
 
 use std::path::PathBuf;
+use std::sync::PoisonError;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -269,6 +270,9 @@ impl App {
             _ => {}
         }
         self.sources.shutdown(Duration::from_secs(5)).await;
-        self.plugins.write().unwrap().remove_copies();
+        self.plugins
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove_copies();
     }
 }

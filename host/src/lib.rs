@@ -2,6 +2,7 @@
 //! uses one above it (checked by `tests/layering.rs`):
 //! clock, secrets, status → store, config → plugins → sources → catalog →
 //! projection, workflow → app → surfaces → server → cli.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod app;
 pub mod catalog;

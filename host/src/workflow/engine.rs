@@ -4,6 +4,7 @@
 //! records every step in the store as it happens.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::PoisonError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -173,13 +174,16 @@ impl Engine {
             .create_run(&run_id, &name, &origin, &inputs, principal)?;
         let cancel = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
-        self.runs.lock().unwrap().insert(
-            run_id.clone(),
-            Control {
-                cancel: cancel.clone(),
-                done: done_rx,
-            },
-        );
+        self.runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                run_id.clone(),
+                Control {
+                    cancel: cancel.clone(),
+                    done: done_rx,
+                },
+            );
         let this = self.clone();
         let id = run_id.clone();
         let caller = current_caller();
@@ -199,7 +203,10 @@ impl Engine {
             };
             run.execute().await;
             let _ = done_tx.send(true);
-            this.runs.lock().unwrap().remove(&id);
+            this.runs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
         });
         Ok(run_id)
     }
@@ -213,7 +220,7 @@ impl Engine {
         let done = self
             .runs
             .lock()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .get(run_id)
             .map(|c| c.done.clone());
         if let Some(mut done) = done {
@@ -224,7 +231,12 @@ impl Engine {
 
     /// Cancels a running run; false when it is not running here.
     pub fn cancel(&self, run_id: &str) -> bool {
-        match self.runs.lock().unwrap().get(run_id) {
+        match self
+            .runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(run_id)
+        {
             Some(c) => {
                 c.cancel.cancel();
                 true
@@ -469,7 +481,10 @@ impl Run {
             lease: info.lease,
             expect_epoch: Some(info.epoch),
         };
-        self.held.lock().unwrap().push(session);
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(session);
         Ok(Some(scope))
     }
 

@@ -246,7 +246,11 @@ impl Admin {
     }
 
     fn list_plugins(&self) -> Value {
-        let plugins = self.app.plugins.read().unwrap();
+        let plugins = self
+            .app
+            .plugins
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         let loaded: Vec<Value> = plugins
             .loaded
             .iter()
@@ -325,7 +329,11 @@ impl Admin {
             })
             .collect();
         let sources = self.app.sources.list();
-        let plugins = self.app.plugins.read().unwrap();
+        let plugins = self
+            .app
+            .plugins
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         json!({
             "version": env!("CARGO_PKG_VERSION"),
             "plugin_api": wf_plugin_api::API_VERSION,
