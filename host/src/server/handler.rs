@@ -149,16 +149,12 @@ fn cursor(request: &Option<PaginatedRequestParams>) -> Option<&str> {
     request.as_ref().and_then(|r| r.cursor.as_deref())
 }
 
-/// One page of a list as rmcp's result type (`key`: `tools`, `prompts`, …).
-fn list_page<T: Clone + Serialize, R: DeserializeOwned>(
-    key: &str,
+fn paged<T: Clone>(
     items: &[T],
     request: &Option<PaginatedRequestParams>,
     size: usize,
-) -> Result<R, McpError> {
-    let (items, next) =
-        page(items, cursor(request), size).map_err(|e| McpError::invalid_params(e, None))?;
-    convert(json!({ key: items, "nextCursor": next }))
+) -> Result<(Vec<T>, Option<String>), McpError> {
+    page(items, cursor(request), size).map_err(|e| McpError::invalid_params(e, None))
 }
 
 /// A source failure as an MCP error that names the source.
@@ -363,7 +359,10 @@ impl ServerHandler for WfServer {
             .filter(|t| visible(&self.surfaces, &principal, &caller, &t.source, &t.name))
             .map(|t| &t.item)
             .collect();
-        list_page("tools", &items, &request, self.page_size())
+        let (items, next) = paged(&items, &request, self.page_size())?;
+        let mut r = ListToolsResult::with_all_items(convert(items)?);
+        r.next_cursor = next;
+        Ok(r)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -438,7 +437,10 @@ impl ServerHandler for WfServer {
     ) -> Result<ListPromptsResult, McpError> {
         let proj = self.app.live_projection().await;
         let items: Vec<&wf_plugin_api::Prompt> = proj.prompts.iter().map(|p| &p.item).collect();
-        list_page("prompts", &items, &request, self.page_size())
+        let (items, next) = paged(&items, &request, self.page_size())?;
+        let mut r = ListPromptsResult::with_all_items(convert(items)?);
+        r.next_cursor = next;
+        Ok(r)
     }
 
     async fn get_prompt(
@@ -475,7 +477,10 @@ impl ServerHandler for WfServer {
     ) -> Result<ListResourcesResult, McpError> {
         let proj = self.app.live_projection().await;
         let items: Vec<&wf_plugin_api::Resource> = proj.resources.iter().map(|r| &r.item).collect();
-        list_page("resources", &items, &request, self.page_size())
+        let (items, next) = paged(&items, &request, self.page_size())?;
+        let mut r = ListResourcesResult::with_all_items(convert(items)?);
+        r.next_cursor = next;
+        Ok(r)
     }
 
     async fn list_resource_templates(
@@ -486,7 +491,10 @@ impl ServerHandler for WfServer {
         let proj = self.app.live_projection().await;
         let items: Vec<&wf_plugin_api::ResourceTemplate> =
             proj.templates.iter().map(|t| &t.item).collect();
-        list_page("resourceTemplates", &items, &request, self.page_size())
+        let (items, next) = paged(&items, &request, self.page_size())?;
+        let mut r = ListResourceTemplatesResult::with_all_items(convert(items)?);
+        r.next_cursor = next;
+        Ok(r)
     }
 
     async fn read_resource(
