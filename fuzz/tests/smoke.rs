@@ -4,6 +4,7 @@
 //! generator, so a failure names a reproducible case (`WF_FUZZ_SMOKE_SECS`
 //! runs for a time instead of a count). libFuzzer (nightly)
 //! runs the same functions for the long runs; see docs/fuzzing.md.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 use std::path::Path;
 

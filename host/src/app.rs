@@ -7,6 +7,7 @@ mod live_config;
 pub use live_config::{LiveConfig, ReloadOutcome, ReloadTargets};
 
 use std::path::PathBuf;
+use std::sync::PoisonError;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -86,10 +87,13 @@ pub fn load_config_and_plugins(
     Ok((config, plugins, events, rx))
 }
 
-/// The most verbose level plugins should forward (default `info`).
+/// The log filter when none is given: info, rmcp (which logs whole messages) at warn.
+pub const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
+/// The most verbose level plugins should forward.
 fn log_level(opts: &StartOptions) -> &str {
     if opts.log_level.is_empty() {
-        "info"
+        DEFAULT_LOG_FILTER
     } else {
         &opts.log_level
     }
@@ -266,6 +270,9 @@ impl App {
             _ => {}
         }
         self.sources.shutdown(Duration::from_secs(5)).await;
-        self.plugins.write().unwrap().remove_copies();
+        self.plugins
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove_copies();
     }
 }

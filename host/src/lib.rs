@@ -1,7 +1,8 @@
 //! wf-host: the `wf` binary's library. Data flows one way, and no module
 //! uses one above it (checked by `tests/layering.rs`):
-//! clock, secrets, text, telemetry → store, config → plugins → sources → catalog →
+//! clock, secrets, status, text, telemetry → store, config → plugins → sources → catalog →
 //! projection, workflow → app → surfaces → server → cli.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod app;
 pub mod catalog;
@@ -13,6 +14,7 @@ pub mod projection;
 pub mod secrets;
 pub mod server;
 pub mod sources;
+pub mod status;
 pub mod store;
 pub mod surfaces;
 pub mod telemetry;

@@ -6,6 +6,7 @@ use std::any::Any;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
@@ -130,7 +131,10 @@ pub(crate) struct PendingAsk(pub(crate) u64);
 
 impl Drop for PendingAsk {
     fn drop(&mut self) {
-        pending().lock().unwrap().remove(&self.0);
+        pending()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.0);
     }
 }
 
@@ -140,7 +144,10 @@ pub(crate) async fn ask_caller(host: &Host, call: u64, request: crate::CallerReq
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let ask = NEXT.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = oneshot::channel();
-    pending().lock().unwrap().insert(ask, tx);
+    pending()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(ask, tx);
     let _pending = PendingAsk(ask);
     host.emit(&crate::Event::AskCaller { call, ask, request });
     rx.await
@@ -149,7 +156,11 @@ pub(crate) async fn ask_caller(host: &Host, call: u64, request: crate::CallerReq
 
 /// Completes a pending ask (the host's [`SourceRequest::CallerAnswer`]).
 pub(crate) fn complete_ask(ask: u64, answer: Answer) {
-    if let Some(tx) = pending().lock().unwrap().remove(&ask) {
+    if let Some(tx) = pending()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&ask)
+    {
         let _ = tx.send(answer);
     }
 }

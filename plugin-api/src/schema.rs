@@ -13,7 +13,7 @@
 use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::types::{Catalog, Manifest, NodeSpec, Tool};
 
@@ -42,95 +42,149 @@ fn check_schema(schema: &Value, at: &str, out: &mut Vec<String>) {
         Value::Object(o) => o,
         _ => return out.push(format!("{at}: a schema must be an object or a boolean")),
     };
-    match obj.get("type") {
-        None => {}
-        Some(Value::String(t)) if TYPES.contains(&t.as_str()) => {}
-        Some(Value::Array(ts))
-            if ts
-                .iter()
-                .all(|t| t.as_str().is_some_and(|t| TYPES.contains(&t))) => {}
-        Some(t) => out.push(format!("{at}.type: {t} is not a JSON Schema type")),
-    }
-    for key in ["properties", "patternProperties", "$defs", "definitions"] {
-        match obj.get(key) {
+    let mut check = SchemaCheck { obj, at, out };
+    check.types();
+    check.schema_maps();
+    check.required();
+    check.subschemas();
+    check.combinators();
+    check.enum_is_array();
+    check.bounds_are_numbers();
+}
+
+/// One schema object being checked, keyword group by keyword group.
+struct SchemaCheck<'a> {
+    obj: &'a Map<String, Value>,
+    at: &'a str,
+    out: &'a mut Vec<String>,
+}
+
+impl SchemaCheck<'_> {
+    /// `type` names a JSON Schema type, or is a list of them.
+    fn types(&mut self) {
+        match self.obj.get("type") {
             None => {}
-            Some(Value::Object(m)) => m
-                .iter()
-                .for_each(|(k, v)| check_schema(v, &format!("{at}.{key}.{k}"), out)),
-            Some(_) => out.push(format!("{at}.{key}: must be an object of schemas")),
+            Some(Value::String(t)) if TYPES.contains(&t.as_str()) => {}
+            Some(Value::Array(ts))
+                if ts
+                    .iter()
+                    .all(|t| t.as_str().is_some_and(|t| TYPES.contains(&t))) => {}
+            Some(t) => self
+                .out
+                .push(format!("{}.type: {t} is not a JSON Schema type", self.at)),
         }
     }
-    let props = obj.get("properties").and_then(Value::as_object);
-    match obj.get("required") {
-        None => {}
-        Some(Value::Array(names)) => {
-            for n in names {
-                match n.as_str() {
-                    None => out.push(format!("{at}.required: {n} is not a string")),
-                    Some(name) if props.is_some_and(|p| !p.contains_key(name)) => {
-                        out.push(format!("{at}.required: {name:?} is not a property"))
+
+    /// `properties`, `$defs` and the like are objects of schemas.
+    fn schema_maps(&mut self) {
+        let at = self.at;
+        for key in ["properties", "patternProperties", "$defs", "definitions"] {
+            match self.obj.get(key) {
+                None => {}
+                Some(Value::Object(m)) => m
+                    .iter()
+                    .for_each(|(k, v)| check_schema(v, &format!("{at}.{key}.{k}"), self.out)),
+                Some(_) => self
+                    .out
+                    .push(format!("{at}.{key}: must be an object of schemas")),
+            }
+        }
+    }
+
+    /// `required` lists strings, each a property when `properties` is given.
+    fn required(&mut self) {
+        let at = self.at;
+        let props = self.obj.get("properties").and_then(Value::as_object);
+        match self.obj.get("required") {
+            None => {}
+            Some(Value::Array(names)) => {
+                for n in names {
+                    match n.as_str() {
+                        None => self.out.push(format!("{at}.required: {n} is not a string")),
+                        Some(name) if props.is_some_and(|p| !p.contains_key(name)) => self
+                            .out
+                            .push(format!("{at}.required: {name:?} is not a property")),
+                        Some(_) => {}
                     }
-                    Some(_) => {}
+                }
+            }
+            Some(_) => self.out.push(format!("{at}.required: must be an array")),
+        }
+    }
+
+    /// Keywords that hold one schema (draft-07 `items` may hold a list).
+    fn subschemas(&mut self) {
+        let at = self.at;
+        for key in [
+            "items",
+            "additionalProperties",
+            "not",
+            "contains",
+            "propertyNames",
+            "if",
+            "then",
+            "else",
+            "additionalItems",
+            "unevaluatedProperties",
+        ] {
+            if let Some(v) = self.obj.get(key) {
+                match (key, v) {
+                    ("items", Value::Array(list)) => list
+                        .iter()
+                        .enumerate()
+                        .for_each(|(i, s)| check_schema(s, &format!("{at}.items[{i}]"), self.out)),
+                    _ => check_schema(v, &format!("{at}.{key}"), self.out),
                 }
             }
         }
-        Some(_) => out.push(format!("{at}.required: must be an array")),
     }
-    for key in [
-        "items",
-        "additionalProperties",
-        "not",
-        "contains",
-        "propertyNames",
-        "if",
-        "then",
-        "else",
-        "additionalItems",
-        "unevaluatedProperties",
-    ] {
-        if let Some(v) = obj.get(key) {
-            // draft-07 allows `items` to be an array of schemas.
-            match (key, v) {
-                ("items", Value::Array(list)) => list
+
+    /// `allOf`, `anyOf`, `oneOf` and `prefixItems` are non-empty lists of schemas.
+    fn combinators(&mut self) {
+        let at = self.at;
+        for key in ["allOf", "anyOf", "oneOf", "prefixItems"] {
+            match self.obj.get(key) {
+                None => {}
+                Some(Value::Array(list)) if !list.is_empty() => list
                     .iter()
                     .enumerate()
-                    .for_each(|(i, s)| check_schema(s, &format!("{at}.items[{i}]"), out)),
-                _ => check_schema(v, &format!("{at}.{key}"), out),
+                    .for_each(|(i, s)| check_schema(s, &format!("{at}.{key}[{i}]"), self.out)),
+                Some(_) => self
+                    .out
+                    .push(format!("{at}.{key}: must be a non-empty array of schemas")),
             }
         }
     }
-    for key in ["allOf", "anyOf", "oneOf", "prefixItems"] {
-        match obj.get(key) {
-            None => {}
-            Some(Value::Array(list)) if !list.is_empty() => list
-                .iter()
-                .enumerate()
-                .for_each(|(i, s)| check_schema(s, &format!("{at}.{key}[{i}]"), out)),
-            Some(_) => out.push(format!("{at}.{key}: must be a non-empty array of schemas")),
+
+    fn enum_is_array(&mut self) {
+        if let Some(e) = self.obj.get("enum")
+            && !e.is_array()
+        {
+            self.out.push(format!("{}.enum: must be an array", self.at));
         }
     }
-    if let Some(e) = obj.get("enum")
-        && !e.is_array()
-    {
-        out.push(format!("{at}.enum: must be an array"));
-    }
-    for key in [
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "multipleOf",
-        "minLength",
-        "maxLength",
-        "minItems",
-        "maxItems",
-        "minProperties",
-        "maxProperties",
-    ] {
-        if let Some(v) = obj.get(key)
-            && !v.is_number()
-        {
-            out.push(format!("{at}.{key}: must be a number"));
+
+    /// Numeric and length bounds are numbers.
+    fn bounds_are_numbers(&mut self) {
+        for key in [
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "multipleOf",
+            "minLength",
+            "maxLength",
+            "minItems",
+            "maxItems",
+            "minProperties",
+            "maxProperties",
+        ] {
+            if let Some(v) = self.obj.get(key)
+                && !v.is_number()
+            {
+                self.out
+                    .push(format!("{}.{key}: must be a number", self.at));
+            }
         }
     }
 }

@@ -9,6 +9,7 @@
 //! ```
 
 use std::path::PathBuf;
+use std::sync::PoisonError;
 use std::sync::{Arc, Mutex};
 
 use abi_stable::sabi_trait::TD_Opaque;
@@ -44,7 +45,7 @@ impl HostContextFfi for TestHost {
     fn log(&self, level: u8, target: RStr<'_>, message: RStr<'_>) {
         self.0
             .lock()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .logs
             .push((level, target.to_string(), message.to_string()));
     }
@@ -53,7 +54,7 @@ impl HostContextFfi for TestHost {
         if let Ok(Event::AskCaller { ask, request, .. }) = serde_json::from_value(v.clone()) {
             // The test caller: the next queued answer, else `unsupported`.
             let answer = {
-                let mut r = self.0.lock().unwrap();
+                let mut r = self.0.lock().unwrap_or_else(PoisonError::into_inner);
                 r.asked
                     .push(serde_json::to_value(&request).unwrap_or(Value::Null));
                 r.answers.pop_front()
@@ -63,7 +64,11 @@ impl HostContextFfi for TestHost {
             crate::export::complete_ask(ask, answer);
             return;
         }
-        self.0.lock().unwrap().events.push(v);
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .events
+            .push(v);
     }
 }
 
@@ -71,11 +76,15 @@ struct TestCall(Arc<Mutex<Recorded>>);
 
 impl CallContextFfi for TestCall {
     fn progress(&self, progress: f64, total: ROption<f64>, message: ROption<RString>) {
-        self.0.lock().unwrap().progress.push((
-            progress,
-            total.into_option(),
-            message.into_option().map(Into::into),
-        ));
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .progress
+            .push((
+                progress,
+                total.into_option(),
+                message.into_option().map(Into::into),
+            ));
     }
     fn info(&self) -> RString {
         // A call id makes `CallContext::ask` route to the test host's answers.
@@ -219,15 +228,27 @@ impl TestSource {
     }
     /// Since 1.2: queues the caller's next answer to `CallContext::ask`.
     pub fn answer_caller(&self, answer: Result<Value, PluginError>) {
-        self.recorded.lock().unwrap().answers.push_back(answer);
+        self.recorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .answers
+            .push_back(answer);
     }
     /// Since 1.2: what the plugin asked its caller so far.
     pub fn asked(&self) -> Vec<Value> {
-        self.recorded.lock().unwrap().asked.clone()
+        self.recorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .asked
+            .clone()
     }
     /// The progress reports recorded so far.
     pub fn progress(&self) -> Vec<(f64, Option<f64>, Option<String>)> {
-        self.recorded.lock().unwrap().progress.clone()
+        self.recorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .progress
+            .clone()
     }
 }
 

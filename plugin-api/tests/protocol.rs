@@ -1,5 +1,6 @@
 //! The source protocol through the real export glue: an operation the plugin
 //! predates is answered `unsupported` (typed, since 1.2: `SourceRequest::Unknown`).
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 use wf_plugin_api::prelude::*;
 use wf_plugin_api::testing::Harness;

@@ -4,6 +4,7 @@
 //! read once at start (`App::config`) and need a restart.
 
 use std::path::PathBuf;
+use std::sync::PoisonError;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -69,12 +70,18 @@ impl LiveConfig {
 
     /// The config now in force.
     pub fn current(&self) -> LoadedConfig {
-        self.current.lock().unwrap().clone()
+        self.current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The outcome of the last reload, if any.
     pub fn last_reload(&self) -> Option<ReloadOutcome> {
-        self.last_reload.lock().unwrap().clone()
+        self.last_reload
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Re-reads the config file and applies it: new plugin files are loaded,
@@ -93,7 +100,10 @@ impl LiveConfig {
                 "config reload refused; the running configuration stays in force: {e}"
             ),
         }
-        *self.last_reload.lock().unwrap() = Some(outcome.clone());
+        *self
+            .last_reload
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(outcome.clone());
         outcome
     }
 
@@ -120,12 +130,12 @@ impl LiveConfig {
         // New plugin files are loaded; loaded ones are never unloaded.
         let dirs = plugin_dirs(&config, &t.extra_plugin_dirs);
         {
-            let mut plugins = t.plugins.write().unwrap();
+            let mut plugins = t.plugins.write().unwrap_or_else(PoisonError::into_inner);
             outcome.plugins_loaded = plugins.load_new(&dirs, &t.events, &t.log_level);
             outcome.restart_needed = plugins.changed_files();
         }
         let (report, retired) = {
-            let plugins = t.plugins.read().unwrap();
+            let plugins = t.plugins.read().unwrap_or_else(PoisonError::into_inner);
             let desired = desired_sources(configured, &plugins);
             t.sessions.configure(&desired);
             t.sources.apply(desired, &config, &plugins, &t.state_dir)
@@ -133,7 +143,7 @@ impl LiveConfig {
         self.targets
             .projector
             .set_naming(Naming::from_config(&config));
-        *self.current.lock().unwrap() = config;
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = config;
         crate::sources::close(retired, Duration::from_secs(5)).await;
         let fresh: Vec<_> = report
             .added

@@ -16,7 +16,8 @@ pub enum LogFormat {
 
 /// Installs the stderr subscriber (stdout is the MCP stdio channel).
 pub fn init(filter: &str, format: LogFormat) {
-    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| EnvFilter::new(crate::app::DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -15,7 +15,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::app::StartOptions;
 
-const DEFAULT_LOG: &str = "info,rmcp=warn";
+const DEFAULT_LOG: &str = crate::app::DEFAULT_LOG_FILTER;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -94,31 +94,34 @@ pub struct SourcesArgs {
     pub json: bool,
 }
 
+/// A source's table, as `wf source add` and `update` take it.
+#[derive(Args, Debug)]
+pub struct SourceTableArgs {
+    /// The source's table as a JSON object.
+    #[arg(long)]
+    pub json: Option<String>,
+    /// A setting as key=value (JSON values allowed); repeatable.
+    #[arg(long)]
+    pub set: Vec<String>,
+    #[arg(long)]
+    pub kind: Option<String>,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum SourceCommand {
     /// Add a source: `wf source add fs --config wf.toml --set command=npx --set 'args=["-y","x"]'`.
     Add {
         name: String,
-        /// The source's table as a JSON object.
-        #[arg(long)]
-        json: Option<String>,
-        /// A setting as key=value (JSON values allowed); repeatable.
-        #[arg(long)]
-        set: Vec<String>,
-        #[arg(long)]
-        kind: Option<String>,
+        #[command(flatten)]
+        table: SourceTableArgs,
         #[command(flatten)]
         common: CommonArgs,
     },
     /// Replace a source's table.
     Update {
         name: String,
-        #[arg(long)]
-        json: Option<String>,
-        #[arg(long)]
-        set: Vec<String>,
-        #[arg(long)]
-        kind: Option<String>,
+        #[command(flatten)]
+        table: SourceTableArgs,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -174,7 +177,7 @@ pub struct RunsArgs {
     pub limit: usize,
     /// Only runs with this status (running, succeeded, failed, cancelled, interrupted).
     #[arg(long)]
-    pub status: Option<String>,
+    pub status: Option<crate::status::RunStatus>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,

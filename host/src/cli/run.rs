@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{RunArgs, RunsArgs};
 use crate::app::{App, state_dir};
-use crate::store::Store;
+use crate::store::{NodeStatus, RunStatus, Store};
 use crate::workflow::engine::{OnEvent, StartError};
 use crate::workflow::{Engine, RunOrigin, Workflow};
 
@@ -39,12 +39,12 @@ pub async fn run(args: RunArgs, log_level: &str) -> anyhow::Result<i32> {
     // Live progress: one line per node state change, on stderr.
     let progress: OnEvent = Arc::new(|e| {
         let mark = match e.status {
-            "running" => "…",
-            "succeeded" => "✓",
-            "skipped" => "-",
+            NodeStatus::Running => "…",
+            NodeStatus::Succeeded => "✓",
+            NodeStatus::Skipped => "-",
             _ => "✗",
         };
-        let time = if e.status == "running" {
+        let time = if e.status == NodeStatus::Running {
             String::new()
         } else {
             format!(" {} ms", e.elapsed_ms)
@@ -98,7 +98,11 @@ pub async fn run(args: RunArgs, log_level: &str) -> anyhow::Result<i32> {
             let out = serde_json::json!({"run_id": run.id, "status": run.status, "outputs": run.outputs, "error": run.error});
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "{}", serde_json::to_string_pretty(&out)?)?;
-            if run.status == "succeeded" { 0 } else { 1 }
+            if run.status == RunStatus::Succeeded {
+                0
+            } else {
+                1
+            }
         }
     };
     app.shutdown().await;
@@ -110,7 +114,7 @@ pub fn runs(args: RunsArgs, log_level: &str) -> anyhow::Result<i32> {
     let config = crate::config::LoadedConfig::open(opts.config.as_deref())?;
     let dir = state_dir(&opts, &config);
     let store = Store::open(&dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
-    let runs = store.runs(args.limit, args.status.as_deref())?;
+    let runs = store.runs(args.limit, args.status)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
         return Ok(0);

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{CommonArgs, SourceCommand, SourcesArgs};
+use super::{CommonArgs, SourceCommand, SourceTableArgs, SourcesArgs};
 use crate::app::load_config_and_plugins;
 use crate::config::{Edit, LoadedConfig};
 use crate::sources::desired_sources;
@@ -59,19 +59,15 @@ pub fn list(args: SourcesArgs, log_level: &str) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn table(
-    json_text: Option<&str>,
-    set: &[String],
-    kind: Option<&str>,
-) -> anyhow::Result<Map<String, Value>> {
-    let mut t = match json_text {
+fn table(args: &SourceTableArgs) -> anyhow::Result<Map<String, Value>> {
+    let mut t = match args.json.as_deref() {
         Some(text) => match serde_json::from_str(text)? {
             Value::Object(m) => m,
             _ => anyhow::bail!("--json must be a JSON object"),
         },
         None => Map::new(),
     };
-    for kv in set {
+    for kv in &args.set {
         let (k, v) = kv
             .split_once('=')
             .ok_or_else(|| anyhow::anyhow!("--set {kv:?}: expected key=value"))?;
@@ -80,8 +76,8 @@ fn table(
             serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.into())),
         );
     }
-    if let Some(k) = kind {
-        t.insert("kind".into(), Value::String(k.into()));
+    if let Some(k) = &args.kind {
+        t.insert("kind".into(), Value::String(k.clone()));
     }
     Ok(t)
 }
@@ -92,25 +88,13 @@ pub fn edit(cmd: SourceCommand, common: &CommonArgs) -> anyhow::Result<i32> {
     };
     let config = LoadedConfig::load(path)?;
     let edit = match cmd {
-        SourceCommand::Add {
+        SourceCommand::Add { name, table: t, .. } => Edit::Add {
             name,
-            json,
-            set,
-            kind,
-            ..
-        } => Edit::Add {
-            name,
-            table: table(json.as_deref(), &set, kind.as_deref())?,
+            table: table(&t)?,
         },
-        SourceCommand::Update {
+        SourceCommand::Update { name, table: t, .. } => Edit::Update {
             name,
-            json,
-            set,
-            kind,
-            ..
-        } => Edit::Update {
-            name,
-            table: table(json.as_deref(), &set, kind.as_deref())?,
+            table: table(&t)?,
         },
         SourceCommand::Remove { name, .. } => Edit::Remove { name },
         SourceCommand::Enable { name, .. } => Edit::SetEnabled {

@@ -12,6 +12,7 @@ pub use names::{NameRules, hash6, is_client_safe};
 pub use prefixes::Naming;
 pub use table::{Projected, Projection, ResourceRoute};
 
+use std::sync::PoisonError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -71,7 +72,7 @@ impl Projector {
     /// Sets (replaces) a host-local source's capabilities.
     pub fn set_local(&self, name: &str, catalog: Catalog) {
         {
-            let mut locals = self.locals.lock().unwrap();
+            let mut locals = self.locals.lock().unwrap_or_else(PoisonError::into_inner);
             locals.retain(|(n, _)| n != name);
             locals.push((name.to_string(), Arc::new(catalog)));
             locals.sort_by(|a, b| a.0.cmp(&b.0));
@@ -83,7 +84,7 @@ impl Projector {
     /// rebuilds the projection.
     pub fn set_naming(&self, naming: Naming) {
         let changed = {
-            let mut current = self.naming.lock().unwrap();
+            let mut current = self.naming.lock().unwrap_or_else(PoisonError::into_inner);
             let changed = *current != naming;
             *current = naming;
             changed
@@ -94,19 +95,32 @@ impl Projector {
     }
 
     fn build(&self, snapshot: &Snapshot) -> Projection {
-        let naming = self.naming.lock().unwrap().clone();
+        let naming = self
+            .naming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         Projection::build_with(snapshot, self.rules, &naming)
     }
 
     pub fn is_local(&self, name: &str) -> bool {
-        self.locals.lock().unwrap().iter().any(|(n, _)| n == name)
+        self.locals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|(n, _)| n == name)
     }
 
     /// The plugin sources' catalogs plus the host-local ones.
     pub fn snapshot(&self) -> Snapshot {
         let mut s = Snapshot::take(&self.sources);
-        s.sources
-            .extend(self.locals.lock().unwrap().iter().cloned());
+        s.sources.extend(
+            self.locals
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .cloned(),
+        );
         s.sources.sort_by(|a, b| a.0.cmp(&b.0));
         s
     }
@@ -114,7 +128,7 @@ impl Projector {
     /// The current projection, rebuilt when a catalog changed since the last call.
     pub fn projection(&self) -> Arc<Projection> {
         let version = *self.versions.borrow();
-        let mut cached = self.cached.lock().unwrap();
+        let mut cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
         if cached.0 != version {
             let snapshot = self.snapshot();
             *cached = (version, Arc::new(self.build(&snapshot)));
@@ -182,7 +196,7 @@ impl Projector {
                 (listed.prompts, listed.resources, listed.resource_templates);
         }
         let p = Arc::new(self.build(&snapshot));
-        *self.live.lock().unwrap() = Some(p.clone());
+        *self.live.lock().unwrap_or_else(PoisonError::into_inner) = Some(p.clone());
         p
     }
 
@@ -192,7 +206,11 @@ impl Projector {
         if let Some(r) = self.projection_ready().await.resource_route(uri) {
             return Some(r);
         }
-        let last = self.live.lock().unwrap().clone();
+        let last = self
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         if let Some(r) = last.and_then(|p| p.resource_route(uri)) {
             return Some(r);
         }

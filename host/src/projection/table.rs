@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use wf_plugin_api::{Prompt, Resource, ResourceTemplate, Tool};
+use wf_plugin_api::{Catalog, Prompt, Resource, ResourceTemplate, Tool};
 
 use super::names::{NameRules, hash6};
 use super::prefixes::{Naming, Wanted, prefixed};
@@ -112,62 +112,105 @@ fn assign<T>(
     (out, index)
 }
 
+/// Each source's prefix: `a.b` and `a_b` would share one, so the later (in
+/// name order) gets a hash. `wf://` URIs always use these.
+fn source_prefixes(
+    snapshot: &Snapshot,
+    rules: &NameRules,
+    collisions: &mut Vec<String>,
+) -> BTreeMap<String, String> {
+    let mut prefixes = BTreeMap::new();
+    let mut taken: HashMap<String, String> = HashMap::new();
+    for (source, _) in &snapshot.sources {
+        let mut p = rules.source_prefix(source);
+        if let Some(other) = taken.get(&p) {
+            let np = format!("{p}_{}", &hash6(source)[..4]);
+            collisions.push(format!(
+                "source {source} would share prefix {p:?} with {other}; uses {np:?}"
+            ));
+            p = np;
+        }
+        taken.insert(p.clone(), source.clone());
+        prefixes.insert(source.clone(), p);
+    }
+    prefixes
+}
+
+/// Every source's items of one kind as `(source, name, item)`, in source order.
+fn listed<T: Clone>(
+    snapshot: &Snapshot,
+    items: impl Fn(&Catalog) -> &Vec<T>,
+    name: impl Fn(&T) -> &String,
+) -> Vec<(String, String, T)> {
+    snapshot
+        .sources
+        .iter()
+        .flat_map(|(source, cat)| {
+            items(cat)
+                .iter()
+                .map(|i| (source.clone(), name(i).clone(), i.clone()))
+        })
+        .collect()
+}
+
+/// Resource URIs pass through unless two sources use the same one; the later
+/// is shown as `wf://<source>/<uri>` (then `~2`, `~3`… while that is taken
+/// too). A source listing one URI twice shows it once.
+fn place_resources(
+    snapshot: &Snapshot,
+    prefixes: &BTreeMap<String, String>,
+    collisions: &mut Vec<String>,
+) -> (Vec<Projected<Resource>>, HashMap<String, usize>) {
+    let mut out: Vec<Projected<Resource>> = Vec::new();
+    let mut index = HashMap::new();
+    let mut seen = std::collections::HashSet::new();
+    for (source, uri, mut item) in listed(snapshot, |c| &c.resources, |r| &r.uri) {
+        if !seen.insert((source.clone(), uri.clone())) {
+            continue;
+        }
+        let mut shown = uri.clone();
+        let mut n = 0;
+        while index.contains_key(&shown) {
+            n += 1;
+            let base = format!("wf://{}/{}", prefixes[&source], encode_uri_component(&uri));
+            shown = if n == 1 { base } else { format!("{base}~{n}") };
+        }
+        if n > 0 {
+            collisions.push(format!(
+                "resource {uri} of {source} is also served by another source; shown as {shown}"
+            ));
+        }
+        item.uri = shown.clone();
+        index.insert(shown.clone(), out.len());
+        out.push(Projected {
+            name: shown,
+            source,
+            original: uri,
+            item,
+        });
+    }
+    (out, index)
+}
+
 impl Projection {
     /// Every name with its source's default prefix (`<source>__`).
     pub fn build(snapshot: &Snapshot, rules: NameRules) -> Self {
         Self::build_with(snapshot, rules, &Naming::default())
     }
 
+    /// The projection in named steps: source prefixes, wanted names,
+    /// unique names, resource URIs, templates; every collision resolved on
+    /// the way is logged and kept.
     pub fn build_with(snapshot: &Snapshot, rules: NameRules, naming: &Naming) -> Self {
         let mut collisions = Vec::new();
-
-        // Source prefixes: `a.b` and `a_b` would share one, so the later
-        // (in name order) gets a hash. `wf://` URIs always use these.
-        let mut prefixes: BTreeMap<String, String> = BTreeMap::new();
-        let mut taken: HashMap<String, String> = HashMap::new();
-        for (source, _) in &snapshot.sources {
-            let mut p = rules.source_prefix(source);
-            if let Some(other) = taken.get(&p) {
-                let np = format!("{p}_{}", &hash6(source)[..4]);
-                collisions.push(format!(
-                    "source {source} would share prefix {p:?} with {other}; uses {np:?}"
-                ));
-                p = np;
-            }
-            taken.insert(p.clone(), source.clone());
-            prefixes.insert(source.clone(), p);
-        }
+        let prefixes = source_prefixes(snapshot, &rules, &mut collisions);
         // What names start with: the configured prefix, else `<prefix>__`.
         let name_prefix = |source: &str| match naming.configured.get(source) {
             Some(p) => rules.clean_prefix(p),
             None => format!("{}__", prefixes[source]),
         };
-
-        let mut tools = Vec::new();
-        let mut prompts = Vec::new();
-        let mut templates = Vec::new();
-        let mut resources = Vec::new();
-        for (source, cat) in &snapshot.sources {
-            for t in &cat.tools {
-                tools.push((source.clone(), t.name.clone(), t.clone()));
-            }
-            for p in &cat.prompts {
-                prompts.push((source.clone(), p.name.clone(), p.clone()));
-            }
-            for r in &cat.resources {
-                resources.push((r.uri.clone(), source.clone(), r.uri.clone(), r.clone()));
-            }
-            for t in &cat.resource_templates {
-                templates.push((
-                    t.uri_template.clone(),
-                    source.clone(),
-                    t.uri_template.clone(),
-                    t.clone(),
-                ));
-            }
-        }
         let tools = wanted_names(
-            tools,
+            listed(snapshot, |c| &c.tools, |t| &t.name),
             naming.mode,
             &rules,
             &name_prefix,
@@ -175,54 +218,22 @@ impl Projection {
             &mut collisions,
         );
         let prompts = wanted_names(
-            prompts,
+            listed(snapshot, |c| &c.prompts, |p| &p.name),
             naming.mode,
             &rules,
             &name_prefix,
             "prompt",
             &mut collisions,
         );
-
-        let (tools, tool_index) = assign(tools, &rules, "tool", &mut collisions);
-        let (prompts, prompt_index) = assign(prompts, &rules, "prompt", &mut collisions);
-
-        // Resource URIs pass through unless two sources use the same one;
-        // the later is shown as `wf://<source>/<uri>` (then `~2`, `~3`… while
-        // that is taken too). A source listing one URI twice shows it once.
-        let mut res_out: Vec<Projected<Resource>> = Vec::new();
-        let mut resource_index = HashMap::new();
-        let mut listed = std::collections::HashSet::new();
-        for (uri, source, original, mut item) in resources {
-            if !listed.insert((source.clone(), original.clone())) {
-                continue;
-            }
-            let mut shown = uri.clone();
-            let mut n = 0;
-            while resource_index.contains_key(&shown) {
-                n += 1;
-                let base = format!("wf://{}/{}", prefixes[&source], encode_uri_component(&uri));
-                shown = if n == 1 { base } else { format!("{base}~{n}") };
-            }
-            if n > 0 {
-                collisions.push(format!(
-                    "resource {uri} of {source} is also served by another source; shown as {shown}"
-                ));
-            }
-            item.uri = shown.clone();
-            resource_index.insert(shown.clone(), res_out.len());
-            res_out.push(Projected {
-                name: shown,
-                source,
-                original,
-                item,
-            });
-        }
-        let templates = templates
+        let (mut tools, tool_index) = assign(tools, &rules, "tool", &mut collisions);
+        let (mut prompts, prompt_index) = assign(prompts, &rules, "prompt", &mut collisions);
+        let (resources, resource_index) = place_resources(snapshot, &prefixes, &mut collisions);
+        let templates = listed(snapshot, |c| &c.resource_templates, |t| &t.uri_template)
             .into_iter()
-            .map(|(name, source, original, item)| Projected {
-                name,
+            .map(|(source, name, item)| Projected {
+                name: name.clone(),
                 source,
-                original,
+                original: name,
                 item,
             })
             .collect();
@@ -230,18 +241,16 @@ impl Projection {
         for c in &collisions {
             tracing::warn!("name collision resolved: {c}");
         }
-        let mut tools = tools;
         for t in &mut tools {
             t.item.name = t.name.clone();
         }
-        let mut prompts = prompts;
         for p in &mut prompts {
             p.item.name = p.name.clone();
         }
         Self {
             tools,
             prompts,
-            resources: res_out,
+            resources,
             templates,
             tool_index,
             prompt_index,

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -144,7 +145,7 @@ impl Registry {
     }
 
     fn make_room(&self, max: usize) -> Room {
-        let mut conns = self.conns.lock().unwrap();
+        let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
         if conns.len() < max {
             return Room::Free;
         }
@@ -166,7 +167,7 @@ impl Registry {
     }
 
     fn insert(&self, id: u64, conn: Conn) {
-        let mut conns = self.conns.lock().unwrap();
+        let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
         conns.insert(id, conn);
         let n = conns.len();
         drop(conns);
@@ -174,7 +175,7 @@ impl Registry {
     }
 
     fn remove(&self, id: u64) {
-        let mut conns = self.conns.lock().unwrap();
+        let mut conns = self.conns.lock().unwrap_or_else(PoisonError::into_inner);
         conns.remove(&id);
         let n = conns.len();
         drop(conns);

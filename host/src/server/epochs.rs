@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
 use rmcp::RoleServer;
@@ -34,7 +35,7 @@ impl SeenEpochs {
     /// Records that `client` now sees `source` at `epoch`; the epoch it saw
     /// before, when that differs.
     pub fn observe(&self, client: &str, source: &str, epoch: u64) -> Option<u64> {
-        let mut last = self.last.lock().unwrap();
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         if last.len() >= MAX_ENTRIES {
             last.retain(|_, (_, at)| now.duration_since(*at) < FORGET_AFTER);

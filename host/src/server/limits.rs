@@ -2,6 +2,7 @@
 //! warnings that stay readable when a limit is hit thousands of times.
 
 use std::collections::HashMap;
+use std::sync::PoisonError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -43,7 +44,7 @@ impl RateLimitedWarn {
     /// Calls `log(suppressed_since_last)` unless a warning went out within the
     /// interval.
     pub fn warn(&self, log: impl FnOnce(u64)) {
-        let mut s = self.state.lock().unwrap();
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         if s.0
             .is_some_and(|last| now.duration_since(last) < self.every)
@@ -79,7 +80,7 @@ impl PrincipalLimits {
         let sem = self
             .slots
             .lock()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .entry(p.clone())
             .or_insert_with(|| Arc::new(Semaphore::new(self.max)))
             .clone();

@@ -7,6 +7,7 @@
 //! JSON carries (`call`) for as long as the host waits on it.
 
 use std::collections::HashMap;
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -34,7 +35,10 @@ fn calls() -> &'static Mutex<HashMap<u64, Entry>> {
 pub(crate) fn register(entry: Entry) -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    calls().lock().unwrap().insert(id, entry);
+    calls()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(id, entry);
     id
 }
 
@@ -43,7 +47,10 @@ pub(crate) struct Registered(pub u64);
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        calls().lock().unwrap().remove(&self.0);
+        calls()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.0);
     }
 }
 
@@ -52,7 +59,7 @@ impl Drop for Registered {
 /// ignored: its plugin-side future was dropped with it.
 pub(crate) fn answer(call: u64, ask: u64, request: CallerRequest) {
     let (asker, nobody, source, runtime) = {
-        let calls = calls().lock().unwrap();
+        let calls = calls().lock().unwrap_or_else(PoisonError::into_inner);
         let Some(e) = calls.get(&call) else {
             tracing::debug!(call, ask, "a source asked about a call that already ended");
             return;

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::PoisonError;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -71,10 +72,17 @@ pub struct SourceEntry {
 
 impl SourceEntry {
     pub fn status(&self) -> SourceStatus {
-        self.status.lock().unwrap().clone()
+        self.status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
     pub fn catalog(&self) -> Option<Arc<Catalog>> {
-        self.status.lock().unwrap().catalog.clone()
+        self.status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .catalog
+            .clone()
     }
 }
 
@@ -133,7 +141,11 @@ impl Sources {
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<SourceEntry>> {
-        self.entries.read().unwrap().get(name).cloned()
+        self.entries
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
     }
 
     /// The live handle of source `name`: None when there is no such source or
@@ -143,7 +155,12 @@ impl Sources {
     }
 
     pub fn list(&self) -> Vec<Arc<SourceEntry>> {
-        self.entries.read().unwrap().values().cloned().collect()
+        self.entries
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// Marks the catalog as changed (e.g. a host-local capability was added).
@@ -181,7 +198,7 @@ impl Sources {
         let mut retired = Vec::new();
         let mut fresh = 0usize;
         {
-            let mut entries = self.entries.write().unwrap();
+            let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
             let mut next = BTreeMap::new();
             for (name, sc) in desired {
                 let (fingerprint, prepared) = prepare(config, &name, &sc, plugins);
@@ -310,7 +327,7 @@ impl Sources {
                     for r in &rejected {
                         tracing::warn!(source = %entry.name, plugin = ?entry.plugin, "{r}");
                     }
-                    let mut st = entry.status.lock().unwrap();
+                    let mut st = entry.status.lock().unwrap_or_else(PoisonError::into_inner);
                     st.catalog = Some(Arc::new(c));
                     st.rejected = rejected;
                     st.discovered_at = Some(at);
@@ -363,7 +380,7 @@ impl Sources {
         crate::telemetry::metrics::discovery(&entry.name, result.is_ok(), started.elapsed());
         let (was_waiting, changed);
         {
-            let mut st = entry.status.lock().unwrap();
+            let mut st = entry.status.lock().unwrap_or_else(PoisonError::into_inner);
             if st.applied > generation {
                 tracing::debug!(source = %entry.name, "dropping a discovery result older than the one applied");
                 return false;
@@ -415,7 +432,7 @@ impl Sources {
             && self
                 .entries
                 .read()
-                .unwrap()
+                .unwrap_or_else(PoisonError::into_inner)
                 .get(&entry.name)
                 .is_some_and(|e| std::ptr::eq(&**e, entry))
         {

@@ -12,6 +12,7 @@
 //! opened it; calls that carry it in `_meta` share one session per source.
 
 use std::collections::HashMap;
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -145,10 +146,16 @@ struct Slot {
 
 impl Slot {
     fn touch(&self) {
-        *self.last_used.lock().unwrap() = Instant::now();
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
     }
     fn idle_for(&self) -> Duration {
-        self.last_used.lock().unwrap().elapsed()
+        self.last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .elapsed()
     }
 }
 
@@ -203,7 +210,10 @@ impl SessionTable {
 
     /// Takes the sources' session keys (at start and on each reload).
     pub fn configure(&self, sources: &std::collections::BTreeMap<String, SourceConfig>) {
-        *self.configured.write().unwrap() = sources
+        *self
+            .configured
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = sources
             .iter()
             .map(|(name, sc)| {
                 let c = Configured {
@@ -221,7 +231,7 @@ impl SessionTable {
         let c = self
             .configured
             .read()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .get(source)
             .copied()
             .unwrap_or_default();
@@ -296,7 +306,7 @@ impl SessionTable {
         policy: Policy,
         handle: &Arc<SourceHandle>,
     ) -> Result<Arc<Slot>, SessionError> {
-        let mut slots = self.slots.lock().unwrap();
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(s) = slots.get(key)
             && Arc::ptr_eq(&s.handle, handle)
             && !s.closed.load(Ordering::Acquire)
@@ -334,7 +344,7 @@ impl SessionTable {
 
     /// Removes `slot` from the table if it is still the one there.
     fn forget(&self, slot: &Arc<Slot>) {
-        let mut slots = self.slots.lock().unwrap();
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         if slots.get(&slot.key).is_some_and(|s| Arc::ptr_eq(s, slot)) {
             slots.remove(&slot.key);
         }
@@ -395,7 +405,7 @@ impl SessionTable {
 
     /// Opens a handle for `principal`.
     pub fn open_handle(&self, principal: &str) -> Result<(String, String), SessionError> {
-        let mut handles = self.handles.lock().unwrap();
+        let mut handles = self.handles.lock().unwrap_or_else(PoisonError::into_inner);
         let held = handles
             .values()
             .filter(|h| h.principal == principal)
@@ -421,7 +431,7 @@ impl SessionTable {
 
     /// The client label of a handle, if `principal` may use it.
     pub fn check_handle(&self, principal: &str, secret: &str) -> Result<String, SessionError> {
-        let handles = self.handles.lock().unwrap();
+        let handles = self.handles.lock().unwrap_or_else(PoisonError::into_inner);
         let h = handles.get(secret).ok_or(SessionError::UnknownHandle)?;
         if h.principal != principal {
             tracing::warn!(principal, handle = %h.label, "refused a session handle of another principal");
@@ -433,7 +443,10 @@ impl SessionTable {
     /// Closes a handle and every session opened with it; returns how many.
     pub async fn close_handle(&self, principal: &str, secret: &str) -> Result<usize, SessionError> {
         let label = self.check_handle(principal, secret)?;
-        self.handles.lock().unwrap().remove(secret);
+        self.handles
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(secret);
         Ok(self.close_client(&label, "handle closed").await)
     }
 
@@ -442,7 +455,7 @@ impl SessionTable {
         let slots: Vec<Arc<Slot>> = self
             .slots
             .lock()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .values()
             .filter(|s| s.key.client.as_deref() == Some(client))
             .cloned()
@@ -461,7 +474,7 @@ impl SessionTable {
         let mut rows: Vec<(Instant, Value)> = self
             .slots
             .lock()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .values()
             .filter(|s| s.key.source == source)
             .filter_map(|s| {
@@ -504,7 +517,7 @@ impl SessionTable {
 
     /// Totals for the admin status.
     pub fn totals(&self) -> Value {
-        let slots = self.slots.lock().unwrap();
+        let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         let open = slots.values().filter(|s| s.opened.get().is_some()).count();
         let in_flight: usize = slots
             .values()
@@ -518,7 +531,7 @@ impl SessionTable {
             "open": open,
             "calls_in_flight": in_flight,
             "by_source": per_source,
-            "handles": self.handles.lock().unwrap().len(),
+            "handles": self.handles.lock().unwrap_or_else(PoisonError::into_inner).len(),
         })
     }
 }

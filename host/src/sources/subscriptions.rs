@@ -5,6 +5,7 @@
 //! under the URI each of them used.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -65,7 +66,7 @@ impl Subscriptions {
     ) -> Result<(), SourceError> {
         let route = (source.to_string(), uri.to_string());
         let first = {
-            let mut inner = self.inner.lock().unwrap();
+            let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let c = inner.clients.entry(client).or_insert_with(|| Client {
                 notify,
                 uris: HashMap::new(),
@@ -88,7 +89,7 @@ impl Subscriptions {
             }),
         };
         if result.is_err() {
-            let mut inner = self.inner.lock().unwrap();
+            let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(c) = inner.clients.get_mut(&client) {
                 c.uris.remove(shown);
             }
@@ -100,7 +101,7 @@ impl Subscriptions {
     /// Ends `client`'s subscription to `shown` (nothing if it had none).
     pub async fn unsubscribe(&self, client: u64, shown: &str) {
         let last = {
-            let mut inner = self.inner.lock().unwrap();
+            let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let route = inner
                 .clients
                 .get_mut(&client)
@@ -115,7 +116,7 @@ impl Subscriptions {
     /// The client went away: drops its subscriptions at once; returns the resources nobody
     /// wants any more, for [`Self::release`].
     pub fn forget(&self, client: u64) -> Vec<(String, String)> {
-        let mut inner = self.inner.lock().unwrap();
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let routes: Vec<Route> = inner
             .clients
             .remove(&client)
@@ -135,7 +136,7 @@ impl Subscriptions {
     /// A source says `uri` changed: tells each subscribed client once.
     pub fn updated(&self, source: &str, uri: &str) {
         let targets: Vec<(Notifier, String)> = {
-            let inner = self.inner.lock().unwrap();
+            let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             inner
                 .clients
                 .values()

@@ -11,6 +11,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use wf_plugin_api::ErrorCode;
 
+mod status_sql;
+
+pub use crate::status::{NodeStatus, RunStatus};
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database: {0}")]
@@ -102,7 +106,7 @@ pub struct RunRecord {
     pub id: String,
     pub workflow: String,
     pub origin: Value,
-    pub status: String,
+    pub status: RunStatus,
     pub inputs: Value,
     pub outputs: Option<Value>,
     pub error: Option<String>,
@@ -118,7 +122,7 @@ pub struct RunRecord {
 pub struct NodeRecord {
     pub node_id: String,
     pub capability: String,
-    pub status: String,
+    pub status: NodeStatus,
     pub args: Option<Value>,
     pub output: Option<Value>,
     pub error: Option<String>,
@@ -516,7 +520,7 @@ impl Store {
     pub fn finish_run(
         &self,
         id: &str,
-        status: &str,
+        status: RunStatus,
         outputs: Option<&Value>,
         error: Option<&str>,
     ) -> Result<()> {
@@ -598,7 +602,7 @@ impl Store {
         })
     }
 
-    pub fn runs(&self, limit: usize, status: Option<&str>) -> Result<Vec<RunRecord>> {
+    pub fn runs(&self, limit: usize, status: Option<RunStatus>) -> Result<Vec<RunRecord>> {
         self.with(|db| {
             let mut st = db.prepare(
                 "SELECT id, workflow, origin, status, inputs, outputs, error, sessions, started_at, finished_at, principal FROM runs
@@ -687,7 +691,7 @@ mod tests {
         let n = NodeRecord {
             node_id: "a".into(),
             capability: "wf.std.sleep".into(),
-            status: "running".into(),
+            status: NodeStatus::Running,
             args: Some(json!({"ms": 5})),
             output: None,
             error: None,
@@ -712,7 +716,7 @@ mod tests {
         assert_eq!(run.status, "interrupted");
         assert_eq!(run.principal.as_deref(), Some("alice"));
         assert_eq!(nodes[0].status, "interrupted");
-        assert_eq!(s.runs(10, Some("interrupted")).unwrap().len(), 2);
+        assert_eq!(s.runs(10, Some(RunStatus::Interrupted)).unwrap().len(), 2);
     }
 
     #[test]
@@ -723,7 +727,7 @@ mod tests {
         let node = |id: &str, code: Option<ErrorCode>| NodeRecord {
             node_id: id.into(),
             capability: "fx.increment".into(),
-            status: "failed".into(),
+            status: NodeStatus::Failed,
             args: None,
             output: None,
             error: Some("x".into()),

@@ -2,5 +2,6 @@
 //! under client-safe names). Planner and admin surfaces will live beside it.
 
 pub mod admin;
+pub mod failure;
 pub mod planner;
 pub mod proxy;

@@ -3,7 +3,8 @@
 //! graph's order, every node through the same source API the proxy uses, and
 //! records every step in the store as it happens.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::PoisonError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,10 +16,10 @@ use wf_plugin_api::{CallScope, ErrorCode, STATE_LOST, SessionInfo, SourceRequest
 
 use super::catalog::{CapabilityEntry, PlannerCatalog};
 use super::model::{SessionMode, Workflow};
-use super::validate::{Problem, validate};
+use super::validate::{self, Problem, validate};
 use crate::sources::sessions::{SessionCaller, SessionUse, current_caller};
 use crate::sources::{CallCtx, SourceHandle, Sources};
-use crate::store::{NodeRecord, RunRecord, Store, new_id, now_ms};
+use crate::store::{NodeRecord, NodeStatus, RunRecord, Store, new_id, now_ms};
 use scheduler::{RunEnd, Scheduler};
 
 mod scheduler;
@@ -40,7 +41,7 @@ pub struct NodeEvent {
     pub run_id: String,
     pub node_id: String,
     pub capability: String,
-    pub status: &'static str,
+    pub status: NodeStatus,
     pub elapsed_ms: u64,
     pub error: Option<String>,
 }
@@ -102,13 +103,7 @@ fn check_inputs(schema: &Value, inputs: &Value) -> Result<(), String> {
     let Some(obj) = inputs.as_object() else {
         return Err("inputs must be a JSON object".into());
     };
-    for r in schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
+    for r in validate::required(schema) {
         if !obj.contains_key(r) {
             return Err(format!("missing required input {r:?}"));
         }
@@ -183,13 +178,16 @@ impl Engine {
         self.events.run_started(&run_id, &wf);
         let cancel = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
-        self.runs.lock().unwrap().insert(
-            run_id.clone(),
-            Control {
-                cancel: cancel.clone(),
-                done: done_rx,
-            },
-        );
+        self.runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                run_id.clone(),
+                Control {
+                    cancel: cancel.clone(),
+                    done: done_rx,
+                },
+            );
         let this = self.clone();
         let id = run_id.clone();
         let caller = current_caller();
@@ -209,7 +207,10 @@ impl Engine {
             };
             run.execute().await;
             let _ = done_tx.send(true);
-            this.runs.lock().unwrap().remove(&id);
+            this.runs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
         });
         Ok(run_id)
     }
@@ -223,7 +224,7 @@ impl Engine {
         let done = self
             .runs
             .lock()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .get(run_id)
             .map(|c| c.done.clone());
         if let Some(mut done) = done {
@@ -234,7 +235,12 @@ impl Engine {
 
     /// Cancels a running run; false when it is not running here.
     pub fn cancel(&self, run_id: &str) -> bool {
-        match self.runs.lock().unwrap().get(run_id) {
+        match self
+            .runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(run_id)
+        {
             Some(c) => {
                 c.cancel.cancel();
                 true
@@ -361,7 +367,7 @@ impl From<crate::sources::SourceError> for NodeError {
 }
 
 impl Run {
-    fn emit(&self, node: usize, status: &'static str, started: Instant, error: Option<String>) {
+    fn emit(&self, node: usize, status: NodeStatus, started: Instant, error: Option<String>) {
         if let Some(f) = &self.on_event {
             let n = &self.wf.nodes[node];
             f(&NodeEvent {
@@ -385,11 +391,11 @@ impl Run {
     fn finish(
         &self,
         rec: &mut NodeRecord,
-        status: &str,
+        status: NodeStatus,
         output: Option<Value>,
         error: Option<NodeError>,
     ) {
-        rec.status = status.into();
+        rec.status = status;
         rec.output = output;
         rec.error_code = error.as_ref().and_then(|e| e.code);
         rec.error = error.map(|e| e.message);
@@ -506,7 +512,10 @@ impl Run {
             lease: info.lease,
             expect_epoch: Some(info.epoch),
         };
-        self.held.lock().unwrap().push(session);
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(session);
         Ok(Some(scope))
     }
 
@@ -542,12 +551,7 @@ impl Run {
         }
         crate::telemetry::metrics::run_finished(status);
         engine.events.run_finished(&id, status, error.as_deref());
-        tracing::info!(run = %id, status, ms = started.elapsed().as_millis() as u64, "run finished");
-    }
-
-    /// Dependencies of each node: `after` plus every node its args/when reference.
-    fn dependencies(&self) -> Vec<BTreeSet<usize>> {
-        super::graph::dependencies(&self.wf)
+        tracing::info!(run = %id, %status, ms = started.elapsed().as_millis() as u64, "run finished");
     }
 }
 

@@ -6,10 +6,12 @@ pub mod engine;
 pub mod events;
 pub mod graph;
 pub mod model;
+pub mod problem;
 pub mod refs;
 pub mod validate;
 
 pub use catalog::PlannerCatalog;
 pub use engine::{Engine, NodeEvent, NodeSources, RunOrigin};
 pub use model::Workflow;
-pub use validate::{Problem, validate};
+pub use problem::{Problem, ProblemKind};
+pub use validate::validate;

@@ -3,34 +3,27 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::catalog::PlannerCatalog;
+use super::graph;
 use super::model::Workflow;
 use super::refs::{Ref, collect};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Problem {
-    /// The node the problem is in (None: the workflow itself, e.g. its outputs).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    /// Where in the document: `nodes[2].args.url`, `outputs.page`…
-    pub path: String,
-    /// Stable kind: unknown_capability, missing_argument, unknown_argument,
-    /// unknown_node, unknown_input, unknown_output, type_conflict, cycle,
-    /// dangling_output, malformed_reference, duplicate_node, invalid_id, unknown_source.
-    pub kind: &'static str,
-    pub message: String,
+pub use super::problem::{Problem, ProblemKind};
+
+fn problem(node: Option<&str>, path: String, kind: ProblemKind, message: String) -> Problem {
+    Problem::new(node, path, kind, message)
 }
 
-fn problem(node: Option<&str>, path: String, kind: &'static str, message: String) -> Problem {
-    Problem {
-        node: node.map(str::to_string),
-        path,
-        kind,
-        message,
-    }
+/// The names a JSON schema lists as `required`.
+pub(super) fn required(schema: &Value) -> impl Iterator<Item = &str> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
 }
 
 /// The sub-schema at `path`: `Ok(Some)` found, `Ok(None)` unknown (the schema
@@ -107,8 +100,6 @@ struct Validator<'a> {
     /// Node index by id.
     ids: HashMap<&'a str, usize>,
     problems: Vec<Problem>,
-    /// Each node's dependencies (for the cycle search).
-    deps: Vec<HashSet<usize>>,
 }
 
 impl<'a> Validator<'a> {
@@ -116,14 +107,8 @@ impl<'a> Validator<'a> {
         Self {
             wf,
             catalog,
-            ids: wf
-                .nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (n.id.as_str(), i))
-                .collect(),
+            ids: graph::index(wf),
             problems: Vec::new(),
-            deps: vec![HashSet::new(); wf.nodes.len()],
         }
     }
 
@@ -135,7 +120,7 @@ impl<'a> Validator<'a> {
                 self.problems.push(problem(
                     Some(&n.id),
                     format!("nodes[{i}].id"),
-                    "invalid_id",
+                    ProblemKind::InvalidId,
                     format!("node id {:?} must use letters, digits, '_' and '-'", n.id),
                 ));
             }
@@ -143,7 +128,7 @@ impl<'a> Validator<'a> {
                 self.problems.push(problem(
                     Some(&n.id),
                     format!("nodes[{i}].id"),
-                    "duplicate_node",
+                    ProblemKind::DuplicateNode,
                     format!("node id {:?} is used twice", n.id),
                 ));
             }
@@ -172,7 +157,7 @@ impl<'a> Validator<'a> {
         self.problems.push(problem(
             Some(&n.id),
             format!("nodes[{i}].use"),
-            "unknown_capability",
+            ProblemKind::UnknownCapability,
             format!("no capability {:?}: {hint}", n.uses),
         ));
     }
@@ -182,18 +167,12 @@ impl<'a> Validator<'a> {
     fn check_arguments(&mut self, i: usize, schema: &Value) {
         let n = &self.wf.nodes[i];
         let node = Some(n.id.as_str());
-        for req in schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
+        for req in required(schema) {
             if !n.args.contains_key(req) {
                 self.problems.push(problem(
                     node,
                     format!("nodes[{i}].args.{req}"),
-                    "missing_argument",
+                    ProblemKind::MissingArgument,
                     format!("{} requires argument {req:?}", n.uses),
                 ));
             }
@@ -214,7 +193,7 @@ impl<'a> Validator<'a> {
                     self.problems.push(problem(
                         node,
                         format!("nodes[{i}].args.{k}"),
-                        "unknown_argument",
+                        ProblemKind::UnknownArgument,
                         format!(
                             "{} has no argument {k:?} (it takes: {})",
                             n.uses,
@@ -241,7 +220,7 @@ impl<'a> Validator<'a> {
             self.problems.push(problem(
                 Some(&n.id),
                 format!("nodes[{i}].args.{k}"),
-                "type_conflict",
+                ProblemKind::TypeConflict,
                 format!(
                     "argument {k:?} of {} wants {}, but {text} is {}",
                     n.uses,
@@ -252,8 +231,7 @@ impl<'a> Validator<'a> {
         }
     }
 
-    /// Every reference in the node's args and `when` resolves; the nodes
-    /// they name become dependencies.
+    /// Every reference in the node's args and `when` resolves.
     fn check_references(&mut self, i: usize) {
         let n = &self.wf.nodes[i];
         let mut found = Vec::new();
@@ -267,36 +245,27 @@ impl<'a> Validator<'a> {
             if let Err(p) = self.resolve_ref(Some(&n.id), path, r, None) {
                 self.problems.push(p);
             }
-            // A self-reference was reported above; keep it out of the cycle search.
-            if let Ok(Ref::Node { id, .. }) = r
-                && let Some(&t) = self.ids.get(id.as_str())
-                && t != i
-            {
-                self.deps[i].insert(t);
-            }
         }
     }
 
-    /// Every node named in `after` exists; each becomes a dependency.
+    /// Every node named in `after` exists.
     fn check_after(&mut self, i: usize) {
         let n = &self.wf.nodes[i];
         for (j, a) in n.after.iter().enumerate() {
-            match self.ids.get(a.as_str()) {
-                Some(&t) => {
-                    self.deps[i].insert(t);
-                }
-                None => self.problems.push(problem(
+            if !self.ids.contains_key(a.as_str()) {
+                self.problems.push(problem(
                     Some(&n.id),
                     format!("nodes[{i}].after[{j}]"),
-                    "unknown_node",
+                    ProblemKind::UnknownNode,
                     format!("there is no node {a:?}"),
-                )),
+                ));
             }
         }
     }
 
     fn check_cycles(&mut self) {
-        let Some(cycle) = find_cycle(&self.deps) else {
+        // A self-reference is reported as a cycle by the reference check.
+        let Some(cycle) = graph::find_cycle(&graph::dependencies(self.wf)) else {
             return;
         };
         let names: Vec<&str> = cycle
@@ -306,7 +275,7 @@ impl<'a> Validator<'a> {
         self.problems.push(problem(
             Some(names[0]),
             format!("nodes[{}]", cycle[0]),
-            "cycle",
+            ProblemKind::Cycle,
             format!(
                 "the nodes form a cycle: {} -> {}",
                 names.join(" -> "),
@@ -321,7 +290,7 @@ impl<'a> Validator<'a> {
             let mut found = Vec::new();
             collect(expr, &format!("outputs.{name}"), &mut found);
             for (path, r) in &found {
-                if let Err(p) = self.resolve_ref(None, path, r, Some("dangling_output")) {
+                if let Err(p) = self.resolve_ref(None, path, r, Some(ProblemKind::DanglingOutput)) {
                     self.problems.push(p);
                 }
             }
@@ -341,7 +310,7 @@ impl<'a> Validator<'a> {
                 self.problems.push(problem(
                     None,
                     format!("sessions.{s}"),
-                    "unknown_source",
+                    ProblemKind::UnknownSource,
                     format!("no source {s:?} offers workflow nodes"),
                 ));
             }
@@ -355,29 +324,32 @@ impl<'a> Validator<'a> {
         node: Option<&str>,
         path: &str,
         r: &Result<Ref, String>,
-        kind_missing: Option<&'static str>,
+        kind_missing: Option<ProblemKind>,
     ) -> Result<Option<Value>, Problem> {
-        let fail = |kind: &'static str, message: String| {
+        let fail = |kind: ProblemKind, message: String| {
             Err(problem(node, path.to_string(), kind, message))
         };
         match r {
-            Err(e) => fail("malformed_reference", e.clone()),
+            Err(e) => fail(ProblemKind::MalformedReference, e.clone()),
             Ok(Ref::Input(p)) => match schema_at(&self.wf.inputs, p) {
                 Ok(s) => Ok(s.cloned()),
                 Err(seg) => fail(
-                    kind_missing.unwrap_or("unknown_input"),
+                    kind_missing.unwrap_or(ProblemKind::UnknownInput),
                     format!("the workflow has no input {seg:?}"),
                 ),
             },
             Ok(Ref::Node { id, path: p }) => {
                 let Some(&target) = self.ids.get(id.as_str()) else {
                     return fail(
-                        kind_missing.unwrap_or("unknown_node"),
+                        kind_missing.unwrap_or(ProblemKind::UnknownNode),
                         format!("there is no node {id:?}"),
                     );
                 };
                 if node == Some(id.as_str()) {
-                    return fail("cycle", format!("node {id:?} refers to its own output"));
+                    return fail(
+                        ProblemKind::Cycle,
+                        format!("node {id:?} refers to its own output"),
+                    );
                 }
                 let uses = &self.wf.nodes[target].uses;
                 let Some(spec) = self.catalog.get(uses) else {
@@ -386,7 +358,7 @@ impl<'a> Validator<'a> {
                 match schema_at(&spec.spec.output_schema, p) {
                     Ok(s) => Ok(s.cloned()),
                     Err(seg) => fail(
-                        kind_missing.unwrap_or("unknown_output"),
+                        kind_missing.unwrap_or(ProblemKind::UnknownOutput),
                         format!("the output of node {id:?} ({uses}) has no field {seg:?}"),
                     ),
                 }
@@ -413,45 +385,6 @@ fn near_misses<'a>(catalog: &'a PlannerCatalog, wanted: &str) -> Vec<&'a str> {
         .collect();
     close.sort_unstable();
     close.into_iter().take(3).map(|(_, k)| k).collect()
-}
-
-/// A cycle in the dependency graph (node indexes), if any.
-fn find_cycle(deps: &[HashSet<usize>]) -> Option<Vec<usize>> {
-    // 0 new, 1 on the stack, 2 done.
-    fn visit(
-        i: usize,
-        deps: &[HashSet<usize>],
-        state: &mut [u8],
-        stack: &mut Vec<usize>,
-    ) -> Option<Vec<usize>> {
-        state[i] = 1;
-        stack.push(i);
-        let mut next: Vec<usize> = deps[i].iter().copied().collect();
-        next.sort_unstable();
-        for d in next {
-            if state[d] == 1 {
-                let from = stack.iter().position(|&x| x == d).unwrap_or(0);
-                return Some(stack[from..].to_vec());
-            }
-            if state[d] == 0
-                && let Some(c) = visit(d, deps, state, stack)
-            {
-                return Some(c);
-            }
-        }
-        stack.pop();
-        state[i] = 2;
-        None
-    }
-    let mut state = vec![0u8; deps.len()];
-    for i in 0..deps.len() {
-        if state[i] == 0
-            && let Some(c) = visit(i, deps, &mut state, &mut Vec::new())
-        {
-            return Some(c);
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top; a module may use only modules of a lower layer.
 const LAYERS: &[&[&str]] = &[
-    &["clock", "secrets", "text", "telemetry"],
+    &["clock", "secrets", "status", "text", "telemetry"],
     &["store", "config"],
     &["plugins"],
     &["sources"],

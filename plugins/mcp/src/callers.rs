@@ -7,6 +7,7 @@
 //! relates it to a call, so it can only be routed when exactly one call is
 //! in flight on the session.
 
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -35,7 +36,11 @@ pub struct Registered {
 impl Registered {
     /// The upstream request id of the call, once sent.
     pub fn set_id(&self, id: RequestId) {
-        let mut slots = self.callers.slots.lock().unwrap();
+        let mut slots = self
+            .callers
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(s) = slots.iter_mut().find(|s| s.key == self.key) {
             s.id = Some(id);
         }
@@ -47,7 +52,7 @@ impl Drop for Registered {
         self.callers
             .slots
             .lock()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .retain(|s| s.key != self.key);
     }
 }
@@ -66,11 +71,14 @@ impl Callers {
     /// back before the send returns).
     pub fn register(&self, ctx: &CallContext) -> Registered {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
-        self.slots.lock().unwrap().push(Slot {
-            key,
-            id: None,
-            ctx: ctx.clone(),
-        });
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Slot {
+                key,
+                id: None,
+                ctx: ctx.clone(),
+            });
         Registered {
             callers: self.clone(),
             key,
@@ -79,7 +87,7 @@ impl Callers {
 
     /// The caller a message belongs to, or why it cannot be told.
     pub fn route(&self, origin: Option<&RequestId>) -> Result<CallContext, String> {
-        let slots = self.slots.lock().unwrap();
+        let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(id) = origin
             && let Some(s) = slots.iter().find(|s| s.id.as_ref() == Some(id))
         {
@@ -97,6 +105,9 @@ impl Callers {
 
     /// Whether no call is in flight.
     pub fn is_empty(&self) -> bool {
-        self.slots.lock().unwrap().is_empty()
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
     }
 }

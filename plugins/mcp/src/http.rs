@@ -9,6 +9,7 @@
 //! for size, so the runtime can say so, with the limit and the source.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::PoisonError;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -83,7 +84,7 @@ impl WatchedHttp {
                 {
                     tracing::warn!(source = %source, "upstream SSE event over max_message_bytes; its reply stream ends");
                     if let Some(id) = &id {
-                        cut.lock().unwrap().insert(id.to_string());
+                        cut.lock().unwrap_or_else(PoisonError::into_inner).insert(id.to_string());
                     }
                 }
             })

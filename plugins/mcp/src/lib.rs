@@ -5,6 +5,7 @@
 //! source's persistent runtime (`runtime`), so stateful servers such as
 //! Playwright keep their state across calls. Both open sessions through the
 //! one [`opener`].
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod callers;
 pub mod client;
@@ -23,6 +24,7 @@ mod stderr;
 mod stdio;
 
 use std::collections::HashMap;
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -114,9 +116,18 @@ impl McpSource {
     fn runtime_for(&self, lease: Option<&str>) -> Result<Arc<Runtime>, PluginError> {
         match lease {
             None => Ok(self.runtime.clone()),
-            Some(id) => self.leases.lock().unwrap().get(id).cloned().ok_or_else(|| {
-                PluginError::not_found(format!("no open lease {id:?} on source {:?}", self.name))
-            }),
+            Some(id) => self
+                .leases
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(id)
+                .cloned()
+                .ok_or_else(|| {
+                    PluginError::not_found(format!(
+                        "no open lease {id:?} on source {:?}",
+                        self.name
+                    ))
+                }),
         }
     }
 
@@ -125,7 +136,7 @@ impl McpSource {
         let leases: Vec<(String, Arc<Runtime>)> = self
             .leases
             .lock()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .map(|(id, rt)| (id.clone(), rt.clone()))
             .collect();
@@ -231,7 +242,10 @@ impl Source for McpSource {
             .with_on_log(self.on_log.clone()),
         );
         let epoch = rt.open_session().await?;
-        self.leases.lock().unwrap().insert(id.clone(), rt);
+        self.leases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.clone(), rt);
         Ok(SessionInfo {
             epoch,
             lease: Some(id),
@@ -239,7 +253,11 @@ impl Source for McpSource {
     }
 
     async fn close_lease(&self, lease: &str) -> Result<(), PluginError> {
-        let rt = self.leases.lock().unwrap().remove(lease);
+        let rt = self
+            .leases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(lease);
         match rt {
             Some(rt) => {
                 rt.close().await;
@@ -251,7 +269,12 @@ impl Source for McpSource {
 
     async fn status(&self) -> Value {
         let mut s = self.runtime.status().await;
-        s["leases"] = json!(self.leases.lock().unwrap().len());
+        s["leases"] = json!(
+            self.leases
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len()
+        );
         s["lease_sessions"] = self.lease_status().await;
         s["upstream"] = self.config.describe();
         s["fingerprint"] = json!(self.config.fingerprint());
@@ -262,7 +285,7 @@ impl Source for McpSource {
         let leases: Vec<Arc<Runtime>> = self
             .leases
             .lock()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .drain()
             .map(|(_, rt)| rt)
             .collect();

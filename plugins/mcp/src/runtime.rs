@@ -6,6 +6,7 @@
 mod forwarding;
 
 use std::sync::Arc;
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use futures::StreamExt;
@@ -98,7 +99,7 @@ const SSE_CUT: &str = "response stream closed before its final response";
 /// Whether the reply stream of request `id` (of any request, without one) was
 /// cut for size; forgets it.
 fn cut_for_size(client: &McpClient, id: Option<&RequestId>) -> bool {
-    let mut cut = client.cut.lock().unwrap();
+    let mut cut = client.cut.lock().unwrap_or_else(PoisonError::into_inner);
     match id {
         Some(id) => cut.remove(&id.to_string()),
         None => {
@@ -230,7 +231,10 @@ impl Runtime {
     }
 
     fn note_error(&self, e: &PluginError) {
-        *self.last_error.lock().unwrap() = Some(e.message.clone());
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(e.message.clone());
     }
 
     /// Turns a transport failure into a clear error; the next call reconnects.
@@ -506,7 +510,7 @@ impl Runtime {
             "epoch": self.epoch.load(Ordering::Acquire),
             "connected": connected,
             "calls_in_flight": self.in_flight.load(Ordering::Relaxed),
-            "last_error": self.last_error.lock().unwrap().clone(),
+            "last_error": self.last_error.lock().unwrap_or_else(PoisonError::into_inner).clone(),
         })
     }
 

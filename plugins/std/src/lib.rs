@@ -2,6 +2,7 @@
 //! ordinary plugin. Every node is also a tool of the same name; the source
 //! also serves the `author_workflow` prompt and the `wf://std/reference`
 //! resource, which teach an LLM how to write workflows.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod args;
 mod docs;

@@ -1,5 +1,6 @@
 //! `wf.std` driven through the real plugin ABI (root module, vtables, JSON,
 //! plugin runtime), as the host drives it.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 use std::time::{Duration, Instant};
 

@@ -30,6 +30,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -168,10 +169,9 @@ async fn ask(context: &RequestContext<RoleServer>, kind: &str, until: Option<Pat
         Err(e) => json!({"ok": false, "error": {"message": e.to_string()}}),
     };
     let mut event = json!({"event": "asked", "kind": kind});
-    event
-        .as_object_mut()
-        .unwrap()
-        .extend(out.as_object().unwrap().clone());
+    if let (Some(e), Some(o)) = (event.as_object_mut(), out.as_object()) {
+        e.extend(o.clone());
+    }
     record(event);
     out
 }
@@ -322,7 +322,7 @@ impl ServerHandler for Fixture {
                 let watched = self
                     .subscribed
                     .lock()
-                    .unwrap()
+                    .unwrap_or_else(PoisonError::into_inner)
                     .contains("fixture://counter");
                 if watched {
                     let _ = context
@@ -531,7 +531,10 @@ impl ServerHandler for Fixture {
         _: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         record(json!({"event": "subscribe", "uri": request.uri}));
-        self.subscribed.lock().unwrap().insert(request.uri);
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(request.uri);
         Ok(())
     }
 
@@ -542,7 +545,10 @@ impl ServerHandler for Fixture {
         _: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         record(json!({"event": "unsubscribe", "uri": request.uri}));
-        self.subscribed.lock().unwrap().remove(&request.uri);
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&request.uri);
         Ok(())
     }
 

@@ -18,6 +18,7 @@ use crate::app::App;
 use crate::config::Principal;
 use crate::config::{AdminOverHttp, Edit};
 use crate::plugins::supported_api_range;
+use crate::surfaces::failure::Failure;
 
 pub const ADMIN_SOURCE: &str = "wf.admin";
 
@@ -50,11 +51,8 @@ fn reply(v: Value) -> CallResult {
     CallResult::structured(v)
 }
 
-fn refuse(error: impl Into<String>, hint: &str) -> CallResult {
-    CallResult {
-        is_error: true,
-        ..CallResult::structured(json!({"error": error.into(), "hint": hint}))
-    }
+fn refuse(error: impl Into<String>, hint: &'static str) -> CallResult {
+    Failure::refused(error, hint).into_result()
 }
 
 impl Admin {
@@ -248,7 +246,11 @@ impl Admin {
     }
 
     fn list_plugins(&self) -> Value {
-        let plugins = self.app.plugins.read().unwrap();
+        let plugins = self
+            .app
+            .plugins
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         let loaded: Vec<Value> = plugins
             .loaded
             .iter()
@@ -327,7 +329,11 @@ impl Admin {
             })
             .collect();
         let sources = self.app.sources.list();
-        let plugins = self.app.plugins.read().unwrap();
+        let plugins = self
+            .app
+            .plugins
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         json!({
             "version": env!("CARGO_PKG_VERSION"),
             "plugin_api": wf_plugin_api::API_VERSION,

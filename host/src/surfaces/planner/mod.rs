@@ -13,7 +13,8 @@ use wf_plugin_api::{CallResult, Catalog, Tool};
 use crate::app::App;
 use crate::catalog::Snapshot;
 use crate::sources::CallCtx;
-use crate::store::StoreError;
+use crate::store::{RunStatus, StoreError};
+use crate::surfaces::failure::Failure;
 use crate::workflow::engine::StartError;
 use crate::workflow::{Engine, RunOrigin, Workflow, validate};
 
@@ -26,19 +27,8 @@ pub struct Planner {
     pub engine: Arc<Engine>,
 }
 
-/// A failed planner call: what went wrong and what to do next.
-struct Failure {
-    error: String,
-    hint: &'static str,
-    detail: Value,
-}
-
 fn fail(error: impl Into<String>, hint: &'static str) -> Failure {
-    Failure {
-        error: error.into(),
-        hint,
-        detail: Value::Null,
-    }
+    Failure::refused(error, hint)
 }
 
 impl From<StoreError> for Failure {
@@ -134,22 +124,14 @@ impl Planner {
                 let failed = runs
                     && v.get("status")
                         .and_then(Value::as_str)
-                        .is_some_and(|s| matches!(s, "failed" | "cancelled"));
+                        .and_then(|s| s.parse::<RunStatus>().ok())
+                        .is_some_and(RunStatus::is_failure);
                 CallResult {
                     is_error: failed,
                     ..CallResult::structured(v)
                 }
             }
-            Err(f) => {
-                let mut v = json!({"error": f.error, "hint": f.hint});
-                if !f.detail.is_null() {
-                    v["detail"] = f.detail;
-                }
-                CallResult {
-                    is_error: true,
-                    ..CallResult::structured(v)
-                }
-            }
+            Err(f) => f.into_result(),
         }
     }
 
@@ -185,7 +167,11 @@ impl Planner {
             }
             "list_runs" => {
                 let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(20) as usize;
-                let runs = self.app.store.runs(limit, arg(args, "status"))?;
+                let status = arg(args, "status")
+                    .map(str::parse::<RunStatus>)
+                    .transpose()
+                    .map_err(|e| fail(e.to_string(), "see the tool's input schema"))?;
+                let runs = self.app.store.runs(limit, status)?;
                 let runs: Vec<Value> = runs.into_iter().map(|r| json!({"run_id": r.id, "workflow": r.workflow, "status": r.status, "origin": r.origin, "principal": r.principal, "started_at": r.started_at, "finished_at": r.finished_at, "error": r.error})).collect();
                 Ok(json!({"runs": runs}))
             }
@@ -353,10 +339,10 @@ impl Planner {
             .map_err(|e| fail(e, "fix the draft with save_draft"))?;
         let problems = validate(&wf, &self.engine.catalog().await);
         if !problems.is_empty() {
-            return Err(Failure {
-                error: "the draft is not valid".into(),
+            return Err(Failure::Invalid {
+                error: "the draft is not valid",
                 hint: "fix the problems, save_draft, then publish again",
-                detail: json!(problems),
+                problems,
             });
         }
         let name = arg(args, "name").unwrap_or(&d.name);
@@ -406,10 +392,10 @@ impl Planner {
         let run_id = match self.engine.start(wf, inputs, origin, principal, None).await {
             Ok(id) => id,
             Err(StartError::Invalid(problems)) => {
-                return Err(Failure {
-                    error: "the workflow is not valid against the current catalog".into(),
+                return Err(Failure::Invalid {
+                    error: "the workflow is not valid against the current catalog",
                     hint: "fix the problems (validate_workflow), then run again",
-                    detail: json!(problems),
+                    problems,
                 });
             }
             Err(StartError::BadInputs(e)) => {
@@ -418,7 +404,9 @@ impl Planner {
             Err(StartError::Store(e)) => return Err(e.into()),
         };
         if args.get("wait").and_then(Value::as_bool) == Some(false) {
-            return Ok(json!({"run_id": run_id, "status": "running", "hint": "poll get_run"}));
+            return Ok(
+                json!({"run_id": run_id, "status": RunStatus::Running, "hint": "poll get_run"}),
+            );
         }
         let wait = args
             .get("timeout_ms")

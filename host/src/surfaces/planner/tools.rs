@@ -3,6 +3,8 @@
 use serde_json::{Value, json};
 use wf_plugin_api::{Catalog, Tool};
 
+use crate::status::RunStatus;
+
 fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Tool {
     Tool::new(
         name,
@@ -96,7 +98,7 @@ pub fn catalog() -> Catalog {
     let c = c.tool(tool(
         "list_runs",
         "Recent runs, newest first.",
-        json!({"limit": {"type": "integer", "minimum": 1, "maximum": 500}, "status": {"type": "string", "enum": ["running", "succeeded", "failed", "cancelled", "interrupted"]}}),
+        json!({"limit": {"type": "integer", "minimum": 1, "maximum": 500}, "status": {"type": "string", "enum": RunStatus::ALL.iter().filter(|s| **s != RunStatus::Pending).collect::<Vec<_>>()}}),
         &[],
     ));
     let c = c.tool(tool(

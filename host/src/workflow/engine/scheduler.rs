@@ -13,7 +13,9 @@ use wf_plugin_api::{CallScope, ErrorCode};
 
 use super::{NodeError, NodeOutcome, Run, no_one_to_ask, run_node};
 use crate::clock::now_ms;
+use crate::status::{NodeStatus, RunStatus};
 use crate::store::NodeRecord;
+use crate::workflow::graph;
 use crate::workflow::model::OnError;
 use crate::workflow::refs::{self, Scope};
 
@@ -27,11 +29,15 @@ pub(super) enum RunEnd {
 
 impl RunEnd {
     /// The run record's status, outputs and error.
-    pub(super) fn into_record(self) -> (&'static str, Option<Value>, Option<String>) {
+    pub(super) fn into_record(self) -> (RunStatus, Option<Value>, Option<String>) {
         match self {
-            Self::Succeeded(out) => ("succeeded", Some(out), None),
-            Self::Failed(e) => ("failed", None, Some(e)),
-            Self::Cancelled => ("cancelled", None, Some("cancelled".into())),
+            Self::Succeeded(out) => (RunStatus::Succeeded, Some(out), None),
+            Self::Failed(e) => (RunStatus::Failed, None, Some(e)),
+            Self::Cancelled => (
+                RunStatus::Cancelled,
+                None,
+                Some(RunStatus::Cancelled.to_string()),
+            ),
         }
     }
 }
@@ -71,7 +77,7 @@ pub(super) struct Scheduler<'r> {
 impl<'r> Scheduler<'r> {
     pub(super) fn new(run: &'r Run, scopes: &'r BTreeMap<String, CallScope>) -> Self {
         let n = run.wf.nodes.len();
-        let deps = run.dependencies();
+        let deps = graph::dependencies(&run.wf);
         let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, ds) in deps.iter().enumerate() {
             for &d in ds {
@@ -87,7 +93,7 @@ impl<'r> Scheduler<'r> {
             .map(|node| NodeRecord {
                 node_id: node.id.clone(),
                 capability: node.uses.clone(),
-                status: "pending".into(),
+                status: NodeStatus::Pending,
                 args: None,
                 output: None,
                 error: None,
@@ -170,11 +176,11 @@ impl<'r> Scheduler<'r> {
             self.state[i] = State::Skipped;
             run.finish(
                 &mut self.recs[i],
-                "skipped",
+                NodeStatus::Skipped,
                 None,
                 Some(NodeError::uncoded(why)),
             );
-            run.emit(i, "skipped", self.clock[i], None);
+            run.emit(i, NodeStatus::Skipped, self.clock[i], None);
             self.settle(i);
             return true;
         }
@@ -194,10 +200,10 @@ impl<'r> Scheduler<'r> {
             Err(e) => {
                 self.state[i] = State::Failed;
                 self.failure = Some(format!("node {:?}: {e}", node.id));
-                run.emit(i, "failed", self.clock[i], Some(e.clone()));
+                run.emit(i, NodeStatus::Failed, self.clock[i], Some(e.clone()));
                 run.finish(
                     &mut self.recs[i],
-                    "failed",
+                    NodeStatus::Failed,
                     None,
                     Some(NodeError::uncoded(e)),
                 );
@@ -210,11 +216,11 @@ impl<'r> Scheduler<'r> {
             self.busy.insert(entry.source.clone());
         }
         let rec = &mut self.recs[i];
-        rec.status = "running".into();
+        rec.status = NodeStatus::Running;
         rec.args = Some(args.clone());
         rec.epoch = scope.expect_epoch.map(|e| e as i64);
         run.save(rec);
-        run.emit(i, "running", self.clock[i], None);
+        run.emit(i, NodeStatus::Running, self.clock[i], None);
         let (name, timeout, retry) = (
             entry.name.clone(),
             node.timeout_ms.map(Duration::from_millis),
@@ -275,15 +281,20 @@ impl<'r> Scheduler<'r> {
         match result {
             Ok(out) => {
                 self.state[i] = State::Done;
-                run.finish(&mut self.recs[i], "succeeded", Some(out.clone()), None);
+                run.finish(
+                    &mut self.recs[i],
+                    NodeStatus::Succeeded,
+                    Some(out.clone()),
+                    None,
+                );
                 self.outputs.insert(node.id.clone(), out);
-                run.emit(i, "succeeded", self.clock[i], None);
+                run.emit(i, NodeStatus::Succeeded, self.clock[i], None);
                 self.settle(i);
             }
             Err(err) => {
                 let e = err.message.clone();
-                run.finish(&mut self.recs[i], "failed", None, Some(err));
-                run.emit(i, "failed", self.clock[i], Some(e.clone()));
+                run.finish(&mut self.recs[i], NodeStatus::Failed, None, Some(err));
+                run.emit(i, NodeStatus::Failed, self.clock[i], Some(e.clone()));
                 if node.on_error == OnError::Continue {
                     self.state[i] = State::Done;
                     self.outputs.insert(node.id.clone(), json!({"error": e}));
@@ -309,7 +320,7 @@ impl<'r> Scheduler<'r> {
                 self.state[i] = State::Failed;
                 self.run.finish(
                     &mut self.recs[i],
-                    "cancelled",
+                    NodeStatus::Cancelled,
                     None,
                     Some(NodeError::new(ErrorCode::Cancelled, "another node failed")),
                 );
@@ -325,14 +336,14 @@ impl<'r> Scheduler<'r> {
             if self.state[i] == State::Running {
                 self.run.finish(
                     &mut self.recs[i],
-                    "cancelled",
+                    NodeStatus::Cancelled,
                     None,
                     Some(NodeError::new(
                         ErrorCode::Cancelled,
                         "the run was cancelled",
                     )),
                 );
-                self.run.emit(i, "cancelled", self.clock[i], None);
+                self.run.emit(i, NodeStatus::Cancelled, self.clock[i], None);
             }
         }
         RunEnd::Cancelled

@@ -43,7 +43,7 @@ fn check(doc: Value) -> Vec<Problem> {
 }
 
 fn kinds(p: &[Problem]) -> Vec<&'static str> {
-    p.iter().map(|p| p.kind).collect()
+    p.iter().map(|p| p.kind.as_str()).collect()
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! are remembered so a reconnected session subscribes again.
 
 use rmcp::model::*;
+use std::sync::PoisonError;
 use wf_plugin_api::{CompleteParams, Completion, PluginError};
 
 use super::{Runtime, convert, unexpected};
@@ -24,12 +25,20 @@ impl Runtime {
     pub async fn subscribe(&self, uri: &str) -> Result<(), PluginError> {
         let req = ClientRequest::SubscribeRequest(Request::new(SubscribeRequestParams::new(uri)));
         self.request(req, None).await?;
-        self.subscribed.lock().unwrap().insert(uri.to_string());
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(uri.to_string());
         Ok(())
     }
 
     pub async fn unsubscribe(&self, uri: &str) -> Result<(), PluginError> {
-        if !self.subscribed.lock().unwrap().remove(uri) {
+        if !self
+            .subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uri)
+        {
             return Ok(());
         }
         let req =
@@ -39,7 +48,13 @@ impl Runtime {
 
     /// A new session knows none of the old one's subscriptions: renews them.
     pub(super) fn resubscribe(&self, peer: &rmcp::Peer<rmcp::RoleClient>) {
-        let uris: Vec<String> = self.subscribed.lock().unwrap().iter().cloned().collect();
+        let uris: Vec<String> = self
+            .subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect();
         if uris.is_empty() {
             return;
         }
