@@ -404,7 +404,7 @@ impl Run {
             .started_at
             .zip(rec.finished_at)
             .map_or(0, |(s, f)| f - s);
-        crate::telemetry::metrics::node_finished(&rec.capability, status, ms);
+        crate::telemetry::metrics::node_finished(&rec.capability, status.as_str(), ms);
         self.save(rec);
     }
 
@@ -549,7 +549,7 @@ impl Run {
         {
             tracing::error!(run = %id, "cannot record the run's end: {e}");
         }
-        crate::telemetry::metrics::run_finished(status);
+        crate::telemetry::metrics::run_finished(status.as_str());
         engine.events.run_finished(&id, status, error.as_deref());
         tracing::info!(run = %id, %status, ms = started.elapsed().as_millis() as u64, "run finished");
     }

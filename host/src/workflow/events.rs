@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::model::Workflow;
+use crate::status::RunStatus;
 use crate::store::NodeRecord;
 
 /// Events kept for a listener that is slower than the runs.
@@ -33,7 +34,7 @@ pub enum RunEvent {
     },
     RunFinished {
         run_id: String,
-        status: String,
+        status: RunStatus,
         error: Option<String>,
     },
 }
@@ -96,10 +97,10 @@ impl RunEvents {
         });
     }
 
-    pub fn run_finished(&self, run_id: &str, status: &str, error: Option<&str>) {
+    pub fn run_finished(&self, run_id: &str, status: RunStatus, error: Option<&str>) {
         self.send(|| RunEvent::RunFinished {
             run_id: run_id.into(),
-            status: status.into(),
+            status,
             error: error.map(str::to_string),
         });
     }
@@ -134,7 +135,7 @@ mod tests {
         events.run_started("r0", &wf());
         let mut rx = events.subscribe();
         events.run_started("r1", &wf());
-        events.run_finished("r1", "succeeded", None);
+        events.run_finished("r1", RunStatus::Succeeded, None);
         assert!(
             matches!(rx.recv().await.unwrap(), RunEvent::RunStarted { run_id, .. } if run_id == "r1")
         );
