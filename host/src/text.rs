@@ -7,6 +7,20 @@ pub fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// `s` with its control characters escaped (`\r` → `\\r`): text taken from
+/// input (a config key, a path) that a one-line message quotes as it is.
+pub fn escape_controls(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// The first non-blank line of `s`, as [`one_line`].
 pub fn first_line(s: &str) -> String {
     one_line(s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s))
@@ -34,5 +48,6 @@ mod tests {
         assert!(!is_plain_name("a_b-12", 5));
         assert!(!is_plain_name("", 5));
         assert!(!is_plain_name("a.b", 5));
+        assert_eq!(escape_controls("a\rb\nc\u{1}d é"), "a\\rb\\nc\\u{1}d é");
     }
 }

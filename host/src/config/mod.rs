@@ -507,7 +507,9 @@ pub(crate) fn parse(file: &str, text: &str, ext: &str) -> Result<Config, ConfigE
 /// The key and the one-line reason of a deserialization error; an unknown
 /// key is named with a hint, in the table that holds it.
 fn describe(path: &serde_path_to_error::Path, message: &str) -> (String, String) {
-    let path = path.to_string();
+    // Keys come from the file: one with a control character in it (a JSON
+    // `"a\rb"`) must not break the message's one line.
+    let path = crate::text::escape_controls(&path.to_string());
     let top = |p: &str| match p {
         "" | "." => "top level".to_string(),
         p => p.to_string(),

@@ -193,3 +193,12 @@ fn mcp_servers_entries_accept_other_clients_keys() {
         "{e}"
     );
 }
+
+#[test]
+fn a_key_with_control_characters_keeps_the_error_on_one_line() {
+    // Found by the `config` fuzz target (fuzz/corpus/config/regress-control-char-key).
+    let path = write("ctl.json", "{\n  \"mcp\\rserv.x\": 1\n}\n");
+    let e = LoadedConfig::load(&path).unwrap_err().to_string();
+    assert!(!e.contains('\r') && !e.contains('\n'), "{e:?}");
+    assert!(e.contains("mcp\\rserv"), "{e}");
+}
