@@ -1,7 +1,7 @@
 //! wf's MCP client handler: routes upstream progress notifications to the
 //! call that asked for them, turns `list_changed` into a wf event, and sends
 //! the upstream's requests for input (elicitation, sampling, roots) and its
-//! log messages to the caller of the call they belong to ([`Callers`]).
+//! log messages to the caller of the call they belong to (`Callers`).
 
 #![allow(deprecated)] // rmcp marks sampling, roots and logging deprecated (SEP-2577); 2025-11-25 has them.
 
