@@ -22,6 +22,13 @@ fn server() -> SocketAddr {
     static ADDR: OnceLock<SocketAddr> = OnceLock::new();
     *ADDR.get_or_init(|| {
         super::quiet();
+        // `wf` runs with SIGPIPE ignored (Rust's runtime sets it before
+        // `main`), so a write to a connection the peer closed is an error.
+        // libFuzzer's `main` leaves the default, and a server that hangs up
+        // early would kill the run with no report (seen after 914 557 inputs).
+        // SAFETY: sets one signal's disposition to SIG_IGN, before any thread
+        // of the server exists; nothing else in the process handles SIGPIPE.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
         // A panic in a server task is a finding, not a dropped connection:
         // on the server's own threads it aborts the process.
         let previous = std::panic::take_hook();
