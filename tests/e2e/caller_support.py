@@ -5,10 +5,11 @@ callbacks, for the server->client forwarding tests."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import types
+from mcp import Client, types
 
 ANSWER_NAME = "Ada Lovelace"
 SAMPLED = "sampled by the test client's model"
@@ -59,3 +60,26 @@ class Answerer:
         with anyio.fail_after(timeout):
             while len(self.logs) < n:
                 await anyio.sleep(0.05)
+
+
+async def overlapping_asks(
+    c1: Client, c2: Client, tool: str, upstream_events: Any, gate: Path, timeout: float
+) -> dict[str, Any]:
+    """`c1` makes the fixture's `tool` elicit and `c2` makes it sample, with both
+    calls in flight upstream before either asks (the fixture waits for `gate`).
+    Returns each call's `call_outcome` by name ("first", "second")."""
+    from conftest import call_outcome
+
+    results: dict[str, Any] = {}
+
+    async def run(name: str, c: Client, args: dict[str, Any]) -> None:
+        results[name] = await call_outcome(c, tool, args)
+
+    with anyio.fail_after(timeout):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "first", c1, {"kind": "elicit", "until": str(gate)})
+            tg.start_soon(run, "second", c2, {"kind": "sample", "until": str(gate)})
+            await upstream_events.wait_for(event="call", tool="ask", kind="elicit")
+            await upstream_events.wait_for(event="call", tool="ask", kind="sample")
+            gate.touch()
+    return results

@@ -21,7 +21,7 @@ import pytest
 from mcp import Client
 
 from conftest import HttpServer, UpstreamEvents, Wf, call_outcome, toml_config, wait_listed
-from caller_support import ANSWER_NAME, ROOT_URI, SAMPLED, Answerer
+from caller_support import ANSWER_NAME, ROOT_URI, SAMPLED, Answerer, overlapping_asks
 
 pytestmark = pytest.mark.anyio
 
@@ -161,19 +161,8 @@ async def test_overlapping_calls_with_per_client_sessions_each_get_their_own_req
     gate = tmp_path / "ask-now"
     server = serve(wf, fixture_upstream_bin, upstream_events, session="client")
     async with two_clients(wf, server, first, second) as (c1, c2):
-        results: dict[str, Any] = {}
-
-        async def run(name: str, c: Client, args: dict[str, Any]) -> None:
-            results[name] = await call_outcome(c, ASK, args)
-
-        with anyio.fail_after(OP_TIMEOUT):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(run, "first", c1, {"kind": "elicit", "until": str(gate)})
-                tg.start_soon(run, "second", c2, {"kind": "sample", "until": str(gate)})
-                # Both calls are in flight (one per upstream process) before either asks.
-                await upstream_events.wait_for(event="call", tool="ask", kind="elicit")
-                await upstream_events.wait_for(event="call", tool="ask", kind="sample")
-                gate.touch()
+        # Both calls are in flight (one per upstream process) before either asks.
+        results = await overlapping_asks(c1, c2, ASK, upstream_events, gate, OP_TIMEOUT)
     assert results["first"][1] is None and results["second"][1] is None, results
     assert len(first.elicitations) == 1 and first.samplings == []
     assert len(second.samplings) == 1 and second.elicitations == []

@@ -9,14 +9,12 @@ two clients whose calls overlap on that one session each get their own request.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
 
-from conftest import UpstreamEvents, Wf, call_outcome, free_port, toml_config, wait_listed
-from caller_support import ANSWER_NAME, SAMPLED, Answerer
+from conftest import UpstreamEvents, Wf, free_port, toml_config, wait_listed
+from caller_support import ANSWER_NAME, SAMPLED, Answerer, overlapping_asks
 
 pytestmark = pytest.mark.anyio
 
@@ -44,19 +42,8 @@ async def test_overlapping_calls_on_one_http_session_each_get_their_own_request(
             # The fixture keeps one counter per HTTP session: both clients count on the same one.
             counts = [(await c.call_tool("fix__increment", {})).structured_content["count"] for c in (c1, c2)]
         assert counts == [1, 2], counts
-        results: dict[str, Any] = {}
-
-        async def run(name: str, c: Client, args: dict[str, Any]) -> None:
-            results[name] = await call_outcome(c, ASK, args)
-
-        with anyio.fail_after(OP_TIMEOUT):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(run, "first", c1, {"kind": "elicit", "until": str(gate)})
-                tg.start_soon(run, "second", c2, {"kind": "sample", "until": str(gate)})
-                # Both calls are in flight on the one upstream session before either asks.
-                await upstream_events.wait_for(event="call", tool="ask", kind="elicit")
-                await upstream_events.wait_for(event="call", tool="ask", kind="sample")
-                gate.touch()
+        # Both calls are in flight on the one upstream session before either asks.
+        results = await overlapping_asks(c1, c2, ASK, upstream_events, gate, OP_TIMEOUT)
     assert results["first"][1] is None and results["second"][1] is None, results
     assert len(first.elicitations) == 1 and first.samplings == []
     assert len(second.samplings) == 1 and second.elicitations == []
