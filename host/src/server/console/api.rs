@@ -6,6 +6,7 @@ use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use wf_plugin_api::CallResult;
 
@@ -55,28 +56,18 @@ async fn planner_call(
     answer(planner.call(PLANNER_SOURCE, name, args, p.name()).await)
 }
 
-pub async fn status(
-    State(c): State<Console>,
-    Extension(p): Extension<Principal>,
-    h: HeaderMap,
-) -> Response {
-    admin_call(&c, &h, p, "status", json!({})).await
-}
-
-pub async fn sources(
-    State(c): State<Console>,
-    Extension(p): Extension<Principal>,
-    h: HeaderMap,
-) -> Response {
-    admin_call(&c, &h, p, "list_sources", json!({})).await
-}
-
-pub async fn plugins(
-    State(c): State<Console>,
-    Extension(p): Extension<Principal>,
-    h: HeaderMap,
-) -> Response {
-    admin_call(&c, &h, p, "list_plugins", json!({})).await
+/// An endpoint that is one admin tool called without arguments
+/// (`status`, `list_sources`, `list_plugins`, `reload`).
+pub fn admin_tool(
+    tool: &'static str,
+) -> impl Fn(State<Console>, Extension<Principal>, HeaderMap) -> BoxFuture<'static, Response>
++ Clone
++ Send
++ Sync
++ 'static {
+    move |State(c), Extension(p), h| {
+        Box::pin(async move { admin_call(&c, &h, p, tool, json!({})).await })
+    }
 }
 
 /// `{"source": name}` refreshes one source; `{}` all of them.
@@ -91,14 +82,6 @@ pub async fn refresh(
         None => json!({}),
     };
     admin_call(&c, &h, p, "refresh_catalog", args).await
-}
-
-pub async fn reload(
-    State(c): State<Console>,
-    Extension(p): Extension<Principal>,
-    h: HeaderMap,
-) -> Response {
-    admin_call(&c, &h, p, "reload", json!({})).await
 }
 
 /// `{"query": "words", "kind": "tool"|"prompt"|"resource"|"resource_template"}`:
