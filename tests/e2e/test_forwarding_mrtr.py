@@ -265,3 +265,60 @@ async def test_a_2026_upstreams_rounds_are_answered_by_the_calling_client(
     assert got["roots"]["answer"]["roots"][0]["uri"] == ROOT_URI
     assert [e.message for e in a.elicitations] == ["fixture asks your name"]
     assert len(a.samplings) == 1 and a.roots_asked == 1
+
+
+# ---- Cleanup from outside: a cancelled round, a client that goes away.
+
+
+@pytest.mark.parametrize("front", FRONTS)
+async def test_a_cancelled_round_ends_the_upstream_call_and_holds_no_slot(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents, tmp_path: Path, front: str
+) -> None:
+    """The client cancels its call while the upstream works on it (the fixture waits for
+    a file before it asks): the upstream sees `notifications/cancelled` for that request,
+    and with `max_waiting_inputs = 1` the next call still gets its round."""
+    server = {"max_waiting_inputs": 1}
+    gate = tmp_path / "never"
+    async with client(wf, fixture_upstream_bin, upstream_events, front, server, **Answerer().callbacks()) as c:
+        await wait_listed(c, ASK)
+        with anyio.fail_after(OP_TIMEOUT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    lambda: c.session.call_tool(ASK, {"kind": "elicit", "until": str(gate)}, allow_input_required=True)
+                )
+                call = await wait_event(upstream_events, lambda e: e.get("event") == "call" and e.get("tool") == "ask")
+                tg.cancel_scope.cancel()
+        await wait_event(
+            upstream_events, lambda e: e.get("event") == "cancelled" and e.get("request_id") == call["request_id"]
+        )
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await first_round(c, "roots")
+            (key,) = r.input_requests
+            done = await c.session.call_tool(
+                ASK, {"kind": "roots"}, input_responses={key: {"roots": [{"uri": ROOT_URI}]}},
+                request_state=r.request_state, allow_input_required=True,
+            )
+            assert not isinstance(done, InputRequiredResult) and not done.is_error, done
+    got = [e for e in asked(upstream_events) if e["kind"] == "roots"]
+    assert len(got) == 1 and got[0]["ok"], got
+
+
+async def test_a_stdio_client_that_goes_away_ends_its_waiting_call_upstream(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
+) -> None:
+    """A 2026-07-28 stdio client gets its round, then exits without retrying: wf ends
+    the parked call at once (not after `input_wait_ms`, here an hour) and the upstream's
+    request ends: it sees `notifications/cancelled` or an error answer to its question."""
+    server = {"input_wait_ms": 3_600_000}
+    async with client(wf, fixture_upstream_bin, upstream_events, "stdio", server, **Answerer().callbacks()) as c:
+        await wait_listed(c, ASK)
+        with anyio.fail_after(OP_TIMEOUT):
+            await first_round(c)
+        call = await wait_event(upstream_events, lambda e: e.get("event") == "call" and e.get("tool") == "ask")
+        assert asked(upstream_events) == []
+    ended = await wait_event(
+        upstream_events,
+        lambda e: (e.get("event") == "cancelled" and e.get("request_id") == call["request_id"])
+        or (e.get("event") == "asked" and not e.get("ok")),
+    )
+    assert ended, ended
