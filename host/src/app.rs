@@ -194,8 +194,8 @@ impl App {
         tokio::spawn(async move {
             while let Some(ev) = events_rx.recv().await {
                 tracing::debug!(plugin = %ev.plugin, event = ?ev.event, "plugin event");
-                if let wf_plugin_api::Event::ResourceUpdated { source, uri } = &ev.event {
-                    subscriptions.updated(source, uri);
+                if let wf_plugin_api::Event::ResourceUpdated { source, uri, lease } = &ev.event {
+                    subscriptions.updated(source, uri, lease.as_deref());
                 }
                 if let wf_plugin_api::Event::Log { .. } = ev.event {
                     crate::sources::SourceLog::forward(ev.event, &logs);

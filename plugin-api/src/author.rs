@@ -271,8 +271,14 @@ pub trait Source: Send + Sync + 'static {
 
     /// Since 1.2: starts telling the host ([`Host::emit`] of
     /// [`Event::ResourceUpdated`]) when resource `uri` changes. The host calls
-    /// it once per URI however many clients subscribe. By default `unsupported`.
-    fn subscribe(&self, _uri: &str) -> impl Future<Output = Result<(), PluginError>> + Send {
+    /// it once per URI and session however many clients subscribe; `ctx`'s
+    /// [`CallContext::scope`] names the session (a lease's, or none: the shared
+    /// one), and [`Event::ResourceUpdated`] names it back. By default `unsupported`.
+    fn subscribe(
+        &self,
+        _uri: &str,
+        _ctx: CallContext,
+    ) -> impl Future<Output = Result<(), PluginError>> + Send {
         async {
             Err(PluginError::unsupported(
                 "this source has no resource subscriptions",
@@ -282,8 +288,21 @@ pub trait Source: Send + Sync + 'static {
 
     /// Since 1.2: stops what [`Source::subscribe`] started (the last
     /// subscribed client left).
-    fn unsubscribe(&self, _uri: &str) -> impl Future<Output = Result<(), PluginError>> + Send {
+    fn unsubscribe(
+        &self,
+        _uri: &str,
+        _ctx: CallContext,
+    ) -> impl Future<Output = Result<(), PluginError>> + Send {
         async { Ok(()) }
+    }
+
+    /// Since 1.2: the client that `ctx`'s session acts for changed its roots
+    /// (`notifications/roots/list_changed`). By default `unsupported`.
+    fn roots_list_changed(
+        &self,
+        _ctx: CallContext,
+    ) -> impl Future<Output = Result<(), PluginError>> + Send {
+        async { Err(PluginError::unsupported("this source does not watch roots")) }
     }
 
     /// Health and runtime details for `wf` status output. Never include secrets.

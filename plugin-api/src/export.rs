@@ -402,9 +402,14 @@ async fn dispatch<S: Source>(
         SourceRequest::Complete(params) => {
             serde_json::to_string(&source.complete(params, ctx).await?)
         }
-        SourceRequest::Subscribe { uri } => serde_json::to_string(&source.subscribe(&uri).await?),
+        SourceRequest::Subscribe { uri } => {
+            serde_json::to_string(&source.subscribe(&uri, ctx).await?)
+        }
         SourceRequest::Unsubscribe { uri } => {
-            serde_json::to_string(&source.unsubscribe(&uri).await?)
+            serde_json::to_string(&source.unsubscribe(&uri, ctx).await?)
+        }
+        SourceRequest::RootsListChanged => {
+            serde_json::to_string(&source.roots_list_changed(ctx).await?)
         }
         SourceRequest::Status => serde_json::to_string(&source.status().await),
         SourceRequest::OpenSession { lease } => {

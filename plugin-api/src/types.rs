@@ -571,7 +571,9 @@ pub enum SourceRequest {
     /// answer `unsupported` (the host then answers no suggestions).
     Complete(crate::forwarding::CompleteParams),
     /// Since 1.2: the host wants [`Event::ResourceUpdated`] for `uri` (its
-    /// first client subscribed). Sources that cannot tell answer `unsupported`.
+    /// first client subscribed) on the session the info JSON's `scope` names
+    /// (a lease's; none: the shared one). Sources that cannot tell answer
+    /// `unsupported`.
     Subscribe {
         /// The resource's URI within the source.
         uri: String,
@@ -581,6 +583,11 @@ pub enum SourceRequest {
         /// The resource's URI within the source.
         uri: String,
     },
+    /// Since 1.2: the client a session acts for says its roots changed (MCP
+    /// `notifications/roots/list_changed`); the info JSON's `scope` names the
+    /// session (a lease's; none: the shared one). Sources that do not care
+    /// answer `unsupported`.
+    RootsListChanged,
     /// Since 1.2: the caller's answer to the request a call sent with
     /// [`Event::AskCaller`] (exactly one of `ok` and `error`).
     CallerAnswer {
@@ -661,6 +668,10 @@ pub enum Event {
         source: String,
         /// The resource's URI within the source.
         uri: String,
+        /// The lease whose session reported it (a per-client or per-principal
+        /// session the host subscribed on); none: the shared session.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lease: Option<String>,
     },
     /// Free-form status change (e.g. an upstream reconnected).
     Status {
@@ -740,6 +751,7 @@ mod tests {
             SourceRequest::Unsubscribe {
                 uri: "x://y".into(),
             },
+            SourceRequest::RootsListChanged,
             SourceRequest::Complete(crate::forwarding::CompleteParams {
                 reference: crate::forwarding::CompletionRef::Prompt { name: "p".into() },
                 argument: crate::forwarding::CompletionArgument {

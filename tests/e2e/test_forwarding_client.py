@@ -81,8 +81,7 @@ async def test_updates_reach_only_subscribed_clients_and_end_with_them(
     wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    # Subscriptions live on the source's shared session (per-client sessions do
-    # not subscribe yet: docs/operator-manual.md, "What crosses wf").
+    # On the source's shared session (per-client sessions: test_forwarding_sessions.py).
     config = write_config(wf, {"fx": fixture_source(fixture_upstream_bin, *upstream_events.args(), session="shared")})
     server = wf.start_http("127.0.0.1", None, "--config", str(config))
     a, b = Updates(), Updates()
@@ -121,8 +120,7 @@ async def test_updates_reach_only_subscribed_clients_and_end_with_them(
 async def test_a_client_that_goes_away_ends_its_subscription_upstream(
     wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
 ) -> None:
-    # Subscriptions live on the source's shared session (per-client sessions do
-    # not subscribe yet: docs/operator-manual.md, "What crosses wf").
+    # On the source's shared session (per-client sessions: test_forwarding_sessions.py).
     config = write_config(wf, {"fx": fixture_source(fixture_upstream_bin, *upstream_events.args(), session="shared")})
     server = wf.start_http("127.0.0.1", None, "--config", str(config))
     async with wf.http_client(server, "legacy") as c:
@@ -137,8 +135,7 @@ async def test_a_client_that_goes_away_ends_its_subscription_upstream(
 async def test_listen_resource_subscriptions_2026(
     wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
 ) -> None:
-    # Subscriptions live on the source's shared session (per-client sessions do
-    # not subscribe yet: docs/operator-manual.md, "What crosses wf").
+    # On the source's shared session (per-client sessions: test_forwarding_sessions.py).
     config = write_config(wf, {"fx": fixture_source(fixture_upstream_bin, *upstream_events.args(), session="shared")})
     async with wf.stdio_client("auto", "--config", str(config)) as c:
         assert c.protocol_version == "2026-07-28", c.protocol_version

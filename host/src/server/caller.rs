@@ -91,6 +91,8 @@ pub struct ClientAsker {
     /// A 2026-07-28 client: no server-to-client requests; log messages only
     /// when the request opted in (`_meta` `io.modelcontextprotocol/logLevel`).
     pub modern: Option<ModernLogs>,
+    /// Where this client notes the sources that asked it for roots.
+    pub roots: Arc<super::roots::RootsAskers>,
 }
 
 /// A 2026-07-28 request's log opt-in.
@@ -198,6 +200,9 @@ impl Asker for ClientAsker {
         if let Some(why) = self.refusal(&request) {
             let e = PluginError::unsupported(format!("cannot {}: {why}", request.kind()));
             return Box::pin(async move { Err(e) });
+        }
+        if request == CallerRequest::ListRoots {
+            self.roots.asked(&self.source);
         }
         let source = self.source.clone();
         let level = match &self.modern {

@@ -11,6 +11,7 @@ use serde_json::Value;
 use wf_plugin_api::{CompleteParams, CompletionRef};
 
 use crate::app::App;
+use crate::sources::sessions::SessionCaller;
 use crate::sources::{CallCtx, Notifier, Subscriptions};
 
 /// One downstream client (an MCP session, or one `subscriptions/listen`
@@ -97,10 +98,12 @@ pub async fn complete(
     Ok(CompleteResult::new(info))
 }
 
-/// `resources/subscribe` of a 2025-11-25 client.
+/// `resources/subscribe` of a 2025-11-25 client (`caller`, for sources
+/// with per-client sessions).
 pub async fn subscribe(
     app: &App,
     client: &Downstream,
+    caller: &SessionCaller,
     peer: Peer<RoleServer>,
     uri: &str,
 ) -> Result<(), McpError> {
@@ -112,13 +115,14 @@ pub async fn subscribe(
                 .await;
         });
     });
-    subscribe_with(app, client.id, notify, uri).await
+    subscribe_with(app, client.id, caller, notify, uri).await
 }
 
 /// The resource subscriptions of one `subscriptions/listen` stream (2026-07-28).
 pub async fn listen_resources(
     app: &App,
     client: &Downstream,
+    caller: &SessionCaller,
     sink: SubscriptionSink,
     uris: &[String],
 ) {
@@ -130,7 +134,7 @@ pub async fn listen_resources(
                 let _ = sink.notify_resource_updated(uri).await;
             });
         });
-        if let Err(e) = subscribe_with(app, client.id, notify, uri).await {
+        if let Err(e) = subscribe_with(app, client.id, caller, notify, uri).await {
             tracing::warn!(uri = %uri, "subscriptions/listen: cannot watch resource: {}", e.message);
         }
     }
@@ -139,6 +143,7 @@ pub async fn listen_resources(
 async fn subscribe_with(
     app: &App,
     client: u64,
+    caller: &SessionCaller,
     notify: Notifier,
     uri: &str,
 ) -> Result<(), McpError> {
@@ -148,8 +153,21 @@ async fn subscribe_with(
             Some(Value::String(uri.to_string())),
         ));
     };
+    // On the caller's own session when the source has per-client sessions:
+    // that is where its changes happen.
+    let lease = match app
+        .sources
+        .get(&route.source)
+        .and_then(|e| e.handle.clone())
+    {
+        Some(h) => super::session_route::session_for(app, caller, &h)
+            .await?
+            .map(|s| s.lease().to_string()),
+        None => None,
+    };
+    let at = (route.source.as_str(), route.uri.as_str(), lease.as_deref());
     app.subscriptions
-        .subscribe(client, notify, uri, &route.source, &route.uri)
+        .subscribe(client, notify, uri, at)
         .await
         .map_err(super::handler::source_error)
 }

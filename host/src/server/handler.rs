@@ -45,6 +45,8 @@ pub struct WfServer {
     level: Arc<ClientLevel>,
     /// This connection's identity for sources with `client` session scope.
     session_client: Arc<str>,
+    /// The sources that asked this client for roots (`roots::list_changed`).
+    roots: Arc<super::roots::RootsAskers>,
 }
 
 impl WfServer {
@@ -59,6 +61,7 @@ impl WfServer {
             ended,
             level: Arc::default(),
             session_client: session_route::new_client_id(http),
+            roots: Arc::default(),
         }
     }
 
@@ -95,6 +98,7 @@ impl WfServer {
             source: source.to_string(),
             level: self.level.clone(),
             modern,
+            roots: self.roots.clone(),
         })
     }
 
@@ -241,6 +245,12 @@ async fn with_progress_and_cancel<T>(
 }
 
 impl ServerHandler for WfServer {
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        let caller =
+            session_route::notifying_caller(self.http, &self.session_client, &self.ended, &context);
+        super::roots::list_changed(&self.app, &caller, &self.roots).await;
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // A 2025-11-25 client: tell it when its lists change, until its
         // session ends.
@@ -306,7 +316,9 @@ impl ServerHandler for WfServer {
         // The stream's resource subscriptions end with it.
         let stream = Downstream::new(&self.app);
         if let Some(uris) = &ctx.accepted().resource_subscriptions {
-            forwarding::listen_resources(&self.app, &stream, ctx.sink().clone(), uris).await;
+            let caller = self.session_caller(ctx.request_context())?;
+            forwarding::listen_resources(&self.app, &stream, &caller, ctx.sink().clone(), uris)
+                .await;
         }
         tokio::select! {
             () = follow => {}
@@ -329,7 +341,8 @@ impl ServerHandler for WfServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        forwarding::subscribe(&self.app, &self.client, context.peer, &request.uri).await
+        let caller = self.session_caller(&context)?;
+        forwarding::subscribe(&self.app, &self.client, &caller, context.peer, &request.uri).await
     }
 
     #[allow(deprecated)]

@@ -16,6 +16,7 @@ mod metrics_route;
 mod mrtr;
 mod notify;
 pub(crate) mod principals;
+mod roots;
 mod session_route;
 mod sessions;
 mod stdio;

@@ -89,6 +89,25 @@ pub fn caller(
     })
 }
 
+/// The caller behind a client's notification: its connection (a notification
+/// carries no session handle).
+pub fn notifying_caller(
+    http: bool,
+    client: &str,
+    ended: &CancellationToken,
+    context: &rmcp::service::NotificationContext<RoleServer>,
+) -> SessionCaller {
+    let parts = context.extensions.get::<http::request::Parts>();
+    SessionCaller {
+        principal: super::limits::principal_of_request(parts)
+            .name()
+            .to_string(),
+        client: Some(client.to_string()),
+        gone: Some(ended.clone()),
+        http,
+    }
+}
+
 /// The per-principal or per-client session `caller`'s call on `handle`'s
 /// source uses, or None when the source is `shared`.
 pub async fn session_for(

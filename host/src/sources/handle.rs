@@ -225,20 +225,27 @@ impl SourceHandle {
         }
     }
 
-    pub async fn subscribe(&self, uri: &str) -> Result<(), SourceError> {
-        self.request(
-            &SourceRequest::Subscribe { uri: uri.into() },
-            CallCtx::new(),
-        )
-        .await
+    /// Asks for updates of `uri` on `lease`'s session (none: the shared one).
+    pub async fn subscribe(&self, uri: &str, lease: Option<&str>) -> Result<(), SourceError> {
+        let request = SourceRequest::Subscribe { uri: uri.into() };
+        self.request(&request, on_session(lease)).await
     }
 
-    pub async fn unsubscribe(&self, uri: &str) -> Result<(), SourceError> {
-        self.request(
-            &SourceRequest::Unsubscribe { uri: uri.into() },
-            CallCtx::new(),
-        )
-        .await
+    pub async fn unsubscribe(&self, uri: &str, lease: Option<&str>) -> Result<(), SourceError> {
+        let request = SourceRequest::Unsubscribe { uri: uri.into() };
+        self.request(&request, on_session(lease)).await
+    }
+
+    /// Tells `lease`'s session (none: the shared one) that the client it acts
+    /// for changed its roots. A source that does not care is fine.
+    pub async fn roots_list_changed(&self, lease: Option<&str>) -> Result<(), SourceError> {
+        match self
+            .request(&SourceRequest::RootsListChanged, on_session(lease))
+            .await
+        {
+            Err(e) if e.code() == wf_plugin_api::ErrorCode::Unsupported => Ok(()),
+            r => r,
+        }
     }
 
     pub async fn status(&self) -> Value {
@@ -257,5 +264,13 @@ fn outcome<T>(result: &Result<T, SourceError>) -> &'static str {
     match result {
         Ok(_) => "ok",
         Err(e) => e.code().as_str(),
+    }
+}
+
+/// A context naming `lease`'s session in its info's `scope`, as for calls.
+fn on_session(lease: Option<&str>) -> CallCtx {
+    match lease {
+        Some(lease) => CallCtx::new().with_info(serde_json::json!({"scope": {"lease": lease}})),
+        None => CallCtx::new(),
     }
 }

@@ -299,6 +299,19 @@ impl SessionTable {
         Ok(SessionUse { slot, lease })
     }
 
+    /// The open sessions acting for `caller` on `source`, as leases: its own
+    /// (`client` scope) and its principal's (`principal` scope). Opens none.
+    pub fn leases_acting_for(&self, caller: &SessionCaller, source: &str) -> Vec<String> {
+        let slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        slots
+            .values()
+            .filter(|s| s.key.source == source && s.key.principal == caller.principal)
+            .filter(|s| s.key.client.is_none() || s.key.client == caller.client)
+            .filter(|s| !s.closed.load(Ordering::Acquire))
+            .filter_map(|s| s.opened.get().map(|o| o.lease.clone()))
+            .collect()
+    }
+
     /// The key's slot, new if needed, within `max_sessions`.
     fn slot(
         &self,

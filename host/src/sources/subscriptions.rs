@@ -2,7 +2,9 @@
 //! to subscribe when the first client subscribes to one of its URIs and to
 //! unsubscribe when the last one leaves (unsubscribes or goes away); its
 //! `ResourceUpdated` events reach only the clients subscribed to that URI,
-//! under the URI each of them used.
+//! under the URI each of them used. A source with per-client (or
+//! per-principal) sessions is asked on the session of the client that
+//! subscribes (its lease), and only that session's updates reach it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::PoisonError;
@@ -16,8 +18,9 @@ use super::{SourceError, Sources};
 /// Sends `notifications/resources/updated` for a URI (as the client knows it).
 pub type Notifier = Arc<dyn Fn(String) + Send + Sync>;
 
-/// A resource of a source: `(source, uri as the source knows it)`.
-type Route = (String, String);
+/// A resource of a source on one of its sessions: `(source, uri as the
+/// source knows it, lease)`; no lease: the source's shared session.
+type Route = (String, String, Option<String>);
 
 struct Client {
     notify: Notifier,
@@ -53,18 +56,22 @@ impl Subscriptions {
         self.next_client.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Subscribes `client` to `shown` (which routes to `source`'s `uri`).
-    /// Asks the source only when nobody wanted that resource yet; if the
-    /// source refuses, nothing is kept.
+    /// Subscribes `client` to `shown` (which routes to `source`'s `uri` on
+    /// the session `lease` names, none: the shared one). Asks the source only
+    /// when nobody wanted that resource on that session yet; if the source
+    /// refuses, nothing is kept.
     pub async fn subscribe(
         &self,
         client: u64,
         notify: Notifier,
         shown: &str,
-        source: &str,
-        uri: &str,
+        (source, uri, lease): (&str, &str, Option<&str>),
     ) -> Result<(), SourceError> {
-        let route = (source.to_string(), uri.to_string());
+        let route = (
+            source.to_string(),
+            uri.to_string(),
+            lease.map(str::to_string),
+        );
         let first = {
             let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let c = inner.clients.entry(client).or_insert_with(|| Client {
@@ -82,7 +89,7 @@ impl Subscriptions {
             return Ok(());
         }
         let result = match self.sources.get(source).and_then(|e| e.handle.clone()) {
-            Some(h) => h.subscribe(uri).await,
+            Some(h) => h.subscribe(uri, lease).await,
             None => Err(SourceError {
                 source_name: source.to_string(),
                 error: PluginError::not_found("the source is not available"),
@@ -115,7 +122,7 @@ impl Subscriptions {
 
     /// The client went away: drops its subscriptions at once; returns the resources nobody
     /// wants any more, for [`Self::release`].
-    pub fn forget(&self, client: u64) -> Vec<(String, String)> {
+    pub fn forget(&self, client: u64) -> Vec<Route> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let routes: Vec<Route> = inner
             .clients
@@ -129,12 +136,13 @@ impl Subscriptions {
     }
 
     /// Tells the sources of `routes` (from [`Self::forget`]) to stop watching them.
-    pub async fn release(&self, routes: Vec<(String, String)>) {
+    pub async fn release(&self, routes: Vec<Route>) {
         self.release_upstream(routes).await;
     }
 
-    /// A source says `uri` changed: tells each subscribed client once.
-    pub fn updated(&self, source: &str, uri: &str) {
+    /// A source says `uri` changed on the session `lease` names (none: its
+    /// shared one): tells each client subscribed there once.
+    pub fn updated(&self, source: &str, uri: &str, lease: Option<&str>) {
         let targets: Vec<(Notifier, String)> = {
             let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             inner
@@ -144,7 +152,7 @@ impl Subscriptions {
                     let mut seen = HashSet::new();
                     c.uris
                         .iter()
-                        .filter(|(_, (s, u))| s == source && u == uri)
+                        .filter(|(_, (s, u, l))| s == source && u == uri && l.as_deref() == lease)
                         .filter(move |(shown, _)| seen.insert((*shown).clone()))
                         .map(|(shown, _)| (c.notify.clone(), shown.clone()))
                         .collect::<Vec<_>>()
@@ -157,9 +165,9 @@ impl Subscriptions {
     }
 
     async fn release_upstream(&self, routes: Vec<Route>) {
-        for (source, uri) in routes {
+        for (source, uri, lease) in routes {
             if let Some(h) = self.sources.get(&source).and_then(|e| e.handle.clone())
-                && let Err(e) = h.unsubscribe(&uri).await
+                && let Err(e) = h.unsubscribe(&uri, lease.as_deref()).await
             {
                 tracing::debug!(source = %source, uri = %uri, "unsubscribe: {e}");
             }

@@ -43,6 +43,8 @@ pub struct McpSource {
     config: Arc<McpConfig>,
     on_list_changed: client::OnListChanged,
     on_log: client::OnLog,
+    /// For the events of lease sessions (their resource updates).
+    host: Host,
     /// The shared persistent runtime every call uses by default.
     runtime: Arc<Runtime>,
     /// Run-scoped leases: each its own upstream session, closed when released.
@@ -79,6 +81,7 @@ impl Plugin for McpPlugin {
             host.emit(&Event::ResourceUpdated {
                 source: name.clone(),
                 uri,
+                lease: None,
             })
         });
         let (host, name) = (self.host.clone(), spec.name.clone());
@@ -104,6 +107,7 @@ impl Plugin for McpPlugin {
             config,
             on_list_changed,
             on_log,
+            host: self.host.clone(),
             runtime,
             leases: Mutex::new(HashMap::new()),
             next_lease: AtomicU64::new(1),
@@ -112,6 +116,19 @@ impl Plugin for McpPlugin {
 }
 
 impl McpSource {
+    /// Where a lease session's `notifications/resources/updated` go: to the
+    /// host, naming the lease (only the clients subscribed on it hear them).
+    fn lease_updates(&self, lease: &str) -> client::OnResourceUpdated {
+        let (host, source, lease) = (self.host.clone(), self.name.clone(), lease.to_string());
+        Arc::new(move |uri| {
+            host.emit(&Event::ResourceUpdated {
+                source: source.clone(),
+                uri,
+                lease: Some(lease.clone()),
+            })
+        })
+    }
+
     /// The runtime a call runs on: its lease's, or the shared one.
     fn runtime_for(&self, lease: Option<&str>) -> Result<Arc<Runtime>, PluginError> {
         match lease {
@@ -215,12 +232,19 @@ impl Source for McpSource {
     }
 
     /// Subscriptions live on the shared session (the host counts clients).
-    async fn subscribe(&self, uri: &str) -> Result<(), PluginError> {
-        self.runtime.subscribe(uri).await
+    async fn subscribe(&self, uri: &str, ctx: CallContext) -> Result<(), PluginError> {
+        let rt = self.runtime_for(ctx.scope().lease.as_deref())?;
+        rt.subscribe(uri).await
     }
 
-    async fn unsubscribe(&self, uri: &str) -> Result<(), PluginError> {
-        self.runtime.unsubscribe(uri).await
+    async fn unsubscribe(&self, uri: &str, ctx: CallContext) -> Result<(), PluginError> {
+        let rt = self.runtime_for(ctx.scope().lease.as_deref())?;
+        rt.unsubscribe(uri).await
+    }
+
+    async fn roots_list_changed(&self, ctx: CallContext) -> Result<(), PluginError> {
+        let rt = self.runtime_for(ctx.scope().lease.as_deref())?;
+        rt.roots_list_changed().await
     }
 
     async fn open_session(&self, lease: Option<&str>) -> Result<SessionInfo, PluginError> {
@@ -239,7 +263,8 @@ impl Source for McpSource {
                 self.config.clone(),
                 Some(self.on_list_changed.clone()),
             )
-            .with_on_log(self.on_log.clone()),
+            .with_on_log(self.on_log.clone())
+            .with_resource_updates(self.lease_updates(&id)),
         );
         let epoch = rt.open_session().await?;
         self.leases

@@ -25,7 +25,8 @@
 //! test must observe from outside: `{"event":"call","tool":"slow","request_id":..}` when a
 //! slow call starts, `{"event":"cancelled","request_id":..,"reason":..}` when a
 //! `notifications/cancelled` arrives, `{"event":"slow_done",..}` /
-//! `{"event":"slow_aborted",..}` when a slow call ends, and (over HTTP)
+//! `{"event":"slow_aborted",..}` when a slow call ends, `{"event":"roots_list_changed"}`
+//! when the client says its roots changed, and (over HTTP)
 //! `{"event":"http","method":..,"uri":..}` for each request.
 
 use std::io::Write;
@@ -473,6 +474,10 @@ impl ServerHandler for Fixture {
             "request_id": notification.request_id,
             "reason": notification.reason,
         }));
+    }
+
+    async fn on_roots_list_changed(&self, _: NotificationContext<RoleServer>) {
+        record(json!({"event": "roots_list_changed"}));
     }
 
     async fn list_resources(

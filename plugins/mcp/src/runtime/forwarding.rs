@@ -46,6 +46,23 @@ impl Runtime {
         self.request(req, None).await.map(|_| ())
     }
 
+    /// Tells the upstream its client's roots changed, if its session is open
+    /// (a session not open yet asks for roots afresh anyway).
+    pub async fn roots_list_changed(&self) -> Result<(), PluginError> {
+        let peer = {
+            let live = self.live.lock().await;
+            live.as_ref()
+                .filter(|l| !l.session.is_transport_closed())
+                .map(|l| l.session.peer().clone())
+        };
+        let Some(peer) = peer else {
+            return Ok(());
+        };
+        peer.notify_roots_list_changed()
+            .await
+            .map_err(|e| PluginError::upstream(format!("cannot tell the upstream: {e}")))
+    }
+
     /// A new session knows none of the old one's subscriptions: renews them.
     pub(super) fn resubscribe(&self, peer: &rmcp::Peer<rmcp::RoleClient>) {
         let uris: Vec<String> = self
