@@ -20,9 +20,9 @@ pytestmark = pytest.mark.anyio
 OP_TIMEOUT = 60
 
 
-async def call_ok(c, tool: str) -> str:  # type: ignore[no-untyped-def]
+async def call_ok(c, tool: str, arguments: dict | None = None) -> str:  # type: ignore[no-untyped-def]
     with anyio.fail_after(OP_TIMEOUT):
-        result, error = await call_outcome(c, tool)
+        result, error = await call_outcome(c, tool, arguments)
     assert error is None, error
     return content_text(result.content)
 
@@ -37,8 +37,8 @@ async def test_a_refused_refresh_makes_the_source_need_a_login_and_a_new_login_c
     upstream = OAuthUpstream(wf)
     config = oauth_source_config(wf, upstream.url)
     login(wf, config, "secure")
-    server = wf.start_http("127.0.0.1", None, "--config", str(config))
-    async with wf.http_client(server) as c:
+    # Over stdio: the admin tools (list_sources, refresh_catalog) are served there.
+    async with wf.stdio_client("auto", "--config", str(config)) as c:
         await wait_listed(c, "secure__whoami")
         assert await call_ok(c, "secure__whoami") == "ok"
 
@@ -53,7 +53,7 @@ async def test_a_refused_refresh_makes_the_source_need_a_login_and_a_new_login_c
         assert row["state"] == "needs_login", row
         assert "wf auth login secure" in row["error"], row
         # Other sources keep serving.
-        assert await call_ok(c, "wf_std__const") is not None
+        assert "41" in await call_ok(c, "wf_std__const", {"value": 41})
         status = auth_status_rows(wf, config)["secure"]
         assert status["state"] == "needs_login" and status["command"] == "wf auth login secure", status
 
@@ -67,7 +67,6 @@ async def test_a_refused_refresh_makes_the_source_need_a_login_and_a_new_login_c
         await admin(c, "refresh_catalog", {"source": "secure"})
         assert (await sources_by_name(c))["secure"]["state"] == "ready"
         assert await call_ok(c, "secure__whoami") == "ok"
-    server.stop()
     assert_no_token_written(wf)
 
 
@@ -110,14 +109,13 @@ async def test_a_step_up_fails_the_call_once_and_the_next_login_asks_for_the_uni
     login(wf, config, "secure")
     [first] = upstream.events(event="authorize")
     assert "admin" not in (first["scope"] or ""), first
-    server = wf.start_http("127.0.0.1", None, "--config", str(config))
-    async with wf.http_client(server) as c:
+    async with wf.stdio_client("auto", "--config", str(config)) as c:
         await wait_listed(c, "secure__admin_only")
         for attempt in (1, 2):
             with anyio.fail_after(OP_TIMEOUT):
                 _, error = await call_outcome(c, "secure__admin_only")
             assert error is not None, "a call without the scope succeeded"
-            assert "insufficient_scope" in error and '"admin"' in error, error
+            assert "insufficient_scope" in error and 'scope "mcp admin"' in error, error
             assert "wf auth login secure" in error, error
             # Each call reaches the upstream once: no retry loop.
             assert len(upstream.events(event="mcp", tool="admin_only", status=403)) == attempt
@@ -132,5 +130,4 @@ async def test_a_step_up_fails_the_call_once_and_the_next_login_asks_for_the_uni
         assert set(second["scope"].split()) >= {"mcp", "admin"}, second
         assert "step_up_scopes" not in auth_status_rows(wf, config)["secure"]
         assert await call_ok(c, "secure__admin_only") == "admin ok"
-    server.stop()
     assert_no_token_written(wf)

@@ -16,8 +16,8 @@ use std::path::Path;
 use rmcp::transport::auth::AuthError;
 use serde::Serialize;
 
-pub use settings::{Grant, OAuthSettings};
 pub use notes::Notes;
+pub use settings::{Grant, OAuthSettings};
 pub use store::TokenFile;
 
 #[derive(Debug, thiserror::Error)]

@@ -254,7 +254,8 @@ fn redact_for_blanks_the_stored_tokens_and_the_client_secret() {
         client_secret: Some("CS-configured-SECRET".into()),
         ..Default::default()
     };
-    let text = "invalid_grant: RT-stored-SECRET revoked; AT-stored-SECRET; client CS-configured-SECRET";
+    let text =
+        "invalid_grant: RT-stored-SECRET revoked; AT-stored-SECRET; client CS-configured-SECRET";
     let out = redact_for(text, &store, &settings);
     assert!(!out.contains("SECRET"), "{out}");
     assert_eq!(out.matches("[REDACTED]").count(), 3);

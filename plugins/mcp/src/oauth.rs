@@ -53,8 +53,15 @@ pub const INSUFFICIENT_SCOPE: &str = "insufficient_scope";
 /// whose refresh token was rejected) needs a login.
 const REFUSED: &str = "the upstream refused the stored token and refreshing it did not help";
 
+/// The configured name of `source`: a lease's runtime is `NAME#lease-N`
+/// (lib.rs), and `wf auth` knows only NAME.
+fn configured(source: &str) -> &str {
+    source.split_once('#').map_or(source, |(name, _)| name)
+}
+
 /// An error that tells the operator to log in, with why.
 pub fn needs_login(source: &str, why: impl std::fmt::Display) -> PluginError {
+    let source = configured(source);
     PluginError::new(
         ErrorCode::Upstream,
         format!("{NEEDS_LOGIN}: {why}; run `wf auth login {source}`"),
@@ -152,6 +159,7 @@ pub fn request_refused(source: &str, config: &McpConfig, e: &ServiceError) -> Op
 
 /// The error of a 403 `insufficient_scope`; notes `scope` for the next login.
 fn step_up(source: &str, config: &McpConfig, scope: Option<&str>) -> PluginError {
+    let source = configured(source);
     let Some(scope) = scope.filter(|s| !s.trim().is_empty()) else {
         return PluginError::new(
             ErrorCode::Upstream,
@@ -192,9 +200,11 @@ mod tests {
     use rmcp::transport::streamable_http_client::{AuthRequiredError, StreamableHttpError};
 
     fn oauth_config(dir: &Path) -> McpConfig {
-        let mut c =
-            McpConfig::parse("t", &json!({"url": "http://127.0.0.1:9/mcp", "auth": {"oauth": {}}}))
-                .unwrap();
+        let mut c = McpConfig::parse(
+            "t",
+            &json!({"url": "http://127.0.0.1:9/mcp", "auth": {"oauth": {}}}),
+        )
+        .unwrap();
         c.token_dir = Some(dir.to_path_buf());
         c
     }
@@ -214,7 +224,7 @@ mod tests {
         let e = sent(StreamableHttpError::AuthRequired(AuthRequiredError::new(
             "Bearer error=\"invalid_token\"".into(),
         )));
-        let err = request_refused("sec", &config, &e).unwrap();
+        let err = request_refused("sec#lease-3", &config, &e).unwrap();
         assert!(err.message.starts_with(NEEDS_LOGIN), "{err}");
         assert!(err.message.contains("run `wf auth login sec`"), "{err}");
         assert_eq!(
