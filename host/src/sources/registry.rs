@@ -72,10 +72,18 @@ pub struct SourceEntry {
 
 impl SourceEntry {
     pub fn status(&self) -> SourceStatus {
-        self.status
+        let mut st = self
+            .status
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .clone();
+        // A token refused mid-session: the catalog stays, the state says
+        // what to run (cleared by the next success).
+        if let Some(why) = self.handle.as_ref().and_then(|h| h.login_needed()) {
+            st.state = SourceState::NeedsLogin;
+            st.error = Some(why);
+        }
+        st
     }
     pub fn catalog(&self) -> Option<Arc<Catalog>> {
         self.status

@@ -12,6 +12,7 @@ use rmcp::transport::auth::{
     StoredCredentials,
 };
 
+use crate::notes::{Notes, union_into};
 use crate::settings::{Grant, OAuthSettings};
 use crate::store::TokenFile;
 use crate::{OAuthError, Summary};
@@ -103,7 +104,11 @@ impl PendingLogin {
             return Err(OAuthError::StateMismatch);
         }
         self.session.handle_callback_url(callback).await?;
-        summary(store)?.ok_or_else(|| OAuthError::Store("no tokens were stored".into()))
+        let summary =
+            summary(store)?.ok_or_else(|| OAuthError::Store("no tokens were stored".into()))?;
+        // The refusal and step-up noted while serving are answered by this login.
+        Notes::clear(store.dir())?;
+        Ok(summary)
     }
 }
 
@@ -124,7 +129,22 @@ pub async fn begin_login(
     let manager = discover(url, store, challenge.as_deref()).await?;
     let mut request = AuthorizationRequest::new(redirect_uri)
         .with_client_name(settings.client_name.as_deref().unwrap_or(CLIENT_NAME));
-    request = if settings.scopes.is_empty() {
+    let step_up = Notes::load(store.dir()).step_up_scopes;
+    request = if !step_up.is_empty() {
+        // A step-up while serving: what this login would ask for anyway,
+        // what was granted before, and the scopes the 403s named.
+        let mut scopes = if settings.scopes.is_empty() {
+            manager.select_initial_scopes(&[]).await
+        } else {
+            settings.scopes.clone()
+        };
+        if let Some(s) = summary(store).ok().flatten() {
+            union_into(&mut scopes, s.scopes.iter().map(String::as_str));
+        }
+        union_into(&mut scopes, step_up.iter().map(String::as_str));
+        tracing::info!(scopes = %scopes.join(" "), "asking for the scopes a step-up needs too");
+        request.with_scopes(scopes)
+    } else if settings.scopes.is_empty() {
         request.with_initial_scope_selection()
     } else {
         request.with_scopes(settings.scopes.iter().cloned())
@@ -184,6 +204,7 @@ pub async fn client_credentials(
         scopes,
         Some(now()),
     ))?;
+    Notes::clear(store.dir())?;
     summary(store)?.ok_or_else(|| OAuthError::Store("no tokens were stored".into()))
 }
 

@@ -7,6 +7,7 @@
 
 pub mod flow;
 pub mod loopback;
+pub mod notes;
 pub mod settings;
 pub mod store;
 
@@ -15,6 +16,7 @@ use std::path::Path;
 use rmcp::transport::auth::AuthError;
 use serde::Serialize;
 
+pub use notes::Notes;
 pub use settings::{Grant, OAuthSettings};
 pub use store::TokenFile;
 
@@ -94,6 +96,15 @@ pub fn redact(text: &str, secrets: &[&str]) -> String {
         out = out.replace(s, "[REDACTED]");
     }
     out
+}
+
+/// `text` with the source's stored tokens and its client secret blanked out:
+/// for every message that quotes an upstream or authorization server.
+pub fn redact_for(text: &str, store: &TokenFile, settings: &OAuthSettings) -> String {
+    let mut secrets = store.secrets();
+    secrets.extend(settings.client_secret.clone());
+    let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    redact(text, &secrets)
 }
 
 #[cfg(test)]

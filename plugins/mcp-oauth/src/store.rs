@@ -39,6 +39,29 @@ impl TokenFile {
         self.dir.join(TOKEN_FILE)
     }
 
+    /// The source's directory (tokens, key, notes).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The stored access and refresh tokens, to blank out of any text that
+    /// quotes what a server said (see [`crate::redact`]). Empty when none
+    /// can be read.
+    pub fn secrets(&self) -> Vec<String> {
+        let Ok(Some(creds)) = self.read() else {
+            return Vec::new();
+        };
+        let response = creds
+            .token_response
+            .as_ref()
+            .and_then(|r| serde_json::to_value(r).ok())
+            .unwrap_or_default();
+        ["access_token", "refresh_token"]
+            .iter()
+            .filter_map(|k| response[k].as_str().map(str::to_string))
+            .collect()
+    }
+
     fn key_path(&self) -> PathBuf {
         self.dir.join(KEY_FILE)
     }
@@ -135,7 +158,7 @@ fn check_owner_only(path: &Path) -> Result<(), OAuthError> {
     Ok(())
 }
 
-fn write_owner_only(path: &Path, bytes: &[u8]) -> Result<(), OAuthError> {
+pub(crate) fn write_owner_only(path: &Path, bytes: &[u8]) -> Result<(), OAuthError> {
     let _ = std::fs::remove_file(path);
     let mut f = std::fs::OpenOptions::new()
         .write(true)

@@ -232,3 +232,37 @@ fn redaction_removes_every_secret() {
     );
     assert_eq!(out.matches("[REDACTED]").count(), 3);
 }
+
+#[test]
+fn redact_for_blanks_the_stored_tokens_and_the_client_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = TokenFile::new(dir.path());
+    let response: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(json!({
+        "access_token": "AT-stored-SECRET", "refresh_token": "RT-stored-SECRET",
+        "token_type": "bearer", "expires_in": 60
+    }))
+    .unwrap();
+    store
+        .write(&rmcp::transport::auth::StoredCredentials::new(
+            "client".into(),
+            Some(response),
+            vec![],
+            Some(1),
+        ))
+        .unwrap();
+    let settings = OAuthSettings {
+        client_secret: Some("CS-configured-SECRET".into()),
+        ..Default::default()
+    };
+    let text =
+        "invalid_grant: RT-stored-SECRET revoked; AT-stored-SECRET; client CS-configured-SECRET";
+    let out = redact_for(text, &store, &settings);
+    assert!(!out.contains("SECRET"), "{out}");
+    assert_eq!(out.matches("[REDACTED]").count(), 3);
+    // Nothing stored: only the client secret is known.
+    let empty = TokenFile::new(tempfile::tempdir().unwrap().path());
+    assert_eq!(
+        redact_for("AT-stored-SECRET", &empty, &OAuthSettings::default()),
+        "AT-stored-SECRET"
+    );
+}

@@ -121,11 +121,9 @@ pub async fn open(
                 let failed = |e: rmcp::service::ClientInitializeError| {
                     let shown = crate::config::redact_url(url);
                     let why = e.to_string().replace(url.as_str(), &shown);
+                    let why = crate::oauth::redact(config, &why);
                     if config.auth.oauth.is_some() && e.auth_challenge().is_some() {
-                        return crate::oauth::needs_login(
-                            source,
-                            "the server refused the stored token",
-                        );
+                        return crate::oauth::refused(source, config);
                     }
                     PluginError::upstream(format!("MCP handshake with {shown} failed: {why}"))
                 };

@@ -48,6 +48,9 @@ pub struct Runtime {
     in_flight: AtomicUsize,
     closed: AtomicBool,
     last_error: std::sync::Mutex<Option<String>>,
+    /// The upstream refused the session's token: the next call opens a new
+    /// session, with whatever tokens a `wf auth login` stored meanwhile.
+    reopen: AtomicBool,
     on_resource_updated: Option<OnResourceUpdated>,
     /// Resource URIs subscribed upstream (renewed on a new session).
     subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
@@ -163,6 +166,7 @@ impl Runtime {
             in_flight: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             last_error: std::sync::Mutex::new(None),
+            reopen: AtomicBool::new(false),
             on_resource_updated: None,
             subscribed: Default::default(),
         }
@@ -192,7 +196,9 @@ impl Runtime {
         if self.closed.load(Ordering::Acquire) {
             return Err(PluginError::upstream("the source is shut down"));
         }
-        let alive = live.as_ref().filter(|l| !l.session.is_transport_closed());
+        let alive = live
+            .as_ref()
+            .filter(|l| !l.session.is_transport_closed() && !self.reopen.load(Ordering::Acquire));
         if let Some(expected) = expect
             && alive.map(|l| l.epoch) != Some(expected)
         {
@@ -213,6 +219,7 @@ impl Runtime {
         let session = open(&self.source, &self.config, client.clone())
             .await
             .inspect_err(|e| self.note_error(e))?;
+        self.reopen.store(false, Ordering::Release);
         let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
         tracing::info!(source = %self.source, epoch, "upstream session open");
         let peer = session.peer().clone();
@@ -245,8 +252,15 @@ impl Runtime {
         id: Option<&RequestId>,
         e: ServiceError,
     ) -> PluginError {
+        if let Some(err) = crate::oauth::request_refused(&self.source, &self.config, &e) {
+            if err.message.starts_with(crate::oauth::NEEDS_LOGIN) {
+                self.reopen.store(true, Ordering::Release);
+            }
+            self.note_error(&err);
+            return err;
+        }
         let limit = self.config.max_message_bytes;
-        let err = match e {
+        let mut err = match e {
             // The stand-in reply for a response the frame guard dropped.
             ServiceError::McpError(m)
                 if m.data
@@ -291,6 +305,8 @@ impl Runtime {
             }
             other => PluginError::upstream(other.to_string()),
         };
+        // An upstream's or authorization server's words may quote a token.
+        err.message = crate::oauth::redact(&self.config, &err.message);
         self.note_error(&err);
         err
     }
