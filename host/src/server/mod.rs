@@ -19,6 +19,7 @@ pub(crate) mod principals;
 mod session_route;
 mod sessions;
 mod stdio;
+mod tool_result;
 
 pub use handler::WfServer;
 pub use http::{HttpOptions, serve_http};
