@@ -455,22 +455,28 @@ impl ServerHandler for WfServer {
                     with_caller(caller, call).await
                 }
             };
-            return Ok(CallToolResponse::Complete(complete(result)?));
+            return Ok(CallToolResponse::Complete(super::tool_result::to_mcp(
+                result,
+            )?));
         }
         let handle = self.handle(&tool.source)?;
         let session = self.session(&handle, &context).await?;
-        let name = tool.original.clone();
-        let (source, item) = (tool.source.clone(), tool.item.clone());
+        // The projection (an Arc) rides along instead of a per-call copy of the tool.
+        let (proj, exposed) = (proj.clone(), request.name.to_string());
         let isolation = self.surfaces.isolation.clone();
         let work = move |context: RequestContext<RoleServer>, asker| async move {
+            let tool = proj
+                .tool(&exposed)
+                .ok_or_else(|| McpError::internal_error("tool vanished", None))?;
+            let (source, name) = (&tool.source, &tool.original);
             let result = with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
-                handle.call_tool(&name, args, ctx).await
+                handle.call_tool(name, args, ctx).await
             })
             .await?;
-            let result = isolation.epochs.check(&context, &source, result).await;
+            let result = isolation.epochs.check(&context, source, result).await;
             let reference = format!("{source}.{name}");
-            let result = crate::surfaces::proxy::check_output(&reference, &item, result);
-            complete::<CallToolResult>(result)
+            let result = crate::surfaces::proxy::check_output(&reference, &tool.item, result);
+            super::tool_result::to_mcp(result)
         };
         let what = format!("tools/call {}", request.name);
         let retry = (request.request_state, request.input_responses);

@@ -20,6 +20,7 @@ mod roots;
 mod session_route;
 mod sessions;
 mod stdio;
+mod tool_result;
 
 pub use handler::WfServer;
 pub use http::{HttpOptions, serve_http};

@@ -22,6 +22,7 @@ mod runtime;
 mod scan;
 mod stderr;
 mod stdio;
+mod tool_result;
 
 use std::collections::HashMap;
 use std::sync::PoisonError;

@@ -405,7 +405,7 @@ impl Runtime {
             async move {
                 match self.request(req, Some(ctx)).await? {
                     (ServerResult::CallToolResult(r), epoch) => {
-                        convert(r).map(|r| Round::Done(with_epoch(r, epoch)))
+                        crate::tool_result::from_mcp(r).map(|r| Round::Done(with_epoch(r, epoch)))
                     }
                     (ServerResult::InputRequiredResult(r), _) => Ok(Round::Input(r)),
                     (other, _) => Err(unexpected("tools/call", &other)),

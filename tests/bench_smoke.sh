@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# CI smoke run of the benchmark (issue #13): `wf-bench --quick` against the
+# debug build must complete and print every table of the default run. Its
+# numbers are not judged (a debug build on a shared CI machine).
+#
+#   tests/bench_smoke.sh WF_BENCH EVERYTHING_BIN OUT_DIR
+#
+# Writes OUT_DIR/bench-smoke.md (the tables), OUT_DIR/bench-smoke.log (progress)
+# and OUT_DIR/bench.counts (1 passed or 1 failed, for tests/ci_report.py total).
+set -uo pipefail
+
+bench="$1" everything="$2" out="$3"
+tables="$out/bench-smoke.md" log="$out/bench-smoke.log"
+# Generous: a quick debug run takes about a minute on an idle 2-core machine.
+LIMIT_S=600
+# The headings of the tables a default (`--quick`) run prints, one per benchmark.
+HEADINGS=(
+  "## Echo round trip: wf versus direct"
+  "## Start-up: time to a complete tools/list"
+  "## Memory"
+  "## Workflow engine"
+  "## Per-client sessions"
+  "## HTTP front: echo through"
+  "## A slow upstream beside a fast one"
+)
+
+started=$SECONDS
+status=0
+timeout --kill-after=10 "$LIMIT_S" "$bench" --quick --everything "$everything" >"$tables" 2>"$log" || status=$?
+problems=()
+if [[ $status -ne 0 ]]; then
+  problems+=("wf-bench --quick exited with status $status (progress in ${log})")
+fi
+for h in "${HEADINGS[@]}"; do
+  grep -qF -- "$h" "$tables" || problems+=("no table \"$h\" in its output")
+done
+if [[ ${#problems[@]} -eq 0 ]]; then
+  echo "wf-bench --quick: every table printed in $((SECONDS - started))s (numbers not judged)"
+  echo '{"passed": 1, "failed": 0, "skipped": 0}' >"$out/bench.counts"
+  exit 0
+fi
+for p in "${problems[@]}"; do echo "error: $p" >&2; done
+tail -20 "$log" >&2
+echo '{"passed": 0, "failed": 1, "skipped": 0}' >"$out/bench.counts"
+exit 1
