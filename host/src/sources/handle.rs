@@ -12,7 +12,8 @@ use wf_plugin_api::{
 };
 
 use super::call::CallCtx;
-use crate::telemetry::metrics;
+use crate::telemetry::{metrics, traces};
+use tracing::Instrument;
 
 /// A source operation failed; the message always names the source.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -87,6 +88,19 @@ impl SourceHandle {
                 | SourceRequest::ReadResource { .. }
                 | SourceRequest::GetPrompt { .. }
         );
+        // A call is traced as a child of the request; the plugin gets its context.
+        let span = match (is_call, metrics::method_label(request)) {
+            (true, Some(method)) => traces::source_span(&self.name, method, traced_name(request)),
+            _ => tracing::Span::none(),
+        };
+        if let SourceRequest::CallTool { arguments, .. }
+        | SourceRequest::RunNode {
+            input: arguments, ..
+        } = request
+        {
+            traces::record_arguments(&span, || crate::secrets::redact(&arguments.to_string()));
+        }
+        let ctx = ctx.with_trace(traces::info_of(&span));
         // Dropped when this future ends or is dropped (cancelled).
         let (ffi, _call) = ctx.into_ffi(
             is_call.then_some(&self.in_flight),
@@ -95,6 +109,7 @@ impl SourceHandle {
         match self
             .obj
             .request(RString::from(text), ffi)
+            .instrument(span)
             .await
             .into_result()
         {
@@ -257,5 +272,16 @@ fn outcome<T>(result: &Result<T, SourceError>) -> &'static str {
     match result {
         Ok(_) => "ok",
         Err(e) => e.code().as_str(),
+    }
+}
+
+/// The name a call's span carries: the tool, node or prompt (URIs can hold
+/// anything and are left out).
+fn traced_name(request: &SourceRequest) -> &str {
+    match request {
+        SourceRequest::CallTool { name, .. }
+        | SourceRequest::RunNode { name, .. }
+        | SourceRequest::GetPrompt { name, .. } => name.as_str(),
+        _ => "",
     }
 }

@@ -22,6 +22,7 @@ mod runtime;
 mod scan;
 mod stderr;
 mod stdio;
+mod trace;
 
 use std::collections::HashMap;
 use std::sync::PoisonError;
