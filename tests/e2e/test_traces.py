@@ -189,3 +189,35 @@ async def test_a_bad_protocol_stops_wf_with_a_clear_error(wf: Wf) -> None:
     r = wf.run("serve", "--config", str(config), check=False)
     assert r.returncode != 0
     assert 'telemetry.otlp_protocol: "thrift" is neither "http" nor "grpc"' in r.stderr, r.stderr
+
+
+async def test_a_workflow_run_is_one_span_with_a_child_per_node(
+    wf: Wf, http_receiver: HttpReceiver
+) -> None:
+    config = wf.write_config(telemetry_config(http_receiver.endpoint))
+    server = wf.start_http("127.0.0.1", None, "--config", str(config), env=FAST_EXPORT)
+    workflow = {
+        "name": "traced",
+        "nodes": [
+            {"id": "first", "use": "wf.std.const", "args": {"value": 1}},
+            {"id": "second", "use": "wf.std.passthrough", "args": {"value": {"$ref": "nodes.first.output"}}},
+        ],
+    }
+    async with wf.http_client(server, "legacy") as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("wf_planner__run_workflow", {"workflow": workflow})
+        assert r.structured_content["status"] == "succeeded", r.structured_content
+    run_id = r.structured_content["run_id"]
+
+    def done(spans: list[Span]) -> bool:
+        names = {s.name for s in spans}
+        return {"workflow.run traced", "workflow.node first", "workflow.node second"} <= names
+
+    spans = await http_receiver.collected.wait(done, "the run's trace")
+    run = next(s for s in spans if s.name == "workflow.run traced")
+    assert run.attributes["wf.run.id"] == run_id and run.attributes["wf.run.status"] == "succeeded"
+    for node in ("first", "second"):
+        s = next(s for s in spans if s.name == f"workflow.node {node}")
+        assert (s.trace_id, s.parent_span_id) == (run.trace_id, run.span_id), s
+        assert s.attributes["wf.node.capability"].startswith("wf.std.")
+        assert s.attributes["wf.node.attempts"] == 1 and s.attributes["wf.node.status"] == "succeeded"

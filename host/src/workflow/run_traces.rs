@@ -1,4 +1,5 @@
-//! Workflow runs as traces: one span per run, a child per node attempt, fed
+//! Workflow runs as traces: one span per run, a child per node (its attempt
+//! count an attribute: the events do not tell attempts apart), fed
 //! by the run/node events of [`super::events`]. Nothing is kept while traces
 //! are off (one atomic load per event).
 
@@ -21,8 +22,8 @@ pub(super) struct RunTraces {
 
 struct RunSpans {
     run: Context,
-    /// node id → (attempt, span)
-    nodes: HashMap<String, (i64, Span)>,
+    /// node id → its open span
+    nodes: HashMap<String, Span>,
 }
 
 impl RunTraces {
@@ -60,17 +61,13 @@ impl RunTraces {
             return;
         };
         let open = spans.nodes.remove(&node.node_id);
-        match node.status {
-            NodeStatus::Running => {
-                if let Some((attempt, mut span)) = open {
-                    if attempt == node.attempts {
-                        spans.nodes.insert(node.node_id.clone(), (attempt, span));
-                        return;
-                    }
-                    // A new attempt: the previous one failed.
-                    span.set_status(Status::error("retried"));
-                    span.end();
-                }
+        match (node.status, open) {
+            // Still going (the engine publishes one `running` per node; its
+            // attempts are counted in the record it finishes with).
+            (NodeStatus::Pending | NodeStatus::Running, Some(open)) => {
+                spans.nodes.insert(node.node_id.clone(), open);
+            }
+            (NodeStatus::Running, None) => {
                 let span = tracer
                     .span_builder(format!("workflow.node {}", node.node_id))
                     .with_kind(SpanKind::Internal)
@@ -78,21 +75,15 @@ impl RunTraces {
                         KeyValue::new("wf.run.id", run_id.to_string()),
                         KeyValue::new("wf.node.id", node.node_id.clone()),
                         KeyValue::new("wf.node.capability", node.capability.clone()),
-                        KeyValue::new("wf.node.attempt", node.attempts),
                     ])
                     .start_with_context(&tracer, &spans.run);
-                spans
-                    .nodes
-                    .insert(node.node_id.clone(), (node.attempts, span));
+                spans.nodes.insert(node.node_id.clone(), span);
             }
-            NodeStatus::Pending => {
-                if let Some(open) = open {
-                    spans.nodes.insert(node.node_id.clone(), open);
-                }
-            }
-            status => {
-                if let Some((_, mut span)) = open {
+            (NodeStatus::Pending, None) => {}
+            (status, open) => {
+                if let Some(mut span) = open {
                     span.set_attribute(KeyValue::new("wf.node.status", status.as_str()));
+                    span.set_attribute(KeyValue::new("wf.node.attempts", node.attempts));
                     if status != NodeStatus::Succeeded {
                         span.set_status(Status::error(status.as_str()));
                     }
@@ -109,7 +100,7 @@ impl RunTraces {
         let Some(spans) = self.lock().remove(run_id) else {
             return;
         };
-        for (_, (_, mut span)) in spans.nodes {
+        for (_, mut span) in spans.nodes {
             span.set_status(Status::error(status.as_str()));
             span.end();
         }
