@@ -80,6 +80,23 @@ impl CallContext {
     pub fn info(&self) -> Value {
         serde_json::from_str(self.inner.info().as_str()).unwrap_or(Value::Null)
     }
+    /// Since 1.2: the call's W3C trace context (info key `"trace"`), when the
+    /// host exports traces. Pass [`crate::trace::TraceContext::child`] on to
+    /// what the call calls and report it with [`crate::Event::Span`].
+    pub fn trace_context(&self) -> Option<crate::trace::TraceContext> {
+        crate::trace::TraceContext::from_info(&self.info())
+    }
+    /// Since 1.2: reports a span this call measured (e.g. one outgoing
+    /// request) for the host to export ([`crate::Event::Span`]). A no-op on
+    /// hosts older than 1.2.
+    pub fn report_span(&self, source: &str, span: crate::trace::ReportedSpan) {
+        if let Some(host) = &self.host {
+            host.emit(&crate::Event::Span {
+                source: source.to_string(),
+                span,
+            });
+        }
+    }
     /// Since 1.2: sends `request` to whoever made this call and returns the
     /// answer's MCP JSON. `unsupported` when the caller cannot be asked (a
     /// client that did not declare the capability, a workflow run, a host

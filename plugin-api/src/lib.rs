@@ -60,6 +60,7 @@ mod forwarding;
 mod logging;
 pub mod schema;
 pub mod testing;
+pub mod trace;
 mod types;
 
 pub use author::{CallContext, Host, Plugin, Source};

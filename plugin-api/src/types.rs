@@ -707,6 +707,14 @@ pub enum Event {
         #[serde(default)]
         data: Value,
     },
+    /// Since 1.2: a span the plugin measured within a traced call (see
+    /// [`crate::trace`]); the host exports it. Hosts without tracing ignore it.
+    Span {
+        /// The source it comes from.
+        source: String,
+        /// The span, with its own and its parent's ids.
+        span: crate::trace::ReportedSpan,
+    },
 }
 
 #[cfg(test)]

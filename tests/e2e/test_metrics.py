@@ -165,3 +165,27 @@ async def test_metrics_count_runs_nodes_and_reloads(wf: Wf, http: httpx2.Client)
     # Nodes are source calls too.
     assert sample(s, "wf_source_calls_total", source="wf.std", method="nodes/run", name="const", outcome="ok") == 2, s
     assert sample(s, "wf_config_reloads_total", outcome="applied") == 1, s
+
+
+@pytest.mark.anyio
+async def test_requests_are_counted_per_mcp_method_and_outcome(wf: Wf, http: httpx2.Client) -> None:
+    server = start(wf)
+    ok_calls, failed_calls, prompt_lists = 3, 2, 4
+    async with wf.http_client(server, "legacy") as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            for i in range(ok_calls):
+                assert not (await c.call_tool("wf_std__template", {"template": "{{n}}", "values": {"n": i}})).is_error
+            for _ in range(failed_calls):
+                assert (await c.call_tool("wf_std__runtime_error", {"code": "E1", "message": "nope"})).is_error
+            with pytest.raises(MCPError, match="unknown tool"):
+                await c.call_tool("nobody__nothing", {})
+            for _ in range(prompt_lists):
+                await c.list_prompts()
+    s = scrape(http, server)
+    req = "wf_requests_total"
+    assert sample(s, req, method="tools/call", outcome="ok") == ok_calls, s
+    assert sample(s, req, method="tools/call", outcome="tool_error") == failed_calls, s
+    # Refused before it ran.
+    assert sample(s, req, method="tools/call", outcome="error") == 1, s
+    assert sample(s, req, method="prompts/list", outcome="ok") == prompt_lists, s
+    assert sample(s, req, method="resources/read", outcome="ok") == 0, s

@@ -15,6 +15,8 @@ use crate::server::{
 
 pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     let app = App::start(&args.common.start_options(log_level)).await?;
+    let traces = crate::telemetry::traces::start(&app.config.config.telemetry.traces())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;
     let mut surfaces = Surfaces::new(&app);
     app.watch_config(Duration::from_millis(300));
     let server = &app.config.config.server;
@@ -60,5 +62,9 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     };
     tracing::info!("shutting down");
     app.shutdown().await;
+    if let Some(t) = traces {
+        // The batch exporter blocks while it flushes.
+        let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+    }
     result.map(|()| 0)
 }

@@ -3,6 +3,18 @@
 
 use serde::{Deserialize, Serialize};
 
+impl TelemetryConfig {
+    /// The trace exporter's settings.
+    pub fn traces(&self) -> crate::telemetry::traces::Settings {
+        crate::telemetry::traces::Settings {
+            otlp_endpoint: self.otlp_endpoint.clone(),
+            otlp_protocol: self.otlp_protocol.clone(),
+            service_name: self.service_name.clone(),
+            capture_payloads: self.capture_payloads,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryConfig {
@@ -13,4 +25,18 @@ pub struct TelemetryConfig {
     /// Serve `/metrics` to non-loopback peers too (the token is still needed).
     #[serde(default)]
     pub metrics_remote: bool,
+    /// OTLP collector base URL (e.g. `http://127.0.0.1:4318`, gRPC
+    /// `http://127.0.0.1:4317`). Unset (and no `OTEL_EXPORTER_OTLP_ENDPOINT`):
+    /// no traces.
+    #[serde(default)]
+    pub otlp_endpoint: Option<String>,
+    /// `"http"` (protobuf, default) or `"grpc"`.
+    #[serde(default)]
+    pub otlp_protocol: Option<String>,
+    /// `service.name` of the traces (default `wf`, or `OTEL_SERVICE_NAME`).
+    #[serde(default)]
+    pub service_name: Option<String>,
+    /// Put argument values in spans. Off: spans carry names and ids only.
+    #[serde(default)]
+    pub capture_payloads: bool,
 }

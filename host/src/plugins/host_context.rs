@@ -67,6 +67,10 @@ impl HostContextFfi for HostContext {
                     tracing::debug!(call, ask, "no handler for a plugin's request to its caller")
                 }
             },
+            Ok(Event::Span { source, mut span }) => {
+                span.error = span.error.map(|e| crate::secrets::redact(&e));
+                crate::telemetry::traces::export_reported(&source, &span)
+            }
             Ok(event) => {
                 let _ = self.events.tx.send(HostEvent {
                     plugin: self.plugin.to_string(),

@@ -20,6 +20,7 @@ use super::caller::{self, ClientAsker, ClientLevel};
 use super::forwarding::{self, Downstream};
 use super::mrtr::Step;
 use super::notify::{self, Follower, ListKind};
+use super::observe;
 use super::principals::{principal_of, visible};
 use super::session_route::{self, SESSION_SOURCE};
 use crate::app::App;
@@ -119,8 +120,12 @@ impl WfServer {
         Fut: std::future::Future<Output = Result<T, McpError>> + Send + 'static,
     {
         let asker = self.asker(context, source);
+        let span = observe::request_span(context, &what);
         if asker.modern.is_none() {
-            return work(context.clone(), asker).await.map(Step::Done);
+            return work(context.clone(), asker)
+                .instrument(span)
+                .await
+                .map(Step::Done);
         }
         let owner = principal_of(context).name().to_string();
         // A stateless HTTP request's server ends with it; its parked calls only expire.
@@ -128,6 +133,7 @@ impl WfServer {
         let rounds = self.surfaces.rounds.clone();
         rounds
             .round(context, what, owner, gone, asker, retry, work)
+            .instrument(span)
             .await
     }
 
@@ -332,7 +338,8 @@ impl ServerHandler for WfServer {
         request: CompleteRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        forwarding::complete(&self.app, request, CallCtx::new()).await
+        let counted = observe::Counted::new("completion/complete");
+        counted.finish(forwarding::complete(&self.app, request, CallCtx::new()).await)
     }
 
     #[allow(deprecated)] // 2025-11-25 clients still subscribe this way
@@ -341,8 +348,15 @@ impl ServerHandler for WfServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let caller = self.session_caller(&context)?;
-        forwarding::subscribe(&self.app, &self.client, &caller, context.peer, &request.uri).await
+        let counted = observe::Counted::new("resources/subscribe");
+        let subscribed = match self.session_caller(&context) {
+            Ok(caller) => {
+                forwarding::subscribe(&self.app, &self.client, &caller, context.peer, &request.uri)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        counted.finish(subscribed)
     }
 
     #[allow(deprecated)]
@@ -355,7 +369,7 @@ impl ServerHandler for WfServer {
             .subscriptions
             .unsubscribe(self.client.id, &request.uri)
             .await;
-        Ok(())
+        observe::Counted::new("resources/unsubscribe").finish(Ok(()))
     }
 
     #[allow(deprecated)] // `logging` (SEP-2577) is still served to 2025-11-25 clients.
@@ -386,7 +400,7 @@ impl ServerHandler for WfServer {
         _: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.level.set(request.level);
-        Ok(())
+        observe::Counted::new("logging/setLevel").finish(Ok(()))
     }
 
     async fn list_tools(
@@ -394,6 +408,7 @@ impl ServerHandler for WfServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let counted = observe::Counted::new("tools/list");
         let proj = self.app.projection_ready().await;
         let (principal, caller) = (principal_of(&context), self.caller(&context));
         let items: Vec<&wf_plugin_api::Tool> = proj
@@ -405,7 +420,7 @@ impl ServerHandler for WfServer {
         let (items, next) = paged(&items, &request, self.page_size())?;
         let mut r = ListToolsResult::with_all_items(convert(items)?);
         r.next_cursor = next;
-        Ok(r)
+        counted.finish(Ok(r))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -418,6 +433,7 @@ impl ServerHandler for WfServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let counted = observe::Counted::new("tools/call");
         let proj = self.app.projection_ready().await;
         let Some(tool) = proj.tool(&request.name) else {
             return Err(McpError::invalid_params(
@@ -455,9 +471,9 @@ impl ServerHandler for WfServer {
                     with_caller(caller, call).await
                 }
             };
-            return Ok(CallToolResponse::Complete(super::tool_result::to_mcp(
-                result,
-            )?));
+            return counted.finish(
+                super::tool_result::to_mcp(result).map(CallToolResponse::Complete),
+            );
         }
         let handle = self.handle(&tool.source)?;
         let session = self.session(&handle, &context).await?;
@@ -480,7 +496,7 @@ impl ServerHandler for WfServer {
         };
         let what = format!("tools/call {}", request.name);
         let retry = (request.request_state, request.input_responses);
-        Ok(
+        counted.finish(Ok(
             match self
                 .with_input(&context, what, &tool.source, retry, work)
                 .await?
@@ -488,7 +504,7 @@ impl ServerHandler for WfServer {
                 Step::Done(r) => CallToolResponse::Complete(r),
                 Step::Input(i) => CallToolResponse::InputRequired(i),
             },
-        )
+        ))
     }
 
     async fn list_prompts(
@@ -496,12 +512,13 @@ impl ServerHandler for WfServer {
         request: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
+        let counted = observe::Counted::new("prompts/list");
         let proj = self.app.live_projection().await;
         let items: Vec<&wf_plugin_api::Prompt> = proj.prompts.iter().map(|p| &p.item).collect();
         let (items, next) = paged(&items, &request, self.page_size())?;
         let mut r = ListPromptsResult::with_all_items(convert(items)?);
         r.next_cursor = next;
-        Ok(r)
+        counted.finish(Ok(r))
     }
 
     async fn get_prompt(
@@ -509,6 +526,7 @@ impl ServerHandler for WfServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        let counted = observe::Counted::new("prompts/get");
         let mut proj = self.app.projection_ready().await;
         if proj.prompt(&request.name).is_none() {
             proj = self.app.live_projection().await;
@@ -532,7 +550,7 @@ impl ServerHandler for WfServer {
         };
         let what = format!("prompts/get {}", request.name);
         let retry = (request.request_state, request.input_responses);
-        Ok(
+        counted.finish(Ok(
             match self
                 .with_input(&context, what, &prompt.source, retry, work)
                 .await?
@@ -540,7 +558,7 @@ impl ServerHandler for WfServer {
                 Step::Done(r) => GetPromptResponse::Complete(r),
                 Step::Input(i) => GetPromptResponse::InputRequired(i),
             },
-        )
+        ))
     }
 
     async fn list_resources(
@@ -548,12 +566,13 @@ impl ServerHandler for WfServer {
         request: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        let counted = observe::Counted::new("resources/list");
         let proj = self.app.live_projection().await;
         let items: Vec<&wf_plugin_api::Resource> = proj.resources.iter().map(|r| &r.item).collect();
         let (items, next) = paged(&items, &request, self.page_size())?;
         let mut r = ListResourcesResult::with_all_items(convert(items)?);
         r.next_cursor = next;
-        Ok(r)
+        counted.finish(Ok(r))
     }
 
     async fn list_resource_templates(
@@ -561,13 +580,14 @@ impl ServerHandler for WfServer {
         request: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        let counted = observe::Counted::new("resources/templates/list");
         let proj = self.app.live_projection().await;
         let items: Vec<&wf_plugin_api::ResourceTemplate> =
             proj.templates.iter().map(|t| &t.item).collect();
         let (items, next) = paged(&items, &request, self.page_size())?;
         let mut r = ListResourceTemplatesResult::with_all_items(convert(items)?);
         r.next_cursor = next;
-        Ok(r)
+        counted.finish(Ok(r))
     }
 
     async fn read_resource(
@@ -575,6 +595,7 @@ impl ServerHandler for WfServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        let counted = observe::Counted::new("resources/read");
         let Some(route) = self.app.resource_route(&request.uri).await else {
             return Err(McpError::resource_not_found(
                 format!("no source serves resource {:?}", request.uri),
@@ -602,7 +623,7 @@ impl ServerHandler for WfServer {
         };
         let what = format!("resources/read {}", request.uri);
         let retry = (request.request_state, request.input_responses);
-        Ok(
+        counted.finish(Ok(
             match self
                 .with_input(&context, what, &source, retry, work)
                 .await?
@@ -610,6 +631,6 @@ impl ServerHandler for WfServer {
                 Step::Done(r) => ReadResourceResponse::Complete(r),
                 Step::Input(i) => ReadResourceResponse::InputRequired(i),
             },
-        )
+        ))
     }
 }

@@ -15,6 +15,7 @@ mod limits;
 mod metrics_route;
 mod mrtr;
 mod notify;
+mod observe;
 pub(crate) mod principals;
 mod roots;
 mod session_route;

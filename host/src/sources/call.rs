@@ -63,6 +63,16 @@ impl CallCtx {
         self.info = info;
         self
     }
+    /// The call's W3C trace context, for the plugin (info key `"trace"`).
+    pub fn with_trace(mut self, trace: Option<Value>) -> Self {
+        if let Some(t) = trace {
+            if !self.info.is_object() {
+                self.info = Value::Object(Default::default());
+            }
+            self.info["trace"] = t;
+        }
+        self
+    }
     /// Requests for input go to `asker` (the calling client).
     pub fn with_asker(mut self, asker: Arc<dyn Asker>) -> Self {
         self.asker = Some(asker);

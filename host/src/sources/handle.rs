@@ -12,7 +12,8 @@ use wf_plugin_api::{
 };
 
 use super::call::CallCtx;
-use crate::telemetry::metrics;
+use crate::telemetry::{metrics, traces};
+use tracing::Instrument;
 
 /// A source operation failed; the message always names the source.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -137,6 +138,19 @@ impl SourceHandle {
                 | SourceRequest::ReadResource { .. }
                 | SourceRequest::GetPrompt { .. }
         );
+        // A call is traced as a child of the request; the plugin gets its context.
+        let span = match (is_call, metrics::method_label(request)) {
+            (true, Some(method)) => traces::source_span(&self.name, method, traced_name(request)),
+            _ => tracing::Span::none(),
+        };
+        if let SourceRequest::CallTool { arguments, .. }
+        | SourceRequest::RunNode {
+            input: arguments, ..
+        } = request
+        {
+            traces::record_arguments(&span, || crate::secrets::redact(&arguments.to_string()));
+        }
+        let ctx = ctx.with_trace(traces::info_of(&span));
         // Dropped when this future ends or is dropped (cancelled).
         let (ffi, _call) = ctx.into_ffi(
             is_call.then_some(&self.in_flight),
@@ -145,6 +159,7 @@ impl SourceHandle {
         let reply = self
             .obj
             .request(RString::from(text), ffi)
+            .instrument(span)
             .await
             .into_result();
         match reply {
@@ -326,5 +341,16 @@ fn on_session(lease: Option<&str>) -> CallCtx {
     match lease {
         Some(lease) => CallCtx::new().with_info(serde_json::json!({"scope": {"lease": lease}})),
         None => CallCtx::new(),
+    }
+}
+
+/// The name a call's span carries: the tool, node or prompt (URIs can hold
+/// anything and are left out).
+fn traced_name(request: &SourceRequest) -> &str {
+    match request {
+        SourceRequest::CallTool { name, .. }
+        | SourceRequest::RunNode { name, .. }
+        | SourceRequest::GetPrompt { name, .. } => name.as_str(),
+        _ => "",
     }
 }

@@ -44,6 +44,12 @@ struct SourceOutcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodOutcome {
+    method: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
     status: String,
 }
@@ -74,6 +80,7 @@ struct Metrics {
     reloads: Family<OutcomeLabel, Counter>,
     runs: Family<StatusLabel, Counter>,
     node_seconds: Histograms<NodeLabels>,
+    requests: Family<MethodOutcome, Counter>,
 }
 
 impl Metrics {
@@ -91,6 +98,7 @@ impl Metrics {
             reloads: Family::default(),
             runs: Family::default(),
             node_seconds: Family::new_with_constructor(latency),
+            requests: Family::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -148,6 +156,11 @@ impl Metrics {
             "Time a workflow node took (all its attempts), by capability and status",
             m.node_seconds.clone(),
         );
+        r.register(
+            "requests",
+            "MCP requests from clients, by method and outcome (ok, tool_error, or the JSON-RPC error code)",
+            m.requests.clone(),
+        );
         m
     }
 }
@@ -164,6 +177,18 @@ pub fn method_label(request: &wf_plugin_api::SourceRequest) -> Option<&'static s
         R::GetPrompt { .. } => "prompts/get",
         _ => return None,
     })
+}
+
+/// One MCP request from a client answered (`outcome`: `ok`, `tool_error`,
+/// or the JSON-RPC error code).
+pub fn request(method: &str, outcome: &str) {
+    METRICS
+        .requests
+        .get_or_create(&MethodOutcome {
+            method: method.into(),
+            outcome: outcome.into(),
+        })
+        .inc();
 }
 
 /// One source call answered: `outcome` is `ok` or the error code.

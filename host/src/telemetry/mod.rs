@@ -1,5 +1,7 @@
 //! What wf tells an operator about itself beyond its logs: Prometheus
-//! metrics (`/metrics` on `wf serve --http`, served by the server layer).
+//! metrics (`/metrics` on `wf serve --http`, served by the server layer) and
+//! OpenTelemetry traces over OTLP.
 //! The bottom layer: every other module records with one-line calls.
 
 pub mod metrics;
+pub mod traces;

@@ -2,6 +2,7 @@
 //! run view listens; metrics may). A bounded channel: a listener that falls
 //! behind is told it lagged and reloads from the store; the engine never
 //! waits for anyone. With no listener, publishing costs a counter check.
+//! The same events feed the runs' traces (`run_traces`).
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
@@ -11,6 +12,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::model::Workflow;
+use super::run_traces::RunTraces;
 use crate::status::RunStatus;
 use crate::store::NodeRecord;
 
@@ -53,6 +55,7 @@ pub struct RunEvents {
     tx: broadcast::Sender<RunEvent>,
     /// `(run id, graph)` of recent runs, newest last.
     graphs: Mutex<VecDeque<(String, Value)>>,
+    traces: RunTraces,
 }
 
 impl Default for RunEvents {
@@ -60,6 +63,7 @@ impl Default for RunEvents {
         Self {
             tx: broadcast::channel(CAPACITY).0,
             graphs: Mutex::default(),
+            traces: RunTraces::default(),
         }
     }
 }
@@ -77,6 +81,7 @@ impl RunEvents {
     }
 
     pub fn run_started(&self, run_id: &str, wf: &Workflow) {
+        self.traces.run_started(run_id, &wf.name);
         {
             let mut graphs = self.graphs.lock().unwrap_or_else(PoisonError::into_inner);
             if graphs.len() == GRAPHS {
@@ -91,6 +96,7 @@ impl RunEvents {
     }
 
     pub fn node(&self, run_id: &str, node: &NodeRecord) {
+        self.traces.node(run_id, node);
         self.send(|| RunEvent::Node {
             run_id: run_id.into(),
             node: Box::new(node.clone()),
@@ -98,6 +104,7 @@ impl RunEvents {
     }
 
     pub fn run_finished(&self, run_id: &str, status: RunStatus, error: Option<&str>) {
+        self.traces.run_finished(run_id, status);
         self.send(|| RunEvent::RunFinished {
             run_id: run_id.into(),
             status,

@@ -8,6 +8,7 @@ pub mod graph;
 pub mod model;
 pub mod problem;
 pub mod refs;
+mod run_traces;
 pub mod validate;
 
 pub use catalog::PlannerCatalog;

@@ -155,6 +155,8 @@ impl StreamableHttpClient for WatchedHttp {
         limits: StreamableHttpResponseLimits,
     ) -> HttpResult<StreamableHttpPostResponse> {
         let id = request_id(&message);
+        let mut custom_headers = custom_headers;
+        trace_headers(&message, &mut custom_headers);
         let response = self
             .inner
             .post_message_with_response_limits(
@@ -222,5 +224,22 @@ impl StreamableHttpClient for WatchedHttp {
             )
             .await?;
         Ok(self.watch(stream, None))
+    }
+}
+
+/// A traced request's W3C context (`_meta.traceparent`/`tracestate`, set by
+/// `crate::trace`) also travels as HTTP headers, for HTTP-level tracing.
+fn trace_headers(message: &ClientJsonRpcMessage, headers: &mut HashMap<HeaderName, HeaderValue>) {
+    let JsonRpcMessage::Request(r) = message else {
+        return;
+    };
+    let meta = rmcp::model::GetMeta::get_meta(&r.request);
+    for (key, value) in [
+        ("traceparent", meta.get_traceparent()),
+        ("tracestate", meta.get_tracestate()),
+    ] {
+        if let Some(v) = value.and_then(|v| HeaderValue::from_str(v).ok()) {
+            headers.insert(HeaderName::from_static(key), v);
+        }
     }
 }

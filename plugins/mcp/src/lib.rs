@@ -23,6 +23,7 @@ mod scan;
 mod stderr;
 mod stdio;
 mod tool_result;
+mod trace;
 
 use std::collections::HashMap;
 use std::sync::PoisonError;

@@ -27,6 +27,7 @@ use crate::config::McpConfig;
 use crate::opener::{Session, open};
 use crate::pages::{ListError, all_pages};
 use crate::rounds::{self, Round};
+use crate::trace;
 
 fn page_params(cursor: Option<String>) -> Option<PaginatedRequestParams> {
     Some(PaginatedRequestParams::default().with_cursor(cursor))
@@ -328,9 +329,10 @@ impl Runtime {
     /// and cancelling upstream when dropped.
     async fn request(
         &self,
-        request: ClientRequest,
+        mut request: ClientRequest,
         ctx: Option<&CallContext>,
     ) -> Result<(ServerResult, u64), PluginError> {
+        let mut traced = ctx.and_then(|c| trace::Upstream::start(c, &mut request, &self.source));
         let expect = ctx.and_then(|c| c.scope().expect_epoch);
         let (peer, client, epoch) = self.peer(expect).await?;
         let _in_flight = InFlight::new(&self.in_flight);
@@ -376,6 +378,9 @@ impl Runtime {
             while let Ok(Some(p)) = tokio::time::timeout(PROGRESS_GRACE, progress.next()).await {
                 ctx.progress(p.progress, p.total, p.message.as_deref());
             }
+        }
+        if let Some(t) = &mut traced {
+            t.outcome(&result);
         }
         result
             .map(|r| (r, epoch))

@@ -26,8 +26,8 @@
 //! slow call starts, `{"event":"cancelled","request_id":..,"reason":..}` when a
 //! `notifications/cancelled` arrives, `{"event":"slow_done",..}` /
 //! `{"event":"slow_aborted",..}` when a slow call ends, `{"event":"roots_list_changed"}`
-//! when the client says its roots changed, and (over HTTP)
-//! `{"event":"http","method":..,"uri":..}` for each request.
+//! when the client says its roots changed, (over HTTP) `{"event":"http","method":..,"uri":..}`
+//! for each request, and `{"event":"trace",..}` for each call that carries a W3C `traceparent`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -96,6 +96,21 @@ async fn record_request(
         json!({"event": "http", "method": request.method().as_str(), "uri": request.uri().to_string()}),
     );
     next.run(request).await
+}
+
+/// A traced call (W3C `traceparent` in `_meta`) is recorded with what came
+/// in `_meta` and, over HTTP, in the header:
+/// `{"event":"trace","tool":..,"meta":..,"header":..}`.
+fn record_trace(tool: &str, context: &RequestContext<RoleServer>) {
+    let Some(meta) = context.meta.get_traceparent() else {
+        return;
+    };
+    let header = context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|p| p.headers.get("traceparent"))
+        .and_then(|v| v.to_str().ok());
+    record(json!({"event": "trace", "tool": tool, "meta": meta, "header": header}));
 }
 
 /// `ask` for a 2026-07-28 client: the first request gets an
@@ -308,6 +323,7 @@ impl ServerHandler for Fixture {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = &request.arguments;
+        record_trace(&request.name, &context);
         let result = match &*request.name {
             "echo" => {
                 let msg = args

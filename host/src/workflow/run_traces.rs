@@ -1,0 +1,118 @@
+//! Workflow runs as traces: one span per run, a child per node (its attempt
+//! count an attribute: the events do not tell attempts apart), fed
+//! by the run/node events of [`super::events`]. Nothing is kept while traces
+//! are off (one atomic load per event).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer as _};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::trace::Span;
+
+use crate::status::{NodeStatus, RunStatus};
+use crate::store::NodeRecord;
+use crate::telemetry::traces;
+
+/// Runs still going: the run's span and its nodes' open attempts.
+#[derive(Default)]
+pub(super) struct RunTraces {
+    runs: Mutex<HashMap<String, RunSpans>>,
+}
+
+struct RunSpans {
+    run: Context,
+    /// node id → its open span
+    nodes: HashMap<String, Span>,
+}
+
+impl RunTraces {
+    pub fn run_started(&self, run_id: &str, workflow: &str) {
+        let Some(tracer) = traces::tracer() else {
+            return;
+        };
+        let span = tracer
+            .span_builder(format!("workflow.run {workflow}"))
+            .with_kind(SpanKind::Internal)
+            .with_attributes([
+                KeyValue::new("wf.run.id", run_id.to_string()),
+                KeyValue::new("wf.workflow.name", workflow.to_string()),
+            ])
+            .start(&tracer);
+        let run = Context::new().with_span(span);
+        self.lock().insert(
+            run_id.to_string(),
+            RunSpans {
+                run,
+                nodes: HashMap::new(),
+            },
+        );
+    }
+
+    pub fn node(&self, run_id: &str, node: &NodeRecord) {
+        if !traces::enabled() {
+            return;
+        }
+        let Some(tracer) = traces::tracer() else {
+            return;
+        };
+        let mut runs = self.lock();
+        let Some(spans) = runs.get_mut(run_id) else {
+            return;
+        };
+        let open = spans.nodes.remove(&node.node_id);
+        match (node.status, open) {
+            // Still going (the engine publishes one `running` per node; its
+            // attempts are counted in the record it finishes with).
+            (NodeStatus::Pending | NodeStatus::Running, Some(open)) => {
+                spans.nodes.insert(node.node_id.clone(), open);
+            }
+            (NodeStatus::Running, None) => {
+                let span = tracer
+                    .span_builder(format!("workflow.node {}", node.node_id))
+                    .with_kind(SpanKind::Internal)
+                    .with_attributes([
+                        KeyValue::new("wf.run.id", run_id.to_string()),
+                        KeyValue::new("wf.node.id", node.node_id.clone()),
+                        KeyValue::new("wf.node.capability", node.capability.clone()),
+                    ])
+                    .start_with_context(&tracer, &spans.run);
+                spans.nodes.insert(node.node_id.clone(), span);
+            }
+            (NodeStatus::Pending, None) => {}
+            (status, open) => {
+                if let Some(mut span) = open {
+                    span.set_attribute(KeyValue::new("wf.node.status", status.as_str()));
+                    span.set_attribute(KeyValue::new("wf.node.attempts", node.attempts));
+                    if status != NodeStatus::Succeeded {
+                        span.set_status(Status::error(status.as_str()));
+                    }
+                    span.end();
+                }
+            }
+        }
+    }
+
+    pub fn run_finished(&self, run_id: &str, status: RunStatus) {
+        if !traces::enabled() {
+            return;
+        }
+        let Some(spans) = self.lock().remove(run_id) else {
+            return;
+        };
+        for (_, mut span) in spans.nodes {
+            span.set_status(Status::error(status.as_str()));
+            span.end();
+        }
+        let run = spans.run.span();
+        run.set_attribute(KeyValue::new("wf.run.status", status.as_str()));
+        if status != RunStatus::Succeeded {
+            run.set_status(Status::error(status.as_str()));
+        }
+        run.end();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, RunSpans>> {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
