@@ -471,9 +471,8 @@ impl ServerHandler for WfServer {
                     with_caller(caller, call).await
                 }
             };
-            return counted.finish(
-                super::tool_result::to_mcp(result).map(CallToolResponse::Complete),
-            );
+            return counted
+                .finish(super::tool_result::to_mcp(result).map(CallToolResponse::Complete));
         }
         let handle = self.handle(&tool.source)?;
         let session = self.session(&handle, &context).await?;
