@@ -116,11 +116,13 @@ MOCK_TOKEN_PREFIX = b"oauthmock-"
 class OAuthUpstream:
     """A running oauth_upstream.py: its MCP URL, its control endpoint and its record."""
 
-    def __init__(self, wf: Wf, expires_in: int = 3600) -> None:
+    def __init__(self, wf: Wf, expires_in: int = 3600, client: tuple[str, str] | None = None) -> None:
         port = free_port()
         self.record_path = wf.root / "oauth-upstream-record.jsonl"
         argv = [sys.executable, str(OAUTH_UPSTREAM), "--port", str(port), "--record", str(self.record_path),
                 "--expires-in", str(expires_in)]
+        if client is not None:  # a pre-registered confidential client: (id, secret)
+            argv += ["--client-id", client[0], "--client-secret", client[1]]
         self.url = wf.start_upstream_http("oauth-upstream", argv, port, timeout=60)
         self.base = f"http://127.0.0.1:{port}"
 
@@ -140,8 +142,9 @@ class OAuthUpstream:
         return [e for e in events if all(e.get(k) == v for k, v in fields.items())]
 
 
-def oauth_source_config(wf: Wf, url: str, name: str = "secure") -> Path:
-    return wf.write_config(toml_config({name: {"url": url, "auth": {"oauth": {}}}}))
+def oauth_source_config(wf: Wf, url: str, name: str = "secure", **oauth: str) -> Path:
+    """A config with one OAuth source; `oauth` holds its settings (client_id, client_secret…)."""
+    return wf.write_config(toml_config({name: {"url": url, "auth": {"oauth": dict(oauth)}}}))
 
 
 def auth_status_rows(wf: Wf, config: Path) -> dict[str, dict]:

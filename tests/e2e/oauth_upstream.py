@@ -10,6 +10,9 @@ served by the official `mcp` package's server side).
 - `POST /control/revoke` revokes every access and refresh token issued so far;
 - the tool `admin_only` needs scope `admin`: without it `/mcp` answers 403
   `insufficient_scope` (a step-up challenge);
+- `--client-id ID --client-secret SECRET` pre-registers a confidential client:
+  its code exchanges and refreshes must authenticate (HTTP Basic or the form's
+  `client_secret`), or they get 401 `invalid_client`;
 - `--record FILE` gets one JSON line per event: each `/mcp` request with the
   serial number of its token (never the token) and the status answered, each
   authorization with the scope asked for, each token grant and its outcome.
@@ -45,6 +48,8 @@ def main() -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--record", required=True)
     ap.add_argument("--expires-in", type=int, default=3600)
+    ap.add_argument("--client-id")
+    ap.add_argument("--client-secret")
     args = ap.parse_args()
     base = f"http://127.0.0.1:{args.port}"
     record_path = Path(args.record)
@@ -82,7 +87,8 @@ def main() -> None:
             "response_types_supported": ["code"],
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "code_challenge_methods_supported": ["S256"],
-            "token_endpoint_auth_methods_supported": ["none"],
+            "token_endpoint_auth_methods_supported":
+                ["client_secret_basic", "client_secret_post", "none"] if args.client_secret else ["none"],
             "scopes_supported": [BASE_SCOPE, "admin"],
         })
 
@@ -102,9 +108,21 @@ def main() -> None:
         query = urllib.parse.urlencode({"code": code, "state": q.get("state", "")})
         return RedirectResponse(f"{q['redirect_uri']}{sep}{query}", status_code=302)
 
+    def client_of(request: Request, form: Any) -> tuple[str | None, str | None]:
+        """The client id and secret a token request authenticates with."""
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("basic "):
+            user, _, password = base64.b64decode(auth[6:]).decode().partition(":")
+            return urllib.parse.unquote_plus(user), urllib.parse.unquote_plus(password)
+        return form.get("client_id"), form.get("client_secret")
+
     async def token(request: Request) -> Response:
         form = await request.form()
         grant = form.get("grant_type")
+        client_id, secret = client_of(request, form)
+        if args.client_id and client_id == args.client_id and secret != args.client_secret:
+            record(event="token", grant=grant, ok=False, client_auth=False)
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
         if grant == "authorization_code":
             c = codes.pop(str(form.get("code")), None)
             verifier = str(form.get("code_verifier", ""))

@@ -103,6 +103,30 @@ async def test_a_short_lived_token_is_refreshed_before_expiry_and_kept_across_a_
     assert_no_token_written(wf)
 
 
+async def test_a_confidential_client_refreshes_with_its_secret_while_serving(wf: Wf) -> None:
+    # rmcp restores only the client id from the store; without the secret the
+    # server refuses the refresh and the source would fall to needs_login.
+    expires_in = 6
+    client = ("wf-preregistered", "s3cret-for-the-oauth-test")
+    upstream = OAuthUpstream(wf, expires_in=expires_in, client=client)
+    config = oauth_source_config(wf, upstream.url, client_id=client[0], client_secret=client[1])
+    login(wf, config, "secure")
+    assert upstream.events(event="token", grant="authorization_code", ok=True)
+    server = wf.start_http("127.0.0.1", None, "--config", str(config))
+    async with wf.http_client(server) as c:
+        await wait_listed(c, "secure__whoami")
+        with anyio.fail_after(OP_TIMEOUT + 3 * expires_in):
+            start = anyio.current_time()
+            while anyio.current_time() - start < 2.5 * expires_in:
+                assert await call_ok(c, "secure__whoami") == "ok"
+                await anyio.sleep(0.5)
+    server.stop()
+    assert upstream.events(event="token", grant="refresh_token", ok=True)
+    assert upstream.events(client_auth=False) == [], upstream.events(client_auth=False)
+    assert len(upstream.events(event="register")) == 0  # the pre-registered client was used
+    assert_no_token_written(wf)
+
+
 async def test_a_step_up_fails_the_call_once_and_the_next_login_asks_for_the_union(wf: Wf) -> None:
     upstream = OAuthUpstream(wf)
     config = oauth_source_config(wf, upstream.url)

@@ -1,7 +1,7 @@
 //! OpenTelemetry traces over OTLP (docs/operator-manual.md, Observability).
 //!
 //! Off unless `[telemetry] otlp_endpoint` or `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT`
-//! is set. The log subscriber always holds an empty [`slot`]; [`start`] fills it.
+//! is set. The log subscriber always holds an empty `slot`; [`start`] fills it.
 //! While off, span helpers return [`Span::none`] after one atomic load.
 //!
 //! Spans: one per downstream MCP request (`mcp.request`), a child per source

@@ -9,7 +9,7 @@
 
 use rmcp::transport::auth::{
     AuthorizationManager, AuthorizationRequest, AuthorizationSession, ClientCredentialsConfig,
-    StoredCredentials,
+    OAuthClientConfig, StoredCredentials,
 };
 
 use crate::notes::{Notes, union_into};
@@ -68,6 +68,7 @@ pub async fn discover(
 pub async fn stored_manager(
     url: &str,
     store: &TokenFile,
+    settings: &OAuthSettings,
 ) -> Result<Option<AuthorizationManager>, OAuthError> {
     store.check_permissions()?;
     if !store.exists() {
@@ -75,7 +76,26 @@ pub async fn stored_manager(
     }
     let mut manager = AuthorizationManager::new(url).await?;
     manager.set_credential_store(store.clone());
-    Ok(manager.initialize_from_store().await?.then_some(manager))
+    if !manager.initialize_from_store().await? {
+        return Ok(None);
+    }
+    // rmcp restores only the client id from the store: a confidential
+    // pre-registered client must authenticate its refreshes with its secret,
+    // or the server refuses them and the source falls to `needs_login`.
+    if let Some(config) = confidential_client(url, settings) {
+        manager.configure_client(config)?;
+    }
+    Ok(Some(manager))
+}
+
+/// The client configuration that carries a pre-registered client's secret.
+fn confidential_client(url: &str, settings: &OAuthSettings) -> Option<OAuthClientConfig> {
+    let (Some(id), Some(secret)) = (&settings.client_id, &settings.client_secret) else {
+        return None;
+    };
+    let mut config = OAuthClientConfig::new(id.clone(), url);
+    config.client_secret = Some(secret.clone());
+    Some(config)
 }
 
 /// A login under way: the URL to open, and what the redirect must carry.

@@ -83,7 +83,7 @@ pub async fn authorized_client(
         let why = wf_mcp_oauth::redact_for(&e.to_string(), &store, settings);
         PluginError::upstream(format!("{what}: {why}"))
     };
-    let stored = flow::stored_manager(url, &store)
+    let stored = flow::stored_manager(url, &store, settings)
         .await
         .map_err(|e| failed("OAuth", e))?;
     let manager = match stored {
@@ -92,7 +92,7 @@ pub async fn authorized_client(
             flow::client_credentials(url, settings, &store)
                 .await
                 .map_err(|e| failed("OAuth client credentials", e))?;
-            flow::stored_manager(url, &store)
+            flow::stored_manager(url, &store, settings)
                 .await
                 .map_err(|e| failed("OAuth", e))?
                 .ok_or_else(|| PluginError::upstream("OAuth: no tokens after client credentials"))?
