@@ -67,6 +67,7 @@ pub use author::{CallContext, Host, Plugin, Source};
 pub use caller::{CallerRequest, ElicitAction, ElicitAnswer, Root};
 pub use error::{ErrorCode, PluginError};
 pub use forwarding::{CompleteParams, Completion, CompletionArgument, CompletionRef};
+pub use logging::redact_in_logs;
 pub use types::{
     CallResult, CallScope, Catalog, DefaultSource, Event, GetPromptResult, Manifest, NodeSpec,
     Prompt, PromptArgument, ReadResourceResult, Resource, ResourceTemplate, SESSION_EPOCH_META,

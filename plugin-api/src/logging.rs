@@ -2,6 +2,7 @@
 //! dispatcher is per dylib, so without this a plugin's logs would vanish.
 
 use std::fmt::Write as _;
+use std::sync::{Mutex, PoisonError};
 
 use abi_stable::std_types::RStr;
 use tracing::field::{Field, Visit};
@@ -36,6 +37,43 @@ impl Visit for Message {
     }
 }
 
+/// Secrets this dylib learned at run time (tokens it was issued), blanked out
+/// of every forwarded log line. The host redacts configured `${VAR}` values
+/// itself; it cannot know secrets a plugin obtains later.
+static SECRETS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// Bounds the list: the oldest are forgotten first (they have been replaced).
+const MAX_SECRETS: usize = 64;
+/// Shorter strings are too likely to be ordinary words.
+const MIN_SECRET_LEN: usize = 8;
+
+/// Blanks `secret` out of every log line this plugin sends the host from now
+/// on (since 1.2.0). For secrets a plugin obtains while running, such as the
+/// OAuth tokens an authorization server issues, which a library might quote
+/// in a warning.
+pub fn redact_in_logs(secret: &str) {
+    if secret.len() < MIN_SECRET_LEN {
+        return;
+    }
+    let mut secrets = SECRETS.lock().unwrap_or_else(PoisonError::into_inner);
+    if secrets.iter().any(|s| s == secret) {
+        return;
+    }
+    if secrets.len() == MAX_SECRETS {
+        secrets.remove(0);
+    }
+    secrets.push(secret.to_string());
+}
+
+fn redacted(mut line: String) -> String {
+    let secrets = SECRETS.lock().unwrap_or_else(PoisonError::into_inner);
+    for secret in secrets.iter() {
+        if line.contains(secret.as_str()) {
+            line = line.replace(secret.as_str(), "[REDACTED]");
+        }
+    }
+    line
+}
+
 fn level_number(level: &Level) -> u8 {
     match *level {
         Level::ERROR => 1,
@@ -51,10 +89,11 @@ impl<S: Subscriber> Layer<S> for ForwardLayer {
         let mut msg = Message::default();
         event.record(&mut msg);
         let meta = event.metadata();
+        let line = redacted(msg.0);
         self.host.log(
             level_number(meta.level()),
             RStr::from_str(meta.target()),
-            RStr::from_str(&msg.0),
+            RStr::from_str(&line),
         );
     }
 }
@@ -77,5 +116,32 @@ pub(crate) fn install(host: HostContextBox, filter: &str) {
         // Panics are caught at the ABI boundary and returned as errors; report
         // them through the host's log rather than on the process's stderr.
         std::panic::set_hook(Box::new(|info| tracing::error!(target: "panic", "{info}")));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_learned_secret_is_blanked_and_short_strings_are_not_secrets() {
+        redact_in_logs("tok-0123456789abcdef");
+        redact_in_logs("short");
+        let line = redacted("refresh failed: tok-0123456789abcdef is revoked (short)".into());
+        assert_eq!(line, "refresh failed: [REDACTED] is revoked (short)");
+    }
+
+    #[test]
+    fn the_list_is_bounded() {
+        for i in 0..(MAX_SECRETS + 10) {
+            redact_in_logs(&format!("bounded-secret-{i:04}"));
+        }
+        let secrets = SECRETS.lock().unwrap_or_else(PoisonError::into_inner);
+        assert!(secrets.len() <= MAX_SECRETS);
+        assert!(
+            secrets
+                .iter()
+                .any(|s| s == &format!("bounded-secret-{:04}", MAX_SECRETS + 9))
+        );
     }
 }

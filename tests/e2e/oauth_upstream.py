@@ -137,7 +137,9 @@ def main() -> None:
             ok = r is not None and not r["used"]
             record(event="token", grant=grant, ok=ok)
             if not ok:
-                return JSONResponse({"error": "invalid_grant", "error_description": "the refresh token is revoked"},
+                # Quotes the token, as careless servers do: wf must not log it.
+                quoted = form.get("refresh_token")
+                return JSONResponse({"error": "invalid_grant", "error_description": f"refresh token {quoted} is revoked"},
                                     status_code=400)
             r["used"] = True  # rotation: each refresh token works once
             return JSONResponse(issue(r["scope"], r["client_id"]))

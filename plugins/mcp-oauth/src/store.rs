@@ -28,11 +28,32 @@ const AAD: &[u8] = b"wf-oauth-tokens-v1";
 #[derive(Debug, Clone)]
 pub struct TokenFile {
     dir: PathBuf,
+    /// Told of each token read from or written to the file (see
+    /// [`TokenFile::on_secret`]).
+    on_secret: Option<fn(&str)>,
 }
 
 impl TokenFile {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        Self {
+            dir: dir.into(),
+            on_secret: None,
+        }
+    }
+
+    /// Calls `hook` with every access and refresh token this file reads or
+    /// writes, including those rmcp saves after a refresh: the mcp plugin
+    /// passes its log redaction, so no later log line can quote them.
+    pub fn on_secret(mut self, hook: fn(&str)) -> Self {
+        self.on_secret = Some(hook);
+        self
+    }
+
+    fn announce(&self, creds: &StoredCredentials) {
+        let Some(hook) = self.on_secret else { return };
+        for secret in tokens_of(creds) {
+            hook(&secret);
+        }
     }
 
     pub fn path(&self) -> PathBuf {
@@ -51,15 +72,7 @@ impl TokenFile {
         let Ok(Some(creds)) = self.read() else {
             return Vec::new();
         };
-        let response = creds
-            .token_response
-            .as_ref()
-            .and_then(|r| serde_json::to_value(r).ok())
-            .unwrap_or_default();
-        ["access_token", "refresh_token"]
-            .iter()
-            .filter_map(|k| response[k].as_str().map(str::to_string))
-            .collect()
+        tokens_of(&creds)
     }
 
     fn key_path(&self) -> PathBuf {
@@ -95,13 +108,16 @@ impl TokenFile {
                 self.key_path().display()
             ))
         })?;
-        serde_json::from_slice(&plain)
-            .map(Some)
-            .map_err(|e| OAuthError::Store(format!("{} is not valid: {e}", self.path().display())))
+        let creds: StoredCredentials = serde_json::from_slice(&plain).map_err(|e| {
+            OAuthError::Store(format!("{} is not valid: {e}", self.path().display()))
+        })?;
+        self.announce(&creds);
+        Ok(Some(creds))
     }
 
     /// Encrypts and writes the credentials (0600, replaced atomically).
     pub fn write(&self, creds: &StoredCredentials) -> Result<(), OAuthError> {
+        self.announce(creds);
         let key = self.key(true)?;
         let plain = serde_json::to_vec(creds)
             .map_err(|e| OAuthError::Store(format!("cannot encode the credentials: {e}")))?;
@@ -156,6 +172,19 @@ fn check_owner_only(path: &Path) -> Result<(), OAuthError> {
         )));
     }
     Ok(())
+}
+
+/// The access and refresh tokens in `creds`.
+fn tokens_of(creds: &StoredCredentials) -> Vec<String> {
+    let response = creds
+        .token_response
+        .as_ref()
+        .and_then(|r| serde_json::to_value(r).ok())
+        .unwrap_or_default();
+    ["access_token", "refresh_token"]
+        .iter()
+        .filter_map(|k| response[k].as_str().map(str::to_string))
+        .collect()
 }
 
 pub(crate) fn write_owner_only(path: &Path, bytes: &[u8]) -> Result<(), OAuthError> {
@@ -234,6 +263,31 @@ mod tests {
             vec!["read".into()],
             Some(1),
         )
+    }
+
+    #[test]
+    fn every_token_read_or_written_is_announced() {
+        static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        fn seen(s: &str) {
+            SEEN.lock().unwrap().push(s.to_string());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let f = TokenFile::new(dir.path()).on_secret(seen);
+        let response = serde_json::from_value(serde_json::json!({
+            "access_token": "at-announced-1", "token_type": "bearer", "refresh_token": "rt-announced-1"
+        }))
+        .unwrap();
+        f.write(&StoredCredentials::new(
+            "client".into(),
+            Some(response),
+            vec![],
+            None,
+        ))
+        .unwrap();
+        assert_eq!(*SEEN.lock().unwrap(), ["at-announced-1", "rt-announced-1"]);
+        SEEN.lock().unwrap().clear();
+        f.read().unwrap();
+        assert_eq!(*SEEN.lock().unwrap(), ["at-announced-1", "rt-announced-1"]);
     }
 
     #[test]

@@ -78,7 +78,10 @@ pub async fn authorized_client(
     http: WatchedHttp,
 ) -> Result<AuthClient<WatchedHttp>, PluginError> {
     let dir = data_dir.ok_or_else(|| PluginError::internal("an OAuth source needs a data dir"))?;
-    let store = TokenFile::new(token_dir(dir));
+    let store = TokenFile::new(token_dir(dir)).on_secret(wf_plugin_api::redact_in_logs);
+    if let Some(secret) = &settings.client_secret {
+        wf_plugin_api::redact_in_logs(secret);
+    }
     let failed = |what: &str, e: wf_mcp_oauth::OAuthError| {
         let why = wf_mcp_oauth::redact_for(&e.to_string(), &store, settings);
         PluginError::upstream(format!("{what}: {why}"))
