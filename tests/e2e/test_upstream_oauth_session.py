@@ -27,6 +27,20 @@ async def call_ok(c, tool: str, arguments: dict | None = None) -> str:  # type: 
     return content_text(result.content)
 
 
+async def calls_across_token_lifetimes(wf: Wf, config, expires_in: int) -> None:  # type: ignore[no-untyped-def]
+    """`wf serve --http`, calls every 0.5 s across 2.5 lifetimes of a token, each of which must succeed."""
+    server = wf.start_http("127.0.0.1", None, "--config", str(config))
+    async with wf.http_client(server) as c:
+        await wait_listed(c, "secure__whoami")
+        # The bound is the behaviour: calls span two refreshes.
+        with anyio.fail_after(OP_TIMEOUT + 3 * expires_in):
+            start = anyio.current_time()
+            while anyio.current_time() - start < 2.5 * expires_in:
+                assert await call_ok(c, "secure__whoami") == "ok"
+                await anyio.sleep(0.5)
+    server.stop()
+
+
 def assert_no_token_written(wf: Wf) -> None:
     # Everything wf wrote: state dir (tokens, notes, database), logs, outputs.
     leaked = files_containing(wf.root, MOCK_TOKEN_PREFIX)
@@ -75,16 +89,7 @@ async def test_a_short_lived_token_is_refreshed_before_expiry_and_kept_across_a_
     upstream = OAuthUpstream(wf, expires_in=expires_in)
     config = oauth_source_config(wf, upstream.url)
     login(wf, config, "secure")
-    server = wf.start_http("127.0.0.1", None, "--config", str(config))
-    async with wf.http_client(server) as c:
-        await wait_listed(c, "secure__whoami")
-        # Calls across two lifetimes of a token (the bound is the behaviour).
-        with anyio.fail_after(OP_TIMEOUT + 3 * expires_in):
-            start = anyio.current_time()
-            while anyio.current_time() - start < 2.5 * expires_in:
-                assert await call_ok(c, "secure__whoami") == "ok"
-                await anyio.sleep(0.5)
-    server.stop()
+    await calls_across_token_lifetimes(wf, config, expires_in)
     calls = upstream.events(event="mcp", rpc="tools/call")
     assert calls and all(e["status"] == 200 for e in calls), calls
     # The upstream saw newer tokens, got by refresh before expiry: no request with a token was refused.
@@ -112,15 +117,7 @@ async def test_a_confidential_client_refreshes_with_its_secret_while_serving(wf:
     config = oauth_source_config(wf, upstream.url, client_id=client[0], client_secret=client[1])
     login(wf, config, "secure")
     assert upstream.events(event="token", grant="authorization_code", ok=True)
-    server = wf.start_http("127.0.0.1", None, "--config", str(config))
-    async with wf.http_client(server) as c:
-        await wait_listed(c, "secure__whoami")
-        with anyio.fail_after(OP_TIMEOUT + 3 * expires_in):
-            start = anyio.current_time()
-            while anyio.current_time() - start < 2.5 * expires_in:
-                assert await call_ok(c, "secure__whoami") == "ok"
-                await anyio.sleep(0.5)
-    server.stop()
+    await calls_across_token_lifetimes(wf, config, expires_in)
     assert upstream.events(event="token", grant="refresh_token", ok=True)
     assert upstream.events(client_auth=False) == [], upstream.events(client_auth=False)
     assert len(upstream.events(event="register")) == 0  # the pre-registered client was used
