@@ -22,9 +22,10 @@ pub enum RunStatus {
 }
 
 /// Where one node of a run is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeStatus {
+    #[default]
     Pending,
     Running,
     Succeeded,

@@ -363,7 +363,7 @@ async fn dispatch<S: Source>(
     // A known operation with bad fields is the caller's mistake; one this
     // plugin predates decodes to `Unknown` and is `unsupported`.
     let text = request;
-    let request: SourceRequest = serde_json::from_str(text)
+    let request = SourceRequest::parse(text)
         .map_err(|e| PluginError::invalid_arguments(format!("malformed request: {e}")))?;
     let json = match request {
         SourceRequest::Unknown => {

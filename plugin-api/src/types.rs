@@ -617,6 +617,43 @@ impl SourceRequest {
         }
         serde_json::from_str::<Op>(request_json).ok().map(|o| o.op)
     }
+    /// Parses a request. The two per-call operations (`call_tool`,
+    /// `run_node`) take a direct path: serde reads an internally tagged enum
+    /// by first copying the whole request, arguments included, into a
+    /// buffer, which cost more than a small call's own work. Anything else,
+    /// and any malformed call, takes the general path and its error.
+    pub(crate) fn parse(text: &str) -> serde_json::Result<Self> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Op {
+            CallTool,
+            RunNode,
+        }
+        #[derive(Deserialize)]
+        struct Call {
+            op: Op,
+            name: String,
+            #[serde(default)]
+            arguments: Value,
+            #[serde(default)]
+            input: Value,
+        }
+        match serde_json::from_str::<Call>(text) {
+            Ok(Call {
+                op: Op::CallTool,
+                name,
+                arguments,
+                ..
+            }) => Ok(Self::CallTool { name, arguments }),
+            Ok(Call {
+                op: Op::RunNode,
+                name,
+                input,
+                ..
+            }) => Ok(Self::RunNode { name, input }),
+            Err(_) => serde_json::from_str(text),
+        }
+    }
 }
 
 /// Since 1.1: which session a call must run on. Sent in the call's info as
@@ -730,6 +767,34 @@ mod tests {
             SourceRequest::op_name(r#"{"op":"subscribe_resource","uri":"x://y"}"#).as_deref(),
             Some("subscribe_resource")
         );
+    }
+
+    #[test]
+    fn the_direct_parse_of_calls_agrees_with_the_general_one() {
+        let texts = [
+            r#"{"op":"call_tool","name":"echo","arguments":{"text":"hi","n":[1,2]}}"#,
+            r#"{"op":"call_tool","name":"echo"}"#,
+            r#"{"arguments":{"a":1},"name":"echo","op":"call_tool"}"#,
+            r#"{"op":"call_tool","name":"echo","arguments":{},"extra":true}"#,
+            r#"{"op":"run_node","name":"passthrough","input":{"value":0}}"#,
+            r#"{"op":"run_node","name":"passthrough"}"#,
+            r#"{"op":"get_prompt","name":"p","arguments":{"x":"y"}}"#,
+            r#"{"op":"read_resource","uri":"x://y"}"#,
+            r#"{"op":"catalog"}"#,
+            r#"{"op":"subscribe_resource","uri":"x://y"}"#,
+        ];
+        for text in texts {
+            let general: SourceRequest = serde_json::from_str(text).unwrap();
+            assert_eq!(SourceRequest::parse(text).unwrap(), general, "{text}");
+        }
+        for bad in [
+            r#"{"op":"call_tool"}"#,
+            r#"{"op":"call_tool","name":7}"#,
+            r#"{"op":"run_node","name":"n","input":{"#,
+            "[]",
+        ] {
+            assert!(SourceRequest::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

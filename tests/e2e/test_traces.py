@@ -221,3 +221,49 @@ async def test_a_workflow_run_is_one_span_with_a_child_per_node(
         assert (s.trace_id, s.parent_span_id) == (run.trace_id, run.span_id), s
         assert s.attributes["wf.node.capability"].startswith("wf.std.")
         assert s.attributes["wf.node.attempts"] == 1 and s.attributes["wf.node.status"] == "succeeded"
+
+
+async def test_each_attempt_of_a_node_is_a_span_that_parents_its_source_call(
+    wf: Wf, http_receiver: HttpReceiver
+) -> None:
+    config = wf.write_config(telemetry_config(http_receiver.endpoint))
+    server = wf.start_http("127.0.0.1", None, "--config", str(config), env=FAST_EXPORT)
+    workflow = {
+        "name": "retried",
+        "nodes": [
+            {
+                "id": "flaky",
+                "use": "wf.std.runtime_error",
+                "args": {"code": "nope", "message": "always"},
+                "retry": {"attempts": 3, "backoff_ms": 10},
+                "on_error": "continue",
+            },
+            {"id": "after", "use": "wf.std.const", "args": {"value": 1}, "after": ["flaky"]},
+        ],
+    }
+    async with wf.http_client(server, "legacy") as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("wf_planner__run_workflow", {"workflow": workflow})
+        assert r.structured_content["status"] == "succeeded", r.structured_content
+
+    attempts = {f"workflow.attempt flaky #{n}" for n in (1, 2, 3)}
+
+    def done(spans: list[Span]) -> bool:
+        names = {s.name for s in spans}
+        return attempts | {"workflow.run retried", "workflow.attempt after #1"} <= names
+
+    spans = await http_receiver.collected.wait(done, "the attempts' spans")
+    node = next(s for s in spans if s.name == "workflow.node flaky")
+    assert node.attributes["wf.node.attempts"] == 3, node
+    error = 2  # STATUS_CODE_ERROR
+    for n in (1, 2, 3):
+        a = next(s for s in spans if s.name == f"workflow.attempt flaky #{n}")
+        assert (a.trace_id, a.parent_span_id) == (node.trace_id, node.span_id), a
+        assert a.attributes["wf.node.attempt"] == n and a.status_code == error, a
+        # The call that crossed the plugin boundary is the attempt's child.
+        calls = [s for s in spans if s.parent_span_id == a.span_id and s.name.startswith("wf.std ")]
+        assert len(calls) == 1, (a, [s.name for s in spans if s.parent_span_id == a.span_id])
+    ok = next(s for s in spans if s.name == "workflow.attempt after #1")
+    assert ok.status_code != error, ok
+    # No attempt span for a node that never ran more than the ones seen.
+    assert not any(s.name == "workflow.attempt flaky #4" for s in spans)

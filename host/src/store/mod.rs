@@ -118,7 +118,7 @@ pub struct RunRecord {
     pub principal: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct NodeRecord {
     pub node_id: String,
     pub capability: String,

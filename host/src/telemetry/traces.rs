@@ -232,6 +232,27 @@ pub fn source_span(source: &str, method: &str, name: &str) -> Span {
     span
 }
 
+/// The span of attempt `attempt` of a workflow node, a child of the node's
+/// span (`node`); the node's source call runs inside it, so it parents that.
+pub fn attempt_span(node: SpanContext, run_id: &str, node_id: &str, attempt: u32) -> Span {
+    let span = tracing::info_span!(target: "wf::trace", "workflow.attempt",
+        otel.name = %format!("workflow.attempt {node_id} #{attempt}"), otel.kind = "internal",
+        wf.run.id = run_id, wf.node.id = node_id, wf.node.attempt = attempt,
+        otel.status_code = Empty, otel.status_message = Empty,
+        trace_id = Empty, span_id = Empty);
+    let _ = span.set_parent(Context::new().with_remote_span_context(node));
+    record_ids(&span);
+    span
+}
+
+/// Marks an attempt's span failed with `message`.
+pub fn attempt_failed(span: &Span, message: &str) {
+    if !span.is_none() {
+        span.record("otel.status_code", "ERROR");
+        span.record("otel.status_message", message);
+    }
+}
+
 /// With `capture_payloads`, a source call's span also carries its arguments
 /// (`redacted`: secrets already taken out by the caller); otherwise nothing.
 pub fn record_arguments(span: &Span, redacted: impl FnOnce() -> String) {

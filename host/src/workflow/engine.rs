@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use wf_plugin_api::{CallScope, ErrorCode, STATE_LOST, SessionInfo, SourceRequest};
 
 use super::catalog::{CapabilityEntry, PlannerCatalog};
@@ -301,8 +302,8 @@ impl NodeLog {
         Self { tx, writer, flush }
     }
 
-    fn save(&self, rec: &NodeRecord) {
-        let _ = self.tx.send(rec.clone());
+    fn save(&self, rec: NodeRecord) {
+        let _ = self.tx.send(rec);
     }
 
     /// Waits until everything sent is written.
@@ -381,13 +382,14 @@ impl Run {
         }
     }
 
-    /// Saves a node's record (one transaction).
+    /// Saves a node's record (written in the background, batched).
     fn save(&self, rec: &NodeRecord) {
-        self.log.save(rec);
         self.engine.events.node(&self.id, rec);
+        self.log.save(rec.clone());
     }
 
-    /// Marks a node finished with `status` and saves it.
+    /// Marks a node finished with `status` and saves it. Its record is not
+    /// needed after: it moves to the writer (no copy of args and output).
     fn finish(
         &self,
         rec: &mut NodeRecord,
@@ -405,7 +407,8 @@ impl Run {
             .zip(rec.finished_at)
             .map_or(0, |(s, f)| f - s);
         crate::telemetry::metrics::node_finished(&rec.capability, status.as_str(), ms);
-        self.save(rec);
+        self.engine.events.node(&self.id, rec);
+        self.log.save(std::mem::take(rec));
     }
 
     fn entry(&self, i: usize) -> &CapabilityEntry {
@@ -560,6 +563,22 @@ pub(super) fn no_one_to_ask(node: &str) -> String {
     format!("workflow node {node:?} asked for input; workflow runs have no client to ask")
 }
 
+/// Where a node's attempts open their trace spans: only while traces are on.
+pub(super) struct AttemptTraces {
+    pub engine: Arc<Engine>,
+    pub run_id: String,
+    pub node_id: String,
+}
+
+impl AttemptTraces {
+    fn span(this: &Option<Self>, attempt: u32) -> tracing::Span {
+        match this {
+            Some(t) => t.engine.events.attempt_span(&t.run_id, &t.node_id, attempt),
+            None => tracing::Span::none(),
+        }
+    }
+}
+
 /// Runs one node: its call on the right session, with timeout and retries. A
 /// lost session is never retried: the state the workflow built is gone.
 #[allow(clippy::too_many_arguments)]
@@ -572,6 +591,7 @@ async fn run_node(
     timeout: Option<Duration>,
     retry: Option<super::model::Retry>,
     no_one_to_ask: String,
+    traces: Option<AttemptTraces>,
 ) -> NodeOutcome {
     let attempts = retry.as_ref().map(|r| r.attempts.max(1)).unwrap_or(1);
     let backoff = Duration::from_millis(retry.as_ref().map(|r| r.backoff_ms).unwrap_or(0));
@@ -580,7 +600,10 @@ async fn run_node(
         let ctx = CallCtx::new()
             .with_info(json!({"scope": scope}))
             .with_nobody_to_ask(no_one_to_ask.clone());
-        let call = handle.run_node(&name, args.clone(), ctx);
+        let span = AttemptTraces::span(&traces, attempt);
+        let call = handle
+            .run_node(&name, args.clone(), ctx)
+            .instrument(span.clone());
         let result: Result<Value, NodeError> = match timeout {
             Some(t) => match tokio::time::timeout(t, call).await {
                 Ok(r) => r.map_err(NodeError::from),
@@ -595,6 +618,10 @@ async fn run_node(
             },
             None => call.await.map_err(NodeError::from),
         };
+        if let Err(e) = &result {
+            crate::telemetry::traces::attempt_failed(&span, &e.message);
+        }
+        drop(span);
         match result {
             Ok(v) => {
                 return NodeOutcome {

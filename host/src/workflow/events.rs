@@ -103,6 +103,11 @@ impl RunEvents {
         });
     }
 
+    /// The trace span of a node's attempt (none while traces are off).
+    pub fn attempt_span(&self, run_id: &str, node_id: &str, attempt: u32) -> tracing::Span {
+        self.traces.attempt(run_id, node_id, attempt)
+    }
+
     pub fn run_finished(&self, run_id: &str, status: RunStatus, error: Option<&str>) {
         self.traces.run_finished(run_id, status);
         self.send(|| RunEvent::RunFinished {

@@ -91,11 +91,7 @@ pub fn resolve(v: &Value, scope: &Scope<'_>) -> Result<Value, String> {
             .ok_or_else(|| format!("reference {text:?} has no value"));
     }
     Ok(match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, x)| Ok((k.clone(), resolve(x, scope)?)))
-                .collect::<Result<Map<_, _>, String>>()?,
-        ),
+        Value::Object(m) => resolve_map(m, scope)?,
         Value::Array(a) => Value::Array(
             a.iter()
                 .map(|x| resolve(x, scope))
@@ -103,6 +99,14 @@ pub fn resolve(v: &Value, scope: &Scope<'_>) -> Result<Value, String> {
         ),
         other => other.clone(),
     })
+}
+
+/// [`resolve`] of an object's entries, without copying the object first.
+pub fn resolve_map(m: &Map<String, Value>, scope: &Scope<'_>) -> Result<Value, String> {
+    m.iter()
+        .map(|(k, x)| Ok((k.clone(), resolve(x, scope)?)))
+        .collect::<Result<Map<_, _>, String>>()
+        .map(Value::Object)
 }
 
 /// JavaScript-like truthiness for `when`.

@@ -1,7 +1,8 @@
-//! Workflow runs as traces: one span per run, a child per node (its attempt
-//! count an attribute: the events do not tell attempts apart), fed
-//! by the run/node events of [`super::events`]. Nothing is kept while traces
-//! are off (one atomic load per event).
+//! Workflow runs as traces: one span per run, a child per node (fed by the
+//! run/node events of [`super::events`]), and under each node a child per
+//! attempt ([`RunTraces::attempt`], opened by the engine around each try),
+//! which parents the node's source call. Nothing is kept while traces are
+//! off (one atomic load per event).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -90,6 +91,23 @@ impl RunTraces {
                     span.end();
                 }
             }
+        }
+    }
+
+    /// The span of `node_id`'s attempt `attempt` (none while traces are off
+    /// or the node has no open span).
+    pub fn attempt(&self, run_id: &str, node_id: &str, attempt: u32) -> tracing::Span {
+        if !traces::enabled() {
+            return tracing::Span::none();
+        }
+        let node = self
+            .lock()
+            .get(run_id)
+            .and_then(|spans| spans.nodes.get(node_id))
+            .map(|span| span.span_context().clone());
+        match node {
+            Some(node) => traces::attempt_span(node, run_id, node_id, attempt),
+            None => tracing::Span::none(),
         }
     }
 

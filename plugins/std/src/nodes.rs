@@ -2,6 +2,7 @@
 //! description and schemas: the catalog, the argument check and the markdown
 //! reference are all derived from it.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use wf_plugin_api::prelude::*;
@@ -35,6 +36,16 @@ impl Node {
         Node::Assert,
         Node::Sleep,
     ];
+
+    /// The node's input schema, built once: a call checks its arguments
+    /// against it, and building the whole spec per call cost more than the
+    /// node's work.
+    fn input_schema(self) -> &'static Value {
+        static SCHEMAS: LazyLock<[Value; Node::ALL.len()]> =
+            LazyLock::new(|| Node::ALL.map(|node| node.spec().input_schema));
+        let i = Node::ALL.iter().position(|n| *n == self);
+        &SCHEMAS[i.expect("every node is in Node::ALL")]
+    }
 
     pub(crate) fn named(name: &str) -> Option<Node> {
         Self::ALL.into_iter().find(|node| node.name() == name)
@@ -231,7 +242,7 @@ impl Node {
     /// Runs the node. Failures of the node itself have code `failed`; bad
     /// arguments `invalid_arguments`.
     pub(crate) async fn run(self, input: &Value, ctx: &CallContext) -> Result<Value, PluginError> {
-        let args = Args::parse(input, &self.spec().input_schema)?;
+        let args = Args::parse(input, self.input_schema())?;
         match self {
             Node::RuntimeError => {
                 let code = args.get::<&str>("code")?;

@@ -11,7 +11,7 @@ use futures::stream::FuturesUnordered;
 use serde_json::{Map, Value, json};
 use wf_plugin_api::{CallScope, ErrorCode};
 
-use super::{NodeError, NodeOutcome, Run, no_one_to_ask, run_node};
+use super::{AttemptTraces, NodeError, NodeOutcome, Run, no_one_to_ask, run_node};
 use crate::clock::now_ms;
 use crate::status::{NodeStatus, RunStatus};
 use crate::store::NodeRecord;
@@ -193,7 +193,7 @@ impl<'r> Scheduler<'r> {
             .as_ref()
             .map(|w| refs::resolve(w, &values))
             .transpose()
-            .and_then(|_| refs::resolve(&Value::Object(node.args.clone()), &values))
+            .and_then(|_| refs::resolve_map(&node.args, &values))
             .and_then(|args| Ok((args, run.handle(&entry.source)?)));
         let (args, handle) = match prepared {
             Ok(x) => x,
@@ -227,8 +227,13 @@ impl<'r> Scheduler<'r> {
             node.retry.clone(),
         );
         let asks = no_one_to_ask(&node.id);
+        let traces = crate::telemetry::traces::enabled().then(|| AttemptTraces {
+            engine: run.engine.clone(),
+            run_id: run.id.clone(),
+            node_id: node.id.clone(),
+        });
         self.tasks.push(Box::pin(run_node(
-            i, handle, name, args, scope, timeout, retry, asks,
+            i, handle, name, args, scope, timeout, retry, asks, traces,
         )));
         true
     }
