@@ -15,7 +15,10 @@ use crate::server::{
 
 pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     let app = App::start(&args.common.start_options(log_level)).await?;
-    let traces = crate::telemetry::traces::start(&app.config.config.telemetry.traces())
+    let telemetry = app.config.config.telemetry.traces();
+    let traces = crate::telemetry::traces::start(&telemetry)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;
+    let otlp_metrics = crate::telemetry::otlp_metrics::start(&telemetry)
         .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;
     let mut surfaces = Surfaces::new(&app);
     app.watch_config(Duration::from_millis(300));
@@ -65,6 +68,9 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     if let Some(t) = traces {
         // The batch exporter blocks while it flushes.
         let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+    }
+    if let Some(m) = otlp_metrics {
+        let _ = tokio::task::spawn_blocking(move || m.shutdown()).await;
     }
     result.map(|()| 0)
 }
