@@ -6,11 +6,13 @@ and attributes."""
 from __future__ import annotations
 
 import threading
+from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
-from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+import grpc
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
 
 from conftest import free_port
 from traces_support import _value
@@ -19,9 +21,10 @@ Key = tuple[str, frozenset[tuple[str, Any]]]
 
 
 class MetricsReceiver:
-    """`POST /v1/metrics` on 127.0.0.1; `endpoint` is the base URL wf is given."""
+    """`POST /v1/metrics` on 127.0.0.1; `endpoint` is the base URL wf is given.
+    With `grpc=True`, OTLP/gRPC (plaintext) `MetricsService/Export` instead."""
 
-    def __init__(self) -> None:
+    def __init__(self, grpc_: bool = False) -> None:
         self.points: dict[Key, float] = {}
         self.histograms: dict[Key, tuple[int, list[float]]] = {}
         self.services: set[str] = set()
@@ -43,6 +46,20 @@ class MetricsReceiver:
             def log_message(self, *_: Any) -> None:
                 pass
 
+        if grpc_:
+
+            class Service(metrics_service_pb2_grpc.MetricsServiceServicer):
+                def Export(self, request, context):  # noqa: N802 (the gRPC method's name)
+                    receiver.add(request.SerializeToString())
+                    return metrics_service_pb2.ExportMetricsServiceResponse()
+
+            self.grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+            metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Service(), self.grpc)
+            self.endpoint = f"http://127.0.0.1:{self.grpc.add_insecure_port('127.0.0.1:0')}"
+            self.grpc.start()
+            self.server = None
+            return
+        self.grpc = None
         self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -83,5 +100,8 @@ class MetricsReceiver:
             raise AssertionError(f"no {what} within {timeout}s; got {self.points} {self.histograms}")
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        if self.grpc is not None:
+            self.grpc.stop(grace=None)
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()

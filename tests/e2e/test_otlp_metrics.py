@@ -1,8 +1,8 @@
 """Metrics over OTLP (issue #12): with an OTLP endpoint, wf pushes the same
 metrics it serves at `/metrics` (same names without `_total`, same labels)
 to a receiver in the test (otlp_metrics_support, on `opentelemetry-proto`),
-and the counts match the traffic sent and the Prometheus text. With
-`otlp_metrics = false` none are pushed."""
+and the counts match the traffic sent and the Prometheus text; over
+HTTP/protobuf and gRPC. With `otlp_metrics = false` none are pushed."""
 
 from __future__ import annotations
 
@@ -98,6 +98,20 @@ async def test_the_metrics_go_over_otlp_with_the_counts_of_the_traffic(wf: Wf, r
     assert text[("wf_requests_total", frozenset(calls.items()))] == CALLS + 1
     assert text[("wf_requests_total", frozenset(refused.items()))] == 1
     assert text[("wf_workflow_runs_total", frozenset(runs.items()))] == 1
+
+
+async def test_metrics_go_over_grpc_when_asked(wf: Wf) -> None:
+    receiver = MetricsReceiver(grpc_=True)
+    try:
+        server = start(wf, receiver.endpoint, otlp_protocol="grpc", otlp_metrics_interval_ms=200)
+        await traffic(wf, server)
+        await receiver.wait(
+            lambda: receiver.point("wf_requests", method="tools/call", outcome="ok") == CALLS + 1
+            and receiver.point("wf_workflow_runs", status="succeeded") == 1,
+            "OTLP/gRPC metrics counting the traffic",
+        )
+    finally:
+        receiver.close()
 
 
 async def test_otlp_metrics_false_sends_none(wf: Wf, receiver: MetricsReceiver) -> None:
