@@ -1,6 +1,6 @@
 """An OTLP/HTTP metrics receiver for test_otlp_metrics.py, built on
 `opentelemetry-proto`: it keeps the latest value of every data point it
-received (sums and histogram counts; wf's are cumulative), by metric name
+received (sums, gauges and histogram counts; wf's sums are cumulative), by metric name
 and attributes."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class MetricsReceiver:
                         kind = m.WhichOneof("data")
                         for p in getattr(m, kind).data_points:
                             key = (m.name, frozenset((a.key, _value(a.value)) for a in p.attributes))
-                            if kind == "sum":
+                            if kind in ("sum", "gauge"):
                                 self.points[key] = p.as_int if p.WhichOneof("value") == "as_int" else p.as_double
                             elif kind == "histogram":
                                 self.histograms[key] = (p.count, list(p.explicit_bounds))

@@ -98,6 +98,11 @@ async def test_the_metrics_go_over_otlp_with_the_counts_of_the_traffic(wf: Wf, r
     assert text[("wf_requests_total", frozenset(calls.items()))] == CALLS + 1
     assert text[("wf_requests_total", frozenset(refused.items()))] == 1
     assert text[("wf_workflow_runs_total", frozenset(runs.items()))] == 1
+    # A live gauge: a call in flight is seen in flight, then done.
+    async with wf.http_client(server, "legacy") as c, anyio.create_task_group() as tg:
+        tg.start_soon(c.call_tool, "wf_std__sleep", {"ms": 3000})
+        await receiver.wait(lambda: receiver.point("wf_calls_in_flight", source="wf.std") == 1, "a call in flight")
+    await receiver.wait(lambda: receiver.point("wf_calls_in_flight", source="wf.std") == 0, "no call in flight")
 
 
 async def test_metrics_go_over_grpc_when_asked(wf: Wf) -> None:

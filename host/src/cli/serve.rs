@@ -20,6 +20,23 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;
     let otlp_metrics = crate::telemetry::otlp_metrics::start(&telemetry)
         .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;
+    if otlp_metrics.is_some() {
+        // Weak: the reader lives in a static and must not keep the app alive.
+        let app = std::sync::Arc::downgrade(&app);
+        crate::telemetry::otlp_metrics::observe_gauges_with(move || {
+            let Some(live) = app.upgrade() else {
+                return Default::default();
+            };
+            let in_flight = live.sources.list().into_iter();
+            let in_flight = in_flight
+                .filter_map(|e| Some((e.name.clone(), e.handle.as_ref()?.calls_in_flight())))
+                .collect();
+            (
+                in_flight,
+                live.sessions.open_by_source().into_iter().collect(),
+            )
+        });
+    }
     let mut surfaces = Surfaces::new(&app);
     app.watch_config(Duration::from_millis(300));
     let server = &app.config.config.server;

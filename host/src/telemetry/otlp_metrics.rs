@@ -11,14 +11,14 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider as _};
+use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider as _, ObservableGauge};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 
 use super::traces::{Settings, TraceError};
 
-/// The OTel twins of the prometheus-client families (gauges read from live
-/// state at scrape time stay `/metrics`-only).
+/// The OTel twins of the prometheus-client families; the two live gauges are
+/// observed at each export through [`observe_gauges_with`].
 pub(super) struct Instruments {
     pub requests: Counter<u64>,
     pub calls: Counter<u64>,
@@ -30,6 +30,19 @@ pub(super) struct Instruments {
     pub reloads: Counter<u64>,
     pub runs: Counter<u64>,
     pub node_seconds: Histogram<f64>,
+    _gauges: [ObservableGauge<u64>; 2],
+}
+
+/// Per source: calls in flight and upstream sessions open, read from live state.
+pub type SourceGauges = (Vec<(String, usize)>, Vec<(String, usize)>);
+type GaugeReader = Box<dyn Fn() -> SourceGauges + Send + Sync>;
+
+static GAUGES: OnceLock<GaugeReader> = OnceLock::new();
+
+/// How the live gauges are read at each export (set once by `wf serve`, which
+/// holds the sources); without it they are not exported.
+pub fn observe_gauges_with(read: impl Fn() -> SourceGauges + Send + Sync + 'static) {
+    let _ = GAUGES.set(Box::new(read));
 }
 
 static INSTRUMENTS: OnceLock<Instruments> = OnceLock::new();
@@ -131,7 +144,33 @@ impl Instruments {
                 .with_boundaries(latency_bounds())
                 .build()
         };
+        let gauge = |name: &'static str,
+                     what: &'static str,
+                     pick: fn(SourceGauges) -> Vec<(String, usize)>| {
+            m.u64_observable_gauge(name)
+                .with_description(what)
+                .with_callback(move |o| {
+                    if let Some(read) = GAUGES.get() {
+                        for (source, n) in pick(read()) {
+                            o.observe(n as u64, &[KeyValue::new("source", source)]);
+                        }
+                    }
+                })
+                .build()
+        };
         Self {
+            _gauges: [
+                gauge(
+                    "wf_calls_in_flight",
+                    "Source calls wf is waiting on now",
+                    |g| g.0,
+                ),
+                gauge(
+                    "wf_upstream_sessions_open",
+                    "Per-principal and per-client upstream sessions open now",
+                    |g| g.1,
+                ),
+            ],
             requests: counter(
                 "wf_requests",
                 "MCP requests from clients, by method and outcome",
