@@ -20,7 +20,6 @@ pytestmark = pytest.mark.anyio
 OP_TIMEOUT = 60
 LIMIT = 3
 OPS = "console-ops-0123456789abcdef"
-OPEN: list = []
 
 
 async def open_stream(stack: contextlib.AsyncExitStack, base: str, headers: dict[str, str]):
@@ -28,10 +27,10 @@ async def open_stream(stack: contextlib.AsyncExitStack, base: str, headers: dict
     http = await stack.enter_async_context(httpx2.AsyncClient(base_url=base, timeout=OP_TIMEOUT))
     r = await stack.enter_async_context(http.stream("GET", "/console/api/events", headers=headers))
     assert r.status_code == 200, r.status_code
-    # One byte iterator, kept with the stream: a collected (closed) one
-    # would close the connection.
+    # One byte iterator, kept by the stack until the end: a collected (closed)
+    # one would close the connection.
     chunks = r.aiter_raw()
-    OPEN.append(chunks)
+    stack.push_async_callback(chunks.aclose)
     text = b""
     with anyio.fail_after(OP_TIMEOUT):
         while b"\n\n" not in text:
@@ -86,7 +85,6 @@ async def test_streams_beyond_the_per_principal_limit_are_refused_until_one_clos
             while (r := await try_stream(base, default)).status_code != 200:
                 assert r.status_code == 429, r.status_code
                 await anyio.sleep(0.1)
-    OPEN.clear()
     assert console.server.proc.poll() is None
 
 
