@@ -261,21 +261,28 @@ async def test_a_run_started_by_a_tool_call_is_a_child_of_that_call_in_the_clien
         assert mine[f"workflow.node {node}"].parent_span_id == run.span_id
 
 
-async def test_a_wf_std_tool_call_gets_a_request_span(wf: Wf, http_receiver: HttpReceiver) -> None:
+@pytest.mark.parametrize("tool, args", [
+    ("wf_std__const", {"value": 7}),  # a plugin source's tool
+    ("wf_planner__list_capabilities", {}),  # a host-local tool
+])
+async def test_a_wf_std_or_host_local_tool_call_gets_a_request_span(
+    wf: Wf, http_receiver: HttpReceiver, tool: str, args: dict
+) -> None:
     config = wf.write_config(telemetry_config(http_receiver.endpoint))
     server = wf.start_http("127.0.0.1", None, "--config", str(config), env=FAST_EXPORT)
     async with wf.http_client(server, "legacy") as c:
-        await wait_listed(c, "wf_std__const")
+        await wait_listed(c, tool)
         with anyio.fail_after(OP_TIMEOUT):
-            r = await c.call_tool("wf_std__const", {"value": 7}, meta={"traceparent": TRACEPARENT})
+            r = await c.call_tool(tool, args, meta={"traceparent": TRACEPARENT})
         assert not r.is_error, r
 
     def done(spans: list[Span]) -> bool:
-        return any(s.name == "tools/call wf_std__const" for s in spans)
+        return any(s.name == f"tools/call {tool}" for s in spans)
 
-    spans = await http_receiver.collected.wait(done, "the wf_std call's request span")
-    request = next(s for s in spans if s.name == "tools/call wf_std__const")
+    spans = await http_receiver.collected.wait(done, f"the {tool} call's request span")
+    request = next(s for s in spans if s.name == f"tools/call {tool}")
     assert (request.trace_id, request.parent_span_id) == (TRACE_ID, CLIENT_SPAN), request
     assert request.kind == "server"
     assert request.attributes["mcp.method.name"] == "tools/call"
-    assert request.attributes["gen_ai.tool.name"] == "wf_std__const"
+    assert request.attributes["gen_ai.tool.name"] == tool
+    assert request.attributes["mcp.session.id"], request.attributes
