@@ -16,6 +16,7 @@ mod engine;
 mod front;
 mod load;
 mod memory;
+mod otlp_sink;
 mod overhead;
 mod peers;
 mod proc;
@@ -61,6 +62,11 @@ struct Args {
     /// bench/requirements-fastmcp.txt). A peer that cannot run is reported.
     #[arg(long)]
     peers: bool,
+    /// Add a `wf (telemetry on)` row to the overhead rounds: wf exporting
+    /// traces and metrics over OTLP to a sink wf-bench runs, beside the
+    /// `wf` row (telemetry off).
+    #[arg(long)]
+    telemetry: bool,
     /// The Python that has `fastmcp` installed (default: target/fastmcp-venv/bin/python).
     #[arg(long, value_name = "PATH")]
     fastmcp_python: Option<PathBuf>,
@@ -98,6 +104,8 @@ pub struct Env {
     pub compare: Option<PathBuf>,
     /// With `--peers`: the Python to run FastMCP's proxy with.
     pub fastmcp_python: Option<PathBuf>,
+    /// With `--telemetry`: the telemetry-on row in the overhead rounds.
+    pub telemetry: bool,
     pub scratch: PathBuf,
     pub quick: bool,
 }
@@ -130,12 +138,19 @@ impl Env {
         sources: Value,
         server: Value,
     ) -> anyhow::Result<(Command, PathBuf)> {
+        self.wf_command_with_config(binary, name, json!({"sources": sources, "server": server}))
+    }
+
+    /// `wf serve` over stdio with `config` (JSON, the whole file).
+    pub fn wf_command_with_config(
+        &self,
+        binary: &Path,
+        name: &str,
+        config_json: Value,
+    ) -> anyhow::Result<(Command, PathBuf)> {
         let config = self.scratch.join(format!("{name}.json"));
-        std::fs::write(
-            &config,
-            serde_json::to_vec_pretty(&json!({"sources": sources, "server": server}))?,
-        )
-        .with_context(|| format!("cannot write {}", config.display()))?;
+        std::fs::write(&config, serde_json::to_vec_pretty(&config_json)?)
+            .with_context(|| format!("cannot write {}", config.display()))?;
         let state = self.scratch.join(format!("state-{name}"));
         let _ = std::fs::remove_dir_all(&state);
         let mut cmd = Command::new(binary);
@@ -231,6 +246,7 @@ fn resolve(args: &Args) -> anyhow::Result<Env> {
         fixture: absolute(fixture),
         everything: everything.map(absolute),
         compare: args.compare.clone().map(absolute),
+        telemetry: args.telemetry,
         fastmcp_python: args.peers.then(|| {
             args.fastmcp_python.clone().unwrap_or_else(|| {
                 Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fastmcp-venv/bin/python")

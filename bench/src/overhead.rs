@@ -22,6 +22,8 @@ const P50_BUDGET_US: f64 = 100.0;
 /// Target: wf keeps at least this share of the direct throughput at concurrency 16.
 const THROUGHPUT_SHARE: f64 = 0.70;
 const CONCURRENCY: usize = 16;
+/// The `--telemetry` path's name.
+const TELEMETRY_ON: &str = "wf (telemetry on)";
 
 struct Plan {
     warmup: usize,
@@ -110,6 +112,10 @@ struct Outcome {
     sides: Vec<Side>,
     /// wf − direct p50 of each interleaved round.
     round_p50_deltas: Vec<f64>,
+    /// Every path's p50 of each round (µs), by round.
+    round_p50s: Vec<Vec<f64>>,
+    /// With `--telemetry`: the telemetry-on path's index and the exports its sink got.
+    telemetry: Option<(usize, u64)>,
     /// Peers that could not run, and why.
     missing_peers: Vec<String>,
 }
@@ -171,6 +177,23 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
             &format!("overhead-{}-{i}", up.source),
             source.clone(),
         )?;
+        procs.push(McpProc::start(&name, cmd, Some(&log), HANDSHAKE_TIMEOUT).await?);
+        names.push(name);
+        tools.push(wf_tool.clone());
+    }
+    // --telemetry: the same wf exporting traces and metrics to a local sink.
+    let sink = match env.telemetry {
+        true => Some(crate::otlp_sink::Sink::start().await?),
+        false => None,
+    };
+    if let Some(sink) = &sink {
+        let config = json!({
+            "sources": source,
+            "telemetry": {"otlp_endpoint": sink.endpoint, "otlp_metrics_interval_ms": 10_000},
+        });
+        let (cmd, log) =
+            env.wf_command_with_config(&env.wf, &format!("overhead-{}-otel", up.source), config)?;
+        let name = TELEMETRY_ON.to_string();
         procs.push(McpProc::start(&name, cmd, Some(&log), HANDSHAKE_TIMEOUT).await?);
         names.push(name);
         tools.push(wf_tool.clone());
@@ -237,6 +260,7 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
     let n = paths.len();
     let mut sides: Vec<Side> = (0..n).map(|_| Side::default()).collect();
     let mut round_p50_deltas = Vec::new();
+    let mut round_p50s = Vec::new();
     for round in 0..plan.rounds {
         let mut p50 = vec![0.0; n];
         for k in rotation(round, n) {
@@ -254,6 +278,7 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
             sides[k].latencies.extend(batch);
         }
         round_p50_deltas.push(p50[1] - p50[0]);
+        round_p50s.push(p50);
     }
 
     for round in 0..plan.tput_rounds {
@@ -269,11 +294,15 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
     for p in &mut procs {
         p.stop().await;
     }
+    let on = names.iter().position(|n| n == TELEMETRY_ON);
+    let telemetry = on.zip(sink.as_ref().map(|s| s.exports()));
     Ok(Outcome {
         label: up.label,
         names,
         sides,
         round_p50_deltas,
+        round_p50s,
+        telemetry,
         missing_peers,
     })
 }
@@ -467,6 +496,7 @@ fn print(plan: &Plan, outcomes: &[Outcome], everything_missing: bool) {
             );
         }
     }
+    print_telemetry(outcomes);
     for o in outcomes {
         for why in &o.missing_peers {
             println!("\nPeer not measured against {}: {why}", o.label);
@@ -486,4 +516,51 @@ fn rates(side: &Side) -> String {
         .map(|r| format!("{r:.0}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// `--telemetry`: wf with telemetry off (the `wf` path) and on, side by side.
+fn print_telemetry(outcomes: &[Outcome]) {
+    if outcomes.iter().all(|o| o.telemetry.is_none()) {
+        return;
+    }
+    println!(
+        "\nTelemetry off versus on: the `wf` path (no `[telemetry]`) and `{TELEMETRY_ON}` (traces \
+         and metrics exported over OTLP/HTTP to a sink in wf-bench that answers 200), in the \
+         same interleaved rounds. p50 added: the median over rounds of that round's p50 minus \
+         direct's; CPU: the proxy's (wf's) on-CPU µs per call at concurrency 1.\n"
+    );
+    println!(
+        "| upstream | telemetry | median per-round p50 added | wf µs/call | total µs/call | calls/s at {CONCURRENCY} | exports received |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for o in outcomes {
+        let Some((on, exports)) = o.telemetry else {
+            continue;
+        };
+        for (what, k) in [("off", 1), ("on", on)] {
+            let added: Vec<f64> = o.round_p50s.iter().map(|r| r[k] - r[0]).collect();
+            let side = &o.sides[k];
+            let calls = side.latencies.len().max(1) as f64;
+            let per = |c: &Cpu| c.ns as f64 / 1e3 / calls;
+            let total = side.batch_cpu.iter().map(per).sum::<f64>();
+            let got = if k == on {
+                exports.to_string()
+            } else {
+                "–".into()
+            };
+            println!(
+                "| {} | {what} | {:+.0} µs | {:.0} | {total:.0} | {:.0} | {got} |",
+                o.label,
+                median_f64(&added),
+                per(&side.batch_cpu[1]),
+                side.rate(),
+            );
+        }
+        let on_minus_off: Vec<f64> = o.round_p50s.iter().map(|r| r[on] - r[1]).collect();
+        println!(
+            "| {} | on − off | {:+.0} µs (median per-round) | | | | |",
+            o.label,
+            median_f64(&on_minus_off)
+        );
+    }
 }

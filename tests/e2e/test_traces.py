@@ -223,6 +223,71 @@ async def test_a_workflow_run_is_one_span_with_a_child_per_node(
         assert s.attributes["wf.node.attempts"] == 1 and s.attributes["wf.node.status"] == "succeeded"
 
 
+async def test_a_run_started_by_a_tool_call_is_a_child_of_that_call_in_the_clients_trace(
+    wf: Wf, http_receiver: HttpReceiver
+) -> None:
+    config = wf.write_config(telemetry_config(http_receiver.endpoint))
+    server = wf.start_http("127.0.0.1", None, "--config", str(config), env=FAST_EXPORT)
+    workflow = {
+        "name": "child",
+        "nodes": [
+            {"id": "first", "use": "wf.std.const", "args": {"value": 1}},
+            {"id": "second", "use": "wf.std.passthrough", "args": {"value": {"$ref": "nodes.first.output"}}},
+        ],
+    }
+    async with wf.http_client(server, "legacy") as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool(
+                "wf_planner__run_workflow", {"workflow": workflow}, meta={"traceparent": TRACEPARENT}
+            )
+        assert r.structured_content["status"] == "succeeded", r.structured_content
+
+    def done(spans: list[Span]) -> bool:
+        names = {s.name for s in spans if s.trace_id == TRACE_ID}
+        return {
+            "tools/call wf_planner__run_workflow", "workflow.run child",
+            "workflow.node first", "workflow.node second",
+        } <= names
+
+    spans = await http_receiver.collected.wait(done, "the run inside the client's trace")
+    mine = {s.name: s for s in spans if s.trace_id == TRACE_ID}
+    request, run = mine["tools/call wf_planner__run_workflow"], mine["workflow.run child"]
+    assert request.parent_span_id == CLIENT_SPAN and request.kind == "server", request
+    assert request.attributes["mcp.method.name"] == "tools/call"
+    assert request.attributes["gen_ai.tool.name"] == "wf_planner__run_workflow"
+    assert request.attributes["mcp.session.id"], request.attributes
+    assert run.parent_span_id == request.span_id, (run, request)
+    for node in ("first", "second"):
+        assert mine[f"workflow.node {node}"].parent_span_id == run.span_id
+
+
+@pytest.mark.parametrize("tool, args", [
+    ("wf_std__const", {"value": 7}),  # a plugin source's tool
+    ("wf_planner__list_capabilities", {}),  # a host-local tool
+])
+async def test_a_wf_std_or_host_local_tool_call_gets_a_request_span(
+    wf: Wf, http_receiver: HttpReceiver, tool: str, args: dict
+) -> None:
+    config = wf.write_config(telemetry_config(http_receiver.endpoint))
+    server = wf.start_http("127.0.0.1", None, "--config", str(config), env=FAST_EXPORT)
+    async with wf.http_client(server, "legacy") as c:
+        await wait_listed(c, tool)
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool(tool, args, meta={"traceparent": TRACEPARENT})
+        assert not r.is_error, r
+
+    def done(spans: list[Span]) -> bool:
+        return any(s.name == f"tools/call {tool}" for s in spans)
+
+    spans = await http_receiver.collected.wait(done, f"the {tool} call's request span")
+    request = next(s for s in spans if s.name == f"tools/call {tool}")
+    assert (request.trace_id, request.parent_span_id) == (TRACE_ID, CLIENT_SPAN), request
+    assert request.kind == "server"
+    assert request.attributes["mcp.method.name"] == "tools/call"
+    assert request.attributes["gen_ai.tool.name"] == tool
+    assert request.attributes["mcp.session.id"], request.attributes
+
+
 async def test_each_attempt_of_a_node_is_a_span_that_parents_its_source_call(
     wf: Wf, http_receiver: HttpReceiver
 ) -> None:

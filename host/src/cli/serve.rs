@@ -15,8 +15,28 @@ use crate::server::{
 
 pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     let app = App::start(&args.common.start_options(log_level)).await?;
-    let traces = crate::telemetry::traces::start(&app.config.config.telemetry.traces())
+    let telemetry = app.config.config.telemetry.traces();
+    let traces = crate::telemetry::traces::start(&telemetry)
         .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;
+    let otlp_metrics = crate::telemetry::otlp_metrics::start(&telemetry)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;
+    if otlp_metrics.is_some() {
+        // Weak: the reader lives in a static and must not keep the app alive.
+        let app = std::sync::Arc::downgrade(&app);
+        crate::telemetry::otlp_metrics::observe_gauges_with(move || {
+            let Some(live) = app.upgrade() else {
+                return Default::default();
+            };
+            let in_flight = live.sources.list().into_iter();
+            let in_flight = in_flight
+                .filter_map(|e| Some((e.name.clone(), e.handle.as_ref()?.calls_in_flight())))
+                .collect();
+            (
+                in_flight,
+                live.sessions.open_by_source().into_iter().collect(),
+            )
+        });
+    }
     let mut surfaces = Surfaces::new(&app);
     app.watch_config(Duration::from_millis(300));
     let server = &app.config.config.server;
@@ -65,6 +85,9 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     if let Some(t) = traces {
         // The batch exporter blocks while it flushes.
         let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+    }
+    if let Some(m) = otlp_metrics {
+        let _ = tokio::task::spawn_blocking(move || m.shutdown()).await;
     }
     result.map(|()| 0)
 }

@@ -129,6 +129,9 @@ pub struct ServerConfig {
     /// HTTP: most open sessions (one per `initialize` of a 2025-11-25 client).
     #[serde(default = "default_max_sessions")]
     pub max_sessions: usize,
+    /// HTTP: most console event streams (`/console/api/events`) one principal may have open.
+    #[serde(default = "default_max_console_streams_per_principal")]
+    pub max_console_streams_per_principal: usize,
     /// HTTP: a session with no message either way for this long ends.
     #[serde(default = "default_session_idle_timeout_ms")]
     pub session_idle_timeout_ms: u64,
@@ -193,6 +196,9 @@ fn default_idle_timeout_ms() -> u64 {
 fn default_max_requests_per_principal() -> usize {
     64
 }
+fn default_max_console_streams_per_principal() -> usize {
+    8
+}
 fn default_max_sessions() -> usize {
     256
 }
@@ -226,6 +232,7 @@ impl Default for ServerConfig {
             idle_timeout_ms: default_idle_timeout_ms(),
             max_requests_per_principal: default_max_requests_per_principal(),
             max_sessions: default_max_sessions(),
+            max_console_streams_per_principal: default_max_console_streams_per_principal(),
             session_idle_timeout_ms: default_session_idle_timeout_ms(),
             prefix: PrefixMode::default(),
             http_json_response: true,

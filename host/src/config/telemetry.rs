@@ -11,11 +11,13 @@ impl TelemetryConfig {
             otlp_protocol: self.otlp_protocol.clone(),
             service_name: self.service_name.clone(),
             capture_payloads: self.capture_payloads,
+            otlp_metrics: self.otlp_metrics,
+            otlp_metrics_interval_ms: self.otlp_metrics_interval_ms,
         }
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryConfig {
     /// The bearer token `/metrics` asks for (`${VAR}` allowed). Unset:
@@ -39,4 +41,31 @@ pub struct TelemetryConfig {
     /// Put argument values in spans. Off: spans carry names and ids only.
     #[serde(default)]
     pub capture_payloads: bool,
+    /// Push the metrics over OTLP too, to the traces' collector. Default on
+    /// (when an OTLP endpoint is set); `OTEL_METRICS_EXPORTER=none` also turns it off.
+    #[serde(default = "default_true")]
+    pub otlp_metrics: bool,
+    /// How often metrics are pushed over OTLP (default
+    /// `OTEL_METRIC_EXPORT_INTERVAL`, else 60 s).
+    #[serde(default)]
+    pub otlp_metrics_interval_ms: Option<u64>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            metrics_token: None,
+            metrics_remote: false,
+            otlp_endpoint: None,
+            otlp_protocol: None,
+            service_name: None,
+            capture_payloads: false,
+            otlp_metrics: true,
+            otlp_metrics_interval_ms: None,
+        }
+    }
 }

@@ -453,24 +453,32 @@ impl ServerHandler for WfServer {
         }
         let args = Value::Object(request.arguments.unwrap_or_default());
         if self.app.is_local(&tool.source) {
-            let result = match (tool.source.as_str(), &self.surfaces.admin) {
-                (SESSION_SOURCE, _) => {
-                    let principal = session_route::principal(&context);
-                    session_route::call(&self.app, &tool.original, args, &principal).await
-                }
-                (ADMIN_SOURCE, Some(admin)) => {
-                    admin
-                        .call(&tool.original, args, &self.caller(&context))
-                        .await
-                }
-                _ => {
-                    // Runs and call_capability use the caller's sessions.
-                    let caller = self.session_caller(&context)?;
-                    let planner = &self.surfaces.planner;
-                    let call = planner.call(&tool.source, &tool.original, args, principal.name());
-                    with_caller(caller, call).await
-                }
-            };
+            // A local tool's request span, too: a run it starts is its child.
+            let span = observe::request_span(&context, &format!("tools/call {}", request.name));
+            let result = async {
+                let result = match (tool.source.as_str(), &self.surfaces.admin) {
+                    (SESSION_SOURCE, _) => {
+                        let principal = session_route::principal(&context);
+                        session_route::call(&self.app, &tool.original, args, &principal).await
+                    }
+                    (ADMIN_SOURCE, Some(admin)) => {
+                        admin
+                            .call(&tool.original, args, &self.caller(&context))
+                            .await
+                    }
+                    _ => {
+                        // Runs and call_capability use the caller's sessions.
+                        let caller = self.session_caller(&context)?;
+                        let planner = &self.surfaces.planner;
+                        let call =
+                            planner.call(&tool.source, &tool.original, args, principal.name());
+                        with_caller(caller, call).await
+                    }
+                };
+                Ok::<_, McpError>(result)
+            }
+            .instrument(span)
+            .await?;
             return counted
                 .finish(super::tool_result::to_mcp(result).map(CallToolResponse::Complete));
         }

@@ -33,6 +33,7 @@ pub struct HttpOptions {
     pub connections: ConnLimits,
     pub max_requests_per_principal: usize,
     pub max_sessions: usize,
+    pub max_console_streams_per_principal: usize,
     pub session_idle_timeout: Duration,
     pub json_response: bool,
 }
@@ -53,6 +54,7 @@ impl HttpOptions {
             },
             max_requests_per_principal: server.max_requests_per_principal,
             max_sessions: server.max_sessions,
+            max_console_streams_per_principal: server.max_console_streams_per_principal,
             session_idle_timeout: Duration::from_millis(server.session_idle_timeout_ms),
             json_response: server.http_json_response,
         }
@@ -98,6 +100,10 @@ impl HttpOptions {
                 self.max_requests_per_principal == 0,
             ),
             ("server.max_sessions", self.max_sessions == 0),
+            (
+                "server.max_console_streams_per_principal",
+                self.max_console_streams_per_principal == 0,
+            ),
             (
                 "server.session_idle_timeout_ms",
                 self.session_idle_timeout.is_zero(),
@@ -200,6 +206,7 @@ pub async fn serve_http(
             g,
             shutdown.clone(),
             ping,
+            opts.max_console_streams_per_principal,
         ));
     tracing::info!("listening on http://{local}/mcp");
     connections::serve(

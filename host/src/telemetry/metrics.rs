@@ -12,6 +12,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::otlp_metrics::{attrs, instruments};
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
     source: String,
@@ -182,6 +184,10 @@ pub fn method_label(request: &wf_plugin_api::SourceRequest) -> Option<&'static s
 /// One MCP request from a client answered (`outcome`: `ok`, `tool_error`,
 /// or the JSON-RPC error code).
 pub fn request(method: &str, outcome: &str) {
+    if let Some(o) = instruments() {
+        o.requests
+            .add(1, &attrs([("method", method), ("outcome", outcome)]));
+    }
     METRICS
         .requests
         .get_or_create(&MethodOutcome {
@@ -193,6 +199,12 @@ pub fn request(method: &str, outcome: &str) {
 
 /// One source call answered: `outcome` is `ok` or the error code.
 pub fn source_call(source: &str, method: &str, name: &str, outcome: &str, took: Duration) {
+    if let Some(o) = instruments() {
+        let labels = [("source", source), ("method", method), ("name", name)];
+        o.call_seconds.record(took.as_secs_f64(), &attrs(labels));
+        let [s, m, n] = labels;
+        o.calls.add(1, &attrs([s, m, n, ("outcome", outcome)]));
+    }
     let m = &*METRICS;
     m.calls
         .get_or_create(&CallLabels {
@@ -213,6 +225,9 @@ pub fn source_call(source: &str, method: &str, name: &str, outcome: &str, took: 
 
 /// A plugin panicked in a call and wf contained it.
 pub fn plugin_panic(source: &str) {
+    if let Some(o) = instruments() {
+        o.panics.add(1, &attrs([("source", source)]));
+    }
     METRICS
         .panics
         .get_or_create(&SourceLabel {
@@ -223,6 +238,9 @@ pub fn plugin_panic(source: &str) {
 
 /// A client was told its upstream session on `source` restarted.
 pub fn epoch_change(source: &str) {
+    if let Some(o) = instruments() {
+        o.epoch_changes.add(1, &attrs([("source", source)]));
+    }
     METRICS
         .epoch_changes
         .get_or_create(&SourceLabel {
@@ -234,6 +252,12 @@ pub fn epoch_change(source: &str) {
 pub fn discovery(source: &str, ok: bool, took: Duration) {
     let m = &*METRICS;
     let outcome = if ok { "ok" } else { "failed" };
+    if let Some(o) = instruments() {
+        o.discoveries
+            .add(1, &attrs([("source", source), ("outcome", outcome)]));
+        o.discovery_seconds
+            .record(took.as_secs_f64(), &attrs([("source", source)]));
+    }
     m.discoveries
         .get_or_create(&SourceOutcome {
             source: source.into(),
@@ -249,6 +273,9 @@ pub fn discovery(source: &str, ok: bool, took: Duration) {
 
 pub fn reload(applied: bool) {
     let outcome = if applied { "applied" } else { "refused" };
+    if let Some(o) = instruments() {
+        o.reloads.add(1, &attrs([("outcome", outcome)]));
+    }
     METRICS
         .reloads
         .get_or_create(&OutcomeLabel {
@@ -258,6 +285,9 @@ pub fn reload(applied: bool) {
 }
 
 pub fn run_finished(status: &str) {
+    if let Some(o) = instruments() {
+        o.runs.add(1, &attrs([("status", status)]));
+    }
     METRICS
         .runs
         .get_or_create(&StatusLabel {
@@ -268,6 +298,12 @@ pub fn run_finished(status: &str) {
 
 /// A node finished after `ms` milliseconds (from its first attempt's start).
 pub fn node_finished(capability: &str, status: &str, ms: i64) {
+    if let Some(o) = instruments() {
+        o.node_seconds.record(
+            ms.max(0) as f64 / 1000.0,
+            &attrs([("capability", capability), ("status", status)]),
+        );
+    }
     METRICS
         .node_seconds
         .get_or_create(&NodeLabels {

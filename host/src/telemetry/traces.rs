@@ -40,6 +40,10 @@ pub struct Settings {
     pub otlp_protocol: Option<String>,
     pub service_name: Option<String>,
     pub capture_payloads: bool,
+    /// Metrics over OTLP too, where traces go (`otlp_metrics`, default on).
+    pub otlp_metrics: bool,
+    /// How often metrics are pushed (`otlp_metrics_interval_ms`).
+    pub otlp_metrics_interval_ms: Option<u64>,
 }
 
 /// The log filter, reloadable: with traces on, `wf::trace` spans pass it

@@ -10,6 +10,7 @@ use std::sync::{Mutex, PoisonError};
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::Span;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::status::{NodeStatus, RunStatus};
 use crate::store::NodeRecord;
@@ -39,7 +40,7 @@ impl RunTraces {
                 KeyValue::new("wf.run.id", run_id.to_string()),
                 KeyValue::new("wf.workflow.name", workflow.to_string()),
             ])
-            .start(&tracer);
+            .start_with_context(&tracer, &parent_of_run());
         let run = Context::new().with_span(span);
         self.lock().insert(
             run_id.to_string(),
@@ -132,5 +133,16 @@ impl RunTraces {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, RunSpans>> {
         self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A run started inside a traced request (e.g. `wf_planner__run_workflow`)
+/// is that request's child, in its trace; any other run is a new root.
+fn parent_of_run() -> Context {
+    let current = tracing::Span::current().context();
+    if current.span().span_context().is_valid() {
+        current
+    } else {
+        Context::new()
     }
 }

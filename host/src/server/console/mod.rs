@@ -8,6 +8,7 @@
 mod access;
 mod api;
 mod stream;
+mod stream_slots;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +38,8 @@ pub struct Console {
     /// How often an idle event stream sends a comment (keeps it under the
     /// connection idle timeout).
     ping: Duration,
+    /// Event streams open per principal.
+    streams: Arc<stream_slots::StreamSlots>,
 }
 
 /// The console's routes, each behind its guard.
@@ -46,12 +49,14 @@ pub fn router(
     g: Arc<HttpGuard>,
     shutdown: CancellationToken,
     ping: Duration,
+    max_streams_per_principal: usize,
 ) -> Router {
     let console = Console {
         app,
         surfaces,
         shutdown,
         ping,
+        streams: Arc::new(stream_slots::StreamSlots::new(max_streams_per_principal)),
     };
     let pages = Router::new()
         .route(

@@ -9,12 +9,14 @@ use std::convert::Infallible;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Extension, State};
-use axum::http::{HeaderMap, HeaderValue, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Console;
+use super::access::refused;
 use crate::server::Principal;
 use crate::surfaces::planner::PLANNER_SOURCE;
 
@@ -38,9 +40,26 @@ pub async fn events(
     h: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Err(r) = c.admit(&h, p, PLANNER_SOURCE, "get_run") {
+    if let Err(r) = c.admit(&h, p.clone(), PLANNER_SOURCE, "get_run") {
         return *r;
     }
+    // Held by the stream: its slot frees when the stream ends or is dropped.
+    let Some(slot) = c.streams.try_acquire(&p) else {
+        tracing::warn!(
+            principal = p.name(),
+            max = c.streams.max(),
+            "console event stream refused (429): too many open for this principal"
+        );
+        return refused(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "too many console event streams open for principal {:?} (limit {})",
+                p.name(),
+                c.streams.max()
+            ),
+            "close another console tab, or raise server.max_console_streams_per_principal",
+        );
+    };
     let only = run_filter(&uri);
     let rx = c.surfaces.planner.engine.events.subscribe();
     let mut ping = tokio::time::interval(c.ping);
@@ -66,6 +85,10 @@ pub async fn events(
                 return Some((Ok(out), (rx, ping, stop, only, false)));
             }
         });
+    let stream = stream.map(move |chunk| {
+        let _held = &slot;
+        chunk
+    });
     let mut r = Body::from_stream(stream).into_response();
     let h = r.headers_mut();
     h.insert(
