@@ -5,7 +5,10 @@ since) on stdio in front of the stdio upstream given as
 arguments, over ONE upstream session (an already connected client, the way
 wf multiplexes every call onto one persistent session per source).
 
-    python fastmcp_proxy.py UPSTREAM_COMMAND [ARGS...]
+    python fastmcp_proxy.py UPSTREAM_COMMAND [ARGS...] [--http HOST:PORT]
+
+With a trailing `--http HOST:PORT` it serves streamable HTTP at
+http://HOST:PORT/mcp instead of stdio (the HTTP front's peer row).
 """
 
 import sys
@@ -20,11 +23,20 @@ except ImportError:  # fastmcp 2.x
 
 
 async def main(command: str, args: list[str]) -> None:
+    http = None
+    if len(args) >= 2 and args[-2] == "--http":
+        http, args = args[-1], args[:-2]
     upstream = Client(StdioTransport(command=command, args=args))
     async with upstream:
         # A connected client: its one session serves every request.
         proxy = create_proxy(upstream, name="fastmcp-proxy")
-        await proxy.run_async(transport="stdio", show_banner=False)
+        if http is None:
+            await proxy.run_async(transport="stdio", show_banner=False)
+        else:
+            host, port = http.rsplit(":", 1)
+            await proxy.run_async(
+                transport="http", host=host, port=int(port), path="/mcp", show_banner=False
+            )
 
 
 if __name__ == "__main__":

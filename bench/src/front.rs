@@ -18,7 +18,8 @@ const P50_BUDGET_US: f64 = 300.0;
 
 enum Path {
     Direct(Box<McpProc>),
-    Web(WebClient),
+    /// A client and the name the echo tool has behind that front.
+    Web(WebClient, &'static str),
 }
 
 pub async fn run(env: &Env) -> anyhow::Result<()> {
@@ -77,9 +78,33 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
                 names.push(format!("{name} --http, {label}"));
                 paths.push(Path::Web(
                     WebClient::connect(&http, &server.url, generation).await?,
+                    "fx__echo",
                 ));
             }
             servers.push(server);
+        }
+    }
+    // --peers: FastMCP's proxy with its streamable HTTP front, same upstream.
+    let mut missing_peers = Vec::new();
+    if let Some(python) = &env.fastmcp_python {
+        let name = "FastMCP proxy --http, 2025-11-25 client, session";
+        let mut cmd = tokio::process::Command::new(python);
+        cmd.arg(crate::peers::fastmcp_script())
+            .arg(&env.fixture)
+            .args(env.fixture_command(0).as_std().get_args());
+        let log = env.scratch.join("front-fastmcp.stderr");
+        let peer = async {
+            let server = HttpWf::start(cmd, &log).await?;
+            let client = WebClient::connect(&http, &server.url, Generation::Sessions2025).await?;
+            anyhow::Ok((server, client))
+        };
+        match peer.await {
+            Ok((server, client)) => {
+                names.push(name.to_string());
+                paths.push(Path::Web(client, "echo"));
+                servers.push(server);
+            }
+            Err(e) => missing_peers.push(format!("{name} (`{}`): {e:#}", python.display())),
         }
     }
 
@@ -119,7 +144,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         let p50 = percentile(&lat[k], 0.5);
         let (bodies, target) = match &paths[k] {
             Path::Direct(_) => ("–".to_string(), "–".to_string()),
-            Path::Web(c) => (
+            Path::Web(c, _) => (
                 format!("{} / {}", c.bodies.0, c.bodies.1),
                 verdict(us(p50) - us(d50) <= P50_BUDGET_US).to_string(),
             ),
@@ -132,6 +157,21 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         );
     }
     println!();
+    // The peer's added p50 against wf's, for the same client (2025 session).
+    if let (Some(f), Some(w)) = (
+        names.iter().position(|n| n.starts_with("FastMCP")),
+        names.iter().position(|n| n.starts_with("wf --http, 2025")),
+    ) {
+        let added = |k: usize| us(percentile(&lat[k], 0.5)) - us(d50);
+        let ratio = added(f) / added(w).max(1.0);
+        println!(
+            "FastMCP's p50 added / wf's, 2025-11-25 session client: {ratio:.1}× (target ≥ 5×: {})\n",
+            verdict(ratio >= 5.0)
+        );
+    }
+    for m in &missing_peers {
+        println!("Not measured: {m}\n");
+    }
     for p in &mut paths {
         if let Path::Direct(d) = p {
             d.stop().await;
@@ -146,6 +186,6 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
 async fn call(path: &mut Path, msg: &str) -> anyhow::Result<()> {
     match path {
         Path::Direct(p) => echo(&p.peer(), "echo", msg).await,
-        Path::Web(c) => c.echo("fx__echo", msg).await,
+        Path::Web(c, tool) => c.echo(tool, msg).await,
     }
 }
