@@ -74,6 +74,9 @@ async def test_sources_plugins_and_capability_search_render(wf: Wf) -> None:
             await page.keyboard.press("Enter")
             await page.locator("#cap-query").fill("template")
             await page.keyboard.press("Enter")
+            # The unfiltered list stays on the page until the search answers:
+            # wait for it to go, or the checks below would read the old list.
+            await page.locator('details[data-capability="wf_std__sleep"]').wait_for(state="detached")
             hit = page.locator('details[data-capability="wf_std__template"]')
             await hit.wait_for()
             await hit.locator("summary").focus()

@@ -73,8 +73,9 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
             let opts = HttpOptions::new(bind, token, server).with_named_tokens(named);
             let stop = CancellationToken::new();
             let on_signal = stop.clone();
+            let signal = shutdown_signal();
             tokio::spawn(async move {
-                shutdown_signal().await;
+                signal.await;
                 on_signal.cancel();
             });
             serve_http(app.clone(), surfaces.clone(), opts, stop).await

@@ -67,30 +67,51 @@ pub async fn serve_stdio(app: Arc<App>, surfaces: Surfaces) -> anyhow::Result<()
     let max_line = app.config.config.server.max_request_bytes;
     let (read, write) = rmcp::transport::stdio_pipes();
     tracing::debug!("serving MCP on stdio; client messages up to {max_line} bytes");
-    let service = WfServer::new(app, surfaces, false)
-        .serve(stdio::StdioTransport::new(read, write, max_line))
-        .await?;
+    let mut signal = std::pin::pin!(shutdown_signal());
+    let serving = WfServer::new(app, surfaces, false)
+        .serve(stdio::StdioTransport::new(read, write, max_line));
+    // A signal during the handshake ends wf as cleanly as one after it.
+    let service = tokio::select! {
+        s = serving => s?,
+        _ = &mut signal => return Ok(()),
+    };
     tokio::select! {
         r = service.waiting() => { r?; }
-        _ = shutdown_signal() => {}
+        _ = signal => {}
     }
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is
+/// called, not when the future is first polled: a signal that arrives while
+/// the server is still starting (before anything awaits it) must not kill wf
+/// with the default action.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("signal handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+        use tokio::signal::unix::{SignalKind, signal};
+        let int = signal(SignalKind::interrupt());
+        let term = signal(SignalKind::terminate());
+        async move {
+            match (int, term) {
+                (Ok(mut int), Ok(mut term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!("cannot install the SIGINT/SIGTERM handlers: {e}");
+                    std::future::pending::<()>().await;
+                }
+            }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = ctrl_c.await;
+        let ctrl_c = tokio::signal::ctrl_c();
+        async move {
+            let _ = ctrl_c.await;
+        }
     }
 }

@@ -241,7 +241,8 @@ pub fn source_span(source: &str, method: &str, name: &str) -> Span {
 pub fn attempt_span(node: SpanContext, run_id: &str, node_id: &str, attempt: u32) -> Span {
     let span = tracing::info_span!(target: "wf::trace", "workflow.attempt",
         otel.name = %format!("workflow.attempt {node_id} #{attempt}"), otel.kind = "internal",
-        wf.run.id = run_id, wf.node.id = node_id, wf.node.attempt = attempt,
+        // i64: tracing-opentelemetry records a u64 field as its Debug string.
+        wf.run.id = run_id, wf.node.id = node_id, wf.node.attempt = i64::from(attempt),
         otel.status_code = Empty, otel.status_message = Empty,
         trace_id = Empty, span_id = Empty);
     let _ = span.set_parent(Context::new().with_remote_span_context(node));
