@@ -3,8 +3,10 @@
 //! - load: 200 concurrent 2025-11-25 clients, each on its own session, 50
 //!   calls each; errors, p50/p99, and wf's resident memory and open file
 //!   descriptors before, at peak (sampled every 20 ms) and after;
-//! - soak: 100 000 calls on one session; resident memory after the first
-//!   10 000 against after all, and file descriptors against the baseline.
+//!   (once with a per-client upstream session each, once with one shared);
+//! - soak: 100 000 calls on one session of a fresh wf; resident memory after
+//!   the first 10 000 against after all, and file descriptors against the
+//!   baseline.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,42 +39,101 @@ fn mem(pid: u32) -> Mem {
     }
 }
 
+/// How many clients and calls each phase makes.
+struct Size {
+    clients: usize,
+    calls: usize,
+    soak: usize,
+    checkpoint: usize,
+}
+
+/// One load phase's results.
+struct LoadResult {
+    scope: &'static str,
+    lat: Vec<Duration>,
+    errors: Vec<String>,
+    elapsed: Duration,
+    before: Mem,
+    at_peak: Mem,
+    after: Mem,
+}
+
 pub async fn run(env: &Env) -> anyhow::Result<()> {
-    let (clients, calls, soak, checkpoint) = if env.quick {
-        (50, 10, 10_000, 1_000)
+    let mut size = if env.quick {
+        Size {
+            clients: 50,
+            calls: 10,
+            soak: 10_000,
+            checkpoint: 1_000,
+        }
     } else {
-        (200, 50, 100_000, 10_000)
+        Size {
+            clients: 200,
+            calls: 50,
+            soak: 100_000,
+            checkpoint: 10_000,
+        }
     };
-    eprintln!(
-        "wf-bench: load: {clients} clients × {calls} calls, then {soak} calls on one session"
-    );
-    let sources = json!({"fx": env.fixture_source(0)});
+    // A longer soak on demand: does the memory level off?
+    if let Some(n) = std::env::var("WF_BENCH_SOAK_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        size.soak = n;
+    }
+    let mut loads = Vec::new();
+    // HTTP serving defaults to `session = "client"`: each client's first call
+    // opens its own upstream session (a fixture process). "shared" is one
+    // upstream session for everyone, the desktop setting.
+    for scope in ["client", "shared"] {
+        eprintln!(
+            "wf-bench: load: {} clients × {} calls, session = {scope:?}",
+            size.clients, size.calls
+        );
+        loads.push(load(env, &size, scope).await?);
+    }
+    eprintln!("wf-bench: soak: {} calls on one session", size.soak);
+    let soak = soak(env, &size).await?;
+    print(&size, &loads, &soak);
+    Ok(())
+}
+
+/// `wf serve --http` in front of the fixture, with room for `size.clients`
+/// callers (every bench client is the one local principal).
+async fn start(env: &Env, name: &str, size: &Size, scope: &str) -> anyhow::Result<HttpWf> {
+    let mut fx = env.fixture_source(0);
+    fx["session"] = json!(scope);
+    fx["max_sessions"] = json!(size.clients + 16);
     let (cmd, log) = env.wf_command_with_server(
         &env.wf,
-        "load",
-        sources,
-        // Every client here is the one local principal: let it have all
-        // 200 requests in flight (the default allows 64).
+        name,
+        json!({"fx": fx}),
+        // The default allows 64 requests in flight per principal.
         json!({"max_requests_per_principal": 1024, "max_sessions": 1024, "max_connections": 1024}),
     )?;
-    let mut server = HttpWf::start(cmd, &log).await?;
-    // Each phase has its own HTTP client, dropped (closing its kept-alive
-    // connections) before wf's fds are counted: what stays open is wf's.
-    let pool = || {
-        reqwest::Client::builder()
-            .pool_max_idle_per_host(clients * 2)
-            .build()
-    };
-    // Baseline: wf up, its persistent upstream session open, no client connected.
+    HttpWf::start(cmd, &log).await
+}
+
+/// Each phase has its own HTTP client, dropped (closing its kept-alive
+/// connections) before wf's fds are counted: what stays open is wf's.
+fn pool(size: &Size) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .pool_max_idle_per_host(size.clients * 2)
+        .build()?)
+}
+
+async fn load(env: &Env, size: &Size, scope: &'static str) -> anyhow::Result<LoadResult> {
+    let mut server = start(env, &format!("load-{scope}"), size, scope).await?;
+    // Baseline: wf up, its shared upstream session open, no client connected.
     {
-        let http = pool()?;
+        let http = pool(size)?;
         let mut first = WebClient::connect(&http, &server.url, Generation::Sessions2025).await?;
         first.echo("fx__echo", "wf-bench load warm-up").await?;
         first.close().await?;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = mem(server.pid);
-    let http = pool()?;
+    let http = pool(size)?;
 
     // Peak sampler.
     let peak = Arc::new(Mutex::new(before));
@@ -92,8 +153,8 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     };
     let started = Instant::now();
     let mut set = JoinSet::new();
-    for c in 0..clients {
-        let (http, url) = (http.clone(), server.url.clone());
+    for c in 0..size.clients {
+        let (http, url, calls) = (http.clone(), server.url.clone(), size.calls);
         set.spawn(async move {
             let mut lat = Vec::with_capacity(calls);
             let mut errors = Vec::new();
@@ -133,115 +194,181 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     let _ = sampler.await;
     let at_peak = *peak.lock().await;
     drop(http);
-    // Sessions were ended with DELETE; give wf a moment to drop them.
+    // Sessions were ended with DELETE; give wf a moment to drop them (and
+    // the per-client upstream sessions with them).
     tokio::time::sleep(Duration::from_secs(1)).await;
     let after = mem(server.pid);
+    server.stop().await;
+    Ok(LoadResult {
+        scope,
+        lat,
+        errors,
+        elapsed,
+        before,
+        at_peak,
+        after,
+    })
+}
 
-    // Soak: one session, SOAK_CALLERS callers sharing it.
-    eprintln!("wf-bench: soak: {soak} calls on one session");
-    let http = pool()?;
-    let one = WebClient::connect(&http, &server.url, Generation::Sessions2025).await?;
+/// The soak's memory and fds: at the start, after every checkpoint, at the
+/// end and after the session and client are gone.
+struct SoakResult {
+    before: Mem,
+    series: Vec<Mem>,
+    after: Mem,
+    errors: u64,
+    elapsed: Duration,
+}
+
+/// `size.soak` calls on one session of a fresh wf (`session = "shared"`:
+/// the soak is about wf, not about opening upstream sessions).
+async fn soak(env: &Env, size: &Size) -> anyhow::Result<SoakResult> {
+    let mut server = start(env, "soak", size, "shared").await?;
+    let http = pool(size)?;
+    let mut one = WebClient::connect(&http, &server.url, Generation::Sessions2025).await?;
+    one.echo("fx__echo", "wf-bench soak warm-up").await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let session = one.session_id().map(str::to_string);
-    let soak_before = mem(server.pid);
-    let mut soak_errors = 0u64;
+    let before = mem(server.pid);
+    let mut errors = 0u64;
     let mut done = 0usize;
-    let mut at_checkpoint = Mem::default();
-    let soak_started = Instant::now();
-    while done < soak {
-        let chunk = checkpoint.min(soak - done);
-        soak_errors += soak_chunk(&http, &server.url, session.as_deref(), chunk, done).await;
+    let mut series = Vec::new();
+    let started = Instant::now();
+    while done < size.soak {
+        let chunk = size.checkpoint.min(size.soak - done);
+        errors += soak_chunk(&http, &server.url, session.as_deref(), chunk, done).await;
         done += chunk;
-        if done == checkpoint {
-            at_checkpoint = mem(server.pid);
-        }
+        series.push(mem(server.pid));
     }
-    let soak_elapsed = soak_started.elapsed();
-    let soak_end = mem(server.pid);
+    let elapsed = started.elapsed();
     one.close().await?;
     drop(http);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let soak_after = mem(server.pid);
+    let after = mem(server.pid);
     server.stop().await;
+    Ok(SoakResult {
+        before,
+        series,
+        after,
+        errors,
+        elapsed,
+    })
+}
 
+fn print(size: &Size, loads: &[LoadResult], soak: &SoakResult) {
+    let Size {
+        clients,
+        calls,
+        soak: soak_calls,
+        checkpoint,
+    } = *size;
     println!("## Load and soak: `wf serve --http` in front of the stdio fixture\n");
     println!(
         "{clients} concurrent 2025-11-25 clients, each on its own session (initialize, {calls} \
-         echo calls one after another, DELETE), all at once; wf configured with \
-         `max_requests_per_principal = 1024` (every client is the one local principal; the \
-         default 64 would answer the rest 429). RSS and open fds of the wf process; peak sampled \
-         every 20 ms.\n"
+         echo calls one after another, DELETE), all at once, against a fresh wf per row; wf \
+         configured with `max_requests_per_principal = 1024` (every client is the one local \
+         principal; the default 64 would answer the rest 429) and the source with room for a \
+         session per client. `session = \"client\"` (HTTP's default) gives each client its own \
+         upstream session, so its latencies include {clients} fixture processes starting at once; \
+         `\"shared\"` is one upstream session for all. RSS and open fds of the wf process; peak \
+         sampled every 20 ms.\n"
     );
-    println!("| clients × calls | errors | p50 | p99 | wall time | calls/s |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    println!(
-        "| {clients} × {calls} | {} | {:.0} µs | {:.1} ms | {:.1} s | {:.0} |",
-        errors.len(),
-        us(percentile(&lat, 0.5)),
-        ms(percentile(&lat, 0.99)),
-        elapsed.as_secs_f64(),
-        lat.len() as f64 / elapsed.as_secs_f64()
-    );
+    println!("| session | clients × calls | errors | p50 | p99 | wall time | calls/s |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for l in loads {
+        println!(
+            "| {} | {clients} × {calls} | {} | {:.0} µs | {:.1} ms | {:.1} s | {:.0} |",
+            l.scope,
+            l.errors.len(),
+            us(percentile(&l.lat, 0.5)),
+            ms(percentile(&l.lat, 0.99)),
+            l.elapsed.as_secs_f64(),
+            l.lat.len() as f64 / l.elapsed.as_secs_f64()
+        );
+    }
     println!();
-    println!("| wf | before | at peak | after (sessions closed, client gone, +1 s) |");
-    println!("|---|---:|---:|---:|");
     println!(
-        "| VmRSS | {} | {} | {} |",
-        mib(before.rss_kib),
-        mib(at_peak.rss_kib),
-        mib(after.rss_kib)
+        "| session | wf | before | at peak | after (sessions closed, client gone, +1 s) | target |"
     );
-    println!(
-        "| open fds | {} | {} | {} |",
-        before.fds, at_peak.fds, after.fds
-    );
-    if !errors.is_empty() {
-        let mut shown = errors.clone();
+    println!("|---|---|---:|---:|---:|---|");
+    for l in loads {
+        println!(
+            "| {} | VmRSS | {} | {} | {} | |",
+            l.scope,
+            mib(l.before.rss_kib),
+            mib(l.at_peak.rss_kib),
+            mib(l.after.rss_kib)
+        );
+        println!(
+            "| {} | open fds | {} | {} | {} | back to the baseline: {} |",
+            l.scope,
+            l.before.fds,
+            l.at_peak.fds,
+            l.after.fds,
+            verdict(l.after.fds <= l.before.fds)
+        );
+    }
+    for l in loads.iter().filter(|l| !l.errors.is_empty()) {
+        let mut shown = l.errors.clone();
         shown.sort();
         shown.dedup();
         println!(
-            "\nFirst distinct errors: {:?}",
+            "\nFirst distinct errors ({}): {:?}",
+            l.scope,
             &shown[..shown.len().min(3)]
         );
     }
     println!();
-    let growth = at_checkpoint.rss_kib as f64;
-    let grew = (soak_end.rss_kib as f64 - growth) / growth.max(1.0);
+    let first = soak.series.first().copied().unwrap_or_default();
+    let last = soak.series.last().copied().unwrap_or_default();
+    let grew = (last.rss_kib as f64 - first.rss_kib as f64) / (first.rss_kib as f64).max(1.0);
     println!(
-        "Soak: {soak} echo calls on one 2025-11-25 session, {SOAK_CALLERS} callers sharing it, \
-         {:.1} s ({:.0} calls/s), {soak_errors} errors.\n",
-        soak_elapsed.as_secs_f64(),
-        soak as f64 / soak_elapsed.as_secs_f64()
+        "Soak: {soak_calls} echo calls on one 2025-11-25 session of a fresh wf (`session = \"shared\"`), \
+         {SOAK_CALLERS} callers sharing it, {:.1} s ({:.0} calls/s), {} errors.\n",
+        soak.elapsed.as_secs_f64(),
+        soak_calls as f64 / soak.elapsed.as_secs_f64(),
+        soak.errors
     );
     println!(
-        "| wf | session open | after {checkpoint} calls | after {soak} calls | session closed, client gone, +1 s | target |"
+        "| wf | session open | after {checkpoint} calls | after {soak_calls} calls | session closed, client gone, +1 s | target |"
     );
     println!("|---|---:|---:|---:|---:|---|");
     println!(
         "| VmRSS | {} | {} | {} | {} | after all ≤ after {checkpoint} + {:.0}%: {} ({:+.1}%) |",
-        mib(soak_before.rss_kib),
-        mib(at_checkpoint.rss_kib),
-        mib(soak_end.rss_kib),
-        mib(soak_after.rss_kib),
+        mib(soak.before.rss_kib),
+        mib(first.rss_kib),
+        mib(last.rss_kib),
+        mib(soak.after.rss_kib),
         RSS_GROWTH * 100.0,
         verdict(grew <= RSS_GROWTH),
         grew * 100.0
     );
     println!(
         "| open fds | {} | {} | {} | {} | back to the baseline ({}): {} |",
-        soak_before.fds,
-        at_checkpoint.fds,
-        soak_end.fds,
-        soak_after.fds,
-        before.fds,
-        verdict(soak_after.fds <= before.fds)
+        soak.before.fds,
+        first.fds,
+        last.fds,
+        soak.after.fds,
+        soak.before.fds,
+        verdict(soak.after.fds <= soak.before.fds)
     );
     println!(
-        "\nLoad verdict: {} errors (target 0): {}; fds after the load back to the baseline: {}.\n",
-        errors.len() as u64 + soak_errors,
-        verdict(errors.is_empty() && soak_errors == 0),
-        verdict(after.fds <= before.fds)
+        "\nVmRSS after every {checkpoint} calls: {}.",
+        soak.series
+            .iter()
+            .map(|m| mib(m.rss_kib))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
-    Ok(())
+    let load_errors: usize = loads.iter().map(|l| l.errors.len()).sum();
+    println!(
+        "\nLoad verdict: {} errors (target 0): {}; fds back to the baseline after every phase: {}.\n",
+        load_errors as u64 + soak.errors,
+        verdict(load_errors == 0 && soak.errors == 0),
+        verdict(
+            loads.iter().all(|l| l.after.fds <= l.before.fds) && soak.after.fds <= soak.before.fds
+        )
+    );
 }
 
 /// `n` calls on `session`, `SOAK_CALLERS` at a time; returns the errors.
