@@ -80,8 +80,17 @@ pub fn load_config_and_plugins(
     let dirs = plugin_dirs(&config, &opts.plugin_dirs);
     let (events, rx) = HostEvents::channel();
     let level = log_level(opts);
+    let threads = config.config.server.plugin_threads;
+    if !(1..=wf_plugin_api::export::MAX_RUNTIME_THREADS).contains(&threads) {
+        anyhow::bail!(
+            "{}: server.plugin_threads = {threads}: must be between 1 and {}",
+            config.file_label(),
+            wf_plugin_api::export::MAX_RUNTIME_THREADS
+        );
+    }
     let policy = LoadPolicy {
         allow_insecure: opts.allow_insecure_plugin_dir,
+        runtime_threads: Some(threads),
     };
     let plugins = load_plugins(&dirs, &events, level, policy);
     Ok((config, plugins, events, rx))

@@ -46,6 +46,9 @@ pub struct CallContext {
     /// Set once the call asked about cancellation: such a call gets a grace
     /// period to clean up after the signal before it is dropped.
     pub(crate) watching: Arc<AtomicBool>,
+    /// The info, read across the ABI and parsed once per call (a call asks
+    /// for its scope, trace and id several times).
+    pub(crate) parsed: Arc<std::sync::OnceLock<Value>>,
 }
 
 impl CallContext {
@@ -78,13 +81,18 @@ impl CallContext {
     }
     /// The call's details as the host sent them (e.g. `{"meta": {...}}`).
     pub fn info(&self) -> Value {
-        serde_json::from_str(self.inner.info().as_str()).unwrap_or(Value::Null)
+        self.info_ref().clone()
+    }
+    /// The info without a copy.
+    fn info_ref(&self) -> &Value {
+        self.parsed
+            .get_or_init(|| serde_json::from_str(self.inner.info().as_str()).unwrap_or(Value::Null))
     }
     /// Since 1.2: the call's W3C trace context (info key `"trace"`), when the
     /// host exports traces. Pass [`crate::trace::TraceContext::child`] on to
     /// what the call calls and report it with [`crate::Event::Span`].
     pub fn trace_context(&self) -> Option<crate::trace::TraceContext> {
-        crate::trace::TraceContext::from_info(&self.info())
+        crate::trace::TraceContext::from_info(self.info_ref())
     }
     /// Since 1.2: reports a span this call measured (e.g. one outgoing
     /// request) for the host to export ([`crate::Event::Span`]). A no-op on
@@ -104,7 +112,7 @@ impl CallContext {
     /// with it in `data.mcp_error`.
     pub async fn ask(&self, request: &CallerRequest) -> Result<Value, PluginError> {
         // The host gives each call it can route an id; a host older than 1.2 does not.
-        let Some(call) = self.info().get("call").and_then(Value::as_u64) else {
+        let Some(call) = self.info_ref().get("call").and_then(Value::as_u64) else {
             return Err(PluginError::unsupported(format!(
                 "cannot {} the caller: this host predates wf-plugin-api 1.2",
                 request.kind()
@@ -177,10 +185,9 @@ impl CallContext {
     }
     /// Since 1.1: the session this call must run on (default: the shared one, any epoch).
     pub fn scope(&self) -> CallScope {
-        self.info()
+        self.info_ref()
             .get("scope")
-            .cloned()
-            .and_then(|s| serde_json::from_value(s).ok())
+            .and_then(|s| <CallScope as serde::Deserialize>::deserialize(s).ok())
             .unwrap_or_default()
     }
 }

@@ -64,13 +64,23 @@ macro_rules! export_plugin {
     };
 }
 
+/// Worker threads of [`runtime`]: the host's [`PluginInit::runtime_threads`],
+/// set before the runtime starts. One by default: the plugin's work per
+/// call is small (its call futures are polled on the host's threads, see
+/// [`InlineCall`]), and a second worker mostly wakes up to find nothing to
+/// steal, which costs every call a thread hand-off (docs/benchmarks.md).
+static RUNTIME_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+/// The most worker threads a host may ask for.
+pub const MAX_RUNTIME_THREADS: usize = 64;
+
 /// This dylib's runtime. Each plugin library links its own copy of tokio, so
 /// the host's runtime is invisible here; every plugin future runs on this one.
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(RUNTIME_THREADS.load(Ordering::Relaxed).max(1))
             .thread_name("wf-plugin")
             .enable_all()
             .build()
@@ -171,6 +181,9 @@ extern "C" fn instantiate<P: Plugin>(
 ) -> RResult<PluginBox, RString> {
     let result = catch_unwind(AssertUnwindSafe(move || {
         let init: PluginInit = serde_json::from_str(init_json.as_str()).unwrap_or_default();
+        if let Some(n) = init.runtime_threads {
+            RUNTIME_THREADS.store(n.clamp(1, MAX_RUNTIME_THREADS), Ordering::Relaxed);
+        }
         crate::logging::install(host.clone(), &init.log_level);
         let host = Host {
             inner: host,
@@ -322,6 +335,7 @@ impl<S: Source> SourceFfi for SourceAdapter<S> {
             inner: Arc::new(ctx),
             cancel: cancel.clone(),
             watching: watching.clone(),
+            parsed: Arc::default(),
         };
         // The call's token also fires when its work ends, so whatever still
         // waits on this call (an ask its upstream sent back late) stops too.
@@ -361,7 +375,9 @@ async fn dispatch<S: Source>(
     ctx: CallContext,
 ) -> Result<String, PluginError> {
     // A known operation with bad fields is the caller's mistake; one this
-    // plugin predates decodes to `Unknown` and is `unsupported`.
+    // plugin predates decodes to `Unknown` and is `unsupported`. Each
+    // operation's future is boxed: inline, the largest of them sized this
+    // future, which every call then copied whole into its box.
     let text = request;
     let request = SourceRequest::parse(text)
         .map_err(|e| PluginError::invalid_arguments(format!("malformed request: {e}")))?;
@@ -381,43 +397,47 @@ async fn dispatch<S: Source>(
             complete_ask(ask, answer);
             Ok("null".to_string())
         }
-        SourceRequest::Catalog => serde_json::to_string(&source.catalog().await?),
+        SourceRequest::Catalog => serde_json::to_string(&Box::pin(source.catalog()).await?),
         SourceRequest::CallTool { name, arguments } => {
-            serde_json::to_string(&source.call_tool(&name, arguments, ctx).await?)
+            serde_json::to_string(&Box::pin(source.call_tool(&name, arguments, ctx)).await?)
         }
         SourceRequest::RunNode { name, input } => {
-            serde_json::to_string(&source.run_node(&name, input, ctx).await?)
+            serde_json::to_string(&Box::pin(source.run_node(&name, input, ctx)).await?)
         }
-        SourceRequest::ListResources => serde_json::to_string(&source.list_resources().await?),
+        SourceRequest::ListResources => {
+            serde_json::to_string(&Box::pin(source.list_resources()).await?)
+        }
         SourceRequest::ListResourceTemplates => {
-            serde_json::to_string(&source.list_resource_templates().await?)
+            serde_json::to_string(&Box::pin(source.list_resource_templates()).await?)
         }
         SourceRequest::ReadResource { uri } => {
-            serde_json::to_string(&source.read_resource(&uri, ctx).await?)
+            serde_json::to_string(&Box::pin(source.read_resource(&uri, ctx)).await?)
         }
-        SourceRequest::ListPrompts => serde_json::to_string(&source.list_prompts().await?),
+        SourceRequest::ListPrompts => {
+            serde_json::to_string(&Box::pin(source.list_prompts()).await?)
+        }
         SourceRequest::GetPrompt { name, arguments } => {
-            serde_json::to_string(&source.get_prompt(&name, arguments, ctx).await?)
+            serde_json::to_string(&Box::pin(source.get_prompt(&name, arguments, ctx)).await?)
         }
         SourceRequest::Complete(params) => {
-            serde_json::to_string(&source.complete(params, ctx).await?)
+            serde_json::to_string(&Box::pin(source.complete(params, ctx)).await?)
         }
         SourceRequest::Subscribe { uri } => {
-            serde_json::to_string(&source.subscribe(&uri, ctx).await?)
+            serde_json::to_string(&Box::pin(source.subscribe(&uri, ctx)).await?)
         }
         SourceRequest::Unsubscribe { uri } => {
-            serde_json::to_string(&source.unsubscribe(&uri, ctx).await?)
+            serde_json::to_string(&Box::pin(source.unsubscribe(&uri, ctx)).await?)
         }
         SourceRequest::RootsListChanged => {
-            serde_json::to_string(&source.roots_list_changed(ctx).await?)
+            serde_json::to_string(&Box::pin(source.roots_list_changed(ctx)).await?)
         }
-        SourceRequest::Status => serde_json::to_string(&source.status().await),
+        SourceRequest::Status => serde_json::to_string(&Box::pin(source.status()).await),
         SourceRequest::OpenSession { lease } => {
-            serde_json::to_string(&source.open_session(lease.as_deref()).await?)
+            serde_json::to_string(&Box::pin(source.open_session(lease.as_deref())).await?)
         }
-        SourceRequest::OpenLease => serde_json::to_string(&source.open_lease().await?),
+        SourceRequest::OpenLease => serde_json::to_string(&Box::pin(source.open_lease()).await?),
         SourceRequest::CloseLease { lease } => {
-            serde_json::to_string(&source.close_lease(&lease).await?)
+            serde_json::to_string(&Box::pin(source.close_lease(&lease)).await?)
         }
     };
     json.map_err(|e| PluginError::internal(format!("result is not serializable: {e}")))

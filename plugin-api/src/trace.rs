@@ -27,7 +27,7 @@ impl TraceContext {
     /// Parses the context from a call's info JSON (`{"trace": {...}}`);
     /// `None` when absent or when `traceparent` is not valid W3C.
     pub fn from_info(info: &Value) -> Option<Self> {
-        let t: Self = serde_json::from_value(info.get("trace")?.clone()).ok()?;
+        let t = <Self as serde::Deserialize>::deserialize(info.get("trace")?).ok()?;
         if t.parts().is_some() { Some(t) } else { None }
     }
     fn parts(&self) -> Option<(&str, &str, &str)> {

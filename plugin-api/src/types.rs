@@ -102,6 +102,11 @@ pub struct PluginInit {
     /// (`info,rmcp=warn`). Filtered events never cross the ABI.
     #[serde(default)]
     pub log_level: String,
+    /// Since 1.2: worker threads of the plugin's tokio runtime (the
+    /// operator's `[server] plugin_threads`; 1 when absent, at most
+    /// [`crate::export::MAX_RUNTIME_THREADS`]). Read before the runtime starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_threads: Option<usize>,
 }
 
 /// A configured source the host asks a plugin to create.

@@ -149,6 +149,10 @@ pub struct ServerConfig {
     /// Most such calls waiting for input at once; beyond, a call that asks is refused.
     #[serde(default = "default_max_waiting_inputs")]
     pub max_waiting_inputs: usize,
+    /// Worker threads of each plugin's own tokio runtime (1 to 64; read when
+    /// a plugin is loaded, so a change takes effect at the next start).
+    #[serde(default = "default_plugin_threads")]
+    pub plugin_threads: usize,
 }
 
 /// `[server] prefix`: when a source's prefix is put before its names.
@@ -211,6 +215,9 @@ fn default_input_wait_ms() -> u64 {
 fn default_max_waiting_inputs() -> usize {
     64
 }
+fn default_plugin_threads() -> usize {
+    1
+}
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -238,6 +245,7 @@ impl Default for ServerConfig {
             http_json_response: true,
             input_wait_ms: default_input_wait_ms(),
             max_waiting_inputs: default_max_waiting_inputs(),
+            plugin_threads: default_plugin_threads(),
         }
     }
 }

@@ -70,6 +70,9 @@ pub struct LoadPolicy {
     /// `--allow-insecure-plugin-dir`: load from folders and files other
     /// users can write (with a warning) instead of refusing them.
     pub allow_insecure: bool,
+    /// `[server] plugin_threads`: each plugin's runtime size (none: the
+    /// plugin's own default).
+    pub runtime_threads: Option<usize>,
 }
 
 #[derive(Default)]
@@ -539,6 +542,7 @@ fn instantiate(
     let init = PluginInit {
         host_version: env!("CARGO_PKG_VERSION").into(),
         log_level: log_level.into(),
+        runtime_threads: set.policy.runtime_threads,
     };
     let init = RString::from(serde_json::to_string(&init).unwrap_or_default());
     let plugin = (module.instantiate())(host, init)

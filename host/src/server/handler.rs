@@ -338,8 +338,11 @@ impl ServerHandler for WfServer {
         request: CompleteRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        let counted = observe::Counted::new("completion/complete");
-        counted.finish(forwarding::complete(&self.app, request, CallCtx::new()).await)
+        Box::pin(async move {
+            let counted = observe::Counted::new("completion/complete");
+            counted.finish(forwarding::complete(&self.app, request, CallCtx::new()).await)
+        })
+        .await
     }
 
     #[allow(deprecated)] // 2025-11-25 clients still subscribe this way
@@ -408,19 +411,22 @@ impl ServerHandler for WfServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let counted = observe::Counted::new("tools/list");
-        let proj = self.app.projection_ready().await;
-        let (principal, caller) = (principal_of(&context), self.caller(&context));
-        let items: Vec<&wf_plugin_api::Tool> = proj
-            .tools
-            .iter()
-            .filter(|t| visible(&self.surfaces, &principal, &caller, &t.source, &t.name))
-            .map(|t| &t.item)
-            .collect();
-        let (items, next) = paged(&items, &request, self.page_size())?;
-        let mut r = ListToolsResult::with_all_items(convert(items)?);
-        r.next_cursor = next;
-        counted.finish(Ok(r))
+        Box::pin(async move {
+            let counted = observe::Counted::new("tools/list");
+            let proj = self.app.projection_ready().await;
+            let (principal, caller) = (principal_of(&context), self.caller(&context));
+            let items: Vec<&wf_plugin_api::Tool> = proj
+                .tools
+                .iter()
+                .filter(|t| visible(&self.surfaces, &principal, &caller, &t.source, &t.name))
+                .map(|t| &t.item)
+                .collect();
+            let (items, next) = paged(&items, &request, self.page_size())?;
+            let mut r = ListToolsResult::with_all_items(convert(items)?);
+            r.next_cursor = next;
+            counted.finish(Ok(r))
+        })
+        .await
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -433,85 +439,91 @@ impl ServerHandler for WfServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let counted = observe::Counted::new("tools/call");
-        let proj = self.app.projection_ready().await;
-        let Some(tool) = proj.tool(&request.name) else {
-            return Err(McpError::invalid_params(
-                format!("unknown tool {:?}", request.name),
-                None,
-            ));
-        };
-        let principal = principal_of(&context);
-        if let Some(refused) = self
-            .surfaces
-            .isolation
-            .access
-            .refusal(&principal, &tool.name)
-        {
-            tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
-            return Err(McpError::invalid_params(refused, None));
-        }
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        if self.app.is_local(&tool.source) {
-            // A local tool's request span, too: a run it starts is its child.
-            let span = observe::request_span(&context, &format!("tools/call {}", request.name));
-            let result = async {
-                let result = match (tool.source.as_str(), &self.surfaces.admin) {
-                    (SESSION_SOURCE, _) => {
-                        let principal = session_route::principal(&context);
-                        session_route::call(&self.app, &tool.original, args, &principal).await
-                    }
-                    (ADMIN_SOURCE, Some(admin)) => {
-                        admin
-                            .call(&tool.original, args, &self.caller(&context))
-                            .await
-                    }
-                    _ => {
-                        // Runs and call_capability use the caller's sessions.
-                        let caller = self.session_caller(&context)?;
-                        let planner = &self.surfaces.planner;
-                        let call =
-                            planner.call(&tool.source, &tool.original, args, principal.name());
-                        with_caller(caller, call).await
-                    }
-                };
-                Ok::<_, McpError>(result)
-            }
-            .instrument(span)
-            .await?;
-            return counted
-                .finish(super::tool_result::to_mcp(result).map(CallToolResponse::Complete));
-        }
-        let handle = self.handle(&tool.source)?;
-        let session = self.session(&handle, &context).await?;
-        // The projection (an Arc) rides along instead of a per-call copy of the tool.
-        let (proj, exposed) = (proj.clone(), request.name.to_string());
-        let isolation = self.surfaces.isolation.clone();
-        let work = move |context: RequestContext<RoleServer>, asker| async move {
-            let tool = proj
-                .tool(&exposed)
-                .ok_or_else(|| McpError::internal_error("tool vanished", None))?;
-            let (source, name) = (&tool.source, &tool.original);
-            let result = with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
-                handle.call_tool(name, args, ctx).await
-            })
-            .await?;
-            let result = isolation.epochs.check(&context, source, result).await;
-            let reference = format!("{source}.{name}");
-            let result = crate::surfaces::proxy::check_output(&reference, &tool.item, result);
-            super::tool_result::to_mcp(result)
-        };
-        let what = format!("tools/call {}", request.name);
-        let retry = (request.request_state, request.input_responses);
-        counted.finish(Ok(
-            match self
-                .with_input(&context, what, &tool.source, retry, work)
-                .await?
+        // Boxed: rmcp spawns a task per request, and this future inline made
+        // every spawn copy it whole (docs/benchmarks.md, "the call path").
+        Box::pin(async move {
+            let counted = observe::Counted::new("tools/call");
+            let proj = self.app.projection_ready().await;
+            let Some(tool) = proj.tool(&request.name) else {
+                return Err(McpError::invalid_params(
+                    format!("unknown tool {:?}", request.name),
+                    None,
+                ));
+            };
+            let principal = principal_of(&context);
+            if let Some(refused) = self
+                .surfaces
+                .isolation
+                .access
+                .refusal(&principal, &tool.name)
             {
-                Step::Done(r) => CallToolResponse::Complete(r),
-                Step::Input(i) => CallToolResponse::InputRequired(i),
-            },
-        ))
+                tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
+                return Err(McpError::invalid_params(refused, None));
+            }
+            let args = Value::Object(request.arguments.unwrap_or_default());
+            if self.app.is_local(&tool.source) {
+                // A local tool's request span, too: a run it starts is its child.
+                let span = observe::request_span(&context, &format!("tools/call {}", request.name));
+                let result = async {
+                    let result = match (tool.source.as_str(), &self.surfaces.admin) {
+                        (SESSION_SOURCE, _) => {
+                            let principal = session_route::principal(&context);
+                            session_route::call(&self.app, &tool.original, args, &principal).await
+                        }
+                        (ADMIN_SOURCE, Some(admin)) => {
+                            admin
+                                .call(&tool.original, args, &self.caller(&context))
+                                .await
+                        }
+                        _ => {
+                            // Runs and call_capability use the caller's sessions.
+                            let caller = self.session_caller(&context)?;
+                            let planner = &self.surfaces.planner;
+                            let call =
+                                planner.call(&tool.source, &tool.original, args, principal.name());
+                            with_caller(caller, call).await
+                        }
+                    };
+                    Ok::<_, McpError>(result)
+                }
+                .instrument(span)
+                .await?;
+                return counted
+                    .finish(super::tool_result::to_mcp(result).map(CallToolResponse::Complete));
+            }
+            let handle = self.handle(&tool.source)?;
+            let session = self.session(&handle, &context).await?;
+            // The projection (an Arc) rides along instead of a per-call copy of the tool.
+            let (proj, exposed) = (proj.clone(), request.name.to_string());
+            let isolation = self.surfaces.isolation.clone();
+            let work = move |context: RequestContext<RoleServer>, asker| async move {
+                let tool = proj
+                    .tool(&exposed)
+                    .ok_or_else(|| McpError::internal_error("tool vanished", None))?;
+                let (source, name) = (&tool.source, &tool.original);
+                let result = with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
+                    handle.call_tool(name, args, ctx).await
+                })
+                .await?;
+                let result = isolation.epochs.check(&context, source, result).await;
+                let reference = format!("{source}.{name}");
+                let result = crate::surfaces::proxy::check_output(&reference, &tool.item, result);
+                super::tool_result::to_mcp(result)
+            };
+            let what = format!("tools/call {}", request.name);
+            let retry = (request.request_state, request.input_responses);
+            counted.finish(Ok(
+                match self
+                    .with_input(&context, what, &tool.source, retry, work)
+                    .await?
+                {
+                    Step::Done(r) => CallToolResponse::Complete(r),
+                    Step::Input(i) => CallToolResponse::InputRequired(i),
+                },
+            ))
+
+        })
+        .await
     }
 
     async fn list_prompts(
@@ -519,13 +531,16 @@ impl ServerHandler for WfServer {
         request: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let counted = observe::Counted::new("prompts/list");
-        let proj = self.app.live_projection().await;
-        let items: Vec<&wf_plugin_api::Prompt> = proj.prompts.iter().map(|p| &p.item).collect();
-        let (items, next) = paged(&items, &request, self.page_size())?;
-        let mut r = ListPromptsResult::with_all_items(convert(items)?);
-        r.next_cursor = next;
-        counted.finish(Ok(r))
+        Box::pin(async move {
+            let counted = observe::Counted::new("prompts/list");
+            let proj = self.app.live_projection().await;
+            let items: Vec<&wf_plugin_api::Prompt> = proj.prompts.iter().map(|p| &p.item).collect();
+            let (items, next) = paged(&items, &request, self.page_size())?;
+            let mut r = ListPromptsResult::with_all_items(convert(items)?);
+            r.next_cursor = next;
+            counted.finish(Ok(r))
+        })
+        .await
     }
 
     async fn get_prompt(
@@ -533,39 +548,43 @@ impl ServerHandler for WfServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let counted = observe::Counted::new("prompts/get");
-        let mut proj = self.app.projection_ready().await;
-        if proj.prompt(&request.name).is_none() {
-            proj = self.app.live_projection().await;
-        }
-        let Some(prompt) = proj.prompt(&request.name) else {
-            return Err(McpError::invalid_params(
-                format!("unknown prompt {:?}", request.name),
-                None,
-            ));
-        };
-        let handle = self.handle(&prompt.source)?;
-        let session = self.session(&handle, &context).await?;
-        let name = prompt.original.clone();
-        let args = request.arguments.unwrap_or_default();
-        let work = move |context: RequestContext<RoleServer>, asker| async move {
-            let result = with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
-                handle.get_prompt(&name, args, ctx).await
-            })
-            .await?;
-            complete::<GetPromptResult>(result)
-        };
-        let what = format!("prompts/get {}", request.name);
-        let retry = (request.request_state, request.input_responses);
-        counted.finish(Ok(
-            match self
-                .with_input(&context, what, &prompt.source, retry, work)
-                .await?
-            {
-                Step::Done(r) => GetPromptResponse::Complete(r),
-                Step::Input(i) => GetPromptResponse::InputRequired(i),
-            },
-        ))
+        Box::pin(async move {
+            let counted = observe::Counted::new("prompts/get");
+            let mut proj = self.app.projection_ready().await;
+            if proj.prompt(&request.name).is_none() {
+                proj = self.app.live_projection().await;
+            }
+            let Some(prompt) = proj.prompt(&request.name) else {
+                return Err(McpError::invalid_params(
+                    format!("unknown prompt {:?}", request.name),
+                    None,
+                ));
+            };
+            let handle = self.handle(&prompt.source)?;
+            let session = self.session(&handle, &context).await?;
+            let name = prompt.original.clone();
+            let args = request.arguments.unwrap_or_default();
+            let work = move |context: RequestContext<RoleServer>, asker| async move {
+                let result =
+                    with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
+                        handle.get_prompt(&name, args, ctx).await
+                    })
+                    .await?;
+                complete::<GetPromptResult>(result)
+            };
+            let what = format!("prompts/get {}", request.name);
+            let retry = (request.request_state, request.input_responses);
+            counted.finish(Ok(
+                match self
+                    .with_input(&context, what, &prompt.source, retry, work)
+                    .await?
+                {
+                    Step::Done(r) => GetPromptResponse::Complete(r),
+                    Step::Input(i) => GetPromptResponse::InputRequired(i),
+                },
+            ))
+        })
+        .await
     }
 
     async fn list_resources(
@@ -573,13 +592,17 @@ impl ServerHandler for WfServer {
         request: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let counted = observe::Counted::new("resources/list");
-        let proj = self.app.live_projection().await;
-        let items: Vec<&wf_plugin_api::Resource> = proj.resources.iter().map(|r| &r.item).collect();
-        let (items, next) = paged(&items, &request, self.page_size())?;
-        let mut r = ListResourcesResult::with_all_items(convert(items)?);
-        r.next_cursor = next;
-        counted.finish(Ok(r))
+        Box::pin(async move {
+            let counted = observe::Counted::new("resources/list");
+            let proj = self.app.live_projection().await;
+            let items: Vec<&wf_plugin_api::Resource> =
+                proj.resources.iter().map(|r| &r.item).collect();
+            let (items, next) = paged(&items, &request, self.page_size())?;
+            let mut r = ListResourcesResult::with_all_items(convert(items)?);
+            r.next_cursor = next;
+            counted.finish(Ok(r))
+        })
+        .await
     }
 
     async fn list_resource_templates(
@@ -587,14 +610,17 @@ impl ServerHandler for WfServer {
         request: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let counted = observe::Counted::new("resources/templates/list");
-        let proj = self.app.live_projection().await;
-        let items: Vec<&wf_plugin_api::ResourceTemplate> =
-            proj.templates.iter().map(|t| &t.item).collect();
-        let (items, next) = paged(&items, &request, self.page_size())?;
-        let mut r = ListResourceTemplatesResult::with_all_items(convert(items)?);
-        r.next_cursor = next;
-        counted.finish(Ok(r))
+        Box::pin(async move {
+            let counted = observe::Counted::new("resources/templates/list");
+            let proj = self.app.live_projection().await;
+            let items: Vec<&wf_plugin_api::ResourceTemplate> =
+                proj.templates.iter().map(|t| &t.item).collect();
+            let (items, next) = paged(&items, &request, self.page_size())?;
+            let mut r = ListResourceTemplatesResult::with_all_items(convert(items)?);
+            r.next_cursor = next;
+            counted.finish(Ok(r))
+        })
+        .await
     }
 
     async fn read_resource(
@@ -602,42 +628,45 @@ impl ServerHandler for WfServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let counted = observe::Counted::new("resources/read");
-        let Some(route) = self.app.resource_route(&request.uri).await else {
-            return Err(McpError::resource_not_found(
-                format!("no source serves resource {:?}", request.uri),
-                None,
-            ));
-        };
-        let handle = self.handle(&route.source)?;
-        let session = self.session(&handle, &context).await?;
-        let (source, asked) = (route.source.clone(), request.uri.clone());
-        let work = move |context: RequestContext<RoleServer>, asker| async move {
-            let mut result =
-                with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
-                    handle.read_resource(&route.uri, ctx).await
-                })
-                .await?;
-            // Contents carry the URI the client asked for, not the source's own.
-            if route.uri != asked {
-                for c in &mut result.contents {
-                    if c.get("uri").and_then(Value::as_str) == Some(route.uri.as_str()) {
-                        c["uri"] = Value::String(asked.clone());
+        Box::pin(async move {
+            let counted = observe::Counted::new("resources/read");
+            let Some(route) = self.app.resource_route(&request.uri).await else {
+                return Err(McpError::resource_not_found(
+                    format!("no source serves resource {:?}", request.uri),
+                    None,
+                ));
+            };
+            let handle = self.handle(&route.source)?;
+            let session = self.session(&handle, &context).await?;
+            let (source, asked) = (route.source.clone(), request.uri.clone());
+            let work = move |context: RequestContext<RoleServer>, asker| async move {
+                let mut result =
+                    with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
+                        handle.read_resource(&route.uri, ctx).await
+                    })
+                    .await?;
+                // Contents carry the URI the client asked for, not the source's own.
+                if route.uri != asked {
+                    for c in &mut result.contents {
+                        if c.get("uri").and_then(Value::as_str) == Some(route.uri.as_str()) {
+                            c["uri"] = Value::String(asked.clone());
+                        }
                     }
                 }
-            }
-            complete::<ReadResourceResult>(result)
-        };
-        let what = format!("resources/read {}", request.uri);
-        let retry = (request.request_state, request.input_responses);
-        counted.finish(Ok(
-            match self
-                .with_input(&context, what, &source, retry, work)
-                .await?
-            {
-                Step::Done(r) => ReadResourceResponse::Complete(r),
-                Step::Input(i) => ReadResourceResponse::InputRequired(i),
-            },
-        ))
+                complete::<ReadResourceResult>(result)
+            };
+            let what = format!("resources/read {}", request.uri);
+            let retry = (request.request_state, request.input_responses);
+            counted.finish(Ok(
+                match self
+                    .with_input(&context, what, &source, retry, work)
+                    .await?
+                {
+                    Step::Done(r) => ReadResourceResponse::Complete(r),
+                    Step::Input(i) => ReadResourceResponse::InputRequired(i),
+                },
+            ))
+        })
+        .await
     }
 }

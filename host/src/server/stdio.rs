@@ -12,33 +12,117 @@ use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::Mutex;
 
 use super::jsonrpc::{self, INVALID_REQUEST};
 
 type Out<W> = Arc<Mutex<Option<W>>>;
 
-pub struct StdioTransport<W> {
-    rx: mpsc::Receiver<ClientJsonRpcMessage>,
+/// rmcp's serve loop reads with `receive()` in a `select!` and drops that
+/// future whenever another branch wins, so reading keeps its state here and
+/// loses nothing when dropped: the line read so far, and the refusal being
+/// written. Reading in `receive()` itself (no reader task and channel) saves
+/// every request a task hand-off.
+pub struct StdioTransport<R, W> {
+    read: BufReader<R>,
+    line: LineBuf,
+    max: usize,
     out: Out<W>,
-    reader: tokio::task::JoinHandle<()>,
+    /// The reply to a refused line, being written. At most one at a time: a
+    /// client that floods wf with bad lines waits for wf's answers.
+    refusing: Option<tokio::task::JoinHandle<()>>,
 }
 
-impl<W: AsyncWrite + Unpin + Send + 'static> StdioTransport<W> {
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> StdioTransport<R, W> {
     /// Reads client messages of at most `max_line` bytes from `read`.
-    pub fn new<R: AsyncRead + Unpin + Send + 'static>(read: R, write: W, max_line: usize) -> Self {
-        let out: Out<W> = Arc::new(Mutex::new(Some(write)));
-        // One message in hand at a time: a fast client waits for wf, as it
-        // would on a pipe.
-        let (tx, rx) = mpsc::channel(1);
-        let reader = tokio::spawn(read_loop(BufReader::new(read), max_line, out.clone(), tx));
-        Self { rx, out, reader }
+    pub fn new(read: R, write: W, max_line: usize) -> Self {
+        Self {
+            read: BufReader::new(read),
+            line: LineBuf::default(),
+            max: max_line,
+            out: Arc::new(Mutex::new(Some(write))),
+            refusing: None,
+        }
+    }
+
+    /// The next message that passes the checks; what fails them is answered
+    /// (in the background, one answer at a time) and skipped.
+    async fn next_message(&mut self) -> Option<ClientJsonRpcMessage> {
+        loop {
+            if let Some(writing) = self.refusing.as_mut() {
+                let _ = writing.await;
+                self.refusing = None;
+            }
+            let reply = match read_line(&mut self.read, &mut self.line, self.max).await {
+                Err(e) => {
+                    tracing::error!("reading stdin: {e}");
+                    return None;
+                }
+                Ok(Line::Eof) => return None,
+                Ok(Line::TooLong { len }) => {
+                    let id = jsonrpc::id_in_prefix(&self.line.buf);
+                    let shown = id
+                        .as_ref()
+                        .map_or("unreadable".into(), |v: &Value| v.to_string());
+                    let max = self.max;
+                    tracing::warn!(
+                        bytes = len,
+                        max_request_bytes = max,
+                        id = %shown,
+                        "refused a client message over the size limit"
+                    );
+                    jsonrpc::error_reply(
+                        id,
+                        INVALID_REQUEST,
+                        &format!(
+                            "message of {len} bytes is over the limit of {max} bytes (server.max_request_bytes)"
+                        ),
+                    )
+                }
+                Ok(Line::Complete) => {
+                    let buf = &self.line.buf;
+                    let line = buf.strip_suffix(b"\n").unwrap_or(buf);
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
+                    if line.trim_ascii().is_empty() {
+                        self.line.clear();
+                        continue;
+                    }
+                    match jsonrpc::check(line) {
+                        Ok(message) => {
+                            self.line.clear();
+                            return Some(message);
+                        }
+                        Err(r) => {
+                            tracing::warn!(
+                                code = r.code,
+                                "refused a client message: {}",
+                                r.message
+                            );
+                            // A notification is never answered.
+                            if r.notification {
+                                self.line.clear();
+                                continue;
+                            }
+                            r.reply()
+                        }
+                    }
+                }
+            };
+            self.line.clear();
+            let bytes = serde_json::to_vec(&reply).unwrap_or_default();
+            let out = self.out.clone();
+            self.refusing = Some(tokio::spawn(async move {
+                let _ = write_line(&out, bytes).await;
+            }));
+        }
     }
 }
 
-impl<W> Drop for StdioTransport<W> {
+impl<R, W> Drop for StdioTransport<R, W> {
     fn drop(&mut self) {
-        self.reader.abort();
+        if let Some(writing) = self.refusing.take() {
+            writing.abort();
+        }
     }
 }
 
@@ -66,34 +150,49 @@ enum Line {
     Eof,
 }
 
-/// Reads one `\n`-terminated line into `buf`, never holding more than `max`
-/// bytes of it.
+/// A line being read: its first bytes (never more than the limit) and its
+/// whole length so far.
+#[derive(Default)]
+struct LineBuf {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl LineBuf {
+    fn clear(&mut self) {
+        self.buf.clear();
+        self.len = 0;
+    }
+}
+
+/// Reads on with the `\n`-terminated line in `line`, never holding more than
+/// `max` bytes of it. Cancel-safe: bytes are taken from the reader only
+/// together with their record in `line`, so a dropped call resumes where it
+/// stopped.
 async fn read_line<R: AsyncBufRead + Unpin>(
     read: &mut R,
-    buf: &mut Vec<u8>,
+    line: &mut LineBuf,
     max: usize,
 ) -> io::Result<Line> {
-    buf.clear();
-    let mut len = 0usize;
     loop {
         let available = read.fill_buf().await?;
         if available.is_empty() {
-            return Ok(if len > max {
-                Line::TooLong { len }
+            return Ok(if line.len > max {
+                Line::TooLong { len: line.len }
             } else {
                 Line::Eof
             });
         }
         let newline = available.iter().position(|b| *b == b'\n');
         let take = newline.map_or(available.len(), |i| i + 1);
-        let room = max.saturating_sub(buf.len());
-        buf.extend_from_slice(&available[..take.min(room)]);
-        len += take;
+        let room = max.saturating_sub(line.buf.len());
+        line.buf.extend_from_slice(&available[..take.min(room)]);
+        line.len += take;
         read.consume(take);
         if newline.is_some() {
             // The newline itself does not count against the limit.
-            return Ok(if len - 1 > max {
-                Line::TooLong { len: len - 1 }
+            return Ok(if line.len - 1 > max {
+                Line::TooLong { len: line.len - 1 }
             } else {
                 Line::Complete
             });
@@ -101,74 +200,11 @@ async fn read_line<R: AsyncBufRead + Unpin>(
     }
 }
 
-async fn read_loop<R, W>(
-    mut read: BufReader<R>,
-    max: usize,
-    out: Out<W>,
-    tx: mpsc::Sender<ClientJsonRpcMessage>,
-) where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+impl<R, W> Transport<RoleServer> for StdioTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut buf = Vec::new();
-    loop {
-        let reply = match read_line(&mut read, &mut buf, max).await {
-            Err(e) => {
-                tracing::error!("reading stdin: {e}");
-                return;
-            }
-            Ok(Line::Eof) => return,
-            Ok(Line::TooLong { len }) => {
-                let id = jsonrpc::id_in_prefix(&buf);
-                let shown = id
-                    .as_ref()
-                    .map_or("unreadable".into(), |v: &Value| v.to_string());
-                tracing::warn!(
-                    bytes = len,
-                    max_request_bytes = max,
-                    id = %shown,
-                    "refused a client message over the size limit"
-                );
-                jsonrpc::error_reply(
-                    id,
-                    INVALID_REQUEST,
-                    &format!(
-                        "message of {len} bytes is over the limit of {max} bytes (server.max_request_bytes)"
-                    ),
-                )
-            }
-            Ok(Line::Complete) => {
-                let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
-                if line.trim_ascii().is_empty() {
-                    continue;
-                }
-                match jsonrpc::check(line) {
-                    Ok(message) => {
-                        if tx.send(message).await.is_err() {
-                            return;
-                        }
-                        continue;
-                    }
-                    Err(r) => {
-                        tracing::warn!(code = r.code, "refused a client message: {}", r.message);
-                        // A notification is never answered.
-                        if r.notification {
-                            continue;
-                        }
-                        r.reply()
-                    }
-                }
-            }
-        };
-        let bytes = serde_json::to_vec(&reply).unwrap_or_default();
-        if write_line(&out, bytes).await.is_err() {
-            return;
-        }
-    }
-}
-
-impl<W: AsyncWrite + Unpin + Send + 'static> Transport<RoleServer> for StdioTransport<W> {
     type Error = io::Error;
 
     fn send(
@@ -180,7 +216,7 @@ impl<W: AsyncWrite + Unpin + Send + 'static> Transport<RoleServer> for StdioTran
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
-        self.rx.recv().await
+        self.next_message().await
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {

@@ -10,6 +10,7 @@
 mod callers;
 pub mod client;
 pub mod config;
+mod deadlines;
 mod discovery;
 pub mod env;
 mod frames;

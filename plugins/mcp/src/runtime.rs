@@ -24,6 +24,7 @@ use wf_plugin_api::{
 
 use crate::client::{McpClient, OnListChanged, OnLog, OnResourceUpdated};
 use crate::config::McpConfig;
+use crate::deadlines::Deadline;
 use crate::opener::{Session, open};
 use crate::pages::{ListError, all_pages};
 use crate::rounds::{self, Round};
@@ -319,12 +320,6 @@ impl Runtime {
             .with_data(json!({"max_message_bytes": limit}))
     }
 
-    fn options(&self) -> PeerRequestOptions {
-        let mut o = PeerRequestOptions::no_options();
-        o.timeout = Some(self.config.call_timeout);
-        o
-    }
-
     /// Sends one request on the live session, forwarding progress to `ctx`
     /// and cancelling upstream when dropped.
     async fn request(
@@ -338,8 +333,10 @@ impl Runtime {
         let _in_flight = InFlight::new(&self.in_flight);
         // The call's caller answers what the upstream asks back meanwhile.
         let caller = ctx.map(|c| client.callers.register(c));
+        // The timeout is ours, not rmcp's: see `deadlines`.
+        let deadline = Deadline::after(self.config.call_timeout);
         let handle = peer
-            .send_request_with_option(request, self.options())
+            .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
             .map_err(|e| self.failure(epoch, &client, None, e))?;
         let mut progress = client
@@ -364,11 +361,17 @@ impl Runtime {
             }
             std::future::pending::<()>().await
         };
+        let timeout = self.config.call_timeout;
         let result = tokio::select! {
             r = handle.await_response() => r,
             () = forward => unreachable!("progress forwarding never ends on its own"),
+            () = deadline.expired() => Err(ServiceError::Timeout { timeout }),
         };
-        guard.id = None;
+        // A request that timed out keeps its guard armed: the upstream is
+        // told it is cancelled.
+        if !matches!(result, Err(ServiceError::Timeout { .. })) {
+            guard.id = None;
+        }
         // rmcp hands each notification to its own task but the response to us
         // directly, so progress sent just before the response can still be on
         // its way. When the upstream reported progress and the caller wants
