@@ -25,7 +25,7 @@ import anyio
 import pytest
 
 from admin_support import admin, wait_for
-from conftest import Wf, call_outcome, toml_config
+from conftest import UpstreamEvents, Wf, call_outcome, toml_config
 from promise_support import OP_TIMEOUT, PY_SERVER, PY_START_TIMEOUT, py_upstream
 
 pytestmark = pytest.mark.anyio
@@ -66,14 +66,24 @@ async def test_connect_timeout_ms_bounds_the_handshake(wf: Wf, fixture_upstream_
     assert "connecting took longer than 1500 ms" in row["error"], row
 
 
-async def test_call_timeout_ms_bounds_one_call(wf: Wf, fixture_upstream_bin: Path) -> None:
-    config = wf.write_config(toml_config({"fx": {"command": str(fixture_upstream_bin), "call_timeout_ms": 1500}}))
+async def test_call_timeout_ms_bounds_one_call(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
+) -> None:
+    source = {"command": str(fixture_upstream_bin), "args": upstream_events.args(), "call_timeout_ms": 1500}
+    config = wf.write_config(toml_config({"fx": source}))
     async with wf.stdio_client("auto", "--config", str(config)) as c:
         with anyio.fail_after(OP_TIMEOUT):
+            started = anyio.current_time()
             _, error = await call_outcome(c, "fx__slow", {"ms": STALL_MS})
+            took = anyio.current_time() - started
+            # The upstream is told the timed-out request is cancelled.
+            call = await upstream_events.wait_for(event="call", tool="slow")
+            await upstream_events.wait_for(event="cancelled", request_id=call["request_id"])
             # The session survives a timed-out call.
             again, again_error = await call_outcome(c, "fx__echo", {"message": "after"})
     assert error is not None and "fx" in error and "time" in error.lower(), error
+    # The timeout fires on time (not at the next reaper tick far later).
+    assert 1.4 < took < 5, took
     assert again_error is None, again_error
 
 

@@ -11,11 +11,14 @@
   one fails that source.
 - A pasted `mcpServers` entry keeps the keys other clients write
   (`disabled`, `timeout`, `autoApprove`, `alwaysAllow`, `type`, …).
+- `[server] plugin_threads` sizes each plugin's own runtime (counted from
+  /proc), and a value outside 1..=64 stops `wf serve` with a one-line error.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import anyio
@@ -177,3 +180,35 @@ async def test_pasted_mcp_servers_entries_keep_other_clients_keys(wf: Wf, fixtur
     config.write_text(json.dumps({"mcpServers": {"vs": {"command": fx, "envFile": ".env"}}}))
     code, lines = check(wf, config)
     assert code == 1 and lines[0] == f'{config}: mcpServers.vs: unknown key "envFile"', lines
+
+
+def plugin_threads(pid: int) -> int:
+    """Threads of `pid` named after the plugin runtimes (`wf-plugin`)."""
+    tasks = Path(f"/proc/{pid}/task")
+    return sum(1 for t in tasks.iterdir() if (t / "comm").read_text().strip() == "wf-plugin")
+
+
+def runtime_threads_seen(wf: Wf, config: Path) -> int:
+    """The plugin runtime threads of a `wf serve` once wf.std is discovered
+    (its discovery starts the std plugin's runtime)."""
+    server = wf.start_http("127.0.0.1", None, "--config", str(config))
+    try:
+        deadline = time.monotonic() + 10
+        while "discovered source=wf.std" not in server.log.read_text():
+            assert time.monotonic() < deadline, server.log.read_text()
+            time.sleep(0.05)
+        return plugin_threads(server.proc.pid)
+    finally:
+        server.stop()
+
+
+def test_plugin_threads_sizes_each_plugin_runtime_and_is_bounded(wf: Wf) -> None:
+    one = runtime_threads_seen(wf, wf.write_config("[server]\nplugin_threads = 1\n"))
+    three = runtime_threads_seen(wf, wf.write_config("[server]\nplugin_threads = 3\n"))
+    # Each started plugin runtime has exactly the threads asked for.
+    assert one >= 1 and three == 3 * one, (one, three)
+    for bad in (0, 65):
+        config = wf.write_config(f"[server]\nplugin_threads = {bad}\n")
+        served = wf.run("serve", "--config", str(config), *wf.plugin_args())
+        line = f"{config}: server.plugin_threads = {bad}: must be between 1 and 64"
+        assert served.returncode == 1 and line in served.stderr, (served.returncode, served.stderr)
