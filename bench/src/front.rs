@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::proc::{McpProc, echo};
+use crate::proc::{Cpu, McpProc, echo};
 use crate::stats::{delta_us, percentile, us, verdict};
 use crate::web::{Generation, HttpWf, WebClient};
 use crate::{Env, HANDSHAKE_TIMEOUT};
@@ -18,6 +18,8 @@ const P50_BUDGET_US: f64 = 300.0;
 
 enum Path {
     Direct(Box<McpProc>),
+    /// `wf serve` over stdio (tool `fx__echo`).
+    Wf(Box<McpProc>),
     /// A client and the name the echo tool has behind that front.
     Web(WebClient, &'static str),
 }
@@ -40,6 +42,16 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         )
         .await?,
     ))];
+    // The process whose CPU a path's calls are charged to: the front (wf or
+    // the peer), none for direct.
+    let mut fronts: Vec<Option<u32>> = vec![None];
+    // wf's stdio front on the same upstream: what the HTTP front adds is the
+    // difference between its rows and this one.
+    let (cmd, log) = env.wf_command("front-stdio", json!({"fx": env.fixture_source(0)}))?;
+    let stdio = McpProc::start("wf (stdio)", cmd, Some(&log), HANDSHAKE_TIMEOUT).await?;
+    names.push("wf (stdio front, rmcp client)".to_string());
+    fronts.push(Some(stdio.pid));
+    paths.push(Path::Wf(Box::new(stdio)));
     let mut builds = vec![("wf".to_string(), env.wf.clone())];
     if let Some(other) = &env.compare {
         builds.push((format!("wf `{}`", other.display()), other.clone()));
@@ -76,6 +88,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             };
             for &(generation, label) in clients {
                 names.push(format!("{name} --http, {label}"));
+                fronts.push(Some(server.pid));
                 paths.push(Path::Web(
                     WebClient::connect(&http, &server.url, generation).await?,
                     "fx__echo",
@@ -101,6 +114,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         match peer.await {
             Ok((server, client)) => {
                 names.push(name.to_string());
+                fronts.push(Some(server.pid));
                 paths.push(Path::Web(client, "echo"));
                 servers.push(server);
             }
@@ -110,6 +124,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
 
     let n = paths.len();
     let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); n];
+    let mut cpu = vec![Cpu::default(); n];
     for (k, p) in paths.iter_mut().enumerate() {
         for i in 0..warmup {
             call(p, &format!("wf-bench http warm-up {k} {i:06}")).await?;
@@ -119,11 +134,15 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         let mut order: Vec<usize> = (0..n).collect();
         order.rotate_left(round % n);
         for k in order {
+            let before = fronts[k].map(Cpu::of);
             for i in 0..batch {
                 let msg = format!("wf-bench http {round:03} {i:06}");
                 let t = Instant::now();
                 call(&mut paths[k], &msg).await?;
                 lat[k].push(t.elapsed());
+            }
+            if let (Some(pid), Some(before)) = (fronts[k], before) {
+                cpu[k].add(Cpu::of(pid).since(before));
             }
         }
     }
@@ -136,21 +155,34 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         rounds * batch
     );
     println!(
-        "| path | p50 | p50 added over direct | p99 | answers as JSON / as SSE | target: +≤ {P50_BUDGET_US:.0} µs |"
+        "Front CPU and wake-ups: the on-CPU time of the front process (wf, or the peer) per call, \
+         summed over its threads from /proc/PID/task/*/schedstat around each batch, and how often \
+         its threads were put on a CPU per call.\n"
     );
-    println!("|---|---:|---:|---:|---|---|");
+    println!(
+        "| path | p50 | p50 added over direct | p99 | front CPU µs/call | front wake-ups/call | answers as JSON / as SSE | target: +≤ {P50_BUDGET_US:.0} µs |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---|---|");
     let d50 = percentile(&lat[0], 0.5);
     for (k, name) in names.iter().enumerate() {
         let p50 = percentile(&lat[k], 0.5);
         let (bodies, target) = match &paths[k] {
-            Path::Direct(_) => ("–".to_string(), "–".to_string()),
+            Path::Direct(_) | Path::Wf(_) => ("–".to_string(), "–".to_string()),
             Path::Web(c, _) => (
                 format!("{} / {}", c.bodies.0, c.bodies.1),
                 verdict(us(p50) - us(d50) <= P50_BUDGET_US).to_string(),
             ),
         };
+        let calls = lat[k].len().max(1) as f64;
+        let (front_cpu, wakeups) = match fronts[k] {
+            Some(_) => (
+                format!("{:.0}", cpu[k].ns as f64 / 1e3 / calls),
+                format!("{:.1}", cpu[k].switches as f64 / calls),
+            ),
+            None => ("–".to_string(), "–".to_string()),
+        };
         println!(
-            "| {name} | {:.0} µs | {} µs | {:.0} µs | {bodies} | {target} |",
+            "| {name} | {:.0} µs | {} µs | {:.0} µs | {front_cpu} | {wakeups} | {bodies} | {target} |",
             us(p50),
             delta_us(p50, d50),
             us(percentile(&lat[k], 0.99)),
@@ -173,7 +205,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         println!("Not measured: {m}\n");
     }
     for p in &mut paths {
-        if let Path::Direct(d) = p {
+        if let Path::Direct(d) | Path::Wf(d) = p {
             d.stop().await;
         }
     }
@@ -186,6 +218,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
 async fn call(path: &mut Path, msg: &str) -> anyhow::Result<()> {
     match path {
         Path::Direct(p) => echo(&p.peer(), "echo", msg).await,
+        Path::Wf(p) => echo(&p.peer(), "fx__echo", msg).await,
         Path::Web(c, tool) => c.echo(tool, msg).await,
     }
 }

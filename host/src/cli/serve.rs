@@ -15,6 +15,8 @@ use crate::server::{
 
 pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     let app = App::start(&args.common.start_options(log_level)).await?;
+    // Nothing but /metrics reads the per-call series: record them only when served.
+    crate::telemetry::metrics::record_calls(app.config.config.telemetry.metrics_token.is_some());
     let telemetry = app.config.config.telemetry.traces();
     let traces = crate::telemetry::traces::start(&telemetry)
         .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;

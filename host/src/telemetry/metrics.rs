@@ -3,6 +3,7 @@
 //! beyond the label strings.
 
 use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -183,10 +184,29 @@ pub fn method_label(request: &wf_plugin_api::SourceRequest) -> Option<&'static s
 
 /// One MCP request from a client answered (`outcome`: `ok`, `tool_error`,
 /// or the JSON-RPC error code).
+/// Whether the per-call series (requests, source calls, node durations) go
+/// into the `/metrics` registry. Only `/metrics` reads it, so `wf serve`
+/// turns this off when no `[telemetry] metrics_token` serves it: each call
+/// then skips its label lookups (about 1% of wf's instructions per proxied
+/// call, docs/benchmarks.md). OTLP metrics have their own instruments.
+static RECORD_CALLS: AtomicBool = AtomicBool::new(true);
+
+/// Sets [`RECORD_CALLS`].
+pub fn record_calls(on: bool) {
+    RECORD_CALLS.store(on, Ordering::Relaxed);
+}
+
+fn recording_calls() -> bool {
+    RECORD_CALLS.load(Ordering::Relaxed)
+}
+
 pub fn request(method: &str, outcome: &str) {
     if let Some(o) = instruments() {
         o.requests
             .add(1, &attrs([("method", method), ("outcome", outcome)]));
+    }
+    if !recording_calls() {
+        return;
     }
     METRICS
         .requests
@@ -204,6 +224,9 @@ pub fn source_call(source: &str, method: &str, name: &str, outcome: &str, took: 
         o.call_seconds.record(took.as_secs_f64(), &attrs(labels));
         let [s, m, n] = labels;
         o.calls.add(1, &attrs([s, m, n, ("outcome", outcome)]));
+    }
+    if !recording_calls() {
+        return;
     }
     let m = &*METRICS;
     m.calls
@@ -303,6 +326,9 @@ pub fn node_finished(capability: &str, status: &str, ms: i64) {
             ms.max(0) as f64 / 1000.0,
             &attrs([("capability", capability), ("status", status)]),
         );
+    }
+    if !recording_calls() {
+        return;
     }
     METRICS
         .node_seconds
