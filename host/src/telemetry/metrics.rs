@@ -182,8 +182,6 @@ pub fn method_label(request: &wf_plugin_api::SourceRequest) -> Option<&'static s
     })
 }
 
-/// One MCP request from a client answered (`outcome`: `ok`, `tool_error`,
-/// or the JSON-RPC error code).
 /// Whether the per-call series (requests, source calls, node durations) go
 /// into the `/metrics` registry. Only `/metrics` reads it, so `wf serve`
 /// turns this off when no `[telemetry] metrics_token` serves it: each call
@@ -191,7 +189,7 @@ pub fn method_label(request: &wf_plugin_api::SourceRequest) -> Option<&'static s
 /// call, docs/benchmarks.md). OTLP metrics have their own instruments.
 static RECORD_CALLS: AtomicBool = AtomicBool::new(true);
 
-/// Sets [`RECORD_CALLS`].
+/// Turns the per-call `/metrics` series on or off (default on).
 pub fn record_calls(on: bool) {
     RECORD_CALLS.store(on, Ordering::Relaxed);
 }
@@ -200,6 +198,8 @@ fn recording_calls() -> bool {
     RECORD_CALLS.load(Ordering::Relaxed)
 }
 
+/// One MCP request from a client answered (`outcome`: `ok`, `tool_error`,
+/// or the JSON-RPC error code).
 pub fn request(method: &str, outcome: &str) {
     if let Some(o) = instruments() {
         o.requests
