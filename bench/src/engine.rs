@@ -70,47 +70,84 @@ async fn run_ms(peer: &Peer<RoleClient>, workflow: &Value) -> anyhow::Result<(f6
     }
 }
 
+/// One wf build's samples: per-node time of the chain, the one-node run, the fan-out.
+#[derive(Default)]
+struct Samples {
+    per_node: Vec<f64>,
+    fixed: Vec<f64>,
+    fans: Vec<f64>,
+}
+
 pub async fn run(env: &Env) -> anyhow::Result<()> {
     eprintln!("wf-bench: engine");
-    let (cmd, log) = env.wf_command("engine", json!({}))?;
-    let mut wf = McpProc::start("wf", cmd, Some(&log), HANDSHAKE_TIMEOUT).await?;
-    let peer = wf.peer();
+    // With --compare, the other build runs in the same rounds, taking turns.
+    let mut builds = vec![("wf".to_string(), env.wf.clone())];
+    if let Some(other) = &env.compare {
+        builds.push((format!("wf `{}`", other.display()), other.clone()));
+    }
+    let mut procs = Vec::new();
+    for (i, (_, binary)) in builds.iter().enumerate() {
+        let (cmd, log) = env.wf_command_with(binary, &format!("engine-{i}"), json!({}))?;
+        procs.push(McpProc::start("wf", cmd, Some(&log), HANDSHAKE_TIMEOUT).await?);
+    }
     let rounds = if env.quick { 2 } else { 7 };
     let (long, short, wide) = (chain(CHAIN), chain(1), fan());
     // Warm up: the first run pays for plugin runtime threads and the database.
-    run_ms(&peer, &short).await?;
-    let (mut per_node, mut fixed, mut fans) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let (c, n) = run_ms(&peer, &long).await?;
-        if n != CHAIN {
-            bail!("the chain run recorded {n} nodes, not {CHAIN}");
-        }
-        let (one, _) = run_ms(&peer, &short).await?;
-        per_node.push(c * 1000.0 / CHAIN as f64);
-        fixed.push(one);
-        fans.push(run_ms(&peer, &wide).await?.0);
+    for p in &procs {
+        run_ms(&p.peer(), &short).await?;
     }
-    wf.stop().await;
+    let mut samples: Vec<Samples> = builds.iter().map(|_| Samples::default()).collect();
+    for _ in 0..rounds {
+        for (p, s) in procs.iter().zip(samples.iter_mut()) {
+            let peer = p.peer();
+            let (c, n) = run_ms(&peer, &long).await?;
+            if n != CHAIN {
+                bail!("the chain run recorded {n} nodes, not {CHAIN}");
+            }
+            s.per_node.push(c * 1000.0 / CHAIN as f64);
+            s.fixed.push(run_ms(&peer, &short).await?.0);
+            s.fans.push(run_ms(&peer, &wide).await?.0);
+        }
+    }
+    for mut p in procs {
+        p.stop().await;
+    }
 
-    let node_us = median_f64(&per_node);
-    let fan_ms = median_f64(&fans);
     println!("\n## Workflow engine\n");
     println!(
-        "Median of {rounds} runs each; times are the run records' (start → finish, run and node records written).\n"
+        "Median of {rounds} runs each{}; times are the run records' (start → finish, run and node records written).\n",
+        if builds.len() > 1 {
+            ", the builds taking turns run by run"
+        } else {
+            ""
+        }
     );
-    println!("| workload | median | target | |");
-    println!("|---|---:|---:|---|");
-    println!(
-        "| chain of {CHAIN} wf.std.passthrough nodes, per node | {node_us:.1} µs | ≤ 20 µs | {} |",
-        crate::stats::verdict(node_us <= 20.0)
-    );
-    println!(
-        "| one-node run (fixed cost of a run) | {:.1} ms | | |",
-        median_f64(&fixed)
-    );
-    println!(
-        "| fan-out of {FAN} × wf.std.sleep({SLEEP_MS} ms) | {fan_ms:.0} ms | < 100 ms | {} |",
-        crate::stats::verdict(fan_ms < 100.0)
-    );
+    println!("| build | workload | median | each run | target | |");
+    println!("|---|---|---:|---|---:|---|");
+    let each = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for ((label, _), s) in builds.iter().zip(&samples) {
+        let node_us = median_f64(&s.per_node);
+        let fan_ms = median_f64(&s.fans);
+        println!(
+            "| {label} | chain of {CHAIN} wf.std.passthrough nodes, per node | {node_us:.1} µs | {} µs | ≤ 20 µs | {} |",
+            each(&s.per_node),
+            crate::stats::verdict(node_us <= 20.0)
+        );
+        println!(
+            "| {label} | one-node run (fixed cost of a run) | {:.1} ms | {} ms | | |",
+            median_f64(&s.fixed),
+            each(&s.fixed)
+        );
+        println!(
+            "| {label} | fan-out of {FAN} × wf.std.sleep({SLEEP_MS} ms) | {fan_ms:.0} ms | {} ms | < 100 ms | {} |",
+            each(&s.fans),
+            crate::stats::verdict(fan_ms < 100.0)
+        );
+    }
     Ok(())
 }

@@ -251,55 +251,110 @@ impl Engine {
     }
 }
 
-/// Writes a run's node records in the background, batching whatever piled up
-/// into one transaction, so the store's latency stays off the scheduling path.
+/// Writes a run's node records in the background, each batch (whatever piled
+/// up while the last one was written) in one transaction, so the store's
+/// latency stays off the scheduling path.
 struct NodeLog {
     tx: tokio::sync::mpsc::UnboundedSender<NodeRecord>,
     writer: tokio::task::JoinHandle<()>,
-    /// Cancelled at the run's end: write what is left without waiting.
-    flush: CancellationToken,
 }
 
-/// How long the writer lets records pile up before a transaction: a burst of
-/// fast nodes costs one commit (and one writer wake-up), not one per record.
-const NODE_LOG_COALESCE: Duration = Duration::from_millis(5);
+/// How long a node's `running` record waits before it is written. A node that
+/// ends sooner gets one row, its final record, instead of two: on a chain of
+/// fast nodes that halves the writer's work, which would otherwise fall behind
+/// the scheduler and hold the run's end (every record is written before the
+/// run is marked finished). Slower nodes show as running in the store after
+/// this long; live listeners (the console) get every change at once anyway.
+const RUNNING_GRACE: Duration = Duration::from_millis(5);
+
+/// The records of one writer round: what the store gets now, and the
+/// `running` records still inside their grace period.
+#[derive(Default)]
+struct Pending {
+    running: HashMap<String, (Instant, NodeRecord)>,
+    batch: Vec<NodeRecord>,
+}
+
+impl Pending {
+    fn add(&mut self, rec: NodeRecord, now: Instant) {
+        if rec.status == NodeStatus::Running {
+            self.running.insert(rec.node_id.clone(), (now, rec));
+        } else {
+            // Its running record, unwritten, is superseded.
+            self.running.remove(&rec.node_id);
+            self.batch.push(rec);
+        }
+    }
+
+    /// When the oldest unwritten `running` record is due.
+    fn due(&self) -> Option<Instant> {
+        self.running.values().map(|(t, _)| *t + RUNNING_GRACE).min()
+    }
+
+    /// This round's records: the finished ones and the `running` ones due by
+    /// `now` (all of them once the run is over), one per node, the latest.
+    fn take(&mut self, now: Instant, all: bool) -> Vec<NodeRecord> {
+        let due: Vec<String> = self
+            .running
+            .iter()
+            .filter(|(_, (t, _))| all || *t + RUNNING_GRACE <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            if let Some((_, rec)) = self.running.remove(&id) {
+                self.batch.push(rec);
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut last: Vec<NodeRecord> = self
+            .batch
+            .drain(..)
+            .rev()
+            .filter(|r| seen.insert(r.node_id.clone()))
+            .collect();
+        last.reverse();
+        last
+    }
+}
 
 impl NodeLog {
     fn start(store: Arc<Store>, run_id: String) -> Self {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<NodeRecord>();
-        let flush = CancellationToken::new();
-        let flushed = flush.clone();
         let writer = tokio::spawn(async move {
-            let mut batch = Vec::new();
-            while rx.recv_many(&mut batch, 512).await > 0 {
-                if !flushed.is_cancelled() {
+            let mut pending = Pending::default();
+            let mut incoming = Vec::new();
+            let mut open = true;
+            while open || !pending.running.is_empty() || !pending.batch.is_empty() {
+                if open {
+                    let due = pending.due();
                     tokio::select! {
-                        _ = tokio::time::sleep(NODE_LOG_COALESCE) => {}
-                        _ = flushed.cancelled() => {}
+                        n = rx.recv_many(&mut incoming, 512) => open = n > 0,
+                        _ = async { tokio::time::sleep_until(due.unwrap_or_else(Instant::now).into()).await },
+                            if due.is_some() => {}
                     }
                 }
-                while let Ok(r) = rx.try_recv() {
-                    batch.push(r);
+                let now = Instant::now();
+                for rec in incoming.drain(..) {
+                    pending.add(rec, now);
                 }
-                // A node that started and finished within one batch needs one row.
-                let mut seen = std::collections::HashSet::new();
-                let mut last: Vec<NodeRecord> = batch
-                    .drain(..)
-                    .rev()
-                    .filter(|r| seen.insert(r.node_id.clone()))
-                    .collect();
-                last.reverse();
+                while let Ok(rec) = rx.try_recv() {
+                    pending.add(rec, now);
+                }
+                let batch = pending.take(now, !open);
+                if batch.is_empty() {
+                    continue;
+                }
                 // SQLite blocks: off the runtime's workers, so the run's
                 // scheduler never waits behind a commit.
                 let (db, id) = (store.clone(), run_id.clone());
-                match tokio::task::spawn_blocking(move || db.put_nodes(&id, &last)).await {
+                match tokio::task::spawn_blocking(move || db.put_nodes(&id, &batch)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => tracing::error!(run = %run_id, "cannot record nodes: {e}"),
                     Err(e) => tracing::error!(run = %run_id, "cannot record nodes: {e}"),
                 }
             }
         });
-        Self { tx, writer, flush }
+        Self { tx, writer }
     }
 
     fn save(&self, rec: NodeRecord) {
@@ -308,7 +363,6 @@ impl NodeLog {
 
     /// Waits until everything sent is written.
     async fn close(self) {
-        self.flush.cancel();
         drop(self.tx);
         let _ = self.writer.await;
     }
@@ -586,7 +640,7 @@ async fn run_node(
     index: usize,
     handle: Arc<SourceHandle>,
     name: String,
-    args: Value,
+    mut args: Value,
     scope: CallScope,
     timeout: Option<Duration>,
     retry: Option<super::model::Retry>,
@@ -601,9 +655,13 @@ async fn run_node(
             .with_info(json!({"scope": scope}))
             .with_nobody_to_ask(no_one_to_ask.clone());
         let span = AttemptTraces::span(&traces, attempt);
-        let call = handle
-            .run_node(&name, args.clone(), ctx)
-            .instrument(span.clone());
+        // The last attempt takes the arguments (one attempt: no copy).
+        let input = if attempt == attempts {
+            std::mem::take(&mut args)
+        } else {
+            args.clone()
+        };
+        let call = handle.run_node(&name, input, ctx).instrument(span.clone());
         let result: Result<Value, NodeError> = match timeout {
             Some(t) => match tokio::time::timeout(t, call).await {
                 Ok(r) => r.map_err(NodeError::from),
@@ -657,5 +715,83 @@ async fn run_node(
         index,
         result: Err(last),
         attempts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(node: &str, status: NodeStatus) -> NodeRecord {
+        NodeRecord {
+            node_id: node.into(),
+            status,
+            ..Default::default()
+        }
+    }
+
+    fn written(batch: &[NodeRecord]) -> Vec<(String, NodeStatus)> {
+        batch
+            .iter()
+            .map(|r| (r.node_id.clone(), r.status))
+            .collect()
+    }
+
+    #[test]
+    fn a_node_that_ends_within_the_grace_period_is_one_row() {
+        let t = Instant::now();
+        let mut p = Pending::default();
+        p.add(rec("a", NodeStatus::Running), t);
+        p.add(rec("a", NodeStatus::Succeeded), t);
+        assert_eq!(
+            written(&p.take(t, false)),
+            [("a".into(), NodeStatus::Succeeded)]
+        );
+        assert!(p.running.is_empty() && p.due().is_none());
+    }
+
+    #[test]
+    fn a_running_record_is_written_once_due_and_at_the_end() {
+        let t = Instant::now();
+        let mut p = Pending::default();
+        p.add(rec("slow", NodeStatus::Running), t);
+        assert_eq!(p.due(), Some(t + RUNNING_GRACE));
+        // Not yet due: nothing to write.
+        assert!(p.take(t + RUNNING_GRACE / 2, false).is_empty());
+        // Due: written as running, and no longer pending.
+        let later = t + RUNNING_GRACE;
+        assert_eq!(
+            written(&p.take(later, false)),
+            [("slow".into(), NodeStatus::Running)]
+        );
+        assert!(p.due().is_none());
+        // The run's end writes every running record left, due or not.
+        p.add(rec("b", NodeStatus::Running), later);
+        p.add(rec("c", NodeStatus::Failed), later);
+        let mut end = written(&p.take(later, true));
+        end.sort_by(|x, y| x.0.cmp(&y.0));
+        assert_eq!(
+            end,
+            [
+                ("b".into(), NodeStatus::Running),
+                ("c".into(), NodeStatus::Failed)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_batch_keeps_the_latest_record_of_each_node() {
+        let t = Instant::now();
+        let mut p = Pending::default();
+        p.add(rec("a", NodeStatus::Failed), t);
+        p.add(rec("b", NodeStatus::Succeeded), t);
+        p.add(rec("a", NodeStatus::Cancelled), t);
+        assert_eq!(
+            written(&p.take(t, false)),
+            [
+                ("b".into(), NodeStatus::Succeeded),
+                ("a".into(), NodeStatus::Cancelled)
+            ]
+        );
     }
 }

@@ -15,6 +15,7 @@ use super::{AttemptTraces, NodeError, NodeOutcome, Run, no_one_to_ask, run_node}
 use crate::clock::now_ms;
 use crate::status::{NodeStatus, RunStatus};
 use crate::store::NodeRecord;
+use crate::workflow::catalog::CapabilityEntry;
 use crate::workflow::graph;
 use crate::workflow::model::OnError;
 use crate::workflow::refs::{self, Scope};
@@ -54,6 +55,8 @@ enum State {
 pub(super) struct Scheduler<'r> {
     run: &'r Run,
     scopes: &'r BTreeMap<String, CallScope>,
+    /// Each node's catalog entry, looked up once (not per start and outcome).
+    entries: Vec<&'r CapabilityEntry>,
     /// Each node's dependencies, and the nodes depending on it.
     deps: Vec<BTreeSet<usize>>,
     dependents: Vec<Vec<usize>>,
@@ -85,6 +88,7 @@ impl<'r> Scheduler<'r> {
             }
         }
         let waiting: Vec<usize> = deps.iter().map(BTreeSet::len).collect();
+        let entries = (0..n).map(|i| run.entry(i)).collect();
         let ready = (0..n).filter(|&i| waiting[i] == 0).collect();
         let recs = run
             .wf
@@ -107,12 +111,13 @@ impl<'r> Scheduler<'r> {
         Self {
             run,
             scopes,
+            entries,
             deps,
             dependents,
             waiting,
             ready,
             state: vec![State::Pending; n],
-            outputs: HashMap::new(),
+            outputs: HashMap::with_capacity(n),
             busy: BTreeSet::new(),
             clock: vec![Instant::now(); n],
             recs,
@@ -124,6 +129,12 @@ impl<'r> Scheduler<'r> {
     /// Runs the workflow to its end.
     pub(super) async fn run(mut self) -> RunEnd {
         loop {
+            // A node whose source answers at once (wf.std, polled inline)
+            // never makes this task wait, and tasks it wakes (the record
+            // writer, event listeners) sit in this worker's LIFO slot, which
+            // no other worker steals: without this, a chain of such nodes
+            // would starve them until the run ends.
+            tokio::task::consume_budget().await;
             self.start_ready();
             if self.tasks.is_empty() {
                 break;
@@ -151,7 +162,7 @@ impl<'r> Scheduler<'r> {
             progressed = false;
             let candidates: Vec<usize> = self.ready.iter().copied().collect();
             for i in candidates {
-                let entry = self.run.entry(i);
+                let entry = self.entries[i];
                 if entry.spec.stateful && self.busy.contains(&entry.source) {
                     continue;
                 }
@@ -169,7 +180,7 @@ impl<'r> Scheduler<'r> {
     fn start(&mut self, i: usize) -> bool {
         let run = self.run;
         let node = &run.wf.nodes[i];
-        let entry = run.entry(i);
+        let entry = self.entries[i];
         self.clock[i] = Instant::now();
         self.recs[i].started_at = Some(now_ms());
         if let Some(why) = self.skip_reason(i) {
@@ -279,7 +290,7 @@ impl<'r> Scheduler<'r> {
             result,
             attempts,
         } = outcome;
-        let entry = run.entry(i);
+        let entry = self.entries[i];
         self.busy.remove(&entry.source);
         let node = &run.wf.nodes[i];
         self.recs[i].attempts = attempts as i64;
