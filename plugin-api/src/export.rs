@@ -375,18 +375,16 @@ async fn dispatch<S: Source>(
     ctx: CallContext,
 ) -> Result<String, PluginError> {
     // A known operation with bad fields is the caller's mistake; one this
-    // plugin predates decodes to `Unknown` and is `unsupported`. Each
-    // operation's future is boxed: inline, the largest of them sized this
-    // future, which every call then copied whole into its box.
+    // plugin predates decodes to `Unknown` and is `unsupported`.
     let text = request;
     let request = SourceRequest::parse(text)
         .map_err(|e| PluginError::invalid_arguments(format!("malformed request: {e}")))?;
-    let json = match request {
+    match request {
         SourceRequest::Unknown => {
             let op = SourceRequest::op_name(text).unwrap_or_default();
-            return Err(PluginError::unsupported(format!(
+            Err(PluginError::unsupported(format!(
                 "unsupported operation {op:?}"
-            )));
+            )))
         }
         SourceRequest::CallerAnswer { ask, ok, error } => {
             let answer = match (ok, error) {
@@ -397,50 +395,41 @@ async fn dispatch<S: Source>(
             complete_ask(ask, answer);
             Ok("null".to_string())
         }
-        SourceRequest::Catalog => serde_json::to_string(&Box::pin(source.catalog()).await?),
+        SourceRequest::Catalog => reply(source.catalog()).await,
         SourceRequest::CallTool { name, arguments } => {
-            serde_json::to_string(&Box::pin(source.call_tool(&name, arguments, ctx)).await?)
+            reply(source.call_tool(&name, arguments, ctx)).await
         }
-        SourceRequest::RunNode { name, input } => {
-            serde_json::to_string(&Box::pin(source.run_node(&name, input, ctx)).await?)
-        }
-        SourceRequest::ListResources => {
-            serde_json::to_string(&Box::pin(source.list_resources()).await?)
-        }
-        SourceRequest::ListResourceTemplates => {
-            serde_json::to_string(&Box::pin(source.list_resource_templates()).await?)
-        }
-        SourceRequest::ReadResource { uri } => {
-            serde_json::to_string(&Box::pin(source.read_resource(&uri, ctx)).await?)
-        }
-        SourceRequest::ListPrompts => {
-            serde_json::to_string(&Box::pin(source.list_prompts()).await?)
-        }
+        SourceRequest::RunNode { name, input } => reply(source.run_node(&name, input, ctx)).await,
+        SourceRequest::ListResources => reply(source.list_resources()).await,
+        SourceRequest::ListResourceTemplates => reply(source.list_resource_templates()).await,
+        SourceRequest::ReadResource { uri } => reply(source.read_resource(&uri, ctx)).await,
+        SourceRequest::ListPrompts => reply(source.list_prompts()).await,
         SourceRequest::GetPrompt { name, arguments } => {
-            serde_json::to_string(&Box::pin(source.get_prompt(&name, arguments, ctx)).await?)
+            reply(source.get_prompt(&name, arguments, ctx)).await
         }
-        SourceRequest::Complete(params) => {
-            serde_json::to_string(&Box::pin(source.complete(params, ctx)).await?)
-        }
-        SourceRequest::Subscribe { uri } => {
-            serde_json::to_string(&Box::pin(source.subscribe(&uri, ctx)).await?)
-        }
-        SourceRequest::Unsubscribe { uri } => {
-            serde_json::to_string(&Box::pin(source.unsubscribe(&uri, ctx)).await?)
-        }
-        SourceRequest::RootsListChanged => {
-            serde_json::to_string(&Box::pin(source.roots_list_changed(ctx)).await?)
-        }
-        SourceRequest::Status => serde_json::to_string(&Box::pin(source.status()).await),
-        SourceRequest::OpenSession { lease } => {
-            serde_json::to_string(&Box::pin(source.open_session(lease.as_deref())).await?)
-        }
-        SourceRequest::OpenLease => serde_json::to_string(&Box::pin(source.open_lease()).await?),
-        SourceRequest::CloseLease { lease } => {
-            serde_json::to_string(&Box::pin(source.close_lease(&lease)).await?)
-        }
-    };
-    json.map_err(|e| PluginError::internal(format!("result is not serializable: {e}")))
+        SourceRequest::Complete(params) => reply(source.complete(params, ctx)).await,
+        SourceRequest::Subscribe { uri } => reply(source.subscribe(&uri, ctx)).await,
+        SourceRequest::Unsubscribe { uri } => reply(source.unsubscribe(&uri, ctx)).await,
+        SourceRequest::RootsListChanged => reply(source.roots_list_changed(ctx)).await,
+        SourceRequest::Status => reply(async { Ok(source.status().await) }).await,
+        SourceRequest::OpenSession { lease } => reply(source.open_session(lease.as_deref())).await,
+        SourceRequest::OpenLease => reply(source.open_lease()).await,
+        SourceRequest::CloseLease { lease } => reply(source.close_lease(&lease)).await,
+    }
+}
+
+/// Runs one operation and serialises its result. The operation's future is
+/// boxed before anything holds it: inline, the largest of them would size
+/// `dispatch`'s future, which every call then copied whole into its box.
+fn reply<'a, T: serde::Serialize>(
+    operation: impl Future<Output = Result<T, PluginError>> + 'a,
+) -> impl Future<Output = Result<String, PluginError>> + 'a {
+    let operation = Box::pin(operation);
+    async move {
+        let result = operation.await?;
+        serde_json::to_string(&result)
+            .map_err(|e| PluginError::internal(format!("result is not serializable: {e}")))
+    }
 }
 
 #[cfg(test)]

@@ -521,7 +521,6 @@ impl ServerHandler for WfServer {
                     Step::Input(i) => CallToolResponse::InputRequired(i),
                 },
             ))
-
         })
         .await
     }

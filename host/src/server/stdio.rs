@@ -53,69 +53,85 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> StdioTranspor
                 let _ = writing.await;
                 self.refusing = None;
             }
-            let reply = match read_line(&mut self.read, &mut self.line, self.max).await {
+            let read = match read_line(&mut self.read, &mut self.line, self.max).await {
                 Err(e) => {
                     tracing::error!("reading stdin: {e}");
                     return None;
                 }
                 Ok(Line::Eof) => return None,
-                Ok(Line::TooLong { len }) => {
-                    let id = jsonrpc::id_in_prefix(&self.line.buf);
-                    let shown = id
-                        .as_ref()
-                        .map_or("unreadable".into(), |v: &Value| v.to_string());
-                    let max = self.max;
-                    tracing::warn!(
-                        bytes = len,
-                        max_request_bytes = max,
-                        id = %shown,
-                        "refused a client message over the size limit"
-                    );
-                    jsonrpc::error_reply(
-                        id,
-                        INVALID_REQUEST,
-                        &format!(
-                            "message of {len} bytes is over the limit of {max} bytes (server.max_request_bytes)"
-                        ),
-                    )
-                }
-                Ok(Line::Complete) => {
-                    let buf = &self.line.buf;
-                    let line = buf.strip_suffix(b"\n").unwrap_or(buf);
-                    let line = line.strip_suffix(b"\r").unwrap_or(line);
-                    if line.trim_ascii().is_empty() {
-                        self.line.clear();
-                        continue;
-                    }
-                    match jsonrpc::check(line) {
-                        Ok(message) => {
-                            self.line.clear();
-                            return Some(message);
-                        }
-                        Err(r) => {
-                            tracing::warn!(
-                                code = r.code,
-                                "refused a client message: {}",
-                                r.message
-                            );
-                            // A notification is never answered.
-                            if r.notification {
-                                self.line.clear();
-                                continue;
-                            }
-                            r.reply()
-                        }
-                    }
-                }
+                Ok(Line::TooLong { len }) => Read::Refused(self.too_long(len)),
+                Ok(Line::Complete) => self.check_line(),
             };
+            // The line is done with: nothing below awaits before this.
             self.line.clear();
-            let bytes = serde_json::to_vec(&reply).unwrap_or_default();
-            let out = self.out.clone();
-            self.refusing = Some(tokio::spawn(async move {
-                let _ = write_line(&out, bytes).await;
-            }));
+            match read {
+                Read::Message(message) => return Some(message),
+                Read::Skipped => {}
+                Read::Refused(reply) => {
+                    let bytes = serde_json::to_vec(&reply).unwrap_or_default();
+                    let out = self.out.clone();
+                    self.refusing = Some(tokio::spawn(async move {
+                        let _ = write_line(&out, bytes).await;
+                    }));
+                }
+            }
         }
     }
+
+    /// The answer to a line over the limit (its id read from what was kept).
+    fn too_long(&self, len: usize) -> Value {
+        let id = jsonrpc::id_in_prefix(&self.line.buf);
+        let shown = id
+            .as_ref()
+            .map_or("unreadable".into(), |v: &Value| v.to_string());
+        let max = self.max;
+        tracing::warn!(
+            bytes = len,
+            max_request_bytes = max,
+            id = %shown,
+            "refused a client message over the size limit"
+        );
+        jsonrpc::error_reply(
+            id,
+            INVALID_REQUEST,
+            &format!(
+                "message of {len} bytes is over the limit of {max} bytes (server.max_request_bytes)"
+            ),
+        )
+    }
+
+    /// Checks a complete line.
+    fn check_line(&self) -> Read {
+        let buf = &self.line.buf;
+        let line = buf.strip_suffix(b"\n").unwrap_or(buf);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.trim_ascii().is_empty() {
+            return Read::Skipped;
+        }
+        match jsonrpc::check(line) {
+            Ok(message) => Read::Message(message),
+            Err(r) => {
+                tracing::warn!(code = r.code, "refused a client message: {}", r.message);
+                // A notification is never answered.
+                if r.notification {
+                    Read::Skipped
+                } else {
+                    Read::Refused(r.reply())
+                }
+            }
+        }
+    }
+}
+
+/// What one line read to its end gives. Not boxed: a message, the common
+/// case, is handed on at once, and a box would cost every request an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Read {
+    Message(ClientJsonRpcMessage),
+    /// Blank, or a refused notification: nothing to answer.
+    Skipped,
+    /// Refused, with its answer.
+    Refused(Value),
 }
 
 impl<R, W> Drop for StdioTransport<R, W> {

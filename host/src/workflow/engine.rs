@@ -294,17 +294,14 @@ impl Pending {
     /// This round's records: the finished ones and the `running` ones due by
     /// `now` (all of them once the run is over), one per node, the latest.
     fn take(&mut self, now: Instant, all: bool) -> Vec<NodeRecord> {
-        let due: Vec<String> = self
-            .running
-            .iter()
-            .filter(|(_, (t, _))| all || *t + RUNNING_GRACE <= now)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in due {
-            if let Some((_, rec)) = self.running.remove(&id) {
-                self.batch.push(rec);
+        let batch = &mut self.batch;
+        self.running.retain(|_, (t, rec)| {
+            let due = all || *t + RUNNING_GRACE <= now;
+            if due {
+                batch.push(std::mem::take(rec));
             }
-        }
+            !due
+        });
         let mut seen = std::collections::HashSet::new();
         let mut last: Vec<NodeRecord> = self
             .batch
@@ -323,16 +320,19 @@ impl NodeLog {
         let writer = tokio::spawn(async move {
             let mut pending = Pending::default();
             let mut incoming = Vec::new();
-            let mut open = true;
-            while open || !pending.running.is_empty() || !pending.batch.is_empty() {
-                if open {
-                    let due = pending.due();
-                    tokio::select! {
-                        n = rx.recv_many(&mut incoming, 512) => open = n > 0,
-                        _ = async { tokio::time::sleep_until(due.unwrap_or_else(Instant::now).into()).await },
-                            if due.is_some() => {}
+            loop {
+                let due = pending.due();
+                let running_due = async move {
+                    match due {
+                        Some(t) => tokio::time::sleep_until(t.into()).await,
+                        None => std::future::pending().await,
                     }
-                }
+                };
+                // Closed (0 records): the run is over; write everything left.
+                let open = tokio::select! {
+                    n = rx.recv_many(&mut incoming, 512) => n > 0,
+                    () = running_due => true,
+                };
                 let now = Instant::now();
                 for rec in incoming.drain(..) {
                     pending.add(rec, now);
@@ -341,20 +341,27 @@ impl NodeLog {
                     pending.add(rec, now);
                 }
                 let batch = pending.take(now, !open);
-                if batch.is_empty() {
-                    continue;
+                if !batch.is_empty() {
+                    Self::write(&store, &run_id, batch).await;
                 }
-                // SQLite blocks: off the runtime's workers, so the run's
-                // scheduler never waits behind a commit.
-                let (db, id) = (store.clone(), run_id.clone());
-                match tokio::task::spawn_blocking(move || db.put_nodes(&id, &batch)).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => tracing::error!(run = %run_id, "cannot record nodes: {e}"),
-                    Err(e) => tracing::error!(run = %run_id, "cannot record nodes: {e}"),
+                if !open {
+                    break;
                 }
             }
         });
         Self { tx, writer }
+    }
+
+    /// Writes one batch in one transaction.
+    async fn write(store: &Arc<Store>, run_id: &str, batch: Vec<NodeRecord>) {
+        // SQLite blocks: off the runtime's workers, so the run's scheduler
+        // never waits behind a commit.
+        let (db, id) = (store.clone(), run_id.to_string());
+        match tokio::task::spawn_blocking(move || db.put_nodes(&id, &batch)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(run = %run_id, "cannot record nodes: {e}"),
+            Err(e) => tracing::error!(run = %run_id, "cannot record nodes: {e}"),
+        }
     }
 
     fn save(&self, rec: NodeRecord) {

@@ -56,16 +56,14 @@ impl Deadline {
     /// called inside this plugin's runtime context (it may start the reaper).
     pub fn after(timeout: Duration) -> Self {
         let d = deadlines();
-        let key = (
-            Instant::now() + timeout,
-            d.next.fetch_add(1, Ordering::Relaxed),
-        );
+        let now = Instant::now();
+        let key = (now + timeout, d.next.fetch_add(1, Ordering::Relaxed));
         let token = CancellationToken::new();
         let mut t = d.table.lock().unwrap_or_else(PoisonError::into_inner);
         t.calls.insert(key, token.clone());
         match t.planned {
             None => {
-                t.planned = Some(key.0.min(Instant::now() + TICK));
+                t.planned = Some(key.0.min(now + TICK));
                 tokio::spawn(reap(d.clone()));
             }
             Some(planned) if key.0 < planned => d.wake.notify_one(),
