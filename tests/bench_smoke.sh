@@ -13,9 +13,11 @@ bench="$1" everything="$2" out="$3"
 tables="$out/bench-smoke.md" log="$out/bench-smoke.log"
 # Generous: a quick debug run takes about a minute on an idle 2-core machine.
 LIMIT_S=600
-# The headings of the tables a default (`--quick`) run prints, one per benchmark.
+# The headings of the tables a default (`--quick`) run prints, one per benchmark
+# (and the call-path targets judged against the relays).
 HEADINGS=(
   "## Echo round trip: wf versus direct"
+  "wf against each relay, in the same rounds"
   "## Start-up: time to a complete tools/list"
   "## Memory"
   "## Workflow engine"

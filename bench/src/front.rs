@@ -18,8 +18,8 @@ const P50_BUDGET_US: f64 = 300.0;
 
 enum Path {
     Direct(Box<McpProc>),
-    /// `wf serve` over stdio (tool `fx__echo`).
-    Wf(Box<McpProc>),
+    /// A stdio front (`wf serve`, a relay) and the echo tool's name behind it.
+    Stdio(Box<McpProc>, &'static str),
     /// A client and the name the echo tool has behind that front.
     Web(WebClient, &'static str),
 }
@@ -51,7 +51,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     let stdio = McpProc::start("wf (stdio)", cmd, Some(&log), HANDSHAKE_TIMEOUT).await?;
     names.push("wf (stdio front, rmcp client)".to_string());
     fronts.push(Some(stdio.pid));
-    paths.push(Path::Wf(Box::new(stdio)));
+    paths.push(Path::Stdio(Box::new(stdio), "fx__echo"));
     let mut builds = vec![("wf".to_string(), env.wf.clone())];
     if let Some(other) = &env.compare {
         builds.push((format!("wf `{}`", other.display()), other.clone()));
@@ -122,6 +122,56 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         }
     }
 
+    // Reference rows, not wf: the lean stdio relay, and rmcp's streamable HTTP
+    // server and the least an HTTP front can do in front of the same relay
+    // (bench/src/relay.rs). They price an HTTP hop with nothing of wf's in it.
+    let relay_cmd = |mode: &str| -> anyhow::Result<tokio::process::Command> {
+        let mut cmd = tokio::process::Command::new(std::env::current_exe()?);
+        cmd.args(["--relay", mode, "--"])
+            .arg(&env.fixture)
+            .args(env.fixture_command(0).as_std().get_args());
+        Ok(cmd)
+    };
+    let relay = McpProc::start(
+        "relay (stdio_pipes)",
+        relay_cmd("pipes")?,
+        None,
+        HANDSHAKE_TIMEOUT,
+    )
+    .await?;
+    names.push("relay (stdio_pipes), rmcp client".to_string());
+    fronts.push(Some(relay.pid));
+    paths.push(Path::Stdio(Box::new(relay), "echo"));
+    let relays: [(&str, &[(Generation, &str)]); 2] = [
+        (
+            "http",
+            &[
+                (Generation::Sessions2025, "2025-11-25 client, session"),
+                (Generation::Stateless2026, "2026-07-28 client, stateless"),
+            ],
+        ),
+        (
+            "http-min",
+            &[(Generation::Stateless2026, "2026-07-28 client")],
+        ),
+    ];
+    for (mode, clients) in relays {
+        let log = env.scratch.join(format!("front-relay-{mode}.stderr"));
+        let server = HttpWf::start_with(relay_cmd(mode)?, &log, |cmd, addr| {
+            cmd.env(crate::relay::LISTEN_ENV, addr);
+        })
+        .await?;
+        for &(generation, label) in clients {
+            names.push(format!("relay --{mode}, {label}"));
+            fronts.push(Some(server.pid));
+            paths.push(Path::Web(
+                WebClient::connect(&http, &server.url, generation).await?,
+                "echo",
+            ));
+        }
+        servers.push(server);
+    }
+
     let n = paths.len();
     let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); n];
     let mut cpu = vec![Cpu::default(); n];
@@ -167,7 +217,11 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     for (k, name) in names.iter().enumerate() {
         let p50 = percentile(&lat[k], 0.5);
         let (bodies, target) = match &paths[k] {
-            Path::Direct(_) | Path::Wf(_) => ("–".to_string(), "–".to_string()),
+            Path::Direct(_) | Path::Stdio(..) => ("–".to_string(), "–".to_string()),
+            // The relays are references, not judged.
+            Path::Web(c, _) if name.starts_with("relay") => {
+                (format!("{} / {}", c.bodies.0, c.bodies.1), "–".to_string())
+            }
             Path::Web(c, _) => (
                 format!("{} / {}", c.bodies.0, c.bodies.1),
                 verdict(us(p50) - us(d50) <= P50_BUDGET_US).to_string(),
@@ -205,7 +259,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         println!("Not measured: {m}\n");
     }
     for p in &mut paths {
-        if let Path::Direct(d) | Path::Wf(d) = p {
+        if let Path::Direct(d) | Path::Stdio(d, _) = p {
             d.stop().await;
         }
     }
@@ -218,7 +272,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
 async fn call(path: &mut Path, msg: &str) -> anyhow::Result<()> {
     match path {
         Path::Direct(p) => echo(&p.peer(), "echo", msg).await,
-        Path::Wf(p) => echo(&p.peer(), "fx__echo", msg).await,
+        Path::Stdio(p, tool) => echo(&p.peer(), tool, msg).await,
         Path::Web(c, tool) => c.echo(tool, msg).await,
     }
 }

@@ -73,8 +73,9 @@ struct Args {
     /// Run only these benchmarks (repeatable; default: all).
     #[arg(long, value_enum, value_name = "BENCH")]
     only: Vec<Bench>,
-    /// Internal: serve as a bare rmcp relay (`stdio` or `pipes`) in front of
-    /// the command after `--` (the reference rows of the overhead tables).
+    /// Internal: serve as a bare rmcp relay (`stdio`, `pipes`, `split`, `http`
+    /// or `http-min`; bench/src/relay.rs) in front of the command after `--`
+    /// (the reference rows of the overhead and HTTP front tables).
     #[arg(long, hide = true, value_name = "TRANSPORT")]
     relay: Option<String>,
     #[arg(last = true, hide = true)]

@@ -198,7 +198,11 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
         names.push(name);
         tools.push(wf_tool.clone());
     }
-    for (transport, name) in [("stdio", "relay (stdio)"), ("pipes", "relay (stdio_pipes)")] {
+    for (transport, name) in [
+        ("stdio", "relay (stdio)"),
+        ("pipes", "relay (stdio_pipes)"),
+        ("split", "relay (two runtimes)"),
+    ] {
         let mut cmd = tokio::process::Command::new(std::env::current_exe()?);
         cmd.args(["--relay", transport, "--"])
             .arg(&up.command)
@@ -496,6 +500,7 @@ fn print(plan: &Plan, outcomes: &[Outcome], everything_missing: bool) {
             );
         }
     }
+    print_relay_targets(outcomes);
     print_telemetry(outcomes);
     for o in outcomes {
         for why in &o.missing_peers {
@@ -508,6 +513,62 @@ fn print(plan: &Plan, outcomes: &[Outcome], everything_missing: bool) {
         );
     }
     println!();
+}
+
+/// Issue #13's targets, judged against a relay measured in the same rounds:
+/// the lean relay (the targets), and the relay split across two runtimes
+/// (the floor of any design whose plugins own their runtimes).
+const RELAY_P50_SLACK_US: f64 = 20.0;
+const RELAY_CPU_RATIO: f64 = 1.15;
+const RELAY_WAKEUP_SLACK: f64 = 2.0;
+const RELAY_RATE_SHARE: f64 = 0.90;
+
+fn print_relay_targets(outcomes: &[Outcome]) {
+    let against = ["relay (stdio_pipes)", "relay (two runtimes)"];
+    println!(
+        "\nwf against each relay, in the same rounds: p50 added is the median over rounds of that \
+         round's p50 minus direct's (a paired estimate); CPU and wake-ups are the proxy's per \
+         call at concurrency 1; calls/s at {CONCURRENCY}. Targets (issue #13): p50 added ≤ \
+         relay's + {RELAY_P50_SLACK_US:.0} µs, CPU ≤ {RELAY_CPU_RATIO} × relay's, wake-ups ≤ \
+         relay's + {RELAY_WAKEUP_SLACK:.0}, calls/s ≥ {:.0}% of relay's.\n",
+        RELAY_RATE_SHARE * 100.0
+    );
+    println!(
+        "| upstream | against | p50 added: wf / relay | CPU µs/call: wf / relay | wake-ups/call: wf / relay | calls/s at {CONCURRENCY}: wf / relay | p50 | CPU | wake-ups | calls/s |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for o in outcomes {
+        let added =
+            |k: usize| median_f64(&o.round_p50s.iter().map(|r| r[k] - r[0]).collect::<Vec<_>>());
+        let per_call = |k: usize| {
+            let side = &o.sides[k];
+            let calls = side.latencies.len().max(1) as f64;
+            (
+                side.batch_cpu[1].ns as f64 / 1e3 / calls,
+                side.batch_cpu[1].switches as f64 / calls,
+            )
+        };
+        for relay in against {
+            let Some(r) = o.names.iter().position(|n| n == relay) else {
+                continue;
+            };
+            let (wf_cpu, wf_wake) = per_call(1);
+            let (r_cpu, r_wake) = per_call(r);
+            let (wf_rate, r_rate) = (o.sides[1].rate(), o.sides[r].rate());
+            println!(
+                "| {} | {relay} | {:+.0} / {:+.0} µs | {wf_cpu:.0} / {r_cpu:.0} ({:.2}×) | {wf_wake:.1} / {r_wake:.1} | {wf_rate:.0} / {r_rate:.0} ({:.0}%) | {} | {} | {} | {} |",
+                o.label,
+                added(1),
+                added(r),
+                wf_cpu / r_cpu.max(1e-9),
+                100.0 * wf_rate / r_rate.max(1e-9),
+                verdict(added(1) <= added(r) + RELAY_P50_SLACK_US),
+                verdict(wf_cpu <= RELAY_CPU_RATIO * r_cpu),
+                verdict(wf_wake <= r_wake + RELAY_WAKEUP_SLACK),
+                verdict(wf_rate >= RELAY_RATE_SHARE * r_rate),
+            );
+        }
+    }
 }
 
 fn rates(side: &Side) -> String {

@@ -217,17 +217,26 @@ pub struct HttpWf {
 impl HttpWf {
     /// Starts `cmd` (a `wf serve` command) on a free loopback port and waits
     /// until it accepts connections.
-    pub async fn start(mut cmd: Command, log: &Path) -> anyhow::Result<Self> {
+    pub async fn start(cmd: Command, log: &Path) -> anyhow::Result<Self> {
+        Self::start_with(cmd, log, |cmd, addr| {
+            cmd.arg("--http").arg(addr);
+        })
+        .await
+    }
+
+    /// Like [`HttpWf::start`], for any server: `listen` tells `cmd` its address.
+    pub async fn start_with(
+        mut cmd: Command,
+        log: &Path,
+        listen: impl FnOnce(&mut Command, &str),
+    ) -> anyhow::Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
         let f = std::fs::File::create(log)
             .with_context(|| format!("cannot create {}", log.display()))?;
-        cmd.arg("--http")
-            .arg(format!("127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(f);
+        listen(&mut cmd, &format!("127.0.0.1:{port}"));
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(f);
         let mut child = cmd.spawn().context("cannot start wf serve --http")?;
         let pid = child.id().unwrap_or(0);
         let until = Instant::now() + crate::HANDSHAKE_TIMEOUT;

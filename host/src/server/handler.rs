@@ -222,31 +222,31 @@ async fn with_progress_and_cancel<T>(
     }
     // Whatever wf logs about this call names who made it.
     let span = tracing::info_span!("call", principal = principal.name());
-    let token = context.meta.get_progress_token();
-    let (ctx, mut progress) = CallCtx::new()
-        .with_info(info)
-        .with_asker(asker)
-        .with_progress();
-    let peer = context.peer.clone();
-    let forward = async move {
-        while let Some(p) = progress.recv().await {
-            if let Some(token) = &token {
-                let mut n = ProgressNotificationParam::new(token.clone(), p.progress);
-                n.total = p.total;
-                n.message = p.message;
-                let _ = peer.notify_progress(n).await;
-            }
-        }
-    };
-    let work = async {
+    let ctx = CallCtx::new().with_info(info).with_asker(asker);
+    let work = async |ctx| {
         tokio::select! {
             r = call(ctx) => r.map_err(source_error),
             _ = context.ct.cancelled() => Err(McpError::internal_error("cancelled by the client", None)),
         }
-    }
-    .instrument(span);
+    };
+    // Progress has somewhere to go only when the client sent a token; a call
+    // without one gets no channel (the plugin's reports are dropped at the
+    // boundary) and nothing to poll beside it.
+    let Some(token) = context.meta.get_progress_token() else {
+        return work(ctx).instrument(span).await;
+    };
+    let (ctx, mut progress) = ctx.with_progress();
+    let peer = context.peer.clone();
+    let forward = async move {
+        while let Some(p) = progress.recv().await {
+            let mut n = ProgressNotificationParam::new(token.clone(), p.progress);
+            n.total = p.total;
+            n.message = p.message;
+            let _ = peer.notify_progress(n).await;
+        }
+    };
     // `forward` ends when the call's context (and its sender) is dropped.
-    let (result, ()) = tokio::join!(work, forward);
+    let (result, ()) = tokio::join!(work(ctx).instrument(span), forward);
     result
 }
 

@@ -339,10 +339,17 @@ impl Runtime {
             .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
             .map_err(|e| self.failure(epoch, &client, None, e))?;
-        let mut progress = client
-            .progress
-            .subscribe(handle.progress_token.clone())
-            .await;
+        // Progress is forwarded only to a caller that asked for it: a call
+        // without a token subscribes to nothing (no channel, no registry entry).
+        let mut progress = match ctx.filter(|c| wants_progress(c)) {
+            Some(_) => Some(
+                client
+                    .progress
+                    .subscribe(handle.progress_token.clone())
+                    .await,
+            ),
+            None => None,
+        };
         let handle_id = handle.id.clone();
         if let Some(c) = &caller {
             c.set_id(handle_id.clone());
@@ -353,10 +360,12 @@ impl Runtime {
         };
         let mut reported = false;
         let forward = async {
-            while let Some(p) = progress.next().await {
-                reported = true;
-                if let Some(ctx) = ctx {
-                    ctx.progress(p.progress, p.total, p.message.as_deref());
+            if let Some(progress) = progress.as_mut() {
+                while let Some(p) = progress.next().await {
+                    reported = true;
+                    if let Some(ctx) = ctx {
+                        ctx.progress(p.progress, p.total, p.message.as_deref());
+                    }
                 }
             }
             std::future::pending::<()>().await
@@ -377,7 +386,7 @@ impl Runtime {
         // its way. When the upstream reported progress and the caller wants
         // it, collect stragglers until the stream has been quiet for a moment
         // (calls without progress never wait).
-        if let Some(ctx) = ctx.filter(|c| reported && wants_progress(c)) {
+        if let (Some(ctx), Some(progress)) = (ctx.filter(|_| reported), progress.as_mut()) {
             while let Ok(Some(p)) = tokio::time::timeout(PROGRESS_GRACE, progress.next()).await {
                 ctx.progress(p.progress, p.total, p.message.as_deref());
             }
