@@ -435,9 +435,11 @@ fn print(plan: &Plan, outcomes: &[Outcome], everything_missing: bool) {
     println!();
     println!(
         "Reference: the same calls through a bare rmcp pass-through relay (`wf-bench --relay`, \
-         not wf: one tokio runtime, no plugins, no conversions), measured in the same rounds. \
-         \"stdio\" serves with `rmcp::transport::stdio()` (a blocking helper thread); \
-         \"stdio_pipes\" with rmcp's non-blocking pipe transport, as `wf serve` does.\n"
+         not wf: no plugins, no conversions), measured in the same rounds. \"stdio\" serves \
+         with `rmcp::transport::stdio()` (a blocking helper thread); \"stdio_pipes\" with \
+         rmcp's non-blocking pipe transport, as `wf serve` does, on one tokio runtime (the lean \
+         relay); \"two runtimes\" is the lean relay with its upstream session on a second \
+         runtime of one worker, as a plugin's is: what the plugin boundary alone costs.\n"
     );
     println!(
         "| upstream | path | p50 | p50 added | p99 | calls/s at {CONCURRENCY} | share of direct |"

@@ -1,0 +1,59 @@
+"""bench/perf_threads.py, the profile summary docs/benchmarks.md quotes: it
+charges each `perf script` sample to its thread and to the object its leaf
+frame runs in (an inlined leaf to the next real frame's object)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "perf_threads.py"
+
+# Four samples as `perf script -F comm,ip,sym,dso` prints them.
+PERF_SCRIPT = """\
+tokio-rt-worker 
+\t          aa046a wf_host::handler::call_tool (/opt/wf/wf)
+\t          a934d4 tokio::runtime::task::poll (/opt/wf/wf)
+
+tokio-rt-worker 
+\t          12ab mi_malloc (inlined)
+\t          12ab serde_json::de::from_trait (/opt/wf/plugins/libwf_source_mcp.so)
+
+wf-plugin 
+\t ffffffff81000000 finish_task_switch.isra.0 ([kernel.kallsyms])
+\t          7b7410 mio::poll (/opt/wf/plugins/libwf_source_mcp.so)
+
+wf-plugin 
+\t          7b7410 epoll_wait (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+"""
+
+
+def run(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        input=PERF_SCRIPT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def test_samples_are_charged_to_thread_and_leaf_object() -> None:
+    rows = {line for line in run().splitlines() if line.startswith("| ") and "---" not in line}
+    assert rows == {
+        "| thread | code | samples | share |",
+        "| tokio-rt-worker | wf | 1 | 25.0% |",
+        "| tokio-rt-worker | libwf_source_mcp.so | 1 | 25.0% |",
+        "| wf-plugin | kernel | 1 | 25.0% |",
+        "| wf-plugin | libc.so | 1 | 25.0% |",
+    }
+    assert "4 samples." in run()
+
+
+def test_a_cpu_per_call_scales_the_shares() -> None:
+    out = run("400")
+    assert "| thread | code | samples | µs/call |" in out
+    assert "| wf-plugin | kernel | 1 | 100 |" in out
