@@ -86,13 +86,11 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
                     "2026-07-28 client, stateless, `http_json_response = false`",
                 )]
             };
-            for &(generation, label) in clients {
-                names.push(format!("{name} --http, {label}"));
+            let prefix = format!("{name} --http");
+            for (label, path) in web_paths(&http, &server, &prefix, clients, "fx__echo").await? {
+                names.push(label);
                 fronts.push(Some(server.pid));
-                paths.push(Path::Web(
-                    WebClient::connect(&http, &server.url, generation).await?,
-                    "fx__echo",
-                ));
+                paths.push(path);
             }
             servers.push(server);
         }
@@ -161,13 +159,11 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             cmd.env(crate::relay::LISTEN_ENV, addr);
         })
         .await?;
-        for &(generation, label) in clients {
-            names.push(format!("relay --{mode}, {label}"));
+        let prefix = format!("relay --{mode}");
+        for (label, path) in web_paths(&http, &server, &prefix, clients, "echo").await? {
+            names.push(label);
             fronts.push(Some(server.pid));
-            paths.push(Path::Web(
-                WebClient::connect(&http, &server.url, generation).await?,
-                "echo",
-            ));
+            paths.push(path);
         }
         servers.push(server);
     }
@@ -267,6 +263,23 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         s.stop().await;
     }
     Ok(())
+}
+
+/// A connected client of `server` per `(generation, label)`, its path named
+/// `prefix, label`; `tool` is the echo tool's name behind that front.
+async fn web_paths(
+    http: &reqwest::Client,
+    server: &HttpWf,
+    prefix: &str,
+    clients: &[(Generation, &str)],
+    tool: &'static str,
+) -> anyhow::Result<Vec<(String, Path)>> {
+    let mut out = Vec::with_capacity(clients.len());
+    for &(generation, label) in clients {
+        let client = WebClient::connect(http, &server.url, generation).await?;
+        out.push((format!("{prefix}, {label}"), Path::Web(client, tool)));
+    }
+    Ok(out)
 }
 
 async fn call(path: &mut Path, msg: &str) -> anyhow::Result<()> {
