@@ -57,3 +57,34 @@ def test_a_cpu_per_call_scales_the_shares() -> None:
     out = run("400")
     assert "| thread | code | samples | µs/call |" in out
     assert "| wf-plugin | kernel | 1 | 100 |" in out
+
+
+DRIVER = SCRIPT.parent / "drive_stdio.py"
+
+
+def test_the_profile_driver_calls_a_real_server_and_prices_its_calls(fixture_upstream_bin: Path) -> None:
+    """bench/drive_stdio.py against the Rust fixture: its pid first, then
+    calls made and CPU per call (schedstat is read, so it is above zero)."""
+    done = subprocess.run(
+        [sys.executable, str(DRIVER), "--tool", "echo", "--seconds", "0.5", "--warm", "5", "--", str(fixture_upstream_bin)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("pid ") and int(lines[0].split()[1]) > 0, done.stdout
+    words = lines[-1].split()
+    assert words[0] == "calls" and int(words[1]) > 0, done.stdout
+    assert float(words[words.index("CPU") + 1]) > 0, done.stdout
+
+
+def test_the_profile_driver_fails_on_an_unknown_tool(fixture_upstream_bin: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(DRIVER), "--tool", "no_such_tool", "--seconds", "0.2", "--", str(fixture_upstream_bin)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "tools/call failed" in done.stderr, done.stderr

@@ -1,7 +1,7 @@
 //! A stdio upstream as an rmcp transport: the child process, its stdout read
-//! through a [`FrameGuard`] (messages bounded by `max_message_bytes`), its
-//! stdin written by rmcp's line codec, and its stderr forwarded in bounded
-//! lines. rmcp's own `TokioChildProcess` reads with a fixed 16 MiB line limit
+//! through a [`FrameGuard`] (messages bounded by `max_message_bytes`) and
+//! parsed by [`crate::replies`] (a tool reply in one pass), its stdin written
+//! by rmcp's line codec, and its stderr forwarded in bounded lines. rmcp's own `TokioChildProcess` reads with a fixed 16 MiB line limit
 //! and drops an over-long line without telling the call that waits for it, so
 //! wf assembles the same parts itself.
 
@@ -12,9 +12,11 @@ use std::time::Duration;
 
 use process_wrap::tokio::{ChildWrapper, CommandWrap};
 use rmcp::RoleClient;
+use rmcp::model::ErrorData;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::async_rw::{AsyncRwTransport, JsonRpcMessageCodecError};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::frames::{Broken, FrameGuard};
@@ -78,7 +80,13 @@ pub struct ChildTransport {
     /// The child's pid, which is also its process group's id.
     pid: Option<u32>,
     child: Option<Box<dyn ChildWrapper>>,
-    io: AsyncRwTransport<RoleClient, FrameGuard<ChildStdout>, ChildStdin>,
+    /// The writing half: rmcp's codec on the child's stdin (it reads nothing).
+    io: AsyncRwTransport<RoleClient, tokio::io::Empty, ChildStdin>,
+    read: BufReader<FrameGuard<ChildStdout>>,
+    /// The line read so far. rmcp's serve loop drops `receive()` whenever
+    /// another branch of its `select!` wins; `read_until` leaves what it read
+    /// here, so the next call goes on with the same line.
+    line: Vec<u8>,
 }
 
 impl ChildTransport {
@@ -109,13 +117,14 @@ impl ChildTransport {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .insert(pid, instance);
         }
+        // The guard cuts every line at the limit, so `line` stays within it.
         let guard = FrameGuard::new(stdout, source, max_message_bytes, broken);
-        // The guard cuts every line at the limit; rmcp's own bound stays above it.
-        let io = AsyncRwTransport::new(guard, stdin).with_max_line_length(max_message_bytes + 2);
         Ok(Self {
             pid,
             child: Some(child),
-            io,
+            io: AsyncRwTransport::new(tokio::io::empty(), stdin),
+            read: BufReader::new(guard),
+            line: Vec::new(),
         })
     }
 
@@ -177,8 +186,45 @@ impl Transport<RoleClient> for ChildTransport {
         self.io.send(item)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        self.io.receive()
+    /// What rmcp's own stdio transport does with each line, but for the parse
+    /// (`replies::decode`): an unparsable line is skipped, a well-formed one
+    /// that is no MCP message gets an Invalid Request error back, and the end
+    /// of the stream (a trailing line without newline is incomplete) ends it.
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            match self.read.read_until(b'\n', &mut self.line).await {
+                Ok(_) if self.line.ends_with(b"\n") => {}
+                Ok(_) => return None,
+                Err(e) => {
+                    tracing::error!("reading the upstream's stdout: {e}");
+                    return None;
+                }
+            }
+            let parsed = crate::replies::decode(&self.line);
+            self.line.clear();
+            match parsed {
+                Ok(Some(message)) => return Some(message),
+                Ok(None) => {}
+                Err(JsonRpcMessageCodecError::Serde(e)) => match e.classify() {
+                    serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                        tracing::debug!("ignoring an unparsable upstream message: {e}");
+                    }
+                    serde_json::error::Category::Data | serde_json::error::Category::Io => {
+                        tracing::debug!("protocol error on an upstream message: {e}");
+                        let refusal = TxJsonRpcMessage::<RoleClient>::error(
+                            ErrorData::invalid_request("Invalid request", None),
+                            None,
+                        );
+                        // Written on its own: this future may be dropped at any await.
+                        drop(tokio::spawn(self.io.send(refusal)));
+                    }
+                },
+                Err(e) => {
+                    tracing::error!("reading the upstream's stdout: {e}");
+                    return None;
+                }
+            }
+        }
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
