@@ -7,13 +7,6 @@
 //! one [`opener`].
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-/// mimalloc, as the host uses: every call allocates on the plugin's
-/// worker (the upstream's reply) and frees on the host's thread (where the
-/// call future is polled), a cross-thread free that glibc's arenas make
-/// slow (docs/benchmarks.md, "the plugin's allocator").
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 mod callers;
 pub mod client;
 pub mod config;
