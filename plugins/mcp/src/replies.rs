@@ -10,8 +10,6 @@
 //! anything else, or anything unusual, goes through rmcp's own codec, so
 //! both paths give the same message, the same skip or the same error.
 
-use std::collections::HashSet;
-
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolResult, JsonRpcResponse, JsonRpcVersion2_0, RequestId, ServerJsonRpcMessage,
@@ -69,17 +67,19 @@ impl<'de> Deserialize<'de> for ToolResultShape {
                 f.write_str("a tool result")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut seen = HashSet::new();
+                // One bit per member of TOOL_RESULT_MEMBERS seen; `content` is bit 0.
+                let mut seen = 0u8;
                 while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    let Some(known) = TOOL_RESULT_MEMBERS.iter().find(|m| **m == key) else {
+                    let Some(i) = TOOL_RESULT_MEMBERS.iter().position(|m| *m == key) else {
                         return Err(serde::de::Error::custom("not only a tool result's members"));
                     };
-                    if !seen.insert(*known) {
+                    if seen & (1 << i) != 0 {
                         return Err(serde::de::Error::custom("a duplicate member"));
                     }
+                    seen |= 1 << i;
                     map.next_value::<IgnoredAny>()?;
                 }
-                if !seen.contains("content") {
+                if seen & 1 == 0 {
                     return Err(serde::de::Error::custom("no content"));
                 }
                 Ok(ToolResultShape)

@@ -1,9 +1,10 @@
 //! A stdio upstream as an rmcp transport: the child process, its stdout read
 //! through a [`FrameGuard`] (messages bounded by `max_message_bytes`) and
 //! parsed by [`crate::replies`] (a tool reply in one pass), its stdin written
-//! by rmcp's line codec, and its stderr forwarded in bounded lines. rmcp's own `TokioChildProcess` reads with a fixed 16 MiB line limit
-//! and drops an over-long line without telling the call that waits for it, so
-//! wf assembles the same parts itself.
+//! by rmcp's line codec, and its stderr forwarded in bounded lines. rmcp's own
+//! `TokioChildProcess` reads with a fixed 16 MiB line limit and drops an
+//! over-long line without telling the call that waits for it, so wf
+//! assembles the same parts itself.
 
 use std::collections::HashMap;
 use std::process::Stdio;
