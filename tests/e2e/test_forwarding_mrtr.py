@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -322,3 +323,48 @@ async def test_a_stdio_client_that_goes_away_ends_its_waiting_call_upstream(
         or (e.get("event") == "asked" and not e.get("ok")),
     )
     assert ended, ended
+
+
+def stateless_call(url: str, name: str, arguments: dict[str, Any], headers: dict[str, str]) -> httpx2.Response:
+    """One raw 2026-07-28 `tools/call` (no session), with `headers` added."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "0"},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments, "_meta": meta}}
+    base = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": name,
+    }
+    with httpx2.Client(timeout=OP_TIMEOUT, trust_env=False) as http:
+        return http.post(url, json=body, headers={**base, **headers})
+
+
+async def test_a_tools_mcp_param_headers_are_checked_against_its_schema_through_wf(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
+) -> None:
+    """SEP-2243 through wf's HTTP front: the upstream's `echo_header` marks `message`
+    `x-mcp-header: Message`. The official client mirrors it into `Mcp-Param-Message`
+    and is served; a raw request whose header disagrees with the body, or lacks it,
+    is refused; a matching one is served. wf hands rmcp's check the tool's schema
+    (`get_tool`), so without it both bad requests would be served."""
+    settings = {"command": str(fixture_upstream_bin), "args": ["--asks", *upstream_events.args()], "session": "shared"}
+    server = wf.start_http("127.0.0.1", None, "--config", str(wf.write_config(toml_config({"fix": settings}))))
+    tool = "fix__echo_header"
+    async with wf.http_client(server) as c:
+        assert c.protocol_version == "2026-07-28", c.protocol_version
+        await wait_listed(c, tool)
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool(tool, {"message": "through wf"})
+        assert not r.is_error and r.content[0].text == "through wf", r
+
+    ok = stateless_call(server.url, tool, {"message": "same"}, {"mcp-param-message": "same"})
+    assert ok.status_code == 200 and ok.json()["result"]["content"][0]["text"] == "same", ok.text
+    for headers, why in [({"mcp-param-message": "other"}, "does not match"), ({}, "missing")]:
+        r = stateless_call(server.url, tool, {"message": "same"}, headers)
+        assert r.status_code != 200 or "error" in r.json(), (headers, r.text)
+        assert "Mcp-Param-Message" in r.text and why in r.text, (headers, r.text)

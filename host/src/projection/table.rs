@@ -2,6 +2,9 @@
 //! routes back from those names to `(source, original name)`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{Map, Value};
 
 use wf_plugin_api::{Catalog, Prompt, Resource, ResourceTemplate, Tool};
 
@@ -9,6 +12,9 @@ use super::names::{NameRules, hash6};
 use super::prefixes::{Naming, Wanted, prefixed};
 use crate::catalog::Snapshot;
 use crate::config::PrefixMode;
+
+/// A tool's input schema, shared.
+pub type Schema = Arc<Map<String, Value>>;
 
 /// A capability under its client-visible name.
 #[derive(Debug, Clone)]
@@ -34,6 +40,10 @@ pub struct Projection {
     pub resources: Vec<Projected<Resource>>,
     pub templates: Vec<Projected<ResourceTemplate>>,
     tool_index: HashMap<String, usize>,
+    /// Each tool's input schema as an object, made on first use: rmcp asks
+    /// for it on every 2026-07-28 `tools/call` (to check `Mcp-Param-*`
+    /// headers), and a copy per request showed in the profile.
+    tool_schemas: Vec<OnceLock<Option<Schema>>>,
     prompt_index: HashMap<String, usize>,
     resource_index: HashMap<String, usize>,
     /// Collisions that were resolved, for status output and logs.
@@ -248,6 +258,7 @@ impl Projection {
             p.item.name = p.name.clone();
         }
         Self {
+            tool_schemas: tools.iter().map(|_| OnceLock::new()).collect(),
             tools,
             prompts,
             resources,
@@ -261,6 +272,21 @@ impl Projection {
 
     pub fn tool(&self, name: &str) -> Option<&Projected<Tool>> {
         self.tool_index.get(name).map(|i| &self.tools[*i])
+    }
+
+    /// The input schema of the tool clients call `name`, when it is an object.
+    pub fn tool_schema(&self, name: &str) -> Option<Schema> {
+        let i = *self.tool_index.get(name)?;
+        self.tool_schemas[i]
+            .get_or_init(|| {
+                self.tools[i]
+                    .item
+                    .input_schema
+                    .as_object()
+                    .cloned()
+                    .map(Arc::new)
+            })
+            .clone()
     }
 
     pub fn prompt(&self, name: &str) -> Option<&Projected<Prompt>> {
@@ -305,8 +331,6 @@ fn encode_uri_component(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use serde_json::json;
     use wf_plugin_api::Catalog;
 
@@ -322,6 +346,31 @@ mod tests {
             c = c.resource(Resource::new(*r, "r", "d", "text/plain"));
         }
         Arc::new(c)
+    }
+
+    #[test]
+    fn a_tools_input_schema_is_served_by_its_projected_name_and_kept() {
+        let mut c = Catalog::default()
+            .tool(Tool::new(
+                "obj",
+                "d",
+                json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+            ))
+            .tool(Tool::new("odd", "d", json!(true)));
+        c.tools[1].input_schema = json!(true);
+        let snap = Snapshot {
+            sources: vec![("s".into(), Arc::new(c))],
+        };
+        let p = Projection::build(&snap, NameRules { max_len: 48 });
+        let first = p.tool_schema("s__obj").expect("an object schema");
+        assert_eq!(first["properties"]["q"]["type"], "string");
+        // Made once: the same allocation every time after.
+        assert!(Arc::ptr_eq(
+            &first,
+            &p.tool_schema("s__obj").expect("again")
+        ));
+        assert!(p.tool_schema("s__odd").is_none(), "not an object schema");
+        assert!(p.tool_schema("obj").is_none(), "only projected names");
     }
 
     #[test]

@@ -429,9 +429,12 @@ impl ServerHandler for WfServer {
         .await
     }
 
+    /// rmcp asks only for the input schema (to check a 2026-07-28 request's
+    /// `Mcp-Param-*` headers), on every `tools/call`: the cached schema and
+    /// the name, not the whole tool converted.
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        let proj = self.app.projection();
-        proj.tool(name).and_then(|t| convert(&t.item).ok())
+        let schema = self.app.projection().tool_schema(name)?;
+        Some(Tool::new_with_raw(name.to_string(), None, schema))
     }
 
     async fn call_tool(

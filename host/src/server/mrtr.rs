@@ -80,7 +80,7 @@ impl Asker for RoundAsker {
     }
 }
 
-/// A call of a 2026-07-28 client, running in its own task.
+/// A call of a 2026-07-28 client that asked for input, running in its own task.
 struct Running {
     /// The request it answers (`tools/call <name>`): a retry must match.
     what: String,
@@ -182,15 +182,21 @@ impl Rounds {
         F: FnOnce(RequestContext<RoleServer>, Arc<dyn Asker>) -> Fut,
         Fut: Future<Output = Result<T, McpError>> + Send + 'static,
     {
-        let running = match retry {
+        let (running, first) = match retry {
             (Some(state), responses) => {
                 let mut r = self.take(&state, &owner, &what)?;
                 r.answer(responses.unwrap_or_default());
-                r
+                (r, None)
             }
-            (None, _) => start(context, what, owner, logs, work),
+            (None, _) => match start(context, what, owner, logs, work).await? {
+                Started::Done(t) => return Ok(Step::Done(t)),
+                Started::Asked(parked) => {
+                    let (r, ask) = *parked;
+                    (r, Some(ask))
+                }
+            },
         };
-        self.drive(running, &context.ct, gone).await
+        self.drive(running, &context.ct, gone, first).await
     }
 
     /// The parked call `state` names, if `owner` made it for `what`.
@@ -217,18 +223,23 @@ impl Rounds {
         mut running: Running,
         ct: &CancellationToken,
         gone: Option<CancellationToken>,
+        mut asked: Option<Ask>,
     ) -> Result<Step<T>, McpError> {
         let mut requests = InputRequests::new();
         while requests.is_empty() {
-            let first = tokio::select! {
-                () = ct.cancelled() => return Err(cancelled()),
-                r = &mut running.outcome => {
-                    let value = r.map_err(|_| cancelled())??;
-                    return serde_json::from_value(value).map(Step::Done).map_err(|e| {
-                        McpError::internal_error(format!("cannot convert the call's result: {e}"), None)
-                    });
+            let first = if let Some(ask) = asked.take() {
+                ask
+            } else {
+                tokio::select! {
+                    () = ct.cancelled() => return Err(cancelled()),
+                    r = &mut running.outcome => {
+                        let value = r.map_err(|_| cancelled())??;
+                        return serde_json::from_value(value).map(Step::Done).map_err(|e| {
+                            McpError::internal_error(format!("cannot convert the call's result: {e}"), None)
+                        });
+                    }
+                    Some(ask) = running.asks.recv() => ask,
                 }
-                Some(ask) = running.asks.recv() => ask,
             };
             // Whatever else the source asked meanwhile goes in the same round.
             let mut asks = vec![first];
@@ -315,20 +326,32 @@ impl Rounds {
     }
 }
 
-/// Starts `work` in its own task, asking through a [`RoundAsker`].
-fn start<T, F, Fut>(
+/// How a new call's first stretch ended.
+enum Started<T> {
+    /// It finished without asking for anything: the common case.
+    Done(T),
+    /// It asked for input, and now runs on in its own task.
+    Asked(Box<(Running, Ask)>),
+}
+
+/// Runs `work`, asking through a [`RoundAsker`]. It is polled right here
+/// until it finishes or first asks for input; only then does it move into a
+/// task of its own that outlives this request (the boxed future moves as it
+/// is), so a call that never asks costs no spawn and no JSON round trip of
+/// its result.
+async fn start<T, F, Fut>(
     context: &RequestContext<RoleServer>,
     what: String,
     owner: String,
     logs: Arc<dyn Asker>,
     work: F,
-) -> Running
+) -> Result<Started<T>, McpError>
 where
     T: Serialize,
     F: FnOnce(RequestContext<RoleServer>, Arc<dyn Asker>) -> Fut,
     Fut: Future<Output = Result<T, McpError>> + Send + 'static,
 {
-    let (tx, asks) = mpsc::unbounded_channel();
+    let (tx, mut asks) = mpsc::unbounded_channel();
     let caps = context
         .meta
         .client_capabilities()
@@ -338,11 +361,17 @@ where
         logs,
         caps,
     });
-    // The call outlives this request: it ends with its own token.
+    // Once parked, the call outlives this request: it ends with its own token.
     let stop = CancellationToken::new();
     let mut ctx = context.clone();
     ctx.ct = stop.clone();
-    let work = work(ctx, asker);
+    let mut work = Box::pin(work(ctx, asker));
+    // Dropping `work` here (the client cancelled) ends the call.
+    let ask = tokio::select! {
+        () = context.ct.cancelled() => return Err(cancelled()),
+        r = &mut work => return r.map(Started::Done),
+        Some(ask) = asks.recv() => ask,
+    };
     let (done, outcome) = oneshot::channel();
     let ended = stop.clone();
     tokio::spawn(async move {
@@ -356,7 +385,7 @@ where
             () = ended.cancelled() => {}
         }
     });
-    Running {
+    let running = Running {
         what,
         owner,
         asks,
@@ -366,7 +395,8 @@ where
         rounds: 0,
         _stop: stop.drop_guard(),
         expiry: None,
-    }
+    };
+    Ok(Started::Asked(Box::new((running, ask))))
 }
 
 #[cfg(test)]

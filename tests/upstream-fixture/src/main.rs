@@ -16,7 +16,9 @@
 //! With `--asks`, tools that ask the client back mid-call: `ask` (`kind`:
 //! `elicit`, `url`, `sample` or `roots`, after the file `until` exists if
 //! given) records `{"event":"asked","kind":..,"ok":..,"answer"|"error":..}` and
-//! returns the answer; `log` sends a `notifications/message` during the call.
+//! returns the answer; `log` sends a `notifications/message` during the call;
+//! `echo_header` returns its `message`, whose schema has `x-mcp-header: Message`
+//! (SEP-2243: a 2026-07-28 client sends it as the `Mcp-Param-Message` header too).
 //! To a 2026-07-28 client, `ask` answers in rounds instead (`InputRequiredResult`,
 //! then the retry's `inputResponses`), recording `"round": true`.
 //!
@@ -287,6 +289,14 @@ impl ServerHandler for Fixture {
                         &["text"],
                     ),
                 ),
+                tool(
+                    "echo_header",
+                    "Returns its message, which is also an Mcp-Param-Message header",
+                    obj(
+                        json!({"message": {"type": "string", "x-mcp-header": "Message"}}),
+                        &["message"],
+                    ),
+                ),
             ]);
         }
         if !self.probes {
@@ -401,11 +411,18 @@ impl ServerHandler for Fixture {
                 }
                 structured(json!({"steps": steps}))
             }
-            "ask" | "log" if !self.asks => {
+            "ask" | "log" | "echo_header" if !self.asks => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool {} (start with --asks)", request.name),
                     None,
                 ));
+            }
+            "echo_header" => {
+                let msg = args
+                    .as_ref()
+                    .and_then(|a| a.get("message"))
+                    .and_then(Value::as_str);
+                CallToolResult::success(vec![ContentBlock::text(msg.unwrap_or(""))])
             }
             "ask" => {
                 let arg = |k: &str| {
