@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from conftest import Wf, toml_config
+
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "perf_threads.py"
 
 # Four samples as `perf script -F comm,ip,sym,dso` prints them.
@@ -88,3 +92,60 @@ def test_the_profile_driver_fails_on_an_unknown_tool(fixture_upstream_bin: Path)
     )
     assert done.returncode != 0
     assert "tools/call failed" in done.stderr, done.stderr
+
+
+STACKS = SCRIPT.parent / "perf_stacks.py"
+
+
+def test_stack_shares_count_samples_under_code_and_exclude_what_is_asked() -> None:
+    """bench/perf_stacks.py on the four samples above: a pattern matches a
+    frame's symbol or its object; `!` drops samples that also match the rest."""
+    done = subprocess.run(
+        [sys.executable, str(STACKS), "--per-call", "400", "tokio|mio", "tokio!call_tool", "libwf_source_mcp", "nothing"],
+        input=PERF_SCRIPT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = {line for line in done.stdout.splitlines() if line.startswith("| `")}
+    assert rows == {
+        "| `tokio|mio` | 2 | 50.0% | 200 |",
+        "| `tokio!call_tool` | 0 | 0.0% | 0 |",
+        "| `libwf_source_mcp` | 2 | 50.0% | 200 |",
+        "| `nothing` | 0 | 0.0% | 0 |",
+    }, done.stdout
+    assert "4 samples." in done.stdout
+    empty = subprocess.run([sys.executable, str(STACKS), "x"], input="", capture_output=True, text=True)
+    assert empty.returncode != 0 and "no samples" in empty.stderr
+
+
+HTTP_DRIVER = SCRIPT.parent / "drive_http.py"
+
+
+@pytest.mark.parametrize("generation", ["2025", "2026"])
+def test_the_http_driver_calls_wf_serve_http_and_prices_its_calls(
+    wf: Wf, fixture_upstream_bin: Path, generation: str
+) -> None:
+    """bench/drive_http.py against `wf serve --http` before the Rust fixture, as
+    a 2025-11-25 session client and as a stateless 2026-07-28 one."""
+    config = wf.write_config(toml_config({"fx": {"command": str(fixture_upstream_bin)}}))
+    server = wf.start_http("127.0.0.1", None, "--config", str(config))
+    done = subprocess.run(
+        [sys.executable, str(HTTP_DRIVER), "--url", server.url, "--tool", "fx__echo", "--generation", generation,
+         "--pid", str(server.proc.pid), "--seconds", "0.5", "--warm", "5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    words = done.stdout.split()
+    assert words[0] == "calls" and int(words[1]) > 0, done.stdout
+    assert float(words[words.index("CPU") + 1]) > 0, done.stdout
+    wrong = subprocess.run(
+        [sys.executable, str(HTTP_DRIVER), "--url", server.url, "--tool", "fx__nope", "--generation", generation,
+         "--seconds", "0.2", "--warm", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert wrong.returncode != 0 and "tools/call" in wrong.stderr, wrong.stderr
