@@ -350,14 +350,13 @@ mod tests {
 
     #[test]
     fn a_tools_input_schema_is_served_by_its_projected_name_and_kept() {
-        let mut c = Catalog::default()
+        let c = Catalog::default()
             .tool(Tool::new(
                 "obj",
                 "d",
                 json!({"type": "object", "properties": {"q": {"type": "string"}}}),
             ))
             .tool(Tool::new("odd", "d", json!(true)));
-        c.tools[1].input_schema = json!(true);
         let snap = Snapshot {
             sources: vec![("s".into(), Arc::new(c))],
         };
