@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::Surfaces;
 use super::connections::{self, ConnLimits};
 use super::handler::WfServer;
+use super::http_direct::Direct;
 use super::http_guard::{HttpGuard, check_token, guard};
 use super::http_messages::{Messages, check_messages};
 use super::limits::{Principal, PrincipalLimits, limit_per_principal};
@@ -189,7 +190,11 @@ pub async fn serve_http(
         &opts.allowed_hosts,
         &opts.allowed_origins,
     ));
-    let messages = Arc::new(Messages::new(opts.max_request_bytes, sessions));
+    // A stateless call answered as JSON skips rmcp's per-request service.
+    let direct = opts
+        .json_response
+        .then(|| Direct::new(app.clone(), console_surfaces.clone()));
+    let messages = Arc::new(Messages::new(opts.max_request_bytes, sessions, direct));
     let limits = Arc::new(PrincipalLimits::new(opts.max_requests_per_principal));
     let metrics =
         super::metrics_route::router(app.clone(), g.clone(), &app.config.config.telemetry)?;

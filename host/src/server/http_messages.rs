@@ -16,6 +16,7 @@ use futures::StreamExt;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
 use rmcp::transport::streamable_http_server::SessionManager;
 
+use super::http_direct::Direct;
 use super::jsonrpc::{self, INVALID_PARAMS, SERVER_BUSY, error_reply};
 use super::limits::RateLimitedWarn;
 use super::sessions::BoundedSessions;
@@ -25,15 +26,18 @@ const SESSION_HEADER: &str = "mcp-session-id";
 pub struct Messages {
     pub max_body: usize,
     pub sessions: Arc<BoundedSessions>,
+    /// Answers the plain stateless calls itself (`http_json_response` on).
+    pub direct: Option<Direct>,
     too_large: RateLimitedWarn,
     sessions_full: RateLimitedWarn,
 }
 
 impl Messages {
-    pub fn new(max_body: usize, sessions: Arc<BoundedSessions>) -> Self {
+    pub fn new(max_body: usize, sessions: Arc<BoundedSessions>, direct: Option<Direct>) -> Self {
         Self {
             max_body,
             sessions,
+            direct,
             too_large: RateLimitedWarn::new(Duration::from_secs(10)),
             sessions_full: RateLimitedWarn::new(Duration::from_secs(10)),
         }
@@ -161,6 +165,11 @@ async fn post(m: &Messages, request: Request, next: Next) -> Response {
                 StatusCode::SERVICE_UNAVAILABLE,
                 error_reply(id, SERVER_BUSY, &message),
             );
+        }
+        Ok(ClientJsonRpcMessage::Request(req)) => {
+            if let Some(direct) = m.direct.as_ref().filter(|d| d.takes(&parts.headers, &req)) {
+                return direct.serve(parts, req).await;
+            }
         }
         Ok(_) => {}
     }

@@ -7,6 +7,7 @@ mod epochs;
 mod forwarding;
 mod handler;
 mod http;
+mod http_direct;
 pub(crate) mod http_guard;
 mod http_messages;
 pub(crate) mod isolation;
