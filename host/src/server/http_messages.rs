@@ -168,7 +168,10 @@ async fn post(m: &Messages, request: Request, next: Next) -> Response {
         }
         Ok(ClientJsonRpcMessage::Request(req)) => {
             if let Some(direct) = m.direct.as_ref().filter(|d| d.takes(&parts.headers, &req)) {
-                return direct.serve(parts, req).await;
+                // Boxed: inline, the call would size this middleware's future,
+                // which axum copies into a box per request, as do the layers
+                // outside it.
+                return Box::pin(direct.serve(parts, req)).await;
             }
         }
         Ok(_) => {}
