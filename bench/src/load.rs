@@ -50,6 +50,7 @@ struct Size {
 /// One load phase's results.
 struct LoadResult {
     scope: &'static str,
+    generation: Generation,
     lat: Vec<Duration>,
     errors: Vec<String>,
     elapsed: Duration,
@@ -85,12 +86,20 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     // HTTP serving defaults to `session = "client"`: each client's first call
     // opens its own upstream session (a fixture process). "shared" is one
     // upstream session for everyone, the desktop setting.
-    for scope in ["client", "shared"] {
+    // Then the same load from stateless 2026-07-28 clients: no session to
+    // open or close, each call its own request (answered in place by wf).
+    for (scope, generation) in [
+        ("client", Generation::Sessions2025),
+        ("shared", Generation::Sessions2025),
+        ("shared", Generation::Stateless2026),
+    ] {
         eprintln!(
-            "wf-bench: load: {} clients × {} calls, session = {scope:?}",
-            size.clients, size.calls
+            "wf-bench: load: {} {} clients × {} calls, session = {scope:?}",
+            size.clients,
+            kind(generation),
+            size.calls
         );
-        loads.push(load(env, &size, scope).await?);
+        loads.push(load(env, &size, scope, generation).await?);
     }
     eprintln!("wf-bench: soak: {} calls on one session", size.soak);
     let soak = soak(env, &size).await?;
@@ -122,12 +131,26 @@ fn pool(size: &Size) -> anyhow::Result<reqwest::Client> {
         .build()?)
 }
 
-async fn load(env: &Env, size: &Size, scope: &'static str) -> anyhow::Result<LoadResult> {
-    let mut server = start(env, &format!("load-{scope}"), size, scope).await?;
+/// How a load row's clients speak.
+fn kind(generation: Generation) -> &'static str {
+    match generation {
+        Generation::Sessions2025 => "2025-11-25 session",
+        Generation::Stateless2026 => "2026-07-28 stateless",
+    }
+}
+
+async fn load(
+    env: &Env,
+    size: &Size,
+    scope: &'static str,
+    generation: Generation,
+) -> anyhow::Result<LoadResult> {
+    let name = format!("load-{scope}-{}", kind(generation).replace(' ', "-"));
+    let mut server = start(env, &name, size, scope).await?;
     // Baseline: wf up, its shared upstream session open, no client connected.
     {
         let http = pool(size)?;
-        let mut first = WebClient::connect(&http, &server.url, Generation::Sessions2025).await?;
+        let mut first = WebClient::connect(&http, &server.url, generation).await?;
         first.echo("fx__echo", "wf-bench load warm-up").await?;
         first.close().await?;
     }
@@ -158,7 +181,7 @@ async fn load(env: &Env, size: &Size, scope: &'static str) -> anyhow::Result<Loa
         set.spawn(async move {
             let mut lat = Vec::with_capacity(calls);
             let mut errors = Vec::new();
-            let mut client = match WebClient::connect(&http, &url, Generation::Sessions2025).await {
+            let mut client = match WebClient::connect(&http, &url, generation).await {
                 Ok(c) => c,
                 Err(e) => return (lat, vec![format!("connect: {e:#}")]),
             };
@@ -201,6 +224,7 @@ async fn load(env: &Env, size: &Size, scope: &'static str) -> anyhow::Result<Loa
     server.stop().await;
     Ok(LoadResult {
         scope,
+        generation,
         lat,
         errors,
         elapsed,
@@ -264,20 +288,22 @@ fn print(size: &Size, loads: &[LoadResult], soak: &SoakResult) {
     } = *size;
     println!("## Load and soak: `wf serve --http` in front of the stdio fixture\n");
     println!(
-        "{clients} concurrent 2025-11-25 clients, each on its own session (initialize, {calls} \
-         echo calls one after another, DELETE), all at once, against a fresh wf per row; wf \
-         configured with `max_requests_per_principal = 1024` (every client is the one local \
-         principal; the default 64 would answer the rest 429) and the source with room for a \
-         session per client. `session = \"client\"` (HTTP's default) gives each client its own \
-         upstream session, so its latencies include {clients} fixture processes starting at once; \
-         `\"shared\"` is one upstream session for all. RSS and open fds of the wf process; peak \
-         sampled every 20 ms.\n"
+        "{clients} concurrent clients, all at once, against a fresh wf per row: 2025-11-25 \
+         clients each on its own session (initialize, {calls} echo calls one after another, \
+         DELETE), or 2026-07-28 stateless clients ({calls} echo calls one after another, each \
+         its own request). wf is configured with `max_requests_per_principal = 1024` (every \
+         client is the one local principal; the default 64 would answer the rest 429) and the \
+         source with room for a session per client. `session = \"client\"` (HTTP's default) \
+         gives each 2025 client its own upstream session, so its latencies include {clients} \
+         fixture processes starting at once; `\"shared\"` is one upstream session for all. RSS \
+         and open fds of the wf process; peak sampled every 20 ms.\n"
     );
-    println!("| session | clients × calls | errors | p50 | p99 | wall time | calls/s |");
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    println!("| clients | session | clients × calls | errors | p50 | p99 | wall time | calls/s |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|");
     for l in loads {
         println!(
-            "| {} | {clients} × {calls} | {} | {:.0} µs | {:.1} ms | {:.1} s | {:.0} |",
+            "| {} | {} | {clients} × {calls} | {} | {:.0} µs | {:.1} ms | {:.1} s | {:.0} |",
+            kind(l.generation),
             l.scope,
             l.errors.len(),
             us(percentile(&l.lat, 0.5)),
@@ -288,19 +314,21 @@ fn print(size: &Size, loads: &[LoadResult], soak: &SoakResult) {
     }
     println!();
     println!(
-        "| session | wf | before | at peak | after (sessions closed, client gone, +1 s) | target |"
+        "| clients | session | wf | before | at peak | after (sessions closed, client gone, +1 s) | target |"
     );
-    println!("|---|---|---:|---:|---:|---|");
+    println!("|---|---|---|---:|---:|---:|---|");
     for l in loads {
         println!(
-            "| {} | VmRSS | {} | {} | {} | |",
+            "| {} | {} | VmRSS | {} | {} | {} | |",
+            kind(l.generation),
             l.scope,
             mib(l.before.rss_kib),
             mib(l.at_peak.rss_kib),
             mib(l.after.rss_kib)
         );
         println!(
-            "| {} | open fds | {} | {} | {} | back to the baseline: {} |",
+            "| {} | {} | open fds | {} | {} | {} | back to the baseline: {} |",
+            kind(l.generation),
             l.scope,
             l.before.fds,
             l.at_peak.fds,
@@ -313,7 +341,8 @@ fn print(size: &Size, loads: &[LoadResult], soak: &SoakResult) {
         shown.sort();
         shown.dedup();
         println!(
-            "\nFirst distinct errors ({}): {:?}",
+            "\nFirst distinct errors ({}, {}): {:?}",
+            kind(l.generation),
             l.scope,
             &shown[..shown.len().min(3)]
         );
