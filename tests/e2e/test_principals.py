@@ -268,23 +268,30 @@ async def test_admin_add_source_that_starts_a_program_needs_the_operators_switch
 # --------------------------------------------------------------------------- restarts
 
 
-FRONTS = [("stdio", "auto"), ("stdio", "legacy"), ("http", "legacy")]
+FRONTS = [("stdio", "auto"), ("stdio", "legacy"), ("http", "auto"), ("http", "legacy")]
+MODERN = [f for f in FRONTS if f[1] == "auto"]
+
+
+def restart_client(wf: Wf, fixture_upstream_bin: Path, front: tuple[str, str], on_log: Any, **kw: Any) -> Any:
+    config = wf.write_config(toml_config({"fx": {"command": str(fixture_upstream_bin)}}))
+    transport, mode = front
+    if transport == "stdio":
+        return wf.stdio_client(mode, "--config", str(config), logging_callback=on_log, **kw)
+    server = wf.start_http("127.0.0.1", None, "--config", str(config))
+    return wf.http_client(server, mode, logging_callback=on_log, **kw)
 
 
 @pytest.mark.parametrize("front", FRONTS, ids=[f"{t}-{m}" for t, m in FRONTS])
 async def test_a_restarted_upstream_is_never_silent(wf: Wf, fixture_upstream_bin: Path, front: tuple[str, str]) -> None:
+    """A 2026-07-28 client (`auto`) hears log messages only when it opts in
+    (`log_level`, the request's `io.modelcontextprotocol/logLevel`): it does here."""
     notices: list[Any] = []
 
     async def on_log(params: Any) -> None:
         notices.append(params)
 
-    config = wf.write_config(toml_config({"fx": {"command": str(fixture_upstream_bin)}}))
-    transport, mode = front
-    if transport == "stdio":
-        client = wf.stdio_client(mode, "--config", str(config), logging_callback=on_log)
-    else:
-        server = wf.start_http("127.0.0.1", None, "--config", str(config))
-        client = wf.http_client(server, mode, logging_callback=on_log)
+    opt_in = {"log_level": "warning"} if front[1] == "auto" else {}
+    client = restart_client(wf, fixture_upstream_bin, front, on_log, **opt_in)
     async with client as c:
         await wait_tools(c, "fx__increment", "fx__crash")
         with anyio.fail_after(OP_TIMEOUT):
@@ -315,3 +322,30 @@ async def test_a_restarted_upstream_is_never_silent(wf: Wf, fixture_upstream_bin
     log = wf.logs[-1]
     assert "source fx restarted; its session state was lost" in log.read_text(), tail(log)
     json.dumps(data)  # the notice's data is plain JSON
+
+
+@pytest.mark.parametrize("front", MODERN, ids=[f"{t}-{m}" for t, m in MODERN])
+async def test_a_2026_client_that_asked_for_no_log_messages_gets_none_of_a_restart(
+    wf: Wf, fixture_upstream_bin: Path, front: tuple[str, str]
+) -> None:
+    """Without the opt-in, the restart is told in the result's `_meta` only: no log
+    message reaches the client (it would arrive before the result), and over HTTP
+    the answer stays one JSON body."""
+    notices: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        notices.append(params)
+
+    async with restart_client(wf, fixture_upstream_bin, front, on_log) as c:
+        assert c.protocol_version == "2026-07-28", c.protocol_version
+        await wait_tools(c, "fx__increment", "fx__crash")
+        with anyio.fail_after(OP_TIMEOUT):
+            await c.call_tool("fx__increment", {})
+            _, error = await call_outcome(c, "fx__crash")
+            assert error is not None
+            after = await c.call_tool("fx__increment", {})
+        assert after.structured_content == {"count": 1}, "a new upstream session"
+        assert (after.meta or {}).get(SESSION_EPOCH_META) == 2, after.meta
+    assert notices == [], notices
+    log = wf.logs[-1]
+    assert "source fx restarted; its session state was lost" in log.read_text(), tail(log)

@@ -110,6 +110,11 @@ impl ModernLogs {
             .map(|r| ClientLevel(AtomicU8::new(r)));
         Self(level)
     }
+
+    /// Whether the request asked for log messages of `level`.
+    pub fn lets_through(&self, level: &str) -> bool {
+        self.0.as_ref().is_some_and(|l| l.lets_through(level))
+    }
 }
 
 /// Why a client with `caps` cannot be asked `request`, if it cannot.

@@ -1,7 +1,8 @@
 //! State lost is never silent on the proxy: wf remembers the session epoch
 //! each downstream client last saw per source, and when a call lands on a
 //! newer one (the upstream restarted in between) the result says so in
-//! `_meta` and the client gets a logging notification.
+//! `_meta` and the client gets a logging notification (a 2026-07-28 client
+//! only when its request asked for log messages, as the protocol has it).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -12,11 +13,12 @@ use rmcp::RoleServer;
 // MCP logging (deprecated in 2026-07-28 by SEP-2577) is how a 2025-11-25
 // client hears from a server outside a result.
 #[allow(deprecated)]
-use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProtocolVersion};
 use rmcp::service::RequestContext;
 use serde_json::json;
 use wf_plugin_api::{CallResult, SESSION_EPOCH_META};
 
+use super::caller::ModernLogs;
 use super::principals::principal_of;
 
 /// Entries kept before old ones are dropped, and how old "old" is: a client
@@ -81,8 +83,16 @@ impl SeenEpochs {
             json!({"message": text, "source": source, "epoch": epoch, "previous_epoch": before}),
         )
         .with_logger("wf");
-        #[allow(deprecated)]
-        let _ = context.peer.notify_logging_message(notice).await;
+        // A 2026-07-28 request opts in to log messages (and over HTTP, a
+        // request that did not is answered without a stream to carry one);
+        // the epoch in `_meta` tells it either way.
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        if !modern || ModernLogs::from_meta(&context.meta).lets_through("warning") {
+            #[allow(deprecated)]
+            let _ = context.peer.notify_logging_message(notice).await;
+        }
         result
     }
 }
