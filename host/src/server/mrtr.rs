@@ -98,7 +98,27 @@ struct Running {
     expiry: Option<DropGuard>,
 }
 
+/// How long ending a call waits for its task to drop it.
+const END_WAIT: Duration = Duration::from_secs(1);
+
 impl Running {
+    /// Ends the call first and only then fails the requests it waits on, so
+    /// the upstream is told the call was cancelled before a failed request
+    /// could let it finish (and report that failure instead).
+    async fn end(self) {
+        let Running {
+            outcome,
+            open,
+            _stop: stop,
+            ..
+        } = self;
+        stop.disarm().cancel();
+        // The call's task drops the call (which cancels it upstream) before
+        // it drops the sender of `outcome`.
+        let _ = tokio::time::timeout(END_WAIT, outcome).await;
+        drop(open);
+    }
+
     /// Hands the client's answers to the requests that wait for them.
     fn answer(&mut self, mut responses: InputResponses) {
         for (key, reply) in std::mem::take(&mut self.open) {
@@ -262,6 +282,7 @@ impl Rounds {
         }
         running.rounds += 1;
         if running.rounds > MAX_ROUNDS {
+            running.end().await;
             return Err(McpError::internal_error(
                 format!("the call asked for input more than {MAX_ROUNDS} times; it was ended"),
                 None,
@@ -270,22 +291,26 @@ impl Rounds {
         let state = uuid::Uuid::new_v4().simple().to_string();
         let expiry = CancellationToken::new();
         running.expiry = Some(expiry.clone().drop_guard());
-        {
+        let refused = {
             let mut parked = self.lock();
             if parked.len() >= self.max {
-                let max = self.max;
-                tracing::warn!(
-                    max,
-                    "a call that asks for input was ended: too many calls wait for input"
-                );
-                return Err(McpError::internal_error(
-                    format!(
-                        "too many calls wait for their client's input ({max}); try again later"
-                    ),
-                    None,
-                ));
+                Some(running)
+            } else {
+                parked.insert(state.clone(), running);
+                None
             }
-            parked.insert(state.clone(), running);
+        };
+        if let Some(running) = refused {
+            let max = self.max;
+            tracing::warn!(
+                max,
+                "a call that asks for input was ended: too many calls wait for input"
+            );
+            running.end().await;
+            return Err(McpError::internal_error(
+                format!("too many calls wait for their client's input ({max}); try again later"),
+                None,
+            ));
         }
         self.expire(state.clone(), expiry, gone);
         Ok(Step::Input(InputRequiredResult::new(
