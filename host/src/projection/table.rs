@@ -40,10 +40,10 @@ pub struct Projection {
     pub resources: Vec<Projected<Resource>>,
     pub templates: Vec<Projected<ResourceTemplate>>,
     tool_index: HashMap<String, usize>,
-    /// Each tool's input schema as an object, made on first use: rmcp asks
-    /// for it on every 2026-07-28 `tools/call` (to check `Mcp-Param-*`
-    /// headers), and a copy per request showed in the profile.
-    tool_schemas: Vec<OnceLock<Option<Schema>>>,
+    /// Each tool's input schema as an object, made on first use, and
+    /// whether it declares `Mcp-Param-*` headers: both are asked on every
+    /// 2026-07-28 `tools/call`, and a copy per request showed in the profile.
+    tool_schemas: Vec<OnceLock<Option<(Schema, bool)>>>,
     prompt_index: HashMap<String, usize>,
     resource_index: HashMap<String, usize>,
     /// Collisions that were resolved, for status output and logs.
@@ -276,17 +276,23 @@ impl Projection {
 
     /// The input schema of the tool clients call `name`, when it is an object.
     pub fn tool_schema(&self, name: &str) -> Option<Schema> {
+        self.schema_entry(name).map(|(s, _)| s.clone())
+    }
+
+    /// Whether the schema of tool `name` (an object) declares a SEP-2243
+    /// parameter header (`x-mcp-header`) anywhere.
+    pub fn tool_has_param_headers(&self, name: &str) -> Option<bool> {
+        self.schema_entry(name).map(|(_, h)| *h)
+    }
+
+    fn schema_entry(&self, name: &str) -> Option<&(Schema, bool)> {
         let i = *self.tool_index.get(name)?;
         self.tool_schemas[i]
             .get_or_init(|| {
-                self.tools[i]
-                    .item
-                    .input_schema
-                    .as_object()
-                    .cloned()
-                    .map(Arc::new)
+                let schema = self.tools[i].item.input_schema.as_object()?;
+                Some((Arc::new(schema.clone()), mentions_param_header(schema)))
             })
-            .clone()
+            .as_ref()
     }
 
     pub fn prompt(&self, name: &str) -> Option<&Projected<Prompt>> {
@@ -327,6 +333,18 @@ fn encode_uri_component(s: &str) -> String {
         }
     }
     out
+}
+
+/// Whether a schema declares a SEP-2243 parameter header anywhere.
+fn mentions_param_header(schema: &Map<String, Value>) -> bool {
+    fn within(v: &Value) -> bool {
+        match v {
+            Value::Object(o) => mentions_param_header(o),
+            Value::Array(a) => a.iter().any(within),
+            _ => false,
+        }
+    }
+    schema.contains_key("x-mcp-header") || schema.values().any(within)
 }
 
 #[cfg(test)]
@@ -500,5 +518,19 @@ mod tests {
             "{:?}",
             p.collisions
         );
+    }
+
+    #[test]
+    fn a_parameter_header_anywhere_in_a_schema_is_found() {
+        let find = |v: Value| mentions_param_header(v.as_object().unwrap());
+        assert!(!find(
+            json!({"type": "object", "properties": {"m": {"type": "string"}}})
+        ));
+        assert!(find(
+            json!({"properties": {"m": {"type": "string", "x-mcp-header": "M"}}})
+        ));
+        assert!(find(
+            json!({"anyOf": [{"properties": {"a": {"properties": {"b": {"x-mcp-header": "B"}}}}}]})
+        ));
     }
 }

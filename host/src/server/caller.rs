@@ -95,6 +95,9 @@ pub struct ClientAsker {
     pub roots: Arc<super::roots::RootsAskers>,
 }
 
+/// The `_meta` key of a 2026-07-28 request's log opt-in.
+pub(super) const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+
 /// A 2026-07-28 request's log opt-in.
 pub struct ModernLogs(Option<ClientLevel>);
 
@@ -104,7 +107,7 @@ impl ModernLogs {
         let level = meta
             .0
             .0
-            .get("io.modelcontextprotocol/logLevel")
+            .get(LOG_LEVEL_META)
             .and_then(Value::as_str)
             .and_then(rank)
             .map(|r| ClientLevel(AtomicU8::new(r)));

@@ -27,13 +27,12 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RunningService, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::{Peer, RoleServer, ServerHandler, Service};
-use serde_json::{Map, Value};
 
 use super::Surfaces;
+use super::caller::LOG_LEVEL_META;
 use super::handler::WfServer;
+use super::http_messages::SESSION_HEADER;
 use crate::app::App;
-
-const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 
 /// Serves the requests [`Direct::takes`] accepts.
 pub struct Direct {
@@ -79,8 +78,8 @@ impl Direct {
             |name| {
                 self.app
                     .projection()
-                    .tool_schema(name)
-                    .map(|s| !mentions_param_header(&s))
+                    .tool_has_param_headers(name)
+                    .map(|h| !h)
             },
         )
     }
@@ -126,7 +125,7 @@ fn takes_call(
         && sole(headers, "mcp-method") == Some("tools/call")
         && sole(headers, "mcp-name") == Some(name)
         && !name.starts_with("=?")
-        && !headers.contains_key("mcp-session-id")
+        && !headers.contains_key(SESSION_HEADER)
         && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
         && accepts_json_and_sse(headers)
         && plain(name) == Some(true)
@@ -161,18 +160,6 @@ fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
         }
     }
     json && sse
-}
-
-/// Whether a schema declares a SEP-2243 parameter header anywhere.
-fn mentions_param_header(schema: &Map<String, Value>) -> bool {
-    fn within(v: &Value) -> bool {
-        match v {
-            Value::Object(o) => mentions_param_header(o),
-            Value::Array(a) => a.iter().any(within),
-            _ => false,
-        }
-    }
-    schema.contains_key("x-mcp-header") || schema.values().any(within)
 }
 
 /// The whole answer as JSON, with the status rmcp gives a stateless answer.
@@ -248,7 +235,7 @@ impl Transport<RoleServer> for Dropping {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -345,19 +332,5 @@ mod tests {
             ("accept", "text/event-stream"),
         ]);
         assert!(accepts_json_and_sse(&two));
-    }
-
-    #[test]
-    fn a_parameter_header_anywhere_in_a_schema_is_found() {
-        let find = |v: Value| mentions_param_header(v.as_object().unwrap());
-        assert!(!find(
-            json!({"type": "object", "properties": {"m": {"type": "string"}}})
-        ));
-        assert!(find(
-            json!({"properties": {"m": {"type": "string", "x-mcp-header": "M"}}})
-        ));
-        assert!(find(
-            json!({"anyOf": [{"properties": {"a": {"properties": {"b": {"x-mcp-header": "B"}}}}}]})
-        ));
     }
 }

@@ -21,7 +21,7 @@ use super::jsonrpc::{self, INVALID_PARAMS, SERVER_BUSY, error_reply};
 use super::limits::RateLimitedWarn;
 use super::sessions::BoundedSessions;
 
-const SESSION_HEADER: &str = "mcp-session-id";
+pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 
 pub struct Messages {
     pub max_body: usize,
