@@ -1,5 +1,6 @@
 """wf answers a plain 2026-07-28 stateless `tools/call` over HTTP itself, in the
-request's task, instead of starting an rmcp service for it (docs/benchmarks.md,
+request's task, instead of starting an rmcp service for it, and a plain
+2025-11-25 session's call without its session worker (docs/benchmarks.md,
 "The HTTP front"). These tests hold it to rmcp's answers from outside, with raw
 requests against the Rust fixture upstream: what the direct path takes it
 answers as JSON; everything it must not take (a call that sends progress or log
@@ -25,7 +26,8 @@ pytestmark = pytest.mark.anyio
 
 OP_TIMEOUT = 60
 DIRECT_LINE = "answered in place"
-LOG = "info,wf_host::server::http_direct=debug"
+LOG = "info,wf_host::server::http_direct=debug,wf_host::server::http_session_calls=debug"
+SESSION_LINE = "session tools/call answered in place"
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -62,7 +64,13 @@ def post(url: str, name: str, arguments: dict[str, Any], headers: Any = None, me
 
 
 def direct_count(server: Any) -> int:
-    return server.log.read_text(errors="replace").count(DIRECT_LINE)
+    """Stateless calls answered in place (the session line says more)."""
+    text = server.log.read_text(errors="replace")
+    return text.count(DIRECT_LINE) - text.count(SESSION_LINE)
+
+
+def session_count(server: Any) -> int:
+    return server.log.read_text(errors="replace").count(SESSION_LINE)
 
 
 def sse_messages(r: httpx2.Response) -> list[dict[str, Any]]:
@@ -169,3 +177,218 @@ async def test_without_json_responses_every_call_goes_to_rmcp(
             await anyio.sleep(0.1)
     assert r.headers["content-type"].startswith("text/event-stream"), r.headers
     assert direct_count(server) == 0
+
+
+# ------------------------------------------------------------ 2025-11-25 sessions
+
+V2025 = "2025-11-25"
+SESSION_HEADERS = {
+    "content-type": "application/json",
+    "accept": "application/json, text/event-stream",
+    "mcp-protocol-version": V2025,
+}
+
+
+class Session:
+    """A raw 2025-11-25 session client: one keep-alive connection."""
+
+    def __init__(self, url: str, capabilities: dict[str, Any] | None = None) -> None:
+        self.url = url
+        self.http = httpx2.Client(timeout=OP_TIMEOUT, trust_env=False)
+        self.next_id = 0
+        init = {
+            "protocolVersion": V2025,
+            "capabilities": capabilities or {},
+            "clientInfo": {"name": "e2e", "version": "0"},
+        }
+        r = self.http.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}, headers=SESSION_HEADERS)
+        assert r.status_code == 200, (r.status_code, r.text)
+        self.id = r.headers["mcp-session-id"]
+        self.headers = {**SESSION_HEADERS, "mcp-session-id": self.id}
+        r = self.notify("notifications/initialized", {})
+        assert r.status_code == 202, (r.status_code, r.text)
+
+    def notify(self, method: str, params: dict[str, Any]) -> httpx2.Response:
+        return self.http.post(self.url, json={"jsonrpc": "2.0", "method": method, "params": params}, headers=self.headers)
+
+    def call(self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None, headers: Any = None) -> httpx2.Response:
+        self.next_id += 1
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if meta:
+            params["_meta"] = meta
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call", "params": params}
+        return self.http.post(self.url, json=message, headers={**self.headers, **(headers or {})})
+
+    def answer(self, r: httpx2.Response) -> dict[str, Any]:
+        if r.headers["content-type"].startswith("text/event-stream"):
+            return [m for m in sse_messages(r) if m.get("id") == self.next_id][-1]
+        return r.json()
+
+    def raw_call(self, port: int, name: str, arguments: dict[str, Any]) -> socket.socket:
+        """Sends a call on a connection of its own and returns the socket, unread."""
+        self.next_id += 1
+        payload = json.dumps(
+            {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+        ).encode()
+        head = "".join(f"{k}: {v}\r\n" for k, v in self.headers.items())
+        s = socket.create_connection(("127.0.0.1", port), timeout=OP_TIMEOUT)
+        s.sendall(f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n{head}content-length: {len(payload)}\r\n\r\n".encode() + payload)
+        return s
+
+
+async def nth_slow_call(events: UpstreamEvents, n: int) -> dict[str, Any]:
+    """The upstream's record of the n-th `slow` call to start (from 1)."""
+    with anyio.fail_after(OP_TIMEOUT):
+        while True:
+            calls = [e for e in events.read() if e.get("event") == "call" and e.get("tool") == "slow"]
+            if len(calls) >= n:
+                return calls[n - 1]
+            await anyio.sleep(0.05)
+
+
+async def served_in_place(server: Any, session: Session) -> None:
+    """Waits until the session's calls are answered in place (its handler
+    registers it once it has seen `notifications/initialized`)."""
+    with anyio.fail_after(OP_TIMEOUT):
+        while True:
+            before = session_count(server)
+            r = session.call("fix__echo", {"message": "ready?"})
+            assert r.status_code == 200, (r.status_code, r.text)
+            if session_count(server) > before:
+                return
+            await anyio.sleep(0.05)
+
+
+async def test_a_plain_session_call_is_answered_as_json_and_others_as_rmcp_would(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
+) -> None:
+    """A 2025-11-25 session's plain call is answered in place as JSON; a call with
+    a progress token, a session whose client could be asked something mid-call,
+    and headers rmcp refuses all get rmcp's answer."""
+    server = start(wf, fixture_upstream_bin, upstream_events)
+    await wait_listed(server.url, "fix__echo")
+    session = Session(server.url)
+    await served_in_place(server, session)
+    before = session_count(server)
+
+    r = session.call("fix__echo", {"message": "in place"})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json", (r.status_code, r.headers)
+    reply = r.json()
+    assert reply["id"] == session.next_id and reply["result"]["content"][0]["text"] == "in place", reply
+    # A tool error is an answer like any other: 200, in the body.
+    r = session.call("fix__nope", {})
+    assert r.status_code == 200 and "unknown tool" in r.text, r.text
+    assert session_count(server) == before + 2
+    before += 2
+
+    # Progress rides the request's stream: rmcp's.
+    r = session.call("fix__progress", {"steps": 2, "interval_ms": 50}, meta={"progressToken": "p1"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"), r.headers
+    methods = [m.get("method") for m in sse_messages(r)]
+    assert methods.count("notifications/progress") == 2 and "result" in session.answer(r), r.text
+    # rmcp's header checks: an unknown version is refused; a later one needs _meta.
+    r = session.call("fix__echo", {"message": "x"}, headers={"mcp-protocol-version": "1999-01-01"})
+    assert r.status_code == 400 and "Unsupported MCP-Protocol-Version" in r.text, (r.status_code, r.text)
+    r = session.call("fix__echo", {"message": "x"}, headers={"accept": "application/json"})
+    assert r.status_code == 406, (r.status_code, r.text)
+    # An unknown session is rmcp's 404.
+    r = session.call("fix__echo", {"message": "x"}, headers={"mcp-session-id": "nope"})
+    assert r.status_code == 404, (r.status_code, r.text)
+    assert session_count(server) == before
+
+    # A client that declared sampling could be asked mid-call: every call of
+    # its session is rmcp's, on the request's stream.
+    asking = Session(server.url, {"sampling": {}})
+    for _ in range(5):
+        r = asking.call("fix__echo", {"message": "streamed"})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"), r.headers
+        assert asking.answer(r)["result"]["content"][0]["text"] == "streamed", r.text
+        await anyio.sleep(0.05)
+    assert session_count(server) == before
+
+
+async def test_a_session_call_answered_in_place_is_cancelled_by_the_client_or_the_session_end(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
+) -> None:
+    """`notifications/cancelled` reaches a call answered in place, and so does the
+    session's end (DELETE); a client that hangs up does not cancel its call
+    (a disconnection is not a cancellation), which runs to its end."""
+    server = start(wf, fixture_upstream_bin, upstream_events)
+    await wait_listed(server.url, "fix__echo")
+    session = Session(server.url)
+    await served_in_place(server, session)
+
+    with session.raw_call(server.port, "fix__slow", {"ms": 600_000}):
+        rid = session.next_id
+        started = await nth_slow_call(upstream_events, 1)
+        session.notify("notifications/cancelled", {"requestId": rid, "reason": "e2e"})
+        assert await upstream_events.wait_for(event="cancelled", request_id=started["request_id"])
+
+    gate = wf.root / "gate"
+    with session.raw_call(server.port, "fix__slow", {"ms": 600_000, "until": str(gate)}):
+        second = await nth_slow_call(upstream_events, 2)
+    gate.touch()
+    assert await upstream_events.wait_for(event="slow_done", request_id=second["request_id"])
+    ends = [e["event"] for e in upstream_events.read() if e.get("request_id") == second["request_id"]]
+    assert ends == ["call", "slow_done"], ends
+
+    with session.raw_call(server.port, "fix__slow", {"ms": 600_000}):
+        third = await nth_slow_call(upstream_events, 3)
+        r = session.http.delete(server.url, headers=session.headers)
+        assert r.status_code == 200, (r.status_code, r.text)
+        assert await upstream_events.wait_for(event="cancelled", request_id=third["request_id"])
+    r = session.call("fix__echo", {"message": "gone"})
+    assert r.status_code == 404, (r.status_code, r.text)
+
+
+async def test_a_session_used_only_by_calls_answered_in_place_stays_open_until_idle(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
+) -> None:
+    """The session's worker never sees a call answered in place, yet its idle
+    timeout still counts from the client's last call: a session in use for
+    three idle timeouts stays open, and closes one timeout after it falls silent."""
+    server = start(wf, fixture_upstream_bin, upstream_events, session_idle_timeout_ms=1500)
+    await wait_listed(server.url, "fix__echo")
+    session = Session(server.url)
+    await served_in_place(server, session)
+    before = session_count(server)
+    with anyio.fail_after(OP_TIMEOUT):
+        until = anyio.current_time() + 4.5
+        calls = 0
+        while anyio.current_time() < until:
+            r = session.call("fix__echo", {"message": "still here"})
+            assert r.status_code == 200 and "still here" in r.text, (calls, r.status_code, r.text)
+            calls += 1
+            await anyio.sleep(0.2)
+    assert session_count(server) == before + calls
+    await anyio.sleep(3.5)
+    r = session.call("fix__echo", {"message": "expired"})
+    assert r.status_code == 404, (r.status_code, r.text)
+
+
+async def test_a_call_answered_in_place_that_outlasts_the_idle_timeout_is_streamed_and_pinged(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
+) -> None:
+    """A connection silent for `idle_timeout_ms` is closed, so a call answered in
+    place that takes longer than a keep-alive interval is answered as an event
+    stream, with keep-alive comments until its answer: both for a stateless
+    2026-07-28 call and a session's. A quick one is still JSON."""
+    server = start(wf, fixture_upstream_bin, upstream_events, idle_timeout_ms=1500)
+    await wait_listed(server.url, "fix__echo")
+    session = Session(server.url)
+    await served_in_place(server, session)
+    before = (direct_count(server), session_count(server))
+
+    r = post(server.url, "fix__slow", {"ms": 4000})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"), (r.status_code, r.text)
+    assert r.text.count("\n:") + r.text.startswith(":") >= 3, f"no keep-alive comments: {r.text!r}"
+    assert sse_messages(r)[-1]["result"]["structuredContent"] == {"slept_ms": 4000}, r.text
+
+    r = session.call("fix__slow", {"ms": 4000})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"), (r.status_code, r.text)
+    assert r.text.count("\n:") + r.text.startswith(":") >= 3, f"no keep-alive comments: {r.text!r}"
+    assert session.answer(r)["result"]["structuredContent"] == {"slept_ms": 4000}, r.text
+
+    r = session.call("fix__echo", {"message": "quick"})
+    assert r.headers["content-type"] == "application/json" and "quick" in r.text, r.text
+    assert (direct_count(server), session_count(server)) == (before[0] + 1, before[1] + 2)

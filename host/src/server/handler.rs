@@ -18,6 +18,7 @@ use tracing::Instrument;
 use super::Surfaces;
 use super::caller::{self, ClientAsker, ClientLevel};
 use super::forwarding::{self, Downstream};
+use super::http_session_calls::SessionCalls;
 use super::mrtr::Step;
 use super::notify::{self, Follower, ListKind};
 use super::observe;
@@ -48,6 +49,9 @@ pub struct WfServer {
     session_client: Arc<str>,
     /// The sources that asked this client for roots (`roots::list_changed`).
     roots: Arc<super::roots::RootsAskers>,
+    /// Over HTTP with JSON answers: where this session, once initialised,
+    /// is registered so its plain calls are answered in place.
+    session_calls: Option<Arc<SessionCalls>>,
 }
 
 impl WfServer {
@@ -63,7 +67,13 @@ impl WfServer {
             level: Arc::default(),
             session_client: session_route::new_client_id(http),
             roots: Arc::default(),
+            session_calls: None,
         }
+    }
+
+    pub fn with_session_calls(mut self, calls: Arc<SessionCalls>) -> Self {
+        self.session_calls = Some(calls);
+        self
     }
 
     fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
@@ -258,6 +268,18 @@ impl ServerHandler for WfServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(calls) = &self.session_calls
+            && let Some(id) = context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|p| p.headers.get(super::http_messages::SESSION_HEADER))
+                .and_then(|v| v.to_str().ok())
+        {
+            // The registered clone has no calls of its own to answer.
+            let mut server = self.clone();
+            server.session_calls = None;
+            calls.register(id.into(), server, context.peer.clone());
+        }
         // A 2025-11-25 client: tell it when its lists change, until its
         // session ends.
         let peer = context.peer;

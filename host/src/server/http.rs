@@ -179,8 +179,16 @@ pub async fn serve_http(
     );
     let factory_app = app.clone();
     let console_surfaces = surfaces.clone();
+    // With JSON answers, a session's plain calls are answered in place too.
+    let calls = opts.json_response.then(|| sessions.calls().clone());
     let service: StreamableHttpService<WfServer, BoundedSessions> = StreamableHttpService::new(
-        move || Ok(WfServer::new(factory_app.clone(), surfaces.clone(), true)),
+        move || {
+            let server = WfServer::new(factory_app.clone(), surfaces.clone(), true);
+            Ok(match &calls {
+                Some(calls) => server.with_session_calls(calls.clone()),
+                None => server,
+            })
+        },
         sessions.clone(),
         config,
     );
@@ -193,7 +201,7 @@ pub async fn serve_http(
     // A stateless call answered as JSON skips rmcp's per-request service.
     let direct = opts
         .json_response
-        .then(|| Direct::new(app.clone(), console_surfaces.clone()));
+        .then(|| Direct::new(app.clone(), console_surfaces.clone(), ping));
     let messages = Arc::new(Messages::new(opts.max_request_bytes, sessions, direct));
     let limits = Arc::new(PrincipalLimits::new(opts.max_requests_per_principal));
     let metrics =

@@ -16,10 +16,15 @@
 //! session header, or a tool wf does not know goes to rmcp as before.
 
 use std::borrow::Cow;
+use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use rmcp::model::{
     ClientRequest, ErrorCode, GetExtensions, GetMeta, JsonRpcRequest, ProtocolVersion,
     RequestMetaObject, ServerJsonRpcMessage,
@@ -45,10 +50,12 @@ pub struct Direct {
     /// service that drops what it is given.
     peer: Peer<RoleServer>,
     _detached: RunningService<RoleServer, Detached>,
+    /// How long an answer may keep the connection silent (see [`in_time`]).
+    patience: Duration,
 }
 
 impl Direct {
-    pub fn new(app: Arc<App>, surfaces: Surfaces) -> Self {
+    pub fn new(app: Arc<App>, surfaces: Surfaces, patience: Duration) -> Self {
         // As rmcp's stateless path does: the peer speaks the request's version,
         // so a server-to-client request on it is refused, never sent.
         let info = rmcp::model::InitializeRequestParams::new(
@@ -62,7 +69,14 @@ impl Direct {
             surfaces,
             peer: detached.peer().clone(),
             _detached: detached,
+            patience,
         }
+    }
+
+    /// How long an answer may keep its connection silent: the streams'
+    /// keep-alive interval.
+    pub fn patience(&self) -> Duration {
+        self.patience
     }
 
     /// Whether `request`, with these headers, is one this path answers
@@ -97,13 +111,51 @@ impl Direct {
         context.extensions.insert(parts);
         // The client hanging up drops this future, and with it the call;
         // the token tells whatever the call handed work to.
-        let _cancel_when_done = context.ct.clone().drop_guard();
-        let message = match Service::handle_request(&server, request.request, context).await {
-            Ok(result) => ServerJsonRpcMessage::response(result, id),
-            Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
-        };
+        let cancel_when_done = context.ct.clone().drop_guard();
+        let answer = Box::pin(async move {
+            let _cancel_when_done = cancel_when_done;
+            match Service::handle_request(&server, request.request, context).await {
+                Ok(result) => ServerJsonRpcMessage::response(result, id),
+                Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+            }
+        });
+        let response = in_time(answer, self.patience, reply).await;
         tracing::debug!("tools/call answered in place");
-        reply(&message)
+        response
+    }
+}
+
+/// The answer as JSON (`json`) when it comes within `patience`. A slower one
+/// gets an event stream at once, with a keep-alive comment every `patience`
+/// until its answer, as rmcp streams: JSON would leave the connection
+/// silent, and `server.idle_timeout_ms` closes a silent connection.
+///
+/// `answer` comes boxed: inline, the call would size the middleware's
+/// future, which axum copies into a box per request, as do the layers
+/// outside it.
+pub(super) async fn in_time(
+    mut answer: Pin<Box<dyn Future<Output = ServerJsonRpcMessage> + Send>>,
+    patience: Duration,
+    json: fn(&ServerJsonRpcMessage) -> Response,
+) -> Response {
+    match tokio::time::timeout(patience, &mut answer).await {
+        Ok(message) => json(&message),
+        Err(_) => {
+            let events = futures::stream::once(answer).map(|message| {
+                Ok::<_, Infallible>(
+                    Event::default()
+                        .event("message")
+                        .json_data(&message)
+                        .unwrap_or_else(|e| {
+                            tracing::error!("cannot serialise an answer: {e}");
+                            Event::default().comment("unserialisable answer")
+                        }),
+                )
+            });
+            Sse::new(events)
+                .keep_alive(KeepAlive::new().interval(patience))
+                .into_response()
+        }
     }
 }
 
@@ -132,7 +184,7 @@ fn takes_call(
 }
 
 /// The header's one value, when it has exactly one and it is text.
-fn sole<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(super) fn sole<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     let mut values = headers.get_all(name).iter();
     let first = values.next()?;
     values
@@ -144,7 +196,7 @@ fn sole<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// `Accept` names both media types rmcp requires, with no parameters (a
 /// weight is rmcp's to read).
-fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
+pub(super) fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
     let (mut json, mut sse) = (false, false);
     for value in headers.get_all(header::ACCEPT) {
         let Ok(value) = value.to_str() else {
@@ -174,6 +226,11 @@ fn reply(message: &ServerJsonRpcMessage) -> Response {
         },
         _ => StatusCode::OK,
     };
+    json_reply(status, message)
+}
+
+/// `message` as the JSON body of a response with `status`.
+pub(super) fn json_reply(status: StatusCode, message: &ServerJsonRpcMessage) -> Response {
     match serde_json::to_vec(message) {
         Ok(body) => (
             status,

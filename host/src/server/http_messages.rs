@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest};
 use rmcp::transport::streamable_http_server::SessionManager;
 
 use super::http_direct::Direct;
@@ -166,12 +166,27 @@ async fn post(m: &Messages, request: Request, next: Next) -> Response {
                 error_reply(id, SERVER_BUSY, &message),
             );
         }
-        Ok(ClientJsonRpcMessage::Request(req)) => {
+        Ok(ClientJsonRpcMessage::Request(req)) if m.direct.is_some() => {
+            // Each boxes its call (`http_direct::in_time`).
             if let Some(direct) = m.direct.as_ref().filter(|d| d.takes(&parts.headers, &req)) {
-                // Boxed: inline, the call would size this middleware's future,
-                // which axum copies into a box per request, as do the layers
-                // outside it.
-                return Box::pin(direct.serve(parts, req)).await;
+                return direct.serve(parts, req).await;
+            }
+            if let Some(served) = m.sessions.calls().takes(&parts.headers, &req) {
+                let sessions = m.sessions.clone();
+                let touch = move |id| async move { sessions.touch(&id).await };
+                let patience = m.direct.as_ref().map(|d| d.patience()).unwrap_or_default();
+                return served.serve(parts, req, touch, patience).await;
+            }
+        }
+        Ok(ClientJsonRpcMessage::Notification(n)) if m.direct.is_some() => {
+            // A call answered in place is unknown to the session's serve
+            // loop, which still gets the notification (and ignores it).
+            if let ClientNotification::CancelledNotification(c) = &n.notification
+                && let Some(request) = &c.params.request_id
+                && let Some(session) = parts.headers.get(SESSION_HEADER)
+                && let Ok(session) = session.to_str()
+            {
+                m.sessions.calls().cancel(session, request);
             }
         }
         Ok(_) => {}

@@ -10,6 +10,7 @@ mod http;
 mod http_direct;
 pub(crate) mod http_guard;
 mod http_messages;
+mod http_session_calls;
 pub(crate) mod isolation;
 mod jsonrpc;
 mod limits;

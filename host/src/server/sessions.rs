@@ -15,6 +15,7 @@ use rmcp::transport::streamable_http_server::session::local::{
 };
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 
+use super::http_session_calls::SessionCalls;
 use crate::app::FrontStats;
 
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +32,8 @@ pub struct BoundedSessions {
     /// Serializes creation so the bound holds under concurrent `initialize`s.
     creating: tokio::sync::Mutex<()>,
     stats: Arc<FrontStats>,
+    /// The sessions whose calls wf answers itself; let go as each ends.
+    calls: Arc<SessionCalls>,
 }
 
 impl BoundedSessions {
@@ -42,6 +45,23 @@ impl BoundedSessions {
             max,
             creating: tokio::sync::Mutex::new(()),
             stats,
+            calls: Arc::new(SessionCalls::new(idle)),
+        }
+    }
+
+    pub fn calls(&self) -> &Arc<SessionCalls> {
+        &self.calls
+    }
+
+    /// Tells session `id`'s worker it is in use (its idle timeout restarts),
+    /// for calls it did not see: opens a response channel and closes it.
+    pub async fn touch(&self, id: &SessionId) {
+        let handle = self.inner.sessions.read().await.get(id).cloned();
+        let Some(handle) = handle else { return };
+        if let Ok(rx) = handle.establish_request_wise_channel().await
+            && let Some(n) = rx.http_request_id
+        {
+            let _ = handle.close_request_wise_channel(n).await;
         }
     }
 
@@ -86,6 +106,7 @@ impl SessionManager for BoundedSessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.calls.forget(id);
         let r = self.inner.close_session(id).await;
         self.publish().await;
         Ok(r?)
