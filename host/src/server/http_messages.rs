@@ -166,16 +166,17 @@ async fn post(m: &Messages, request: Request, next: Next) -> Response {
                 error_reply(id, SERVER_BUSY, &message),
             );
         }
-        Ok(ClientJsonRpcMessage::Request(req)) if m.direct.is_some() => {
+        Ok(ClientJsonRpcMessage::Request(req)) => {
             // Each boxes its call (`http_direct::in_time`).
-            if let Some(direct) = m.direct.as_ref().filter(|d| d.takes(&parts.headers, &req)) {
-                return direct.serve(parts, req).await;
-            }
-            if let Some(served) = m.sessions.calls().takes(&parts.headers, &req) {
-                let sessions = m.sessions.clone();
-                let touch = move |id| async move { sessions.touch(&id).await };
-                let patience = m.direct.as_ref().map(|d| d.patience()).unwrap_or_default();
-                return served.serve(parts, req, touch, patience).await;
+            if let Some(direct) = &m.direct {
+                if direct.takes(&parts.headers, &req) {
+                    return direct.serve(parts, req).await;
+                }
+                if let Some(served) = m.sessions.calls().takes(&parts.headers, &req) {
+                    let sessions = m.sessions.clone();
+                    let touch = move |id| async move { sessions.touch(&id).await };
+                    return served.serve(parts, req, touch, direct.patience()).await;
+                }
             }
         }
         Ok(ClientJsonRpcMessage::Notification(n)) if m.direct.is_some() => {
