@@ -149,3 +149,78 @@ def test_the_http_driver_calls_wf_serve_http_and_prices_its_calls(
         timeout=60,
     )
     assert wrong.returncode != 0 and "tools/call" in wrong.stderr, wrong.stderr
+
+
+CACHE_SIM = SCRIPT.parent / "cache_sim.py"
+
+# Two callgrind files (`--dump-instr=yes --dump-line=no`, compressed names,
+# relative positions) of one server: after a short and after a longer run.
+CALLGRIND = """\
+# callgrind format
+version: 1
+positions: instr
+events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim
+
+ob=(1) /opt/wf/wf
+fl=(1) ???
+fn=(1) wf_host::server::handler::call
+0x1000 {a} 0 0 {im} 0 0 {lm}
++0x40 {a}
+calls=3 0x2000
++8 9999 9999 9999 9999
+ob=(2) /usr/lib/x86_64-linux-gnu/libc.so.6
+fn=(2) __memcpy_avx_unaligned_erms
+0x2000 {m}
+ob=(3) /opt/wf/libwf_source_mcp.so
+fn=(3) <&mut serde_json::de::Deserializer<R> as serde_core::de::Deserializer>::deserialize_struct
+0x5000 {a} 0 0 0 0 0 0 0 0 0 {bm}
+"""
+
+
+def load_cache_sim():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cache_sim", CACHE_SIM)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_cache_simulation_reads_callgrind_per_call_by_object_and_code_line(tmp_path: Path) -> None:
+    """bench/cache_sim.py's reader: self cost by object (a call's inclusive
+    cost is not charged to its caller), memcpy apart, and the 64-byte code
+    lines that run on every call, by crate, from two runs' difference."""
+    cs = load_cache_sim()
+    short, long = tmp_path / "a.out", tmp_path / "b.out"
+    short.write_text(CALLGRIND.format(a=100, im=10, lm=2, m=50, bm=1))
+    # 10 more calls: each line of wf's and the plugin's runs 3 instructions a
+    # call (30 more), memcpy 7 bytes a call; one L1i and one L2 code miss a call.
+    long.write_text(CALLGRIND.format(a=130, im=20, lm=12, m=120, bm=21))
+    objects, hot, memcpy = cs.per_call(cs.Profile(short), cs.Profile(long), 10)
+    E = cs.E
+    assert objects["wf"][E["Ir"]] == 6.0  # two lines, 3 each; the call line's 9999 left out
+    assert objects["wf"][E["I1mr"]] == 1.0 and objects["wf"][E["ILmr"]] == 1.0
+    assert objects["libwf_source_mcp.so"][E["Bcm"]] == 2.0
+    assert objects["libc.so.6"][E["Ir"]] == 7.0 and memcpy == 7.0
+    lines = sorted((cs.short(ob), line, crate) for ob, line, crate in hot)
+    # wf's two lines (0x1000, 0x1040) are distinct 64-byte lines; memcpy's 7
+    # a call is above 0.9 instructions a call too.
+    assert lines == [
+        ("libc.so.6", 0x2000 >> 6, "libc"),
+        ("libwf_source_mcp.so", 0x5000 >> 6, "serde_json"),
+        ("wf", 0x1000 >> 6, "wf_host"),
+        ("wf", 0x1040 >> 6, "wf_host"),
+    ]
+
+
+def test_the_cache_simulation_names_a_run_that_fails(tmp_path: Path) -> None:
+    """A server that cannot start fails the script with the log to read, not a
+    table of zeros."""
+    done = subprocess.run(
+        [sys.executable, str(CACHE_SIM), "--only", "wf", "--wf-dir", str(tmp_path), "--keep", str(tmp_path / "k")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    assert "wf: the run with 200 calls failed" in done.stderr, done.stderr
