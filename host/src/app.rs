@@ -88,6 +88,12 @@ pub fn load_config_and_plugins(
             wf_plugin_api::export::MAX_RUNTIME_THREADS
         );
     }
+    if config.config.server.max_calls_per_client == 0 {
+        anyhow::bail!(
+            "{}: server.max_calls_per_client must be greater than 0",
+            config.file_label()
+        );
+    }
     let policy = LoadPolicy {
         allow_insecure: opts.allow_insecure_plugin_dir,
         runtime_threads: Some(threads),

@@ -341,6 +341,39 @@ async def test_a_session_call_answered_in_place_is_cancelled_by_the_client_or_th
     assert r.status_code == 404, (r.status_code, r.text)
 
 
+async def test_calls_a_client_hung_up_on_still_count_against_max_calls_per_client(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
+) -> None:
+    """A session call whose client hung up runs on, so it keeps its slot: with
+    `max_calls_per_client = 2`, two such calls leave that session no room (-32000
+    naming the limit), while another session is served; once they end, the
+    session is served again. Without the bound a client could start calls and
+    hang up without limit."""
+    server = start(wf, fixture_upstream_bin, upstream_events, max_calls_per_client=2)
+    await wait_listed(server.url, "fix__echo")
+    session = Session(server.url)
+    await served_in_place(server, session)
+    gate = wf.root / "gate"
+    for n in (1, 2):
+        with session.raw_call(server.port, "fix__slow", {"ms": 600_000, "until": str(gate)}):
+            await nth_slow_call(upstream_events, n)
+    r = session.call("fix__echo", {"message": "one too many"})
+    assert r.status_code == 200, (r.status_code, r.text)
+    error = session.answer(r)["error"]
+    assert error["code"] == -32000 and "max_calls_per_client = 2" in error["message"], error
+    other = Session(server.url)
+    r = other.call("fix__echo", {"message": "another client"})
+    assert other.answer(r)["result"]["content"][0]["text"] == "another client", r.text
+    gate.touch()
+    for n in (1, 2):
+        started = await nth_slow_call(upstream_events, n)
+        assert await upstream_events.wait_for(event="slow_done", request_id=started["request_id"])
+    with anyio.fail_after(OP_TIMEOUT):
+        while "error" in (reply := session.answer(session.call("fix__echo", {"message": "room again"}))):
+            await anyio.sleep(0.05)  # the calls' tasks end just after the upstream answers
+    assert reply["result"]["content"][0]["text"] == "room again", reply
+
+
 async def test_a_session_used_only_by_calls_answered_in_place_stays_open_until_idle(
     wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
 ) -> None:

@@ -149,6 +149,10 @@ pub struct ServerConfig {
     /// Most such calls waiting for input at once; beyond, a call that asks is refused.
     #[serde(default = "default_max_waiting_inputs")]
     pub max_waiting_inputs: usize,
+    /// Most calls (tool calls, prompt gets, resource reads) one client may
+    /// have in progress at once, including calls it hung up on.
+    #[serde(default = "default_max_calls_per_client")]
+    pub max_calls_per_client: usize,
     /// Worker threads of each plugin's own tokio runtime (1 to 64; read when
     /// a plugin is loaded, so a change takes effect at the next start).
     #[serde(default = "default_plugin_threads")]
@@ -215,6 +219,9 @@ fn default_input_wait_ms() -> u64 {
 fn default_max_waiting_inputs() -> usize {
     64
 }
+fn default_max_calls_per_client() -> usize {
+    256
+}
 fn default_plugin_threads() -> usize {
     1
 }
@@ -245,6 +252,7 @@ impl Default for ServerConfig {
             http_json_response: true,
             input_wait_ms: default_input_wait_ms(),
             max_waiting_inputs: default_max_waiting_inputs(),
+            max_calls_per_client: default_max_calls_per_client(),
             plugin_threads: default_plugin_threads(),
         }
     }

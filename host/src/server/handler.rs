@@ -16,6 +16,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument;
 
 use super::Surfaces;
+use super::call_slots::CallSlots;
 use super::caller::{self, ClientAsker, ClientLevel};
 use super::forwarding::{self, Downstream};
 use super::http_session_calls::SessionCalls;
@@ -52,11 +53,14 @@ pub struct WfServer {
     /// Over HTTP with JSON answers: where this session, once initialised,
     /// is registered so its plain calls are answered in place.
     session_calls: Option<Arc<SessionCalls>>,
+    /// This client's calls in progress (`[server] max_calls_per_client`).
+    slots: Arc<CallSlots>,
 }
 
 impl WfServer {
     pub fn new(app: Arc<App>, surfaces: Surfaces, http: bool) -> Self {
         let ended = CancellationToken::new();
+        let slots = CallSlots::new(app.config.config.server.max_calls_per_client);
         Self {
             client: Arc::new(Downstream::new(&app)),
             app,
@@ -68,6 +72,7 @@ impl WfServer {
             session_client: session_route::new_client_id(http),
             roots: Arc::default(),
             session_calls: None,
+            slots: Arc::new(slots),
         }
     }
 
@@ -468,6 +473,10 @@ impl ServerHandler for WfServer {
         // every spawn copy it whole (docs/benchmarks.md, "the call path").
         Box::pin(async move {
             let counted = observe::Counted::new("tools/call");
+            let _slot = match self.slots.take("tools/call") {
+                Ok(slot) => slot,
+                Err(busy) => return counted.finish(Err(busy)),
+            };
             let proj = self.app.projection_ready().await;
             let Some(tool) = proj.tool(&request.name) else {
                 return Err(McpError::invalid_params(
@@ -574,6 +583,10 @@ impl ServerHandler for WfServer {
     ) -> Result<GetPromptResponse, McpError> {
         Box::pin(async move {
             let counted = observe::Counted::new("prompts/get");
+            let _slot = match self.slots.take("prompts/get") {
+                Ok(slot) => slot,
+                Err(busy) => return counted.finish(Err(busy)),
+            };
             let mut proj = self.app.projection_ready().await;
             if proj.prompt(&request.name).is_none() {
                 proj = self.app.live_projection().await;
@@ -654,6 +667,10 @@ impl ServerHandler for WfServer {
     ) -> Result<ReadResourceResponse, McpError> {
         Box::pin(async move {
             let counted = observe::Counted::new("resources/read");
+            let _slot = match self.slots.take("resources/read") {
+                Ok(slot) => slot,
+                Err(busy) => return counted.finish(Err(busy)),
+            };
             let Some(route) = self.app.resource_route(&request.uri).await else {
                 return Err(McpError::resource_not_found(
                     format!("no source serves resource {:?}", request.uri),

@@ -1,5 +1,6 @@
 //! The MCP front: one rmcp server handler over stdio or streamable HTTP.
 
+mod call_slots;
 mod caller;
 mod connections;
 mod console;
