@@ -425,3 +425,31 @@ async def test_a_call_answered_in_place_that_outlasts_the_idle_timeout_is_stream
     r = session.call("fix__echo", {"message": "quick"})
     assert r.headers["content-type"] == "application/json" and "quick" in r.text, r.text
     assert (direct_count(server), session_count(server)) == (before[0] + 1, before[1] + 2)
+
+
+async def test_a_slow_stateless_call_rmcp_answers_is_streamed_and_pinged_too(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
+) -> None:
+    """The calls wf leaves to rmcp (here: a `logLevel` opt-in, and an `Mcp-Param-*`
+    header) are answered as JSON too once they finish, and rmcp sends nothing
+    meanwhile: one that takes longer than a keep-alive interval is streamed
+    with keep-alive comments instead, so `idle_timeout_ms` does not cut it off.
+    A quick one is still rmcp's JSON, and rmcp's header refusals are unchanged."""
+    server = start(wf, fixture_upstream_bin, upstream_events, idle_timeout_ms=1500)
+    await wait_listed(server.url, "fix__echo")
+    before = direct_count(server)
+    slow = [
+        ("logLevel", {"meta": {"io.modelcontextprotocol/logLevel": "error"}}),
+        ("Mcp-Param-*", {"headers": [("mcp-param-extra", "x")]}),
+    ]
+    for what, extra in slow:
+        r = post(server.url, "fix__slow", {"ms": 4000}, **extra)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream"), (what, r.status_code, r.text)
+        assert r.text.count("\n:") + r.text.startswith(":") >= 3, f"{what}: no keep-alive comments: {r.text!r}"
+        assert sse_messages(r)[-1]["result"]["structuredContent"] == {"slept_ms": 4000}, (what, r.text)
+        r = post(server.url, "fix__echo", {"message": "quick"}, **extra)
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json", (what, r.headers)
+        assert r.json()["result"]["content"][0]["text"] == "quick", (what, r.text)
+    r = post(server.url, "fix__echo", {"message": "x"}, headers=[("mcp-name", "fix__other")])
+    assert r.status_code == 400, (r.status_code, r.text)
+    assert direct_count(server) == before

@@ -17,6 +17,7 @@ use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest};
 use rmcp::transport::streamable_http_server::SessionManager;
 
 use super::http_direct::Direct;
+use super::http_late;
 use super::jsonrpc::{self, INVALID_PARAMS, SERVER_BUSY, error_reply};
 use super::limits::RateLimitedWarn;
 use super::sessions::BoundedSessions;
@@ -176,6 +177,14 @@ async fn post(m: &Messages, request: Request, next: Next) -> Response {
                     let sessions = m.sessions.clone();
                     let touch = move |id| async move { sessions.touch(&id).await };
                     return served.serve(parts, req, touch, direct.patience()).await;
+                }
+                // A stateless request rmcp answers as JSON when it is done.
+                if !parts.headers.contains_key(SESSION_HEADER)
+                    && !matches!(req.request, ClientRequest::InitializeRequest(_))
+                {
+                    let id = serde_json::to_value(&req.id).unwrap_or_default();
+                    let answer = next.run(Request::from_parts(parts, Body::from(bytes)));
+                    return http_late::in_time(Box::pin(answer), id, direct.patience()).await;
                 }
             }
         }

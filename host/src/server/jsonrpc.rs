@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
 /// JSON-RPC's implementation-defined server error range: wf is at a limit.
 pub const SERVER_BUSY: i64 = -32000;
 

@@ -10,6 +10,7 @@ mod handler;
 mod http;
 mod http_direct;
 pub(crate) mod http_guard;
+mod http_late;
 mod http_messages;
 mod http_session_calls;
 pub(crate) mod isolation;
