@@ -125,9 +125,16 @@ async def test_a_call_longer_than_the_idle_timeout_still_succeeds(wf: Wf) -> Non
 
 def test_when_every_connection_is_busy_a_new_one_gets_503(wf: Wf) -> None:
     server = serve(wf, "max_connections = 2\n")
+    # An idle connection first, which a busy one evicts: the eviction's
+    # warning must not silence the refusal's that follows (they were one
+    # rate-limited warning, and CI once saw the refusal go unlogged).
+    idle = idle_socket(server.port)
     # Both connections have sent a request, so neither may be closed to make room.
     busy = [stalled_post(server.port) for _ in range(2)]
     try:
+        assert is_closed_by_peer(idle, OP_TIMEOUT)
+        idle.close()
+        wait_until(lambda: log_lines(server.log, "closed the oldest connection"), CLOSE_TIMEOUT, "the eviction warning")
         extra = idle_socket(server.port)
         try:
             assert read_http_status(extra, OP_TIMEOUT) == 503

@@ -207,7 +207,10 @@ pub async fn serve(
         count: tokio::sync::watch::Sender::new(0),
         stats,
     });
-    let at_limit = RateLimitedWarn::new(Duration::from_secs(10));
+    // Apart: a refusal (a client turned away) must not go unsaid because an
+    // eviction (an idle socket closed) was logged just before.
+    let evicted = RateLimitedWarn::new(Duration::from_secs(10));
+    let refused = RateLimitedWarn::new(Duration::from_secs(10));
     let accept_failed = RateLimitedWarn::new(Duration::from_secs(10));
     let mut next_id = 0u64;
     loop {
@@ -225,7 +228,7 @@ pub async fn serve(
         };
         match registry.make_room(limits.max_connections) {
             Room::Free => {}
-            Room::Evicted => at_limit.warn(|suppressed| {
+            Room::Evicted => evicted.warn(|suppressed| {
                 tracing::warn!(
                     max = limits.max_connections,
                     suppressed,
@@ -233,7 +236,7 @@ pub async fn serve(
                 )
             }),
             Room::Full => {
-                at_limit.warn(|suppressed| {
+                refused.warn(|suppressed| {
                     tracing::warn!(
                         max = limits.max_connections,
                         suppressed,
