@@ -6,7 +6,10 @@
 //!   (once with a per-client upstream session each, once with one shared);
 //! - soak: 100 000 calls on one session of a fresh wf; resident memory after
 //!   the first 10 000 against after all, and file descriptors against the
-//!   baseline.
+//!   baseline;
+//! - default config: 100 and 300 clients × 20 echo calls of real
+//!   server-everything (stdio) through a wf with no tuning at all: errors,
+//!   p50/p99 and how many upstream processes served them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,9 +86,9 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         size.soak = n;
     }
     let mut loads = Vec::new();
-    // HTTP serving defaults to `session = "client"`: each client's first call
-    // opens its own upstream session (a fixture process). "shared" is one
-    // upstream session for everyone, the desktop setting.
+    // `session = "client"`: each client's first call opens its own upstream
+    // session (a fixture process). "shared" (the default) is one upstream
+    // session for everyone.
     // Then the same load from stateless 2026-07-28 clients: no session to
     // open or close, each call its own request (answered in place by wf).
     for (scope, generation) in [
@@ -104,6 +107,162 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     eprintln!("wf-bench: soak: {} calls on one session", size.soak);
     let soak = soak(env, &size).await?;
     print(&size, &loads, &soak);
+    defaults(env).await
+}
+
+/// One row of the default-config load.
+struct DefaultRow {
+    clients: usize,
+    calls: usize,
+    lat: Vec<Duration>,
+    errors: Vec<String>,
+    elapsed: Duration,
+    upstreams: usize,
+}
+
+/// 100 and 300 clients × 20 echo calls through a wf started on a config
+/// that names one stdio source (real server-everything) and nothing else:
+/// the per-principal bound (64 calls in progress), its queue and the session
+/// scope are all at their defaults.
+async fn defaults(env: &Env) -> anyhow::Result<()> {
+    let Some(everything) = &env.everything else {
+        println!(
+            "## Load on the default config\n\nSkipped: no mcp-server-everything \
+             (--everything, or run tests/run once to install it).\n"
+        );
+        return Ok(());
+    };
+    let sizes: &[(usize, usize)] = if env.quick {
+        &[(30, 5), (90, 5)]
+    } else {
+        &[(100, 20), (300, 20)]
+    };
+    let mut rows = Vec::new();
+    for &(clients, calls) in sizes {
+        eprintln!("wf-bench: load: default config, {clients} clients × {calls} calls");
+        let (cmd, log) = env.wf_command_with_config(
+            &env.wf,
+            &format!("load-default-{clients}"),
+            json!({"sources": {"everything": {"command": everything}}}),
+        )?;
+        let mut server = HttpWf::start(cmd, &log).await?;
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(clients * 2)
+            .build()?;
+        // Until server-everything is discovered its tools are unknown.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut first =
+                WebClient::connect(&http, &server.url, Generation::Sessions2025).await?;
+            let warm = first.echo("everything__echo", "wf-bench warm-up").await;
+            first.close().await?;
+            match warm {
+                Ok(()) => break,
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        let upstreams = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let sampling = Arc::new(AtomicBool::new(true));
+        let sampler = {
+            let (upstreams, sampling, pid) = (upstreams.clone(), sampling.clone(), server.pid);
+            tokio::spawn(async move {
+                while sampling.load(Ordering::Relaxed) {
+                    let n = crate::proc::descendants_running(pid, "everything");
+                    upstreams.fetch_max(n, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
+        };
+        let started = Instant::now();
+        let mut set = JoinSet::new();
+        for c in 0..clients {
+            let (http, url) = (http.clone(), server.url.clone());
+            set.spawn(async move {
+                let mut lat = Vec::with_capacity(calls);
+                let mut errors = Vec::new();
+                let mut client =
+                    match WebClient::connect(&http, &url, Generation::Sessions2025).await {
+                        Ok(c) => c,
+                        Err(e) => return (lat, vec![format!("connect: {e:#}")]),
+                    };
+                for i in 0..calls {
+                    let t = Instant::now();
+                    match client
+                        .echo("everything__echo", &format!("load {c:03} {i:03}"))
+                        .await
+                    {
+                        Ok(()) => lat.push(t.elapsed()),
+                        Err(e) => errors.push(format!("{e:#}")),
+                    }
+                }
+                if let Err(e) = client.close().await {
+                    errors.push(format!("close: {e:#}"));
+                }
+                (lat, errors)
+            });
+        }
+        let (mut lat, mut errors) = (Vec::new(), Vec::new());
+        while let Some(r) = set.join_next().await {
+            match r {
+                Ok((l, e)) => {
+                    lat.extend(l);
+                    errors.extend(e);
+                }
+                Err(e) => errors.push(format!("client task: {e}")),
+            }
+        }
+        let elapsed = started.elapsed();
+        sampling.store(false, Ordering::Relaxed);
+        let _ = sampler.await;
+        server.stop().await;
+        rows.push(DefaultRow {
+            clients,
+            calls,
+            lat,
+            errors,
+            elapsed,
+            upstreams: upstreams.load(Ordering::Relaxed),
+        });
+    }
+    println!("## Load on the default config: real server-everything, no tuning\n");
+    println!(
+        "Clients all at once, each a 2025-11-25 session (initialize, echo calls one after \
+         another, DELETE), against a fresh `wf serve --http` whose config names one stdio \
+         source (`mcp-server-everything`) and nothing else: 64 calls in progress per \
+         principal (every client here is `local`), the rest waiting in the principal's queue \
+         up to 5 s, and the default session scope. Upstream processes: the most seen at once \
+         below wf, sampled every 50 ms.\n"
+    );
+    println!(
+        "| clients × calls | errors | p50 | p99 | wall time | calls/s | upstream processes | target |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---|");
+    for r in &rows {
+        println!(
+            "| {} × {} | {} | {:.1} ms | {:.1} ms | {:.1} s | {:.0} | {} | 0 errors: {} |",
+            r.clients,
+            r.calls,
+            r.errors.len(),
+            ms(percentile(&r.lat, 0.5)),
+            ms(percentile(&r.lat, 0.99)),
+            r.elapsed.as_secs_f64(),
+            r.lat.len() as f64 / r.elapsed.as_secs_f64(),
+            r.upstreams,
+            verdict(r.errors.is_empty())
+        );
+    }
+    for r in rows.iter().filter(|r| !r.errors.is_empty()) {
+        let mut shown = r.errors.clone();
+        shown.sort();
+        shown.dedup();
+        println!(
+            "\nFirst distinct errors ({} clients): {:?}",
+            r.clients,
+            &shown[..shown.len().min(3)]
+        );
+    }
+    println!();
     Ok(())
 }
 
@@ -292,8 +451,9 @@ fn print(size: &Size, loads: &[LoadResult], soak: &SoakResult) {
          clients each on its own session (initialize, {calls} echo calls one after another, \
          DELETE), or 2026-07-28 stateless clients ({calls} echo calls one after another, each \
          its own request). wf is configured with `max_requests_per_principal = 1024` (every \
-         client is the one local principal; the default 64 would answer the rest 429) and the \
-         source with room for a session per client. `session = \"client\"` (HTTP's default) \
+         client is the one local principal; with the default 64 the rest would wait in its \
+         queue: the default-config rows below) and the \
+         source with room for a session per client. `session = \"client\"` (set for a stateful upstream) \
          gives each 2025 client its own upstream session, so its latencies include {clients} \
          fixture processes starting at once; `\"shared\"` is one upstream session for all. RSS \
          and open fds of the wf process; peak sampled every 20 ms.\n"

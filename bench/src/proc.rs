@@ -196,6 +196,23 @@ pub fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// How many live processes below `pid` (children, grandchildren, ...) have
+/// `needle` in their command line.
+pub fn descendants_running(pid: u32, needle: &str) -> usize {
+    let mut found = 0;
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for child in children(p) {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                found += 1;
+            }
+            todo.push(child);
+        }
+    }
+    found
+}
+
 /// On-CPU time and scheduling count summed over a process's threads.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Cpu {

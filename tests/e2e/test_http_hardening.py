@@ -6,6 +6,8 @@ their sessions."""
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from collections.abc import Iterator
 
 import anyio
@@ -146,27 +148,89 @@ def test_when_every_connection_is_busy_a_new_one_gets_503(wf: Wf) -> None:
         close_all(busy)
 
 
-def test_per_principal_request_limit(wf: Wf, http: httpx2.Client) -> None:
-    server = serve(wf, "max_requests_per_principal = 2\n")
-    busy = [stalled_post(server.port) for _ in range(2)]
-    try:
-        r = wait_until(
-            lambda: (r := http.post(server.url, json=initialize_body(), headers=MCP_HEADERS)).status_code == 503 and r,
-            CLOSE_TIMEOUT,
-            "a 503 once both slots are held",
-        )
-        assert r.json()["error"]["code"] == -32000, r.text
-        assert "principal" in r.json()["error"]["message"], r.text
+def test_a_call_past_the_principal_bound_waits_then_gets_429(wf: Wf) -> None:
+    """Calls in progress count against `max_requests_per_principal`; one more
+    waits in its principal's queue for `queue_wait_ms`, then gets 429 with
+    Retry-After and a JSON-RPC error naming the limit; past
+    `max_queued_per_principal` it is refused at once. Session set-up and
+    tear-down are never refused for a bound they do not take."""
+    server = serve(wf, "max_requests_per_principal = 2\nmax_queued_per_principal = 1\nqueue_wait_ms = 1500\n")
+    with httpx2.Client(timeout=OP_TIMEOUT, trust_env=False) as http:
+        holders = [RawSession(http, server.url) for _ in range(2)]
+        for s in holders:
+            assert s.initialize().status_code == 200
+    sleeps = [(s.id, s.session_headers()) for s in holders]
+
+    def long_call(headers: dict[str, str]) -> None:
+        with httpx2.Client(timeout=OP_TIMEOUT, trust_env=False) as c:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "wf_std__sleep", "arguments": {"ms": 8000}}}
+            c.post(server.url, json=body, headers=headers)
+
+    threads = [threading.Thread(target=long_call, args=(h,), daemon=True) for _, h in sleeps]
+    for t in threads:
+        t.start()
+    with httpx2.Client(timeout=OP_TIMEOUT, trust_env=False) as http:
+        # Both slots taken: a third call waits its 1.5 s, then 429.
+        third = RawSession(http, server.url)
+        assert third.initialize().status_code == 200, "initialize is never refused for the call bound"
+        queued: dict[str, httpx2.Response] = {}
+
+        def queued_call() -> None:
+            queued["r"] = third.post_raw(
+                {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "wf_std__const", "arguments": {"value": 1}}}
+            )
+
+        def both_slots_taken() -> bool:
+            probe = third.post_raw({"jsonrpc": "2.0", "id": 6, "method": "ping", "params": {}})
+            return probe.status_code == 429
+
+        wait_until(both_slots_taken, CLOSE_TIMEOUT, "both slots held by the sleeping calls")
+        waiter = threading.Thread(target=queued_call, daemon=True)
+        started = time.monotonic()
+        waiter.start()
+        # While it waits, the queue (of one) is full: the next is refused at once.
+        time.sleep(0.3)
+        full = third.post_raw({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {}})
+        assert full.status_code == 429, full.text
+        assert "server.max_queued_per_principal = 1" in full.json()["error"]["message"], full.text
+        waiter.join(OP_TIMEOUT)
+        waited = time.monotonic() - started
+        r = queued["r"]
+        assert r.status_code == 429, r.text
         assert r.headers["retry-after"] == "1"
-        wait_until(lambda: log_lines(server.log, "too many requests in progress"), CLOSE_TIMEOUT, "the warning")
-    finally:
-        close_all(busy)
-    # The slots come back with their connections.
-    wait_until(
-        lambda: http.post(server.url, json=initialize_body(), headers=MCP_HEADERS).status_code == 200,
-        CLOSE_TIMEOUT,
-        "a 200 once the stalled requests are gone",
-    )
+        body = r.json()
+        assert body["id"] == 7 and body["error"]["code"] == -32000, body
+        assert "server.max_requests_per_principal = 2" in body["error"]["message"], body
+        assert "server.queue_wait_ms" in body["error"]["message"], body
+        assert waited >= 1.4, f"refused after {waited:.2f} s, before its queue wait was over"
+        # Set-up and tear-down still pass while every slot is taken.
+        fourth = RawSession(http, server.url)
+        assert fourth.initialize().status_code == 200
+        assert fourth.delete() == 200
+        wait_until(lambda: log_lines(server.log, "HTTP request refused (429)"), CLOSE_TIMEOUT, "the warning")
+        for t in threads:
+            t.join(OP_TIMEOUT)
+        # The slots come back when the calls end.
+        assert third.call_tool("wf_std__const", {"value": "again"})["result"]["structuredContent"] == {"value": "again"}
+
+
+def test_streams_have_their_own_bound(wf: Wf) -> None:
+    """A 2025-11-25 session's GET stream takes a stream slot
+    (`max_streams_per_principal`), not a call slot: with one stream slot
+    taken, a second GET stream gets 429, and calls are still served."""
+    server = serve(wf, "max_streams_per_principal = 1\nmax_requests_per_principal = 1\n")
+    with httpx2.Client(timeout=OP_TIMEOUT, trust_env=False) as http:
+        a, b = RawSession(http, server.url), RawSession(http, server.url)
+        assert a.initialize().status_code == 200 and b.initialize().status_code == 200
+        sse = {**a.session_headers(), "Accept": "text/event-stream"}
+        with http.stream("GET", server.url, headers=sse) as stream:
+            assert stream.status_code == 200
+            second = http.get(server.url, headers={**b.session_headers(), "Accept": "text/event-stream"})
+            assert second.status_code == 429, second.text
+            assert "server.max_streams_per_principal = 1" in second.json()["error"]["message"]
+            # The open stream holds no call slot: both sessions' calls pass.
+            for s in (a, b):
+                assert s.call_tool("wf_std__const", {"value": 1})["result"]["structuredContent"] == {"value": 1}
 
 
 def test_exact_errors(wf: Wf, http: httpx2.Client) -> None:

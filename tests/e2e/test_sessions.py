@@ -52,9 +52,9 @@ async def wait_log(server: Any, needle: str, timeout: float = 30) -> None:
 
 
 async def test_client_scope_isolates_clients_and_principals(wf: Wf, fixture_upstream_bin: Path) -> None:
-    """The default over HTTP: each 2025-11-25 client (two of alice's, one of
-    bob's) gets its own upstream session; A's state survives B's calls."""
-    config = sessions_config(wf, {SOURCE: fixture_source(fixture_upstream_bin)})
+    """`session = "client"` over HTTP: each 2025-11-25 client (two of alice's,
+    one of bob's) gets its own upstream session; A's state survives B's calls."""
+    config = sessions_config(wf, {SOURCE: fixture_source(fixture_upstream_bin, session="client")})
     server = wf.start_http("127.0.0.1", None, "--config", str(config))
     with anyio.fail_after(OP_TIMEOUT * 2):
         async with client_as(server, "alice") as a1, client_as(server, "alice") as a2, client_as(server, "bob") as b:
@@ -67,6 +67,22 @@ async def test_client_scope_isolates_clients_and_principals(wf: Wf, fixture_upst
             assert (await count(a1), await count(a2), await count(b)) == (3, 1, 2)
             pids = {await pid(a1), await pid(a2), await pid(b)}
             assert len(pids) == 3, f"clients shared an upstream process: {pids}"
+
+
+async def test_the_default_over_http_is_one_shared_session(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """With no `session` set, HTTP clients share the source's one upstream
+    session (one process, whatever the number of clients), and `wf check`
+    says nothing about it for a source that does not look stateful."""
+    config = sessions_config(wf, {SOURCE: fixture_source(fixture_upstream_bin)})
+    server = wf.start_http("127.0.0.1", None, "--config", str(config))
+    with anyio.fail_after(OP_TIMEOUT * 2):
+        async with client_as(server, "alice") as a, client_as(server, "bob") as b:
+            await wait_listed(a, f"{SOURCE}__increment")
+            assert await increment(a) == 1
+            assert await increment(b) == 2, "the default scope gave bob a session of his own"
+            assert await pid(a) == await pid(b)
+    check = wf.run("check", "--config", str(config))
+    assert "warning" not in check.stderr, check.stderr
 
 
 async def test_principal_scope_shares_within_a_principal_only(wf: Wf, fixture_upstream_bin: Path) -> None:
@@ -86,7 +102,7 @@ async def test_stateless_client_holds_a_session_with_a_handle(wf: Wf, fixture_up
     handle it uses its principal's session; with a `wf_session__open` handle in
     `_meta["wf/session"]` it keeps its own state across calls; another principal
     presenting that handle is refused; closing the handle ends the session."""
-    config = sessions_config(wf, {SOURCE: fixture_source(fixture_upstream_bin)})
+    config = sessions_config(wf, {SOURCE: fixture_source(fixture_upstream_bin, session="client")})
     server = wf.start_http("127.0.0.1", None, "--config", str(config))
     with anyio.fail_after(OP_TIMEOUT * 2):
         async with client_as(server, "alice", mode="auto") as a, client_as(server, "alice", mode="auto") as a2:
@@ -158,7 +174,7 @@ async def test_idle_session_is_closed_with_its_process(wf: Wf, fixture_upstream_
 
 
 async def test_max_sessions_is_refused_clearly(wf: Wf, fixture_upstream_bin: Path) -> None:
-    config = sessions_config(wf, {SOURCE: fixture_source(fixture_upstream_bin, max_sessions=2)})
+    config = sessions_config(wf, {SOURCE: fixture_source(fixture_upstream_bin, session="client", max_sessions=2)})
     server = wf.start_http("127.0.0.1", None, "--config", str(config))
     with anyio.fail_after(OP_TIMEOUT * 2):
         async with client_as(server, "alice") as a, client_as(server, "bob") as b, client_as(server, "bob") as b2:
@@ -174,7 +190,7 @@ async def test_max_sessions_is_refused_clearly(wf: Wf, fixture_upstream_bin: Pat
 async def test_client_disconnect_closes_its_sessions(wf: Wf, fixture_upstream_bin: Path) -> None:
     """A 2025-11-25 client that ends its session (the mcp client sends DELETE on
     exit) takes its upstream session and process with it."""
-    config = sessions_config(wf, {SOURCE: fixture_source(fixture_upstream_bin)})
+    config = sessions_config(wf, {SOURCE: fixture_source(fixture_upstream_bin, session="client")})
     server = wf.start_http("127.0.0.1", None, "--config", str(config))
     with anyio.fail_after(OP_TIMEOUT * 2):
         async with client_as(server, "alice") as stays:

@@ -5,6 +5,7 @@
 mod edit;
 mod env;
 mod principals;
+pub mod sizing;
 mod strict;
 mod telemetry;
 
@@ -123,9 +124,20 @@ pub struct ServerConfig {
     /// HTTP: a connection with no traffic either way for this long is closed.
     #[serde(default = "default_idle_timeout_ms")]
     pub idle_timeout_ms: u64,
-    /// HTTP: most requests (open streams included) one principal may have in progress.
+    /// HTTP: most requests one principal may have in progress (calls, not
+    /// streams); more wait in the principal's queue.
     #[serde(default = "default_max_requests_per_principal")]
     pub max_requests_per_principal: usize,
+    /// HTTP: most requests one principal may have waiting for an in-progress slot.
+    #[serde(default = "default_max_queued_per_principal")]
+    pub max_queued_per_principal: usize,
+    /// HTTP: how long a request waits for an in-progress slot before it gets 429.
+    #[serde(default = "default_queue_wait_ms")]
+    pub queue_wait_ms: u64,
+    /// HTTP: most long-lived streams (GET streams, `subscriptions/listen`)
+    /// one principal may have open.
+    #[serde(default = "default_max_streams_per_principal")]
+    pub max_streams_per_principal: usize,
     /// HTTP: most open sessions (one per `initialize` of a 2025-11-25 client).
     #[serde(default = "default_max_sessions")]
     pub max_sessions: usize,
@@ -193,7 +205,7 @@ fn default_max_request_bytes() -> usize {
     4 * 1024 * 1024
 }
 fn default_max_connections() -> usize {
-    256
+    1024
 }
 fn default_header_read_timeout_ms() -> u64 {
     10_000
@@ -204,11 +216,20 @@ fn default_idle_timeout_ms() -> u64 {
 fn default_max_requests_per_principal() -> usize {
     64
 }
+fn default_max_queued_per_principal() -> usize {
+    256
+}
+fn default_queue_wait_ms() -> u64 {
+    5_000
+}
+fn default_max_streams_per_principal() -> usize {
+    512
+}
 fn default_max_console_streams_per_principal() -> usize {
     8
 }
 fn default_max_sessions() -> usize {
-    256
+    512
 }
 fn default_session_idle_timeout_ms() -> u64 {
     300_000
@@ -245,6 +266,9 @@ impl Default for ServerConfig {
             header_read_timeout_ms: default_header_read_timeout_ms(),
             idle_timeout_ms: default_idle_timeout_ms(),
             max_requests_per_principal: default_max_requests_per_principal(),
+            max_queued_per_principal: default_max_queued_per_principal(),
+            queue_wait_ms: default_queue_wait_ms(),
+            max_streams_per_principal: default_max_streams_per_principal(),
             max_sessions: default_max_sessions(),
             max_console_streams_per_principal: default_max_console_streams_per_principal(),
             session_idle_timeout_ms: default_session_idle_timeout_ms(),
@@ -327,7 +351,7 @@ pub struct SourceConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
     /// Whose upstream session a call uses (see `sources::sessions`); unset:
-    /// `client` for `mcp` sources served over HTTP, else `shared`.
+    /// `shared`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionScope>,
     /// Closes a per-principal or per-client session unused this long.

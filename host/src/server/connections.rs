@@ -333,3 +333,42 @@ async fn idle(activity: &Activity, timeout: Duration) {
         tokio::time::sleep(timeout - idle).await;
     }
 }
+
+/// Raises the soft limit on open files so `max_connections` connections fit
+/// with room for upstream pipes and files: to the hard limit at most, with
+/// one warning when even that is short. A soft limit of 1024 (a common
+/// default) would otherwise turn a connection past about 1000 into an
+/// accept error instead of the documented 503.
+#[cfg(unix)]
+pub fn fit_open_files(max_connections: usize) {
+    // Upstream pipes, the database, plugin files, log files.
+    const HEADROOM: u64 = 512;
+    let want = max_connections as u64 + HEADROOM;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return;
+    }
+    if lim.rlim_cur >= want {
+        return;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: want.min(lim.rlim_max),
+        rlim_max: lim.rlim_max,
+    };
+    // SAFETY: setrlimit reads the struct we pass; lowering nothing.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 || raised.rlim_cur < want {
+        tracing::warn!(
+            open_files = raised.rlim_cur.max(lim.rlim_cur),
+            wanted = want,
+            "the open-file limit is below server.max_connections plus room for upstreams: \
+             connections past it fail to be accepted; raise `ulimit -n` or lower max_connections"
+        );
+    }
+}
+
+#[cfg(not(unix))]
+pub fn fit_open_files(_max_connections: usize) {}

@@ -1,6 +1,6 @@
 //! Streamable HTTP: the rmcp service mounted at `/mcp`, behind (outermost
-//! first) the Host/Origin/token guard, the per-principal request limit and
-//! the message checks, served by wf's own accept loop.
+//! first) the Host/Origin/token guard and the message checks (which hold each
+//! request to its principal's bounds), served by wf's own accept loop.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use super::handler::WfServer;
 use super::http_direct::Direct;
 use super::http_guard::{HttpGuard, check_token, guard};
 use super::http_messages::{Messages, check_messages};
-use super::limits::{Principal, PrincipalLimits, limit_per_principal};
+use super::limits::{LimitConfig, Principal, PrincipalLimits};
 use super::principals::check_tokens;
 use super::sessions::BoundedSessions;
 use crate::app::App;
@@ -32,7 +32,8 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     pub max_request_bytes: usize,
     pub connections: ConnLimits,
-    pub max_requests_per_principal: usize,
+    /// The per-principal bounds: calls in progress, their queue, streams.
+    pub limits: LimitConfig,
     pub max_sessions: usize,
     pub max_console_streams_per_principal: usize,
     pub session_idle_timeout: Duration,
@@ -53,7 +54,12 @@ impl HttpOptions {
                 header_read_timeout: Duration::from_millis(server.header_read_timeout_ms),
                 idle_timeout: Duration::from_millis(server.idle_timeout_ms),
             },
-            max_requests_per_principal: server.max_requests_per_principal,
+            limits: LimitConfig {
+                max_in_progress: server.max_requests_per_principal,
+                max_queued: server.max_queued_per_principal,
+                queue_wait: Duration::from_millis(server.queue_wait_ms),
+                max_streams: server.max_streams_per_principal,
+            },
             max_sessions: server.max_sessions,
             max_console_streams_per_principal: server.max_console_streams_per_principal,
             session_idle_timeout: Duration::from_millis(server.session_idle_timeout_ms),
@@ -98,7 +104,11 @@ impl HttpOptions {
             ("server.idle_timeout_ms", c.idle_timeout.is_zero()),
             (
                 "server.max_requests_per_principal",
-                self.max_requests_per_principal == 0,
+                self.limits.max_in_progress == 0,
+            ),
+            (
+                "server.max_streams_per_principal",
+                self.limits.max_streams == 0,
             ),
             ("server.max_sessions", self.max_sessions == 0),
             (
@@ -152,6 +162,11 @@ pub async fn serve_http(
 ) -> anyhow::Result<()> {
     opts.check()?;
     check_admin_token(&app.config.config.admin)?;
+    connections::fit_open_files(opts.connections.max_connections);
+    let sources = app.config.sources().unwrap_or_default();
+    for w in crate::config::sizing::warnings(&app.config.config.server, &sources) {
+        tracing::warn!(key = %w.key, "{} (wf check says the same)", w.message);
+    }
     let listener = tokio::net::TcpListener::bind(opts.bind)
         .await
         .map_err(|e| anyhow::anyhow!("cannot bind {}: {e}", opts.bind))?;
@@ -202,14 +217,18 @@ pub async fn serve_http(
     let direct = opts
         .json_response
         .then(|| Direct::new(app.clone(), console_surfaces.clone(), ping));
-    let messages = Arc::new(Messages::new(opts.max_request_bytes, sessions, direct));
-    let limits = Arc::new(PrincipalLimits::new(opts.max_requests_per_principal));
+    let limits = Arc::new(PrincipalLimits::new(opts.limits));
+    let messages = Arc::new(Messages::new(
+        opts.max_request_bytes,
+        sessions,
+        direct,
+        limits,
+    ));
     let metrics =
         super::metrics_route::router(app.clone(), g.clone(), &app.config.config.telemetry)?;
     let router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(from_fn_with_state(messages, check_messages))
-        .layer(from_fn_with_state(limits, limit_per_principal))
         .layer(from_fn_with_state(g.clone(), guard))
         // Outside the /mcp guard: it has its own token and peer rule.
         .merge(metrics.unwrap_or_default())

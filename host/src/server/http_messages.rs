@@ -2,7 +2,10 @@
 //! and answers exactly what is wrong with it (400 -32700 for malformed JSON,
 //! 400 -32600 for a non-JSON-RPC message, -32602 for ill-typed params),
 //! refuses an `initialize` when the session bound is reached, and answers a
-//! `DELETE` of an unknown session with 404.
+//! `DELETE` of an unknown session with 404. It also holds each request to its
+//! principal's bounds (`limits`) by what the request is: a call waits for a
+//! call slot, a stream (a GET, `subscriptions/listen`) takes a stream slot,
+//! and session set-up and tear-down, notifications and answers take none.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,13 +16,13 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest};
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonRpcRequest};
 use rmcp::transport::streamable_http_server::SessionManager;
 
 use super::http_direct::Direct;
 use super::http_late;
 use super::jsonrpc::{self, INVALID_PARAMS, SERVER_BUSY, error_reply};
-use super::limits::RateLimitedWarn;
+use super::limits::{Cost, PrincipalLimits, RateLimitedWarn, hold, principal_of_request};
 use super::sessions::BoundedSessions;
 
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";
@@ -29,16 +32,24 @@ pub struct Messages {
     pub sessions: Arc<BoundedSessions>,
     /// Answers the plain stateless calls itself (`http_json_response` on).
     pub direct: Option<Direct>,
+    /// The per-principal bounds.
+    pub limits: Arc<PrincipalLimits>,
     too_large: RateLimitedWarn,
     sessions_full: RateLimitedWarn,
 }
 
 impl Messages {
-    pub fn new(max_body: usize, sessions: Arc<BoundedSessions>, direct: Option<Direct>) -> Self {
+    pub fn new(
+        max_body: usize,
+        sessions: Arc<BoundedSessions>,
+        direct: Option<Direct>,
+        limits: Arc<PrincipalLimits>,
+    ) -> Self {
         Self {
             max_body,
             sessions,
             direct,
+            limits,
             too_large: RateLimitedWarn::new(Duration::from_secs(10)),
             sessions_full: RateLimitedWarn::new(Duration::from_secs(10)),
         }
@@ -87,6 +98,15 @@ pub async fn check_messages(
         }
         // rmcp answers a wrong content type (415) before reading the body.
         Method::POST if is_json(request.headers()) => post(&m, request, next).await,
+        // A 2025-11-25 session's stream of server messages.
+        Method::GET => {
+            let (parts, body) = request.into_parts();
+            let principal = principal_of_request(Some(&parts));
+            match m.limits.acquire(&principal, Cost::Stream).await {
+                Ok(slot) => hold(next.run(Request::from_parts(parts, body)).await, slot),
+                Err(refused) => m.limits.refusal(&principal, refused, None),
+            }
+        }
         _ => next.run(request).await,
     }
 }
@@ -168,25 +188,23 @@ async fn post(m: &Messages, request: Request, next: Next) -> Response {
             );
         }
         Ok(ClientJsonRpcMessage::Request(req)) => {
-            // Each boxes its call (`http_direct::in_time`).
-            if let Some(direct) = &m.direct {
-                if direct.takes(&parts.headers, &req) {
-                    return direct.serve(parts, req).await;
+            let cost = match &req.request {
+                // Bounded by max_sessions, and what lets a client start at all.
+                ClientRequest::InitializeRequest(_) => None,
+                ClientRequest::SubscriptionsListenRequest(_) => Some(Cost::Stream),
+                _ => Some(Cost::Call),
+            };
+            let Some(cost) = cost else {
+                return serve_request(m, parts, bytes, req, next).await;
+            };
+            let principal = principal_of_request(Some(&parts));
+            return match m.limits.acquire(&principal, cost).await {
+                Ok(slot) => hold(serve_request(m, parts, bytes, req, next).await, slot),
+                Err(refused) => {
+                    let id = serde_json::to_value(&req.id).ok();
+                    m.limits.refusal(&principal, refused, id)
                 }
-                if let Some(served) = m.sessions.calls().takes(&parts.headers, &req) {
-                    let sessions = m.sessions.clone();
-                    let touch = move |id| async move { sessions.touch(&id).await };
-                    return served.serve(parts, req, touch, direct.patience()).await;
-                }
-                // A stateless request rmcp answers as JSON when it is done.
-                if !parts.headers.contains_key(SESSION_HEADER)
-                    && !matches!(req.request, ClientRequest::InitializeRequest(_))
-                {
-                    let id = serde_json::to_value(&req.id).unwrap_or_default();
-                    let answer = next.run(Request::from_parts(parts, Body::from(bytes)));
-                    return http_late::in_time(Box::pin(answer), id, direct.patience()).await;
-                }
-            }
+            };
         }
         Ok(ClientJsonRpcMessage::Notification(n)) if m.direct.is_some() => {
             // A call answered in place is unknown to the session's serve
@@ -200,6 +218,38 @@ async fn post(m: &Messages, request: Request, next: Next) -> Response {
             }
         }
         Ok(_) => {}
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// Serves one JSON-RPC request: in place where wf answers it itself, else
+/// through rmcp.
+async fn serve_request(
+    m: &Messages,
+    parts: http::request::Parts,
+    bytes: Bytes,
+    req: JsonRpcRequest<ClientRequest>,
+    next: Next,
+) -> Response {
+    // Each boxes its call (`http_direct::in_time`).
+    if let Some(direct) = &m.direct {
+        if direct.takes(&parts.headers, &req) {
+            return direct.serve(parts, req).await;
+        }
+        if let Some(served) = m.sessions.calls().takes(&parts.headers, &req) {
+            let sessions = m.sessions.clone();
+            let touch = move |id| async move { sessions.touch(&id).await };
+            return served.serve(parts, req, touch, direct.patience()).await;
+        }
+        // A stateless request rmcp answers as JSON when it is done.
+        if !parts.headers.contains_key(SESSION_HEADER)
+            && !matches!(req.request, ClientRequest::InitializeRequest(_))
+        {
+            let id = serde_json::to_value(&req.id).unwrap_or_default();
+            let answer = next.run(Request::from_parts(parts, Body::from(bytes)));
+            return http_late::in_time(Box::pin(answer), id, direct.patience()).await;
+        }
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await

@@ -1,20 +1,30 @@
 //! Who is calling over HTTP, how much of the front each caller may hold, and
 //! warnings that stay readable when a limit is hit thousands of times.
+//!
+//! Two bounds per principal, each counting only what costs while it is held:
+//! requests in progress (a call's POST until its response ends), which wait
+//! in a fair, bounded queue before they are refused; and long-lived streams
+//! (a 2025-11-25 session's GET stream, a 2026-07-28 `subscriptions/listen`),
+//! which are refused at once at their bound. Session set-up and tear-down
+//! (`initialize`, `DELETE`), notifications and a client's answers to wf's
+//! own requests take neither: they are cheap, bounded elsewhere
+//! (`max_sessions`, the body size), and an answer may be what lets a call in
+//! progress finish.
 
 use std::collections::HashMap;
-use std::sync::PoisonError;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::{Request, State};
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::jsonrpc::{SERVER_BUSY, error_reply};
+use crate::telemetry::metrics;
 
 pub use crate::config::Principal;
 
@@ -59,74 +69,221 @@ impl RateLimitedWarn {
     }
 }
 
-/// At most `max` requests in progress per principal. A request holds its
-/// slot until its response body is done, so open SSE streams count.
+/// The per-principal bounds, as configured (`[server]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitConfig {
+    /// `max_requests_per_principal`: calls in progress.
+    pub max_in_progress: usize,
+    /// `max_queued_per_principal`: calls waiting for one of those slots.
+    pub max_queued: usize,
+    /// `queue_wait_ms`: how long a call waits before it is refused.
+    pub queue_wait: Duration,
+    /// `max_streams_per_principal`: long-lived streams open.
+    pub max_streams: usize,
+}
+
+/// What a request holds while it is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cost {
+    /// A request that is answered when its work is done: a call slot.
+    Call,
+    /// A stream that stays open as long as its client wants: a stream slot.
+    Stream,
+}
+
+/// Why a request was refused: which bound, and how it was met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Every call slot stayed taken for the whole queue wait.
+    Waited,
+    /// The queue itself was full: refused without waiting.
+    QueueFull,
+    /// Every stream slot is taken.
+    Streams,
+}
+
+impl Refusal {
+    fn label(self) -> &'static str {
+        match self {
+            Refusal::Waited => "queue_timeout",
+            Refusal::QueueFull => "queue_full",
+            Refusal::Streams => "streams",
+        }
+    }
+}
+
+/// One principal's slots and queue.
+struct Slots {
+    calls: Arc<Semaphore>,
+    streams: Arc<Semaphore>,
+    queued: AtomicUsize,
+}
+
+/// The per-principal bounds of the HTTP front.
 pub struct PrincipalLimits {
-    max: usize,
-    slots: Mutex<HashMap<Principal, Arc<Semaphore>>>,
+    config: LimitConfig,
+    slots: Mutex<HashMap<Principal, Arc<Slots>>>,
     warn: RateLimitedWarn,
 }
 
+/// A place in a principal's queue, left when the wait ends however it ends
+/// (a client that hangs up while it waits drops the waiting future).
+struct InQueue<'a> {
+    queued: &'a AtomicUsize,
+    principal: &'a str,
+}
+
+impl<'a> InQueue<'a> {
+    /// Joins the queue; the number that were in it before.
+    fn join(queued: &'a AtomicUsize, principal: &'a str) -> (Self, usize) {
+        metrics::http_queued(principal, 1);
+        let ahead = queued.fetch_add(1, Ordering::Relaxed);
+        (Self { queued, principal }, ahead)
+    }
+}
+
+impl Drop for InQueue<'_> {
+    fn drop(&mut self) {
+        self.queued.fetch_sub(1, Ordering::Relaxed);
+        metrics::http_queued(self.principal, -1);
+    }
+}
+
 impl PrincipalLimits {
-    pub fn new(max: usize) -> Self {
+    pub fn new(config: LimitConfig) -> Self {
         Self {
-            max,
+            config,
             slots: Mutex::new(HashMap::new()),
             warn: RateLimitedWarn::new(Duration::from_secs(10)),
         }
     }
 
-    fn try_acquire(&self, p: &Principal) -> Option<OwnedSemaphorePermit> {
-        let sem = self
-            .slots
+    fn slots(&self, p: &Principal) -> Arc<Slots> {
+        self.slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .entry(p.clone())
-            .or_insert_with(|| Arc::new(Semaphore::new(self.max)))
-            .clone();
-        sem.try_acquire_owned().ok()
+            .or_insert_with(|| {
+                Arc::new(Slots {
+                    calls: Arc::new(Semaphore::new(self.config.max_in_progress)),
+                    streams: Arc::new(Semaphore::new(self.config.max_streams)),
+                    queued: AtomicUsize::new(0),
+                })
+            })
+            .clone()
+    }
+
+    /// A slot for one request of `cost`, waiting for a call slot in the
+    /// principal's queue (first come, first served: tokio's semaphore is
+    /// fair, and a free slot goes to the longest waiter before any newcomer).
+    /// Each principal has its own slots and queue, so one principal's load
+    /// never delays another's requests here.
+    pub async fn acquire(
+        &self,
+        p: &Principal,
+        cost: Cost,
+    ) -> Result<OwnedSemaphorePermit, Refusal> {
+        let slots = self.slots(p);
+        let refused = match cost {
+            Cost::Stream => match slots.streams.clone().try_acquire_owned() {
+                Ok(permit) => return Ok(permit),
+                Err(_) => Refusal::Streams,
+            },
+            Cost::Call => {
+                if let Ok(permit) = slots.calls.clone().try_acquire_owned() {
+                    return Ok(permit);
+                }
+                match self.wait(&slots, p.name()).await {
+                    Ok(permit) => return Ok(permit),
+                    Err(r) => r,
+                }
+            }
+        };
+        Err(self.refused(p, refused))
+    }
+
+    async fn wait(&self, slots: &Slots, principal: &str) -> Result<OwnedSemaphorePermit, Refusal> {
+        let (_in_queue, ahead) = InQueue::join(&slots.queued, principal);
+        if ahead >= self.config.max_queued {
+            return Err(Refusal::QueueFull);
+        }
+        match tokio::time::timeout(self.config.queue_wait, slots.calls.clone().acquire_owned())
+            .await
+        {
+            Ok(Ok(permit)) => Ok(permit),
+            // The semaphore is never closed; time is what ran out.
+            _ => Err(Refusal::Waited),
+        }
+    }
+
+    fn refused(&self, p: &Principal, r: Refusal) -> Refusal {
+        metrics::http_refused(p.name(), r.label());
+        self.warn.warn(|suppressed| {
+            tracing::warn!(
+                principal = p.name(),
+                limit = r.label(),
+                suppressed,
+                "HTTP request refused (429): {}",
+                self.describe(p, r)
+            )
+        });
+        r
+    }
+
+    /// Calls waiting now, per principal.
+    #[cfg(test)]
+    fn queued(&self) -> Vec<(String, usize)> {
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(p, s)| (p.name().to_owned(), s.queued.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    fn describe(&self, p: &Principal, r: Refusal) -> String {
+        let c = &self.config;
+        match r {
+            Refusal::Waited => format!(
+                "too many requests in progress for principal {:?} \
+                 (server.max_requests_per_principal = {}); waited {} ms in its queue \
+                 (server.queue_wait_ms); retry later",
+                p.name(),
+                c.max_in_progress,
+                c.queue_wait.as_millis()
+            ),
+            Refusal::QueueFull => format!(
+                "too many requests in progress for principal {:?} \
+                 (server.max_requests_per_principal = {}) and its queue is full \
+                 (server.max_queued_per_principal = {}); retry later",
+                p.name(),
+                c.max_in_progress,
+                c.max_queued
+            ),
+            Refusal::Streams => format!(
+                "too many open streams for principal {:?} \
+                 (server.max_streams_per_principal = {}); close one, or retry later",
+                p.name(),
+                c.max_streams
+            ),
+        }
+    }
+
+    /// The answer to a refused request: **429** with `Retry-After` and a
+    /// JSON-RPC error (`id`: the request's) that names the limit.
+    pub fn refusal(&self, p: &Principal, r: Refusal, id: Option<Value>) -> Response {
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "1")],
+            axum::Json(error_reply(id, SERVER_BUSY, &self.describe(p, r))),
+        )
+            .into_response()
     }
 }
 
-/// Busy: 503 with a JSON-RPC error body and `Retry-After`.
-pub fn busy(message: &str) -> Response {
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        [("retry-after", "1")],
-        axum::Json(error_reply(None, SERVER_BUSY, message)),
-    )
-        .into_response()
-}
-
-pub async fn limit_per_principal(
-    State(limits): State<Arc<PrincipalLimits>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let principal = request
-        .extensions()
-        .get::<Principal>()
-        .cloned()
-        .unwrap_or_else(Principal::local);
-    let Some(permit) = limits.try_acquire(&principal) else {
-        limits.warn.warn(|suppressed| {
-            tracing::warn!(
-                principal = principal.name(),
-                max = limits.max,
-                suppressed,
-                "HTTP request refused (503): too many requests in progress for this principal \
-                 (server.max_requests_per_principal)"
-            )
-        });
-        return busy(&format!(
-            "too many requests in progress for principal {:?} (limit {}); retry later",
-            principal.name(),
-            limits.max
-        ));
-    };
-    let response = next.run(request).await;
+/// `response`, holding `permit` until its body is finished or dropped.
+pub fn hold(response: Response, permit: OwnedSemaphorePermit) -> Response {
     let (parts, body) = response.into_parts();
-    // The slot is released when the body is finished or dropped.
     let body = body.into_data_stream().map(move |chunk| {
         let _held = &permit;
         chunk
@@ -137,6 +294,15 @@ pub async fn limit_per_principal(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn limits(max_in_progress: usize, max_queued: usize, wait_ms: u64) -> PrincipalLimits {
+        PrincipalLimits::new(LimitConfig {
+            max_in_progress,
+            max_queued,
+            queue_wait: Duration::from_millis(wait_ms),
+            max_streams: 1,
+        })
+    }
 
     #[test]
     fn warnings_are_rate_limited() {
@@ -149,20 +315,87 @@ mod tests {
         assert_eq!(w.state.lock().unwrap().1, 4);
     }
 
-    #[test]
-    fn slots_per_principal() {
-        let l = PrincipalLimits::new(2);
-        let a = (
-            l.try_acquire(&Principal::local()),
-            l.try_acquire(&Principal::local()),
+    #[tokio::test]
+    async fn slots_per_principal() {
+        let l = limits(2, 0, 10);
+        let local = Principal::local();
+        let a = l.acquire(&local, Cost::Call).await.unwrap();
+        let b = l.acquire(&local, Cost::Call).await.unwrap();
+        assert_eq!(
+            l.acquire(&local, Cost::Call).await.unwrap_err(),
+            Refusal::QueueFull,
+            "no queue: refused at once"
         );
-        assert!(a.0.is_some() && a.1.is_some());
-        assert!(l.try_acquire(&Principal::local()).is_none());
         assert!(
-            l.try_acquire(&Principal::bearer()).is_some(),
+            l.acquire(&Principal::bearer(), Cost::Call).await.is_ok(),
             "another principal has its own slots"
         );
-        drop(a);
-        assert!(l.try_acquire(&Principal::local()).is_some());
+        drop((a, b));
+        assert!(l.acquire(&local, Cost::Call).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_queued_call_gets_the_next_free_slot() {
+        let l = Arc::new(limits(1, 4, 5_000));
+        let local = Principal::local();
+        let first = l.acquire(&local, Cost::Call).await.unwrap();
+        let waiter = {
+            let l = l.clone();
+            tokio::spawn(async move { l.acquire(&Principal::local(), Cost::Call).await.is_ok() })
+        };
+        while l.queued() != vec![("local".to_owned(), 1)] {
+            tokio::task::yield_now().await;
+        }
+        drop(first);
+        assert!(waiter.await.unwrap(), "the waiter got the freed slot");
+        assert_eq!(l.queued(), vec![("local".to_owned(), 0)]);
+    }
+
+    #[tokio::test]
+    async fn a_queued_call_is_refused_when_its_wait_is_over() {
+        let l = limits(1, 4, 20);
+        let local = Principal::local();
+        let _held = l.acquire(&local, Cost::Call).await.unwrap();
+        assert_eq!(
+            l.acquire(&local, Cost::Call).await.unwrap_err(),
+            Refusal::Waited
+        );
+        assert_eq!(
+            l.queued(),
+            vec![("local".to_owned(), 0)],
+            "it left the queue"
+        );
+    }
+
+    #[tokio::test]
+    async fn streams_have_their_own_bound_and_no_queue() {
+        let l = limits(1, 4, 5_000);
+        let local = Principal::local();
+        let _call = l.acquire(&local, Cost::Call).await.unwrap();
+        let stream = l.acquire(&local, Cost::Stream).await.unwrap();
+        assert_eq!(
+            l.acquire(&local, Cost::Stream).await.unwrap_err(),
+            Refusal::Streams
+        );
+        drop(stream);
+        assert!(l.acquire(&local, Cost::Stream).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_429_with_retry_after_and_names_the_limit() {
+        let l = limits(1, 0, 10);
+        let r = l.refusal(&Principal::local(), Refusal::Waited, Some(7.into()));
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()["retry-after"], "1");
+        let body = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["id"], 7);
+        assert_eq!(v["error"]["code"], SERVER_BUSY);
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("server.max_requests_per_principal = 1")
+                && message.contains("server.queue_wait_ms"),
+            "{message}"
+        );
     }
 }

@@ -36,8 +36,6 @@ pub struct SessionCaller {
     pub client: Option<String>,
     /// Cancelled when a connection client goes away (None for handles).
     pub gone: Option<CancellationToken>,
-    /// Served over HTTP (decides the default scope).
-    pub http: bool,
 }
 
 tokio::task_local! {
@@ -80,17 +78,16 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The source's configured policy; an unset scope is `client` for `mcp`
-    /// sources served over HTTP (several people may share the server) and
-    /// `shared` otherwise (one desktop client over stdio).
-    fn resolve(config: Configured, kind: &str, http: bool) -> Self {
-        let default = if http && kind == "mcp" {
-            SessionScope::Client
-        } else {
-            SessionScope::Shared
-        };
+    /// The source's configured policy; an unset scope is `shared`, over
+    /// stdio and HTTP alike. wf cannot tell whether an upstream keeps state
+    /// per client, and one upstream process per client costs a process (tens
+    /// of MB) per connected client for every stateless server; so the
+    /// operator says which upstreams need isolation (`session = "client"`
+    /// or `"principal"`), and `wf check` names the ones that look stateful
+    /// ([`looks_stateful`]).
+    fn resolve(config: Configured) -> Self {
         Self {
-            scope: config.scope.unwrap_or(default),
+            scope: config.scope.unwrap_or(SessionScope::Shared),
             idle: Duration::from_millis(config.idle_ms.unwrap_or(DEFAULT_IDLE_MS)),
             max: config.max.unwrap_or(DEFAULT_MAX_SESSIONS),
         }
@@ -226,8 +223,8 @@ impl SessionTable {
             .collect();
     }
 
-    /// The session policy of a source of `kind`.
-    pub fn policy(&self, source: &str, kind: &str, http: bool) -> Policy {
+    /// The session policy of a source.
+    pub fn policy(&self, source: &str) -> Policy {
         let c = self
             .configured
             .read()
@@ -235,7 +232,7 @@ impl SessionTable {
             .get(source)
             .copied()
             .unwrap_or_default();
-        Policy::resolve(c, kind, http)
+        Policy::resolve(c)
     }
 
     /// The session `caller`'s call on `handle`'s source uses: None when the
@@ -245,7 +242,7 @@ impl SessionTable {
         caller: &SessionCaller,
         handle: &Arc<SourceHandle>,
     ) -> Result<Option<SessionUse>, SessionError> {
-        let policy = self.policy(&handle.name, &handle.kind, caller.http);
+        let policy = self.policy(&handle.name);
         let (client, gone) = match policy.scope {
             SessionScope::Shared => return Ok(None),
             SessionScope::Principal => (None, None),
@@ -569,18 +566,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_scope_is_client_for_mcp_over_http_only() {
-        let unset = Configured::default();
-        let scope = |kind, http| Policy::resolve(unset, kind, http).scope;
-        assert_eq!(scope("mcp", true), SessionScope::Client);
-        assert_eq!(scope("mcp", false), SessionScope::Shared);
-        assert_eq!(scope("std", true), SessionScope::Shared);
+    fn the_default_scope_is_shared_and_a_set_one_wins() {
+        assert_eq!(
+            Policy::resolve(Configured::default()).scope,
+            SessionScope::Shared
+        );
         let set = Configured {
             scope: Some(SessionScope::Principal),
             idle_ms: Some(5),
             max: Some(2),
         };
-        let p = Policy::resolve(set, "mcp", false);
+        let p = Policy::resolve(set);
         assert_eq!(
             (p.scope, p.idle, p.max),
             (SessionScope::Principal, Duration::from_millis(5), 2)

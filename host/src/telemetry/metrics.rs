@@ -58,6 +58,17 @@ struct StatusLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PrincipalLabel {
+    principal: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PrincipalLimit {
+    principal: String,
+    limit: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NodeLabels {
     capability: String,
     status: String,
@@ -84,6 +95,8 @@ struct Metrics {
     runs: Family<StatusLabel, Counter>,
     node_seconds: Histograms<NodeLabels>,
     requests: Family<MethodOutcome, Counter>,
+    http_queued: Family<PrincipalLabel, Gauge>,
+    http_refused: Family<PrincipalLimit, Counter>,
 }
 
 impl Metrics {
@@ -102,6 +115,8 @@ impl Metrics {
             runs: Family::default(),
             node_seconds: Family::new_with_constructor(latency),
             requests: Family::default(),
+            http_queued: Family::default(),
+            http_refused: Family::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -164,6 +179,16 @@ impl Metrics {
             "MCP requests from clients, by method and outcome (ok, tool_error, or the JSON-RPC error code)",
             m.requests.clone(),
         );
+        r.register(
+            "http_queued_requests",
+            "HTTP requests waiting for one of their principal's in-progress slots now (server.max_requests_per_principal), by principal",
+            m.http_queued.clone(),
+        );
+        r.register(
+            "http_refused_requests",
+            "HTTP requests refused with 429 at a per-principal bound, by principal and limit (queue_timeout, queue_full or streams)",
+            m.http_refused.clone(),
+        );
         m
     }
 }
@@ -213,6 +238,34 @@ pub fn request(method: &str, outcome: &str) {
         .get_or_create(&MethodOutcome {
             method: method.into(),
             outcome: outcome.into(),
+        })
+        .inc();
+}
+
+/// `delta` HTTP requests joined (+1) or left (-1) `principal`'s queue.
+pub fn http_queued(principal: &str, delta: i64) {
+    if let Some(o) = instruments() {
+        o.http_queued.add(delta, &attrs([("principal", principal)]));
+    }
+    METRICS
+        .http_queued
+        .get_or_create(&PrincipalLabel {
+            principal: principal.into(),
+        })
+        .inc_by(delta);
+}
+
+/// An HTTP request of `principal` refused at a per-principal bound.
+pub fn http_refused(principal: &str, limit: &str) {
+    if let Some(o) = instruments() {
+        o.http_refused
+            .add(1, &attrs([("principal", principal), ("limit", limit)]));
+    }
+    METRICS
+        .http_refused
+        .get_or_create(&PrincipalLimit {
+            principal: principal.into(),
+            limit: limit.into(),
         })
         .inc();
 }

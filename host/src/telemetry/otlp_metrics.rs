@@ -11,7 +11,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram, Meter, MeterProvider as _, ObservableGauge};
+use opentelemetry::metrics::{
+    Counter, Histogram, Meter, MeterProvider as _, ObservableGauge, UpDownCounter,
+};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 
@@ -30,6 +32,8 @@ pub(super) struct Instruments {
     pub reloads: Counter<u64>,
     pub runs: Counter<u64>,
     pub node_seconds: Histogram<f64>,
+    pub http_queued: UpDownCounter<i64>,
+    pub http_refused: Counter<u64>,
     _gauges: [ObservableGauge<u64>; 2],
 }
 
@@ -198,6 +202,14 @@ impl Instruments {
             ),
             reloads: counter("wf_config_reloads", "Config reloads by outcome"),
             runs: counter("wf_workflow_runs", "Workflow runs finished, by status"),
+            http_queued: m
+                .i64_up_down_counter("wf_http_queued_requests")
+                .with_description("HTTP requests waiting for a per-principal slot now")
+                .build(),
+            http_refused: counter(
+                "wf_http_refused_requests",
+                "HTTP requests refused at a per-principal bound, by principal and limit",
+            ),
             node_seconds: histogram(
                 "wf_workflow_node_duration_seconds",
                 "Time a workflow node took, by capability and status",
