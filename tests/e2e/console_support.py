@@ -69,11 +69,11 @@ def start_console(wf: Wf, extra_config: str = "", env: dict[str, str] | None = N
     return Console(wf=wf, server=server)
 
 
-def start_plain_console(wf: Wf, config: str = "") -> Console:
+def start_plain_console(wf: Wf, config: str = "", env: dict[str, str] | None = None) -> Console:
     """`wf serve --http` on loopback as a newcomer starts it: no token, the
     default `[admin]` (plus `config`)."""
     path = wf.write_config(config)
-    return Console(wf=wf, server=wf.start_http("127.0.0.1", None, "--config", str(path)))
+    return Console(wf=wf, server=wf.start_http("127.0.0.1", None, "--config", str(path), env=env))
 
 
 LINK_LINE = re.compile(r"^wf console: open (http://\S+/console/login\?token=([0-9a-f]+)) ", re.M)

@@ -113,7 +113,8 @@ def other_origin_page(html: str) -> Iterator[str]:
 
 
 async def test_the_printed_link_opens_the_console_and_the_sources_fill(wf: Wf) -> None:
-    console = start_plain_console(wf)
+    # The most verbose logging there is: the token must still show only once.
+    console = start_plain_console(wf, env={"WF_LOG": "trace", "WF_LOG_PAYLOADS": "true"})
     link, token = login_link(console)
     async with browser() as b:
         context = await new_context(b, 1280)
@@ -169,7 +170,8 @@ async def test_the_printed_link_opens_the_console_and_the_sources_fill(wf: Wf) -
         await narrow.locator("text=No runs match.").wait_for()
         await assert_no_error_or_spinner(narrow)
         await context.close()
-    # The token was printed once and is nowhere else in wf's output.
+    # The token was printed once and is nowhere else in wf's output, even
+    # at trace level with payload logging on.
     log = console.server.log.read_text()
     assert log.count(token) == 1, log
     assert "a browser signed in with the login link" in log, log
