@@ -27,12 +27,14 @@ import pytest
 
 from conftest import Wf, free_port
 from console_support import (
+    BEARER,
     UI_TIMEOUT_MS,
     Console,
     assert_no_error_or_spinner,
     browser,
     login_link,
     screenshot,
+    start_console,
     start_plain_console,
 )
 
@@ -116,6 +118,10 @@ async def test_the_printed_link_opens_the_console_and_the_sources_fill(wf: Wf) -
     # The most verbose logging there is: the token must still show only once.
     console = start_plain_console(wf, env={"WF_LOG": "trace", "WF_LOG_PAYLOADS": "true"})
     link, token = login_link(console)
+    # A HEAD (a link checker) does not spend the link.
+    async with httpx2.AsyncClient(timeout=30) as http:
+        r = await http.head(link, headers={"Connection": "close"})
+    assert r.status_code == 200 and "set-cookie" not in r.headers, r.headers
     async with browser() as b:
         context = await new_context(b, 1280)
         page = await new_page(context)
@@ -309,3 +315,30 @@ async def test_a_cross_origin_post_to_an_action_is_refused(wf: Wf) -> None:
         await screenshot(page, "signed-in-actions", 1280)
         await context.close()
     assert "cross-origin console request refused" in console.server.log.read_text()
+
+
+async def test_a_bearer_token_alone_sees_runs_and_is_told_why_not_sources(wf: Wf) -> None:
+    """Views need what listing them needs: with a bearer token but not the
+    admin token, Runs and Capabilities show; Sources says why it does not,
+    with no "Loading…" left, and its actions are disabled with the reason."""
+    console = start_console(wf)
+    async with browser() as b:
+        context = await new_context(b)
+        await context.add_init_script(f"sessionStorage.setItem('wf.bearer', {BEARER!r});")
+        page = await new_page(context)
+        await page.goto(f"{console.url}#/runs")
+        await page.locator("text=No runs match.").wait_for()
+        assert await page.locator("#who").inner_text() == "Signed in as default"
+        await page.goto(f"{console.url}#/capabilities")
+        await page.locator('details[data-capability="wf_std__template"]').wait_for()
+        await page.goto(f"{console.url}#/sources")
+        refused = page.locator("p[data-refused]")
+        await refused.wait_for()
+        assert "admin token" in await refused.inner_text(), await refused.inner_text()
+        assert "Loading…" not in await page.locator("main").inner_text()
+        assert await page.locator("#status.error").count() == 0
+        reload = page.locator("#reload")
+        assert await reload.get_attribute("aria-disabled") == "true"
+        assert "admin token" in (await reload.get_attribute("title") or "")
+        await screenshot(page, "bearer-only-sources", 1280)
+        await context.close()

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
@@ -56,7 +56,16 @@ pub fn link_line(bind: SocketAddr, token: &str, access: ConsoleAccess) -> String
 
 /// `GET /console/login?token=…`: a session cookie and 303 to `/console/`,
 /// or 303 to `/console/?login=used|expired|invalid|off` (the page says why).
-pub async fn login(State(c): State<Console>, headers: HeaderMap, uri: Uri) -> Response {
+pub async fn login(
+    State(c): State<Console>,
+    method: Method,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    // A HEAD (a link checker, a preview) must not spend the link.
+    if method == Method::HEAD {
+        return StatusCode::OK.into_response();
+    }
     let token = uri
         .query()
         .unwrap_or("")

@@ -544,6 +544,7 @@ async function route() {
   }
   if (!access.signed_in) { signInPage(); return; }
   loginRefused = "";
+  say("");
   try {
     if (tab === "runs" && path[1]) runPage(decodeURIComponent(path[1]));
     else await PAGES[tab]();
