@@ -1,12 +1,15 @@
-"""What the web console tests (test_console.py) share: a `wf serve --http` with
-a bearer token and an admin token, an MCP client carrying both, and headless
-Debian chromium driven by the Python `playwright` package (never a downloaded
-browser), with screenshots saved as CI artifacts."""
+"""What the web console tests (test_console*.py) share: a `wf serve --http` with
+a bearer token and an admin token (or with no token at all, signed in with the
+link it prints), an MCP client carrying both, and headless Debian chromium
+driven by the Python `playwright` package (never a downloaded browser), with
+screenshots saved as CI artifacts."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +67,34 @@ def start_console(wf: Wf, extra_config: str = "", env: dict[str, str] | None = N
         env={ADMIN_ENV: ADMIN, "WF_HTTP_TOKEN": BEARER, **(env or {})},
     )
     return Console(wf=wf, server=server)
+
+
+def start_plain_console(wf: Wf, config: str = "", env: dict[str, str] | None = None) -> Console:
+    """`wf serve --http` on loopback as a newcomer starts it: no token, the
+    default `[admin]` (plus `config`)."""
+    path = wf.write_config(config)
+    return Console(wf=wf, server=wf.start_http("127.0.0.1", None, "--config", str(path), env=env))
+
+
+LINK_LINE = re.compile(r"^wf console: open (http://\S+/console/login\?token=([0-9a-f]+)) ", re.M)
+
+
+def login_link(console: Console, timeout: float = 30.0) -> tuple[str, str]:
+    """The sign-in link `wf serve --http` printed on stderr, and its token."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = LINK_LINE.search(console.server.log.read_text(errors="replace"))
+        if m:
+            return m.group(1), m.group(2)
+        time.sleep(0.05)
+    pytest.fail(f"no sign-in link on wf's stderr within {timeout}s:\n{console.server.log.read_text()}")
+
+
+async def assert_no_error_or_spinner(page: Any) -> None:
+    """Nothing red, nothing still loading."""
+    assert await page.locator("#status.error").count() == 0, await page.locator("#status").inner_text()
+    assert await page.locator(".err[role=alert]").count() == 0
+    assert "Loading…" not in await page.locator("body").inner_text()
 
 
 @contextlib.asynccontextmanager

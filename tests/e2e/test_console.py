@@ -14,7 +14,16 @@ import pytest
 
 from admin_support import structured
 from conftest import Wf
-from console_support import WIDTHS, Console, browser, new_page, screenshot, start_console, wait_sources_ready
+from console_support import (
+    WIDTHS,
+    Console,
+    assert_no_error_or_spinner,
+    browser,
+    new_page,
+    screenshot,
+    start_console,
+    wait_sources_ready,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -172,24 +181,37 @@ async def test_the_api_and_stream_refuse_callers_without_the_tokens(wf: Wf) -> N
         page = await http.get("/console/")
         assert page.status_code == 200 and "wf console" in page.text
         assert "default-src 'none'" in page.headers["content-security-policy"]
-        # ... but no API call or stream is answered without both tokens.
-        for what, headers, status in [
-            ("no token", {}, 401),
-            ("bearer token only", console.auth(admin=False), 401),
-            ("wrong admin token", {**console.auth(admin=False), "X-Wf-Admin-Token": "x" * 30}, 401),
-            ("admin token only", console.auth(bearer=False), 401),
+        # ... but no API call or stream is answered without a token, and
+        # the admin surface's views and every action need the admin token
+        # too; the planner's views (runs, capabilities) need only what
+        # listing them over /mcp needs: the bearer token (issue #37).
+        admin_views = [
+            ("GET", "/console/api/sources"),
+            ("GET", "/console/api/plugins"),
+            ("POST", "/console/api/reload"),
+            ("POST", "/console/api/sources/refresh"),
+            ("POST", "/console/api/runs/run_x/cancel"),
+        ]
+        planner_views = [
+            ("GET", "/console/api/events"),
+            ("POST", "/console/api/runs"),
+            ("POST", "/console/api/capabilities"),
+        ]
+        for what, headers, refused in [
+            ("no token", {}, admin_views + planner_views),
+            ("bearer token only", console.auth(admin=False), admin_views),
+            ("wrong admin token", {**console.auth(admin=False), "X-Wf-Admin-Token": "x" * 30}, admin_views),
+            ("admin token only", console.auth(bearer=False), admin_views + planner_views),
         ]:
-            for method, path in [
-                ("GET", "/console/api/sources"),
-                ("GET", "/console/api/plugins"),
-                ("GET", "/console/api/events"),
-                ("POST", "/console/api/runs"),
-                ("POST", "/console/api/reload"),
-                ("POST", "/console/api/capabilities"),
-            ]:
+            for method, path in refused:
                 r = await http.request(method, path, headers={**headers, "Content-Type": "application/json"}, content="{}")
-                assert r.status_code == status, f"{what}: {method} {path} -> {r.status_code} {r.text}"
+                assert r.status_code == 401, f"{what}: {method} {path} -> {r.status_code} {r.text}"
                 assert "wf.std" not in r.text, f"{what}: {method} {path} leaked data: {r.text}"
+        for method, path in [("POST", "/console/api/runs"), ("POST", "/console/api/capabilities")]:
+            r = await http.request(method, path, headers=console.auth(admin=False), json={})
+            assert r.status_code == 200, f"bearer token only: {method} {path} -> {r.status_code} {r.text}"
+        async with http.stream("GET", "/console/api/events", headers=console.auth(admin=False)) as r:
+            assert r.status_code == 200, r.status_code
         r = await http.get("/console/api/sources", headers=console.auth(admin=False))
         assert "admin token" in r.json()["error"], r.text
         # A page of another origin is refused even with the tokens (403).
@@ -203,16 +225,20 @@ async def test_the_api_and_stream_refuse_callers_without_the_tokens(wf: Wf) -> N
         status = (await http.get("/console/api/status", headers=console.auth())).json()
         assert status["last_reload"] is None, status
 
-    # In the browser, without tokens: refused, the token form opens; entered
-    # with the keyboard, the sources render.
+    # In the browser, without tokens: the page says how to get in (the
+    # printed link, or a bearer token) and opens the token form, with no
+    # error; the tokens entered with the keyboard, the sources render.
     async with browser() as b:
         page = await new_page(b, 1280)
         await page.goto(console.url)
-        await page.locator("#status.error").wait_for()
-        assert "Refused" in await page.locator("#status").inner_text()
+        how = page.locator("#signin-how")
+        await how.wait_for()
+        assert "wf console: open" in await how.inner_text() and "bearer token" in await how.inner_text()
         assert await page.locator("#tokens").is_visible()
+        await assert_no_error_or_spinner(page)
         assert await page.locator('tr[data-source="wf.std"]').count() == 0
         await screenshot(page, "tokens", 1280)
+        await page.focus("#bearer-token")
         await page.keyboard.type(console.auth()["Authorization"][len("Bearer ") :])
         await page.keyboard.press("Tab")
         await page.keyboard.type(console.auth()["X-Wf-Admin-Token"])

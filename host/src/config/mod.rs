@@ -300,6 +300,10 @@ pub struct AdminConfig {
     /// carries credentials (`command`, `env`, `headers`, `${VAR}`, ...).
     #[serde(default)]
     pub allow_process_sources: bool,
+    /// What the web console's sign-in link grants: "read" (default),
+    /// "actions" (also refresh, reload, cancel) or "off" (no link printed).
+    #[serde(default)]
+    pub console: ConsoleAccess,
 }
 
 impl Default for AdminConfig {
@@ -309,8 +313,23 @@ impl Default for AdminConfig {
             over_http: None,
             token: None,
             allow_process_sources: false,
+            console: ConsoleAccess::default(),
         }
     }
+}
+
+/// What a browser signed in to the web console with the link `wf serve
+/// --http` prints may do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConsoleAccess {
+    /// No link is printed; the console takes bearer tokens only.
+    Off,
+    /// See sources, plugins, capabilities and runs.
+    #[default]
+    Read,
+    /// Also refresh sources, reload the config and cancel runs.
+    Actions,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

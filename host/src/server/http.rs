@@ -224,6 +224,7 @@ pub async fn serve_http(
         direct,
         limits,
     ));
+    let logins = Arc::new(super::console::logins::Logins::default());
     let metrics =
         super::metrics_route::router(app.clone(), g.clone(), &app.config.config.telemetry)?;
     let router = axum::Router::new()
@@ -235,12 +236,23 @@ pub async fn serve_http(
         .merge(super::console::router(
             app.clone(),
             console_surfaces,
-            g,
-            shutdown.clone(),
-            ping,
-            opts.max_console_streams_per_principal,
+            super::console::ConsoleOptions {
+                guard: g,
+                logins: logins.clone(),
+                bind: local,
+                shutdown: shutdown.clone(),
+                ping,
+                max_streams_per_principal: opts.max_console_streams_per_principal,
+            },
         ));
     tracing::info!("listening on http://{local}/mcp");
+    let console = app.config.config.admin.console;
+    if console != crate::config::ConsoleAccess::Off {
+        // Printed, not logged: the token must reach the operator's terminal
+        // and nothing else (no log file, no exported span or log record).
+        let token = logins.mint_link(std::time::Instant::now());
+        eprintln!("{}", super::console::link_line(local, &token, console));
+    }
     connections::serve(
         listener,
         router,

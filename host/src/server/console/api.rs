@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use wf_plugin_api::CallResult;
 
 use super::Console;
-use super::access::refused;
+use super::access::{Kind, refused};
+use super::viewer::Viewer;
 use crate::app::App;
 use crate::server::Principal;
 use crate::surfaces::admin::ADMIN_SOURCE;
@@ -31,8 +32,18 @@ fn answer(r: CallResult) -> Response {
     (status, Json(r.structured_content.unwrap_or(Value::Null))).into_response()
 }
 
-async fn admin_call(c: &Console, h: &HeaderMap, p: Principal, name: &str, args: Value) -> Response {
-    let caller = match c.admit(h, p, ADMIN_SOURCE, name) {
+/// Who asks, as the guard admitted them.
+type Who = (Viewer, Principal);
+
+async fn admin_call(
+    c: &Console,
+    h: &HeaderMap,
+    (v, p): Who,
+    name: &str,
+    args: Value,
+    kind: Kind,
+) -> Response {
+    let caller = match c.admit(v, h, &p, ADMIN_SOURCE, name, kind) {
         Ok(caller) => caller,
         Err(r) => return *r,
     };
@@ -45,11 +56,12 @@ async fn admin_call(c: &Console, h: &HeaderMap, p: Principal, name: &str, args: 
 async fn planner_call(
     c: &Console,
     h: &HeaderMap,
-    p: Principal,
+    (v, p): Who,
     name: &str,
     args: Value,
+    kind: Kind,
 ) -> Response {
-    if let Err(r) = c.admit(h, p.clone(), PLANNER_SOURCE, name) {
+    if let Err(r) = c.admit(v, h, &p, PLANNER_SOURCE, name, kind) {
         return *r;
     }
     let planner = &c.surfaces.planner;
@@ -58,21 +70,29 @@ async fn planner_call(
 
 /// An endpoint that is one admin tool called without arguments
 /// (`status`, `list_sources`, `list_plugins`, `reload`).
+#[allow(clippy::type_complexity)]
 pub fn admin_tool(
     tool: &'static str,
-) -> impl Fn(State<Console>, Extension<Principal>, HeaderMap) -> BoxFuture<'static, Response>
+    kind: Kind,
+) -> impl Fn(
+    State<Console>,
+    Extension<Viewer>,
+    Extension<Principal>,
+    HeaderMap,
+) -> BoxFuture<'static, Response>
 + Clone
 + Send
 + Sync
 + 'static {
-    move |State(c), Extension(p), h| {
-        Box::pin(async move { admin_call(&c, &h, p, tool, json!({})).await })
+    move |State(c), Extension(v), Extension(p), h| {
+        Box::pin(async move { admin_call(&c, &h, (v, p), tool, json!({}), kind).await })
     }
 }
 
 /// `{"source": name}` refreshes one source; `{}` all of them.
 pub async fn refresh(
     State(c): State<Console>,
+    Extension(v): Extension<Viewer>,
     Extension(p): Extension<Principal>,
     h: HeaderMap,
     Json(args): Json<Value>,
@@ -81,7 +101,7 @@ pub async fn refresh(
         Some(s) => json!({"source": s}),
         None => json!({}),
     };
-    admin_call(&c, &h, p, "refresh_catalog", args).await
+    admin_call(&c, &h, (v, p), "refresh_catalog", args, Kind::Action).await
 }
 
 /// `{"query": "words", "kind": "tool"|"prompt"|"resource"|"resource_template"}`:
@@ -89,11 +109,12 @@ pub async fn refresh(
 /// schemas; every word must occur in the name, source or description.
 pub async fn capabilities(
     State(c): State<Console>,
+    Extension(v): Extension<Viewer>,
     Extension(p): Extension<Principal>,
     h: HeaderMap,
     Json(args): Json<Value>,
 ) -> Response {
-    if let Err(r) = c.admit(&h, p.clone(), PLANNER_SOURCE, "list_capabilities") {
+    if let Err(r) = c.admit(v, &h, &p, PLANNER_SOURCE, "list_capabilities", Kind::Read) {
         return *r;
     }
     let words: Vec<String> = args
@@ -157,6 +178,7 @@ pub async fn capabilities(
 /// workflow or principal contains every word.
 pub async fn runs(
     State(c): State<Console>,
+    Extension(v): Extension<Viewer>,
     Extension(p): Extension<Principal>,
     h: HeaderMap,
     Json(args): Json<Value>,
@@ -170,7 +192,7 @@ pub async fn runs(
     {
         list["status"] = json!(s);
     }
-    let r = planner_call(&c, &h, p, "list_runs", list).await;
+    let r = planner_call(&c, &h, (v, p), "list_runs", list, Kind::Read).await;
     let words: Vec<String> = args
         .get("query")
         .and_then(Value::as_str)
@@ -206,11 +228,12 @@ pub async fn runs(
 /// One run with its node records and its workflow's graph.
 pub async fn run(
     State(c): State<Console>,
+    Extension(v): Extension<Viewer>,
     Extension(p): Extension<Principal>,
     h: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    if let Err(r) = c.admit(&h, p.clone(), PLANNER_SOURCE, "get_run") {
+    if let Err(r) = c.admit(v, &h, &p, PLANNER_SOURCE, "get_run", Kind::Read) {
         return *r;
     }
     let r = c
@@ -254,9 +277,18 @@ fn stored_graph(app: &App, origin: &Value) -> Option<Value> {
 
 pub async fn cancel(
     State(c): State<Console>,
+    Extension(v): Extension<Viewer>,
     Extension(p): Extension<Principal>,
     h: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    planner_call(&c, &h, p, "cancel_run", json!({"run_id": id})).await
+    planner_call(
+        &c,
+        &h,
+        (v, p),
+        "cancel_run",
+        json!({"run_id": id}),
+        Kind::Action,
+    )
+    .await
 }

@@ -2,14 +2,20 @@
 //! JS compiled into the binary; no CDN, no build step) and its JSON API under
 //! `/console/api/`. The page loads behind the Host/Origin checks only (a
 //! browser cannot send a bearer token when navigating) and holds no data;
-//! every API call and the event stream pass the same guard as `/mcp` (Host,
-//! Origin, bearer token) and then the admin surface's access rules.
+//! every API call and the event stream pass Host/Origin, then need a
+//! viewer: a bearer token as for `/mcp`, or the session cookie of the
+//! login link `wf serve --http` prints (same-origin requests only), and
+//! then the access rules of `access`.
 
 mod access;
 mod api;
+pub mod logins;
+mod signin;
 mod stream;
 mod stream_slots;
+mod viewer;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,9 +26,12 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use tokio_util::sync::CancellationToken;
 
+use access::Kind::{Action, Read};
+
 use super::Surfaces;
-use super::http_guard::{HttpGuard, guard, guard_host_origin};
+use super::http_guard::{HttpGuard, guard_host_origin};
 use crate::app::App;
+pub use signin::link_line;
 
 const INDEX: &str = include_str!("assets/index.html");
 const CSS: &str = include_str!("assets/console.css");
@@ -40,23 +49,37 @@ pub struct Console {
     ping: Duration,
     /// Event streams open per principal.
     streams: Arc<stream_slots::StreamSlots>,
+    /// Host/Origin lists and bearer tokens, as for `/mcp`.
+    guard: Arc<HttpGuard>,
+    /// Login links and the sessions they opened.
+    logins: Arc<logins::Logins>,
+    /// The session cookie's name.
+    cookie: Arc<str>,
+}
+
+/// What the console's routes are built from besides the app.
+pub struct ConsoleOptions {
+    pub guard: Arc<HttpGuard>,
+    pub logins: Arc<logins::Logins>,
+    /// The bound address (the cookie is named for its port).
+    pub bind: SocketAddr,
+    pub shutdown: CancellationToken,
+    pub ping: Duration,
+    pub max_streams_per_principal: usize,
 }
 
 /// The console's routes, each behind its guard.
-pub fn router(
-    app: Arc<App>,
-    surfaces: Surfaces,
-    g: Arc<HttpGuard>,
-    shutdown: CancellationToken,
-    ping: Duration,
-    max_streams_per_principal: usize,
-) -> Router {
+pub fn router(app: Arc<App>, surfaces: Surfaces, o: ConsoleOptions) -> Router {
+    let g = o.guard.clone();
     let console = Console {
         app,
         surfaces,
-        shutdown,
-        ping,
-        streams: Arc::new(stream_slots::StreamSlots::new(max_streams_per_principal)),
+        shutdown: o.shutdown,
+        ping: o.ping,
+        streams: Arc::new(stream_slots::StreamSlots::new(o.max_streams_per_principal)),
+        guard: o.guard,
+        logins: o.logins,
+        cookie: signin::cookie_name(o.bind).into(),
     };
     let pages = Router::new()
         .route(
@@ -76,20 +99,35 @@ pub fn router(
             get(|| async { asset(JS, "text/javascript; charset=utf-8") }),
         )
         .layer(from_fn_with_state(g.clone(), guard_host_origin));
+    // Answered without a viewer: signing in, and how to.
+    let signin = Router::new()
+        .route("/console/login", get(signin::login))
+        .route("/console/api/access", get(signin::access))
+        .with_state(console.clone())
+        .layer(from_fn_with_state(g, guard_host_origin));
     let api = Router::new()
-        .route("/console/api/status", get(api::admin_tool("status")))
-        .route("/console/api/sources", get(api::admin_tool("list_sources")))
+        .route("/console/api/status", get(api::admin_tool("status", Read)))
+        .route(
+            "/console/api/sources",
+            get(api::admin_tool("list_sources", Read)),
+        )
         .route("/console/api/sources/refresh", post(api::refresh))
-        .route("/console/api/reload", post(api::admin_tool("reload")))
-        .route("/console/api/plugins", get(api::admin_tool("list_plugins")))
+        .route(
+            "/console/api/reload",
+            post(api::admin_tool("reload", Action)),
+        )
+        .route(
+            "/console/api/plugins",
+            get(api::admin_tool("list_plugins", Read)),
+        )
         .route("/console/api/capabilities", post(api::capabilities))
         .route("/console/api/runs", post(api::runs))
         .route("/console/api/runs/{id}", get(api::run))
         .route("/console/api/runs/{id}/cancel", post(api::cancel))
         .route("/console/api/events", get(stream::events))
-        .with_state(console)
-        .layer(from_fn_with_state(g, guard));
-    pages.merge(api)
+        .with_state(console.clone())
+        .layer(from_fn_with_state(console, viewer::guard));
+    pages.merge(signin).merge(api)
 }
 
 /// An embedded asset, with headers that keep it from being framed or

@@ -16,7 +16,8 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Console;
-use super::access::refused;
+use super::access::{Kind, refused};
+use super::viewer::Viewer;
 use crate::server::Principal;
 use crate::surfaces::planner::PLANNER_SOURCE;
 
@@ -36,11 +37,12 @@ fn run_filter(uri: &Uri) -> Option<String> {
 
 pub async fn events(
     State(c): State<Console>,
+    Extension(v): Extension<Viewer>,
     Extension(p): Extension<Principal>,
     h: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Err(r) = c.admit(&h, p.clone(), PLANNER_SOURCE, "get_run") {
+    if let Err(r) = c.admit(v, &h, &p, PLANNER_SOURCE, "get_run", Kind::Read) {
         return *r;
     }
     // Held by the stream: its slot frees when the stream ends or is dropped.

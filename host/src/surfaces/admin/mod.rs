@@ -32,12 +32,16 @@ pub enum Caller {
         admin_token: Option<String>,
         principal: Principal,
     },
+    /// A web console request the console's own access rules admitted (a
+    /// browser signed in with the link `wf serve --http` printed, as the
+    /// operator: principal `local`).
+    Console,
 }
 
 impl Caller {
     pub fn principal(&self) -> Principal {
         match self {
-            Caller::Stdio => Principal::local(),
+            Caller::Stdio | Caller::Console => Principal::local(),
             Caller::Http { principal, .. } => principal.clone(),
         }
     }

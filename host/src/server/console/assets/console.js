@@ -3,6 +3,11 @@
 // with the tokens kept in sessionStorage; live run updates read from a
 // server-sent event stream through fetch (so it can carry the tokens).
 // Every text goes through textContent: nothing from the server is parsed as HTML.
+// Signing in: the link `wf serve --http` prints sets an HttpOnly session
+// cookie (the page never sees it); /console/api/access says what this viewer
+// may do, or how to get in. A viewer without access gets one paragraph saying
+// how, never an error and a spinner; actions it may not use are shown
+// disabled with the reason (title, and a note the button points to).
 "use strict";
 
 const API = "/console/api";
@@ -10,6 +15,17 @@ const SVG = "http://www.w3.org/2000/svg";
 const main = document.getElementById("main");
 const statusLine = document.getElementById("status");
 let pageAbort = null; // aborts the current page's requests and stream
+let access = null; // what /console/api/access said about this viewer
+// Why a login link was refused (the server's redirect says `?login=<why>`);
+// read once, then dropped from the address bar.
+const LOGIN_REFUSED = {
+  used: "That sign-in link was already used.",
+  expired: "That sign-in link has expired.",
+  invalid: "That sign-in link is not one this wf printed (wf restarted since, or the link is incomplete).",
+  off: "Sign-in links are off in this wf's config.",
+};
+let loginRefused = LOGIN_REFUSED[new URLSearchParams(location.search).get("login")] || "";
+if (location.search) history.replaceState(null, "", location.pathname + location.hash);
 
 // ---- small DOM helpers -------------------------------------------------
 function el(tag, attrs, ...kids) {
@@ -85,23 +101,92 @@ async function api(path, body) {
   if (!r.ok) throw new ApiError(r.status, data);
   return data;
 }
-function showTokens(why) {
+function showTokens(why, focus = true) {
   const box = document.getElementById("tokens");
   box.hidden = false;
   document.getElementById("tokens-button").setAttribute("aria-expanded", "true");
   if (why) document.getElementById("tokens-why").textContent = why;
   document.getElementById("bearer-token").value = tokens.bearer;
   document.getElementById("admin-token").value = tokens.admin;
-  document.getElementById("bearer-token").focus();
+  if (focus) document.getElementById("bearer-token").focus();
 }
+function explain(e) { return `${e.message}${e.body && e.body.hint ? ` (${e.body.hint})` : ""}`; }
 function failed(e) {
   if (e.name === "AbortError") return;
   if (e.status === 401) {
-    say(`Refused: ${e.message}. Enter the tokens.`, true);
-    showTokens(`Refused: ${e.message}${e.body && e.body.hint ? ` (${e.body.hint})` : ""}`);
+    say(`Not allowed: ${explain(e)}`);
+    recheck();
+  } else if (e.status === 403) {
+    say(`Not allowed: ${explain(e)}`);
   } else {
-    say(`Error: ${e.message}${e.body && e.body.hint ? ` (${e.body.hint})` : ""}`, true);
+    say(`Error: ${explain(e)}`, true);
   }
+}
+// What replaces a page's "Loading…" when its data cannot be shown: why,
+// in plain words (refusals are not errors), or the error.
+function problem(e) {
+  if (e.name === "AbortError") return null;
+  if (e.status === 401) recheck();
+  if (e.status === 403 || e.status === 401) {
+    return el("p", { class: "notice", "data-refused": "", text: `This view is not available to you: ${explain(e)}` });
+  }
+  return el("p", { class: "err", role: "alert", text: `Error: ${explain(e)}` });
+}
+// After a 401: signed out meanwhile (session ended) shows how to get in;
+// still signed in (a view needs the admin token) opens the token form.
+async function recheck() {
+  try { await loadAccess(); } catch { return; }
+  if (!access.signed_in) signInPage();
+  else showTokens(null, false);
+}
+// A page body: "Loading…" until `fill` resolves; what went wrong if it fails.
+async function loading(box, fill) {
+  box.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
+  try { await fill(); } catch (e) { const p = problem(e); if (p) box.replaceChildren(p); }
+}
+
+// ---- access ---------------------------------------------------------------
+async function loadAccess() {
+  const r = await fetch(`${API}/access`, { headers: headers() });
+  if (!r.ok) throw new ApiError(r.status, await r.json().catch(() => null));
+  access = await r.json();
+  // The token form only where a token can get in.
+  document.getElementById("tokens-button").hidden = !(access.tokens.bearer || access.tokens.admin);
+  const who = document.getElementById("who");
+  if (!access.signed_in) who.textContent = "Not signed in";
+  else if (access.via === "link") who.textContent = Object.values(access.actions).every((a) => a) ? "Signed in (read-only)" : "Signed in";
+  else who.textContent = `Signed in as ${access.principal}`;
+}
+// Why action `key` is not available to this viewer ("" when it is).
+function denied(key) { return (access && access.actions && access.actions[key]) || ""; }
+// A button for action `key`: usable, or marked disabled with the reason on
+// hover (title) and on focus (aria-describedby the note `noteId`, which
+// shows the reason). It stays focusable so the reason can be reached.
+function actionButton(key, attrs, noteId) {
+  const why = denied(key);
+  const b = el("button", Object.assign({ type: "button" }, attrs));
+  if (why) {
+    b.setAttribute("aria-disabled", "true");
+    b.title = why;
+    if (noteId) b.setAttribute("aria-describedby", noteId);
+    b.removeEventListener("click", attrs.onclick);
+    b.addEventListener("click", (e) => { e.preventDefault(); say(why); });
+  }
+  return b;
+}
+// The note that says why some actions are unavailable (null if none is).
+function actionsNote(id, keys) {
+  const reasons = [...new Set(keys.map(denied).filter(Boolean))];
+  return reasons.length ? el("p", { id, class: "note", text: `Not available: ${reasons.join("; ")}.` }) : null;
+}
+// The page for a viewer who is not signed in: one paragraph on how to get in.
+function signInPage() {
+  const box = el("section", { class: "notice", id: "signin", "aria-labelledby": "signin-title" },
+    el("h2", { id: "signin-title", text: "Sign in to use the console" }),
+    el("p", { id: "signin-how", text: [loginRefused || access.error, access.how].filter(Boolean).join(" ") }));
+  main.replaceChildren(box);
+  if (access.tokens && (access.tokens.bearer || access.tokens.admin)) showTokens(null, false);
+  say("");
 }
 
 // Reads `data:` events from the server-sent event stream at `path` until the
@@ -145,10 +230,10 @@ async function stream(path, onEvent) {
 
 // ---- pages ---------------------------------------------------------------
 async function sourcesPage() {
-  const refreshAll = el("button", { type: "button", onclick: () => act(() => api("/sources/refresh", {}), "Refreshed every source") , text: "Refresh all" });
-  const reload = el("button", { type: "button", onclick: () => act(() => api("/reload", {}), "Config reloaded"), text: "Reload config" });
-  const body = el("div", {}, el("p", { class: "muted", text: "Loading…" }));
-  main.replaceChildren(el("h2", { text: "Sources" }), el("div", { class: "row" }, refreshAll, reload), body);
+  const refreshAll = actionButton("refresh", { id: "refresh-all", onclick: () => act(() => api("/sources/refresh", {}), "Refreshed every source"), text: "Refresh all" }, "actions-why");
+  const reload = actionButton("reload", { id: "reload", onclick: () => act(() => api("/reload", {}), "Config reloaded"), text: "Reload config" }, "actions-why");
+  const body = el("div", {});
+  main.replaceChildren(el("h2", { text: "Sources" }), el("div", { class: "row" }, refreshAll, reload), actionsNote("actions-why", ["refresh", "reload"]), body);
   async function act(call, done) {
     try {
       say("Working…");
@@ -172,7 +257,7 @@ async function sourcesPage() {
         el("td", { text: s.calls_in_flight ?? "—" }),
         el("td", {}, when(s.last_discovery_at), s.discovery_ms != null ? el("span", { class: "muted", text: ` (${s.discovery_ms} ms)` }) : null),
         el("td", { class: "err", text: [s.error, ...(s.rejected || []).map((r) => typeof r === "string" ? r : json(r))].filter(Boolean).join("; ") || "—" }),
-        el("td", {}, s.enabled === false ? "—" : el("button", { type: "button", "aria-label": `Refresh ${s.name}`, onclick: () => act(() => api("/sources/refresh", { source: s.name }), `Refreshed ${s.name}`), text: "Refresh" })));
+        el("td", {}, s.enabled === false ? "—" : actionButton("refresh", { "aria-label": `Refresh ${s.name}`, onclick: () => act(() => api("/sources/refresh", { source: s.name }), `Refreshed ${s.name}`), text: "Refresh" }, "actions-why")));
     });
     const last = status.last_reload;
     body.replaceChildren(
@@ -180,12 +265,15 @@ async function sourcesPage() {
       el("p", { class: "muted" }, `wf ${status.version}, up ${duration(status.uptime_ms)}, config ${status.config_file || "—"}; last reload: `,
         last ? `${last.error ? `failed: ${last.error}` : "ok"}` : "none"));
   }
-  await load();
-  say("");
+  await loading(body, load);
 }
 
 async function pluginsPage() {
-  main.replaceChildren(el("h2", { text: "Plugins" }), el("p", { class: "muted", text: "Loading…" }));
+  const body = el("div", {});
+  main.replaceChildren(el("h2", { text: "Plugins" }), body);
+  await loading(body, () => pluginsBody(body));
+}
+async function pluginsBody(body) {
   const p = await api("/plugins");
   const supported = typeof p.supported_api === "string" ? p.supported_api : json(p.supported_api);
   const loaded = p.loaded.map((x) => el("tr", { "data-plugin": x.name },
@@ -193,8 +281,7 @@ async function pluginsPage() {
     el("td", { text: (x.kinds || []).join(", ") }), el("td", {}, el("code", { text: x.file }))));
   const refused = p.refused.map((x) => el("tr", { "data-refused": x.file },
     el("td", {}, el("code", { text: x.file })), el("td", { class: "err", text: x.reason })));
-  main.replaceChildren(
-    el("h2", { text: "Plugins" }),
+  body.replaceChildren(
     el("p", { class: "muted", text: `This wf loads plugin API versions ${supported}.` }),
     el("h2", { text: `Loaded (${loaded.length})` }),
     loaded.length ? table(["Plugin", "Version", "API version", "Kinds", "File"], loaded, "Loaded plugins") : el("p", { text: "None." }),
@@ -236,8 +323,9 @@ async function capabilitiesPage() {
           c.output_schema ? [el("h3", { text: "Output schema" }), el("pre", { text: json(c.output_schema) })] : null,
           c.arguments ? [el("h3", { text: "Arguments" }), el("pre", { text: json(c.arguments) })] : null))));
       say("");
-    } catch (e) { failed(e); }
+    } catch (e) { const p = problem(e); if (p) { count.textContent = ""; list.replaceChildren(p); } }
   }
+  list.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
   await search();
   q.focus();
 }
@@ -265,9 +353,11 @@ async function runsPage() {
         el("td", { class: "err", text: x.error || "" })));
       body.replaceChildren(rows.length ? table(["Run", "Workflow", "Status", "Principal", "Started", "Took", "Error"], rows, "Runs") : el("p", { text: "No runs match." }));
       say("");
-    } catch (e) { failed(e); }
+      return true;
+    } catch (e) { const p = problem(e); if (p) body.replaceChildren(p); return false; }
   }
-  await load();
+  body.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
+  if (!(await load())) return;
   // New and finished runs show up without a reload.
   let timer = null;
   stream("/events", (ev) => {
@@ -313,11 +403,13 @@ function layout(graph) {
 function runPage(id) {
   const state = { run: null, nodes: new Map(), graph: null, pending: null };
   const head = el("div", {});
-  const cancel = el("button", { type: "button", class: "danger", id: "cancel-run", hidden: true, text: "Cancel run", onclick: doCancel });
+  const cancel = actionButton("cancel", { class: "danger", id: "cancel-run", hidden: true, text: "Cancel run", onclick: doCancel }, "cancel-why");
   const graphBox = el("div", { class: "graph", id: "run-graph", role: "group", "aria-label": "Workflow graph: Tab to a node, Enter to show its details" });
   const legend = el("div", { class: "legend", "aria-hidden": "true" }, ["pending", "running", "succeeded", "failed", "skipped", "cancelled"].map(badge));
   const details = el("div", { id: "node-details" });
-  main.replaceChildren(el("p", {}, el("a", { href: "#/runs", text: "← Runs" })), head, el("div", { class: "row" }, cancel),
+  const cancelNote = actionsNote("cancel-why", ["cancel"]);
+  if (cancelNote) cancelNote.hidden = true;
+  main.replaceChildren(el("p", {}, el("a", { href: "#/runs", text: "← Runs" })), head, el("div", { class: "row" }, cancel), cancelNote,
     el("h2", { text: "Graph" }), legend, graphBox, el("h2", { text: "Nodes" }), details);
 
   async function doCancel() {
@@ -359,6 +451,7 @@ function runPage(id) {
         run.outputs ? [el("dt", { text: "Outputs" }), el("dd", {}, el("pre", { text: json(run.outputs) }))] : null));
     head.setAttribute("data-run-status", run.status);
     cancel.hidden = run.status !== "running";
+    if (cancelNote) cancelNote.hidden = cancel.hidden;
     drawGraph();
     renderDetails();
   }
@@ -425,7 +518,9 @@ function runPage(id) {
   }
   // Subscribe first, then load: nothing that happens in between is missed.
   stream(`/events?run=${encodeURIComponent(id)}`, (ev) => {
-    if (ev.type === "ready" || ev.type === "lagged" || ev.type === "run_finished") load().catch(failed);
+    if (ev.type === "ready" || ev.type === "lagged" || ev.type === "run_finished") {
+      load().catch((e) => { const p = problem(e); if (p) { head.replaceChildren(p); graphBox.replaceChildren(); details.replaceChildren(); } });
+    }
     else apply(ev);
   });
 }
@@ -442,9 +537,18 @@ async function route() {
   });
   document.title = `wf console: ${tab}`;
   try {
+    await loadAccess();
+  } catch (e) {
+    main.replaceChildren(el("p", { class: "err", role: "alert", text: `Error: cannot reach wf (${e.message})` }));
+    return;
+  }
+  if (!access.signed_in) { signInPage(); return; }
+  loginRefused = "";
+  say("");
+  try {
     if (tab === "runs" && path[1]) runPage(decodeURIComponent(path[1]));
     else await PAGES[tab]();
-  } catch (e) { failed(e); }
+  } catch (e) { const p = problem(e); if (p) main.replaceChildren(p); }
 }
 
 document.getElementById("tokens-form").addEventListener("submit", (e) => {
