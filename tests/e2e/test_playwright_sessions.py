@@ -46,7 +46,9 @@ def playwright_source(wf: Wf, playwright_mcp_bin: Path) -> dict[str, Any]:
     out = wf.root / "playwright-output"
     out.mkdir(exist_ok=True)
     args = ["--headless", "--no-sandbox", "--isolated", "--executable-path", str(CHROMIUM), "--output-dir", str(out)]
-    return {"command": str(playwright_mcp_bin), "args": args, "session": "client"}
+    # No `session` key: over HTTP a source that names a browser server gets
+    # one session per client by default (docs/operator-manual.md, "Session scopes").
+    return {"command": str(playwright_mcp_bin), "args": args}
 
 
 async def snapshot(c: Any) -> str:

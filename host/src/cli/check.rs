@@ -87,19 +87,8 @@ pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
         problems.extend(trial_problems(t, &origin, &key, sc));
     }
     // Warnings never fail the check: each is a choice an operator may make.
-    for w in crate::config::sizing::warnings(&config.config.server, &sources) {
-        let key = match w.key.strip_prefix("sources.") {
-            Some(rest)
-                if rest
-                    .split('.')
-                    .next()
-                    .is_some_and(|n| config.config.mcp_servers.contains_key(n)) =>
-            {
-                format!("mcpServers.{rest}")
-            }
-            _ => w.key,
-        };
-        eprintln!("{file}: {key}: warning: {}", w.message);
+    for w in crate::config::sizing::warnings(&config.config.server) {
+        eprintln!("{file}: {}: warning: {}", w.key, w.message);
     }
     if problems.is_empty() {
         println!(

@@ -1,10 +1,9 @@
-//! Limits that contradict each other, and sources that look stateful but
-//! are shared: warnings for `wf check` and for `wf serve --http` at start.
-//! None of them stops wf; each names the keys to change and why.
+//! Limits that contradict each other: warnings for `wf check` and for
+//! `wf serve --http` at start. None of them stops wf; each names the keys
+//! to change and why. Also which sources look stateful, for the default
+//! session scope (`sources::sessions`).
 
-use std::collections::BTreeMap;
-
-use super::{ServerConfig, SessionScope, SourceConfig};
+use super::{ServerConfig, SourceConfig};
 
 /// One warning: the config key it is about, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,9 +36,8 @@ pub fn looks_stateful(sc: &SourceConfig) -> bool {
     STATEFUL_MARKERS.iter().any(|m| said.contains(m))
 }
 
-/// Every warning for this server config and these sources (keys as
-/// `server.X` and `sources.NAME.X`).
-pub fn warnings(server: &ServerConfig, sources: &BTreeMap<String, SourceConfig>) -> Vec<Warning> {
+/// Every warning for this server config (keys as `server.X`).
+pub fn warnings(server: &ServerConfig) -> Vec<Warning> {
     let mut out = Vec::new();
     let mut warn = |key: &str, message: String| {
         out.push(Warning {
@@ -92,33 +90,6 @@ pub fn warnings(server: &ServerConfig, sources: &BTreeMap<String, SourceConfig>)
             ),
         );
     }
-    for (name, sc) in sources.iter().filter(|(_, sc)| sc.enabled) {
-        let scope = sc.session.unwrap_or(SessionScope::Shared);
-        let max = sc
-            .max_sessions
-            .unwrap_or(crate::sources::sessions::DEFAULT_MAX_SESSIONS);
-        if scope == SessionScope::Client && max < server.max_sessions {
-            warn(
-                &format!("sources.{name}.max_sessions"),
-                format!(
-                    "{max} sessions (one per client: session = \"client\") but \
-                     server.max_sessions lets {} clients connect over HTTP: clients past {max} \
-                     get an error from this source until one disconnects or idles out",
-                    server.max_sessions
-                ),
-            );
-        }
-        if scope == SessionScope::Shared && looks_stateful(sc) {
-            warn(
-                &format!("sources.{name}.session"),
-                "looks like a server that keeps state per client (a browser), and every \
-                 client shares its one session (the default, \"shared\"): over HTTP one \
-                 client's pages, cookies and logins would be the others'; set \
-                 session = \"client\" (or \"principal\") to isolate them"
-                    .to_owned(),
-            );
-        }
-    }
     out
 }
 
@@ -134,20 +105,13 @@ mod tests {
         SourceConfig::new("mcp", settings)
     }
 
-    fn keys(server: &ServerConfig, sources: &[(&str, SourceConfig)]) -> Vec<String> {
-        let sources = sources
-            .iter()
-            .map(|(n, s)| (n.to_string(), s.clone()))
-            .collect();
-        warnings(server, &sources)
-            .into_iter()
-            .map(|w| w.key)
-            .collect()
+    fn keys(server: &ServerConfig) -> Vec<String> {
+        warnings(server).into_iter().map(|w| w.key).collect()
     }
 
     #[test]
     fn the_defaults_do_not_contradict_each_other() {
-        assert_eq!(keys(&ServerConfig::default(), &[]), Vec::<String>::new());
+        assert_eq!(keys(&ServerConfig::default()), Vec::<String>::new());
     }
 
     #[test]
@@ -160,28 +124,13 @@ mod tests {
             ..ServerConfig::default()
         };
         assert_eq!(
-            keys(&server, &[]),
+            keys(&server),
             [
                 "server.max_streams_per_principal",
                 "server.max_connections",
                 "server.max_requests_per_principal",
                 "server.queue_wait_ms"
             ]
-        );
-    }
-
-    #[test]
-    fn a_shared_browser_and_a_small_client_bound_are_named() {
-        let pw = mcp(json!({"command": "npx", "args": ["@playwright/mcp", "--headless"]}));
-        let mut isolated = pw.clone();
-        isolated.session = Some(SessionScope::Client);
-        let echo = mcp(json!({"command": "mcp-server-everything"}));
-        assert_eq!(
-            keys(
-                &ServerConfig::default(),
-                &[("pw", pw), ("iso", isolated), ("echo", echo)]
-            ),
-            ["sources.iso.max_sessions", "sources.pw.session"]
         );
     }
 

@@ -267,7 +267,8 @@ async fn with_progress_and_cancel<T>(
 
 impl ServerHandler for WfServer {
     async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
-        let caller = session_route::notifying_caller(&self.session_client, &self.ended, &context);
+        let caller =
+            session_route::notifying_caller(self.http, &self.session_client, &self.ended, &context);
         super::roots::list_changed(&self.app, &caller, &self.roots).await;
     }
 

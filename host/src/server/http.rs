@@ -163,9 +163,17 @@ pub async fn serve_http(
     opts.check()?;
     check_admin_token(&app.config.config.admin)?;
     connections::fit_open_files(opts.connections.max_connections);
-    let sources = app.config.sources().unwrap_or_default();
-    for w in crate::config::sizing::warnings(&app.config.config.server, &sources) {
+    for w in crate::config::sizing::warnings(&app.config.config.server) {
         tracing::warn!(key = %w.key, "{} (wf check says the same)", w.message);
+    }
+    for (name, sc) in app.config.sources().unwrap_or_default() {
+        if sc.session.is_none() && crate::config::sizing::looks_stateful(&sc) {
+            tracing::info!(
+                source = %name,
+                "each HTTP client gets its own session of this source: it looks like a \
+                 browser server, which keeps state per client (set session = \"shared\" to share one)"
+            );
+        }
     }
     let listener = tokio::net::TcpListener::bind(opts.bind)
         .await

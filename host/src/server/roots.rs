@@ -38,7 +38,7 @@ pub async fn list_changed(app: &App, caller: &SessionCaller, askers: &RootsAsker
         let Some(handle) = entry.handle.clone() else {
             continue;
         };
-        let policy = app.sessions.policy(&handle.name);
+        let policy = app.sessions.policy(&handle.name, caller.http);
         let leases: Vec<Option<String>> = match policy.scope {
             SessionScope::Shared if askers.contains(&entry.name) => vec![None],
             SessionScope::Shared => Vec::new(),

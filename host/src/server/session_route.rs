@@ -85,12 +85,14 @@ pub fn caller(
         principal,
         client,
         gone,
+        http,
     })
 }
 
 /// The caller behind a client's notification: its connection (a notification
 /// carries no session handle).
 pub fn notifying_caller(
+    http: bool,
     client: &str,
     ended: &CancellationToken,
     context: &rmcp::service::NotificationContext<RoleServer>,
@@ -102,6 +104,7 @@ pub fn notifying_caller(
             .to_string(),
         client: Some(client.to_string()),
         gone: Some(ended.clone()),
+        http,
     }
 }
 

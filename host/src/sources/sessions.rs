@@ -36,6 +36,8 @@ pub struct SessionCaller {
     pub client: Option<String>,
     /// Cancelled when a connection client goes away (None for handles).
     pub gone: Option<CancellationToken>,
+    /// Served over HTTP (decides the default scope of a stateful-looking source).
+    pub http: bool,
 }
 
 tokio::task_local! {
@@ -58,6 +60,8 @@ struct Configured {
     scope: Option<SessionScope>,
     idle_ms: Option<u64>,
     max: Option<usize>,
+    /// The source names a server that keeps state per client (a browser).
+    looks_stateful: bool,
 }
 
 /// Unused sessions are closed after this long unless the source says otherwise.
@@ -78,16 +82,22 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The source's configured policy; an unset scope is `shared`, over
-    /// stdio and HTTP alike. wf cannot tell whether an upstream keeps state
-    /// per client, and one upstream process per client costs a process (tens
-    /// of MB) per connected client for every stateless server; so the
-    /// operator says which upstreams need isolation (`session = "client"`
-    /// or `"principal"`), and `wf check` names the ones that look stateful
-    /// ([`looks_stateful`]).
-    fn resolve(config: Configured) -> Self {
+    /// The source's configured policy. An unset scope is `shared`, over
+    /// stdio and HTTP alike, except over HTTP for a source that names a
+    /// browser automation server (`config::sizing::looks_stateful`), which
+    /// is `client`. wf cannot tell whether an upstream keeps state per
+    /// client, and one upstream process per client costs tens of MB per
+    /// connected client for every stateless server; so isolation is the
+    /// default only where the source says what it is, and the operator sets
+    /// `session` for any other stateful upstream.
+    fn resolve(config: Configured, http: bool) -> Self {
+        let default = if http && config.looks_stateful {
+            SessionScope::Client
+        } else {
+            SessionScope::Shared
+        };
         Self {
-            scope: config.scope.unwrap_or(SessionScope::Shared),
+            scope: config.scope.unwrap_or(default),
             idle: Duration::from_millis(config.idle_ms.unwrap_or(DEFAULT_IDLE_MS)),
             max: config.max.unwrap_or(DEFAULT_MAX_SESSIONS),
         }
@@ -217,14 +227,15 @@ impl SessionTable {
                     scope: sc.session,
                     idle_ms: sc.session_idle_ms,
                     max: sc.max_sessions,
+                    looks_stateful: crate::config::sizing::looks_stateful(sc),
                 };
                 (name.clone(), c)
             })
             .collect();
     }
 
-    /// The session policy of a source.
-    pub fn policy(&self, source: &str) -> Policy {
+    /// The session policy of a source, for a caller over HTTP or stdio.
+    pub fn policy(&self, source: &str, http: bool) -> Policy {
         let c = self
             .configured
             .read()
@@ -232,7 +243,7 @@ impl SessionTable {
             .get(source)
             .copied()
             .unwrap_or_default();
-        Policy::resolve(c)
+        Policy::resolve(c, http)
     }
 
     /// The session `caller`'s call on `handle`'s source uses: None when the
@@ -242,7 +253,7 @@ impl SessionTable {
         caller: &SessionCaller,
         handle: &Arc<SourceHandle>,
     ) -> Result<Option<SessionUse>, SessionError> {
-        let policy = self.policy(&handle.name);
+        let policy = self.policy(&handle.name, caller.http);
         let (client, gone) = match policy.scope {
             SessionScope::Shared => return Ok(None),
             SessionScope::Principal => (None, None),
@@ -566,17 +577,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_scope_is_shared_and_a_set_one_wins() {
-        assert_eq!(
-            Policy::resolve(Configured::default()).scope,
-            SessionScope::Shared
-        );
+    fn the_default_scope_is_shared_but_client_for_a_browser_over_http() {
+        let unset = Configured::default();
+        let browser = Configured {
+            looks_stateful: true,
+            ..unset
+        };
+        let scope = |c, http| Policy::resolve(c, http).scope;
+        assert_eq!(scope(unset, true), SessionScope::Shared);
+        assert_eq!(scope(unset, false), SessionScope::Shared);
+        assert_eq!(scope(browser, true), SessionScope::Client);
+        assert_eq!(scope(browser, false), SessionScope::Shared);
         let set = Configured {
             scope: Some(SessionScope::Principal),
             idle_ms: Some(5),
             max: Some(2),
+            looks_stateful: true,
         };
-        let p = Policy::resolve(set);
+        let p = Policy::resolve(set, false);
         assert_eq!(
             (p.scope, p.idle, p.max),
             (SessionScope::Principal, Duration::from_millis(5), 2)
