@@ -243,6 +243,16 @@ impl App {
         self.projector.projection_ready().await
     }
 
+    /// The projection to look tool `name` up in (see [`Projector::projection_for_tool`]).
+    pub async fn projection_for_tool(&self, name: &str) -> Arc<Projection> {
+        self.projector.projection_for_tool(name).await
+    }
+
+    /// The projection to look prompt `name` up in (see [`Projector::projection_for_prompt`]).
+    pub async fn projection_for_prompt(&self, name: &str) -> Arc<Projection> {
+        self.projector.projection_for_prompt(name).await
+    }
+
     /// The projection with each source's live listings (see [`Projector::live_projection`]).
     pub async fn live_projection(&self) -> Arc<Projection> {
         self.projector.live_projection().await

@@ -1,5 +1,15 @@
 //! Discovery: a one-shot session lists everything, then closes. It never
 //! touches the persistent runtime, so it cannot disturb a stateful session.
+//!
+//! The catalog is returned as soon as the listing is done; the session is
+//! closed in the background. Closing a stdio upstream is the MCP shutdown
+//! (stdin closed, up to 3 s for it to exit, SIGTERM, SIGKILL), and some
+//! upstreams do not exit on their own: server-everything asks the client for
+//! its roots 350 ms after `initialized` and waits on that request, so a
+//! discovery that waited for the exit took 3.3 s where the listing took
+//! 0.3 s (docs/benchmarks.md, "Start-up with real upstreams"). The process
+//! still goes: the background close ends it, and a source's shutdown kills
+//! whatever of its upstreams is left (`stdio::kill_leftovers`).
 
 use rmcp::model::PaginatedRequestParams;
 use wf_plugin_api::{Catalog, NodeSpec, PluginError};
@@ -11,9 +21,12 @@ use crate::pages::{ListError, all_pages};
 use crate::runtime::convert;
 
 pub async fn discover(source: &str, config: &McpConfig) -> Result<Catalog, PluginError> {
-    let session = open(source, config, McpClient::new(None)).await?;
+    let client = McpClient::one_shot().with_log(source, None);
+    let session = open(source, config, client).await?;
     let result = list_everything(source, &session, config).await;
-    let _ = session.cancel().await;
+    tokio::spawn(async move {
+        let _ = session.cancel().await;
+    });
     result
 }
 
@@ -93,4 +106,58 @@ fn node_spec(tool: &wf_plugin_api::Tool) -> NodeSpec {
     )
     .side_effects(!read_only)
     .stateful(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// An upstream like server-everything: asks for the client's roots after
+    /// `initialized`, answers tools/list once it has them, and does not exit
+    /// when its stdin closes (it notes the close, and a SIGTERM, in `$OUT`).
+    const UPSTREAM: &str = r#"
+trap 'echo terminated >> "$OUT"; exit 0' TERM
+read -r line
+echo '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}'
+read -r line
+echo '{"jsonrpc":"2.0","id":"r1","method":"roots/list"}'
+list=""; roots=""
+while read -r line; do
+  case "$line" in
+    *'"method":"tools/list"'*) list=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p') ;;
+    *'"id":"r1"'*) roots=1; echo "$line" >> "$OUT" ;;
+  esac
+  if [ -n "$list" ] && [ -n "$roots" ]; then
+    echo '{"jsonrpc":"2.0","id":'"$list"',"result":{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}}'
+    list=""
+  fi
+done
+echo "stdin closed" >> "$OUT"
+while :; do sleep 1; done
+"#;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn discovery_answers_roots_and_does_not_wait_for_the_exit() {
+        let dir = std::env::temp_dir().join(format!("wf-discovery-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("out");
+        let _ = std::fs::remove_file(&out);
+        let config = McpConfig::parse(
+            "t",
+            &json!({"command": "/bin/sh", "args": ["-c", UPSTREAM],
+                    "env": {"OUT": out.to_str().unwrap()}}),
+        )
+        .unwrap();
+        let catalog = discover("t", &config).await.unwrap();
+        assert_eq!(catalog.tools.len(), 1);
+        // Returned before the close went as far as SIGTERM (3 s after stdin
+        // closed): the catalog did not wait for the upstream to exit.
+        let seen = std::fs::read_to_string(&out).unwrap_or_default();
+        assert!(!seen.contains("terminated"), "{seen}");
+        let answer: serde_json::Value =
+            serde_json::from_str(seen.lines().next().unwrap()).unwrap();
+        assert_eq!(answer["result"], json!({"roots": []}), "{seen}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
