@@ -30,6 +30,9 @@ pub async fn discover(source: &str, config: &McpConfig) -> Result<Catalog, Plugi
     result
 }
 
+/// Tools, prompts, resources and templates, each listed only when the
+/// upstream declares it, the four at once: a first discovery is on the path
+/// to a client's first list, and rmcp multiplexes requests on the session.
 async fn list_everything(
     source: &str,
     session: &crate::opener::Session,
@@ -44,45 +47,61 @@ async fn list_everything(
         ListError::Bound(e) => e,
     };
     let params = |cursor| Some(PaginatedRequestParams::default().with_cursor(cursor));
-    let mut catalog = Catalog::default();
-    if caps.tools.is_some() {
-        let tools = all_pages(source, "tools", |c| async move {
+    let tools = async {
+        if caps.tools.is_none() {
+            return Ok(Vec::new());
+        }
+        all_pages(source, "tools", |c| async move {
             let r = session.list_tools(params(c)).await?;
             Ok((r.tools, r.next_cursor))
         })
         .await
-        .map_err(|e| fail("tools", e))?;
-        let tools: Vec<wf_plugin_api::Tool> = convert(tools)?;
-        for tool in tools.into_iter().filter(|t| config.tool_visible(&t.name)) {
-            catalog.node_specs.push(node_spec(&tool));
-            catalog.tools.push(tool);
+        .map_err(|e| fail("tools", e))
+    };
+    let prompts = async {
+        if caps.prompts.is_none() {
+            return Ok(Vec::new());
         }
-    }
-    if caps.prompts.is_some() {
-        let prompts = all_pages(source, "prompts", |c| async move {
+        all_pages(source, "prompts", |c| async move {
             let r = session.list_prompts(params(c)).await?;
             Ok((r.prompts, r.next_cursor))
         })
         .await
-        .map_err(|e| fail("prompts", e))?;
-        catalog.prompts = convert(prompts)?;
-    }
-    if caps.resources.is_some() {
-        let resources = all_pages(source, "resources", |c| async move {
+        .map_err(|e| fail("prompts", e))
+    };
+    let resources = async {
+        if caps.resources.is_none() {
+            return Ok(Vec::new());
+        }
+        all_pages(source, "resources", |c| async move {
             let r = session.list_resources(params(c)).await?;
             Ok((r.resources, r.next_cursor))
         })
         .await
-        .map_err(|e| fail("resources", e))?;
-        catalog.resources = convert(resources)?;
-        let templates = all_pages(source, "resource templates", |c| async move {
+        .map_err(|e| fail("resources", e))
+    };
+    let templates = async {
+        if caps.resources.is_none() {
+            return Ok(Vec::new());
+        }
+        all_pages(source, "resource templates", |c| async move {
             let r = session.list_resource_templates(params(c)).await?;
             Ok((r.resource_templates, r.next_cursor))
         })
         .await
-        .map_err(|e| fail("resource templates", e))?;
-        catalog.resource_templates = convert(templates)?;
+        .map_err(|e| fail("resource templates", e))
+    };
+    let (tools, prompts, resources, templates) =
+        futures::try_join!(tools, prompts, resources, templates)?;
+    let mut catalog = Catalog::default();
+    let tools: Vec<wf_plugin_api::Tool> = convert(tools)?;
+    for tool in tools.into_iter().filter(|t| config.tool_visible(&t.name)) {
+        catalog.node_specs.push(node_spec(&tool));
+        catalog.tools.push(tool);
     }
+    catalog.prompts = convert(prompts)?;
+    catalog.resources = convert(resources)?;
+    catalog.resource_templates = convert(templates)?;
     Ok(catalog)
 }
 
@@ -155,8 +174,7 @@ while :; do sleep 1; done
         // closed): the catalog did not wait for the upstream to exit.
         let seen = std::fs::read_to_string(&out).unwrap_or_default();
         assert!(!seen.contains("terminated"), "{seen}");
-        let answer: serde_json::Value =
-            serde_json::from_str(seen.lines().next().unwrap()).unwrap();
+        let answer: serde_json::Value = serde_json::from_str(seen.lines().next().unwrap()).unwrap();
         assert_eq!(answer["result"], json!({"roots": []}), "{seen}");
         let _ = std::fs::remove_dir_all(&dir);
     }
