@@ -12,8 +12,10 @@ The precise figures are wf-bench's; the bound here is the issue's generous 1 s.
 
 from __future__ import annotations
 
+import queue
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -21,6 +23,7 @@ from mcp import Client
 
 from caller_support import Answerer
 from conftest import Wf, all_tools, call_outcome, content_text, toml_config
+from hardening_support import RawStdio
 
 pytestmark = pytest.mark.anyio
 
@@ -102,3 +105,60 @@ async def test_an_early_prompt_get_and_resource_read_wait_too(wf: Wf, everything
         with anyio.fail_after(OP_TIMEOUT):
             read = await c.read_resource("demo://resource/static/document/features.md")
         assert read.contents and "features" in read.contents[0].model_dump_json().lower(), read
+
+
+# The grace is long here so that waiting it out would be seen: every bound below is a
+# quarter of it.
+LONG_GRACE_S = 120
+
+
+def test_an_early_call_waits_only_for_the_sources_that_could_own_its_name(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """`slow` cannot speak MCP until the test opens its gate; `fast` is the Rust fixture.
+    Right after initialize, `fast__echo` runs and `fast__nope` is unknown without waiting
+    for `slow` (their prefix says `slow` cannot own them), while `slow__echo` waits for
+    `slow`'s first discovery and then runs instead of being unknown. Raw JSON-RPC: the
+    `mcp` client lists tools after a call (to check its output schema), and a list waits
+    for every source."""
+    gate = wf.root / "slow-gate"
+    script = wf.root / "slow.sh"
+    script.write_text(f'#!/bin/sh\nwhile [ ! -e "{gate}" ]; do sleep 0.05; done\nexec "{fixture_upstream_bin}"\n')
+    script.chmod(0o755)
+    long_ms = LONG_GRACE_S * 1000
+    config = wf.write_config(
+        toml_config(
+            {
+                "slow": {"command": str(script), "connect_timeout_ms": long_ms},
+                "fast": {"command": str(fixture_upstream_bin)},
+            },
+            server={"startup_grace_ms": long_ms, "discovery_timeout_ms": long_ms},
+        )
+    )
+    bound = LONG_GRACE_S / 4
+    raw = RawStdio([str(wf.bin), *wf.serve_args("--config", str(config))], wf.root, wf.env(), wf.new_log("raw"))
+    try:
+        raw.initialize(bound)
+
+        def call(id: int, name: str, arguments: dict[str, Any]) -> None:
+            raw.send({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+
+        call(1, "fast__echo", {"message": "not waiting for slow"})
+        echoed = raw.reply(bound)
+        assert echoed["id"] == 1 and "result" in echoed, echoed
+        assert echoed["result"]["content"][0]["text"] == "not waiting for slow", echoed
+
+        call(2, "fast__nope", {})
+        unknown = raw.reply(bound)
+        assert unknown["id"] == 2 and unknown["error"]["message"] == 'unknown tool "fast__nope"', unknown
+
+        call(3, "slow__echo", {"message": "waited"})
+        try:
+            early = raw.lines.get(timeout=0.5)
+        except queue.Empty:
+            early = None
+        assert early is None or "id" not in early, f"slow__echo answered before slow could be discovered: {early}"
+        gate.touch()
+        waited = raw.reply(bound)
+        assert waited["id"] == 3 and "result" in waited, waited
+        assert waited["result"]["content"][0]["text"] == "waited", waited
+    finally:
+        raw.close()
