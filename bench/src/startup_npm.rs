@@ -22,6 +22,11 @@ use crate::{Env, HANDSHAKE_TIMEOUT};
 /// Target: wf's complete list within this of the upstream's own start.
 const BUDGET_MS: f64 = 50.0;
 
+/// What wf passes a stdio upstream of its environment (plugins/mcp/src/env.rs).
+const ALLOWED_ENV: &[&str] = &[
+    "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LANGUAGE", "TMPDIR",
+];
+
 /// One upstream: its wf source name, command and arguments.
 struct Upstream {
     label: &'static str,
@@ -31,9 +36,17 @@ struct Upstream {
 }
 
 impl Upstream {
+    /// The upstream started directly, with the environment wf would give it
+    /// (its allowlist, plugins/mcp/src/env.rs): this machine sets
+    /// `NODE_EXTRA_CA_CERTS`, which costs node some 60 ms at start, and wf's
+    /// child never sees it.
     fn command(&self) -> Command {
         let mut cmd = Command::new(&self.command);
-        cmd.args(&self.args);
+        cmd.args(&self.args)
+            .env_clear()
+            .envs(std::env::vars().filter(|(k, v)| {
+                !v.starts_with("()") && (ALLOWED_ENV.contains(&k.as_str()) || k.starts_with("LC_"))
+            }));
         cmd
     }
 
