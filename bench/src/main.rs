@@ -4,7 +4,9 @@
 //!   straight to the same upstream, interleaved in one run (p50/p99 at
 //!   concurrency 1, calls per second at concurrency 16);
 //! - start-up: time until a complete tools/list with 10 upstream sources,
-//!   against the slowest single upstream's own start;
+//!   against the slowest single upstream's own start; and with one real npm
+//!   server (server-everything, server-filesystem, @playwright/mcp), fresh
+//!   and warm state directory, against its own start;
 //! - memory: the host's resident memory with 10 upstream sources connected;
 //! - engine: workflow engine overhead per node and a wide fan-out;
 //! - sessions: 50 HTTP clients with `session = "client"`: session open time
@@ -24,6 +26,7 @@ mod relay;
 mod sessions;
 mod slow;
 mod startup;
+mod startup_npm;
 mod stats;
 mod web;
 
@@ -54,6 +57,13 @@ struct Args {
     /// skipped with a note when missing).
     #[arg(long, value_name = "PATH")]
     everything: Option<PathBuf>,
+    /// Where the other npm servers' bins are (server-filesystem, @playwright/mcp;
+    /// default: tests/e2e/node_modules/.bin); a missing one's row is skipped.
+    #[arg(long, value_name = "DIR")]
+    npm_bin: Option<PathBuf>,
+    /// The Chromium @playwright/mcp drives (default: /usr/bin/chromium, Debian's).
+    #[arg(long, value_name = "PATH", default_value = "/usr/bin/chromium")]
+    chromium: PathBuf,
     /// Another `wf` build measured in the same overhead rounds, as an extra
     /// reference row (to A/B-test a change; its plugins must sit beside it).
     #[arg(long, value_name = "PATH")]
@@ -102,6 +112,9 @@ pub struct Env {
     pub wf: PathBuf,
     pub fixture: PathBuf,
     pub everything: Option<PathBuf>,
+    /// tests/e2e/node_modules/.bin or `--npm-bin`.
+    pub npm_bin: PathBuf,
+    pub chromium: PathBuf,
     pub compare: Option<PathBuf>,
     /// With `--peers`: the Python to run FastMCP's proxy with.
     pub fastmcp_python: Option<PathBuf>,
@@ -239,6 +252,9 @@ fn resolve(args: &Args) -> anyhow::Result<Env> {
             _ => p,
         }
     });
+    let npm_bin = args.npm_bin.clone().unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/e2e/node_modules/.bin")
+    });
     let scratch = std::env::temp_dir().join(format!("wf-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)
         .with_context(|| format!("cannot create {}", scratch.display()))?;
@@ -246,6 +262,8 @@ fn resolve(args: &Args) -> anyhow::Result<Env> {
         wf: absolute(wf),
         fixture: absolute(fixture),
         everything: everything.map(absolute),
+        npm_bin: absolute(npm_bin),
+        chromium: args.chromium.clone(),
         compare: args.compare.clone().map(absolute),
         telemetry: args.telemetry,
         fastmcp_python: args.peers.then(|| {
@@ -322,6 +340,7 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     }
     if wants(Bench::Startup) {
         startup::run(env).await?;
+        startup_npm::run(env).await?;
     }
     if wants(Bench::Memory) {
         memory::run(env).await?;

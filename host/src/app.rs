@@ -202,22 +202,36 @@ impl App {
         let sources = app.sources.clone();
         tokio::spawn(async move { sources.discover_all(sources.list(), timeout).await });
 
-        // A plugin saying its capabilities changed triggers a fresh discovery of that source.
+        // A plugin saying its capabilities changed triggers a fresh discovery
+        // of that source: one for all the changes already queued (a server
+        // registering tools one by one says so once per tool; server-everything
+        // sends five at once), since that discovery sees them all.
         let sources = app.sources.clone();
         let subscriptions = app.subscriptions.clone();
         let logs = app.source_logs.clone();
         tokio::spawn(async move {
-            while let Some(ev) = events_rx.recv().await {
-                tracing::debug!(plugin = %ev.plugin, event = ?ev.event, "plugin event");
-                if let wf_plugin_api::Event::ResourceUpdated { source, uri, lease } = &ev.event {
-                    subscriptions.updated(source, uri, lease.as_deref());
+            while let Some(first) = events_rx.recv().await {
+                let mut changed: Vec<String> = Vec::new();
+                let mut next = Some(first);
+                while let Some(ev) = next {
+                    tracing::debug!(plugin = %ev.plugin, event = ?ev.event, "plugin event");
+                    if let wf_plugin_api::Event::ResourceUpdated { source, uri, lease } = &ev.event
+                    {
+                        subscriptions.updated(source, uri, lease.as_deref());
+                    }
+                    if let wf_plugin_api::Event::Log { .. } = ev.event {
+                        crate::sources::SourceLog::forward(ev.event, &logs);
+                    } else if let wf_plugin_api::Event::CapabilitiesChanged { source } = ev.event
+                        && !changed.contains(&source)
+                    {
+                        changed.push(source);
+                    }
+                    next = events_rx.try_recv().ok();
                 }
-                if let wf_plugin_api::Event::Log { .. } = ev.event {
-                    crate::sources::SourceLog::forward(ev.event, &logs);
-                } else if let wf_plugin_api::Event::CapabilitiesChanged { source } = ev.event
-                    && let Some(entry) = sources.get(&source)
-                {
-                    sources.discover(&entry, timeout).await;
+                for source in changed {
+                    if let Some(entry) = sources.get(&source) {
+                        sources.discover(&entry, timeout).await;
+                    }
                 }
             }
         });
@@ -241,6 +255,16 @@ impl App {
     /// The projection once first discovery is done or the start grace is over.
     pub async fn projection_ready(&self) -> Arc<Projection> {
         self.projector.projection_ready().await
+    }
+
+    /// The projection to look tool `name` up in (see [`Projector::projection_for_tool`]).
+    pub async fn projection_for_tool(&self, name: &str) -> Arc<Projection> {
+        self.projector.projection_for_tool(name).await
+    }
+
+    /// The projection to look prompt `name` up in (see [`Projector::projection_for_prompt`]).
+    pub async fn projection_for_prompt(&self, name: &str) -> Arc<Projection> {
+        self.projector.projection_for_prompt(name).await
     }
 
     /// The projection with each source's live listings (see [`Projector::live_projection`]).

@@ -146,6 +146,46 @@ impl Projector {
         self.projection()
     }
 
+    /// The projection in which tool `name` is looked up. A name it lacks,
+    /// right after start (until `ready_by`), waits for the first discovery
+    /// of the sources that could own it; after that it is unknown at once.
+    pub async fn projection_for_tool(&self, name: &str) -> Arc<Projection> {
+        self.projection_knowing(Some(name), |p| p.tool(name).is_some())
+            .await
+    }
+
+    /// [`Self::projection_for_tool`] for a prompt name.
+    pub async fn projection_for_prompt(&self, name: &str) -> Arc<Projection> {
+        self.projection_knowing(Some(name), |p| p.prompt(name).is_some())
+            .await
+    }
+
+    /// The projection once `known` holds, or, right after start, once every
+    /// source that could serve `name` (any source for `None`, e.g. a resource
+    /// URI) has finished its first discovery. A name already known does not
+    /// wait for any other source's discovery.
+    async fn projection_knowing(
+        &self,
+        name: Option<&str>,
+        known: impl Fn(&Projection) -> bool,
+    ) -> Arc<Projection> {
+        let now = self.projection();
+        if known(&now) || Instant::now() >= self.timing.ready_by {
+            return now;
+        }
+        let naming = self
+            .naming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let could_own =
+            |source: &str| name.is_none_or(|n| naming.could_name(&self.rules, source, n));
+        self.sources
+            .wait_first_discovery_of(could_own, self.timing.ready_by)
+            .await;
+        self.projection()
+    }
+
     /// A projection whose resources, templates and prompts are what each
     /// source's live session lists now (they can be session-scoped, e.g. a
     /// resource a tool call just created). Tools stay as discovered. A
@@ -203,7 +243,12 @@ impl Projector {
     /// Routes a resource read: the discovered projection, else the last live
     /// one, else a fresh live listing.
     pub async fn resource_route(&self, uri: &str) -> Option<ResourceRoute> {
-        if let Some(r) = self.projection_ready().await.resource_route(uri) {
+        let known = |p: &Projection| p.resource_route(uri).is_some();
+        if let Some(r) = self
+            .projection_knowing(None, known)
+            .await
+            .resource_route(uri)
+        {
             return Some(r);
         }
         let last = self

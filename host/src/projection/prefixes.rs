@@ -30,6 +30,25 @@ impl Naming {
     }
 }
 
+impl Naming {
+    /// Whether source `source` could show a tool or prompt as `name`: false
+    /// only when every name it shows must start with its prefix and `name`
+    /// does not. Conservative: a prefix made unique (`<prefix>_abcd`) still
+    /// starts with it, and a hashed long name keeps at least its first
+    /// `max_len - 7` characters.
+    pub fn could_name(&self, rules: &super::NameRules, source: &str, name: &str) -> bool {
+        if self.mode != PrefixMode::Always {
+            return true;
+        }
+        let prefix = match self.configured.get(source) {
+            Some(p) => rules.clean_prefix(p),
+            None => rules.source_prefix(source),
+        };
+        let keep = prefix.len().min(rules.max_len.saturating_sub(7));
+        name.starts_with(prefix.get(..keep).unwrap_or(&prefix))
+    }
+}
+
 /// One capability that wants a name: its source and the name it would
 /// show without a prefix.
 pub struct Wanted<'a> {
@@ -65,6 +84,31 @@ pub fn prefixed(mode: PrefixMode, items: &[Wanted<'_>]) -> (Vec<bool>, Vec<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::projection::NameRules;
+
+    #[test]
+    fn a_source_could_name_only_what_starts_with_its_prefix() {
+        let rules = NameRules { max_len: 64 };
+        let mut naming = Naming::default();
+        assert!(naming.could_name(&rules, "everything", "everything__echo"));
+        assert!(!naming.could_name(&rules, "everything", "fs__read_file"));
+        assert!(naming.could_name(&rules, "wf.std", "wf_std__sleep"));
+        naming.configured.insert("everything".into(), "ev_".into());
+        assert!(naming.could_name(&rules, "everything", "ev_echo"));
+        assert!(!naming.could_name(&rules, "everything", "everything__echo"));
+        // Unprefixed names may come from any source.
+        naming.mode = PrefixMode::OnCollision;
+        assert!(naming.could_name(&rules, "everything", "echo"));
+    }
+
+    #[test]
+    fn a_prefix_longer_than_a_hashed_name_keeps_is_cut() {
+        let rules = NameRules { max_len: 16 };
+        let naming = Naming::default();
+        // 16 - 7 = 9 characters of the plain form survive hashing.
+        assert!(naming.could_name(&rules, "averylongsourcename", "averylong_1a2b3c"));
+        assert!(!naming.could_name(&rules, "averylongsourcename", "other_1a2b3c"));
+    }
 
     fn w<'a>(source: &'a str, plain: &str) -> Wanted<'a> {
         Wanted {

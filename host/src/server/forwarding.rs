@@ -48,7 +48,7 @@ impl Drop for Downstream {
 async fn completion_route(app: &App, r: &CompletionRef) -> Option<(String, CompletionRef)> {
     match r {
         CompletionRef::Prompt { name } => {
-            let mut proj = app.projection_ready().await;
+            let mut proj = app.projection_for_prompt(name).await;
             if proj.prompt(name).is_none() {
                 proj = app.live_projection().await;
             }

@@ -477,7 +477,7 @@ impl ServerHandler for WfServer {
                 Ok(slot) => slot,
                 Err(busy) => return counted.finish(Err(busy)),
             };
-            let proj = self.app.projection_ready().await;
+            let proj = self.app.projection_for_tool(&request.name).await;
             let Some(tool) = proj.tool(&request.name) else {
                 return Err(McpError::invalid_params(
                     format!("unknown tool {:?}", request.name),
@@ -587,7 +587,7 @@ impl ServerHandler for WfServer {
                 Ok(slot) => slot,
                 Err(busy) => return counted.finish(Err(busy)),
             };
-            let mut proj = self.app.projection_ready().await;
+            let mut proj = self.app.projection_for_prompt(&request.name).await;
             if proj.prompt(&request.name).is_none() {
                 proj = self.app.live_projection().await;
             }

@@ -68,6 +68,10 @@ pub struct SourceEntry {
     /// Discoveries started so far; a result older than the last one applied
     /// is dropped (a slow early discovery must not undo a later refresh).
     discoveries: std::sync::atomic::AtomicU64,
+    /// True once this instance's first discovery has finished (either way),
+    /// or at once when there is nothing to discover. A catalog snapshot does
+    /// not count: it may predate a capability the upstream has now.
+    first_discovery: watch::Sender<bool>,
 }
 
 impl SourceEntry {
@@ -191,6 +195,31 @@ impl Sources {
         let _ = tokio::time::timeout_at(deadline.into(), rx.wait_for(|n| *n == 0)).await;
     }
 
+    /// Waits until every source `could_own` picks has finished its first
+    /// discovery, or `deadline`: what a call of a name no catalog holds yet
+    /// waits for (a snapshot-served source counts as not yet discovered).
+    pub async fn wait_first_discovery_of(
+        &self,
+        could_own: impl Fn(&str) -> bool,
+        deadline: Instant,
+    ) {
+        let waiting: Vec<watch::Receiver<bool>> = self
+            .entries
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|e| !*e.first_discovery.borrow() && could_own(&e.name))
+            .map(|e| e.first_discovery.subscribe())
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let all = futures::future::join_all(waiting.into_iter().map(|mut rx| async move {
+            let _ = rx.wait_for(|done| *done).await;
+        }));
+        let _ = tokio::time::timeout_at(deadline.into(), all).await;
+    }
+
     /// Makes the set match `desired`: unchanged sources (same fingerprint)
     /// are kept as they are; changed ones are replaced and new ones created.
     /// Returns the report and the replaced or removed entries, which the
@@ -255,6 +284,7 @@ impl Sources {
     ) -> SourceEntry {
         let plugin = plugins.for_kind(&sc.kind);
         let entry = |handle: Option<SourceHandle>, state, error| SourceEntry {
+            first_discovery: watch::channel(handle.is_none()).0,
             name: name.into(),
             kind: sc.kind.clone(),
             plugin: plugin.map(|p| p.manifest.name.clone()),
@@ -391,6 +421,8 @@ impl Sources {
             let mut st = entry.status.lock().unwrap_or_else(PoisonError::into_inner);
             if st.applied > generation {
                 tracing::debug!(source = %entry.name, "dropping a discovery result older than the one applied");
+                // A later discovery finished first: the first is over too.
+                entry.first_discovery.send_replace(true);
                 return false;
             }
             st.applied = generation;
@@ -436,6 +468,7 @@ impl Sources {
             }
         }
         self.touch();
+        entry.first_discovery.send_replace(true);
         if was_waiting
             && self
                 .entries

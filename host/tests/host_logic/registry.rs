@@ -84,3 +84,45 @@ fn a_source_that_cannot_be_created_fails_with_a_reason_and_others_run() {
         );
     })
 }
+
+/// What an early call of a name no catalog holds waits for: the first
+/// discovery of the sources it picks, not of the others; a snapshot does
+/// not count as one.
+#[test]
+fn a_first_discovery_is_waited_for_only_for_the_sources_picked() {
+    block_on(async {
+        use std::sync::Arc;
+        use std::time::{Duration, Instant};
+        use wf_host::sources::{Sources, desired_sources};
+        // An earlier run discovered `snap`: its snapshot is in the store.
+        let h = crate::support::TestHost::new("[sources.snap]\nkind = \"fake\"\n").await;
+        // This run: the same store, sources created but not discovered yet.
+        let toml = "[sources.snap]\nkind = \"fake\"\n[sources.a]\nkind = \"fake\"\n[sources.b]\nkind = \"fake\"\n";
+        let config = crate::support::write_config(h.dir.path(), toml);
+        let sources = Arc::new(Sources::new(Some(h.store.clone())));
+        let desired = desired_sources(config.sources().unwrap(), &h.plugins);
+        sources.apply(desired, &config, &h.plugins, h.dir.path());
+        let snap = sources.get("snap").unwrap();
+        assert!(snap.status().from_snapshot && snap.catalog().is_some());
+        let soon = || Instant::now() + Duration::from_millis(50);
+        let far = Instant::now() + Duration::from_secs(60);
+        let waits_out = async |pick: &str| {
+            let t = Instant::now();
+            sources.wait_first_discovery_of(|s| s == pick, soon()).await;
+            t.elapsed() >= Duration::from_millis(50)
+        };
+
+        // Nothing discovered in this run: `a`, and `snap` despite its snapshot.
+        assert!(waits_out("a").await);
+        assert!(waits_out("snap").await);
+
+        // Once `a` is discovered, waiting for it is over though `b` never was.
+        let a = sources.get("a").unwrap();
+        sources.discover(&a, Duration::from_secs(30)).await;
+        let t = Instant::now();
+        sources.wait_first_discovery_of(|s| s == "a", far).await;
+        assert!(t.elapsed() < Duration::from_secs(30), "waited for b");
+        assert!(waits_out("b").await);
+        sources.shutdown(Duration::from_secs(5)).await;
+    })
+}

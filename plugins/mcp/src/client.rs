@@ -44,6 +44,8 @@ pub struct McpClient {
     pub callers: Callers,
     /// For log lines.
     source: String,
+    /// A one-shot discovery session: no call ever runs on it (see [`Self::one_shot`]).
+    one_shot: bool,
 }
 
 impl McpClient {
@@ -57,6 +59,24 @@ impl McpClient {
             on_resource_updated: None,
             callers: Callers::default(),
             source: String::new(),
+            one_shot: false,
+        }
+    }
+
+    /// The client of a one-shot discovery session. It declares the same
+    /// capabilities as the persistent session — some upstreams list tools
+    /// only to a client that has them (server-everything's four
+    /// elicitation, sampling and roots tools), so the discovered catalog
+    /// must be listed with them — but no call ever runs on it, so nobody can
+    /// be asked. A `roots/list` gets the empty list: a valid answer
+    /// ("this client exposes no roots") that grants the upstream nothing and
+    /// lives only as long as this session, where an error would be logged
+    /// as a failure or retried. Elicitation and sampling are still refused:
+    /// no answer could stand for a person's or a model's.
+    pub fn one_shot() -> Self {
+        Self {
+            one_shot: true,
+            ..Self::new(None)
         }
     }
     pub fn with_resource_updates(mut self, f: Option<OnResourceUpdated>) -> Self {
@@ -172,6 +192,10 @@ impl ClientHandler for McpClient {
         &self,
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
+        if self.one_shot {
+            tracing::debug!(source = %self.source, "roots/list on a discovery session: answered with no roots");
+            return Ok(ListRootsResult::new(Vec::new()));
+        }
         self.ask("roots/list", CallerRequest::ListRoots, &context)
             .await
     }
