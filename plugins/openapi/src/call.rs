@@ -147,8 +147,13 @@ impl Call<'_> {
             Ok::<_, PluginError>((status, mime, location, body))
         };
         // A cancelled call drops the exchange: reqwest closes the connection.
+        // An API that cannot be reached, hangs or breaks off is a tool error
+        // the model reads (and may retry), like an error status.
         let (status, mime, location, body) = tokio::select! {
-            r = exchange => r?,
+            r = exchange => match r {
+                Ok(exchange) => exchange,
+                Err(e) => return Ok(CallResult::error(e.message)),
+            },
             _ = ctx.cancelled() => return Err(PluginError::cancelled()),
         };
         let secrets = self.settings.auth.secrets();

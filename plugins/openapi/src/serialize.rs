@@ -59,7 +59,9 @@ pub struct Parts {
 pub fn fill_path(path: &str, params: &[Param], args: &serde_json::Map<String, Value>) -> String {
     let mut out = path.to_string();
     for p in params.iter().filter(|p| p.location == Location::Path) {
-        let Some(v) = args.get(&p.arg) else { continue };
+        let Some(v) = args.get(&p.arg).filter(|v| !v.is_null()) else {
+            continue;
+        };
         out = out.replace(&format!("{{{}}}", p.name), &path_value(p, v));
     }
     out
@@ -160,7 +162,10 @@ fn path_value(p: &Param, v: &Value) -> String {
 pub fn parts(params: &[Param], args: &serde_json::Map<String, Value>) -> Parts {
     let mut out = Parts::default();
     for p in params {
-        let Some(v) = args.get(&p.arg) else { continue };
+        // A null optional parameter is left out, not sent empty.
+        let Some(v) = args.get(&p.arg).filter(|v| !v.is_null()) else {
+            continue;
+        };
         match p.location {
             Location::Path => {}
             Location::Query => query(p, v, &mut out.query),
