@@ -8,7 +8,9 @@
 //! - memory: the host's resident memory with 10 upstream sources connected;
 //! - engine: workflow engine overhead per node and a wide fan-out;
 //! - sessions: 50 HTTP clients with `session = "client"`: session open time
-//!   against the upstream's own start, calls/s, wf's memory per session.
+//!   against the upstream's own start, calls/s, wf's memory per session;
+//! - openapi: a GET through an `openapi` source versus the same request
+//!   made directly, and discovery of a 1,000-operation document.
 //!
 //! Prints markdown tables on stdout, progress on stderr. See docs/benchmarks.md.
 
@@ -16,6 +18,7 @@ mod engine;
 mod front;
 mod load;
 mod memory;
+mod openapi;
 mod otlp_sink;
 mod overhead;
 mod peers;
@@ -93,6 +96,8 @@ enum Bench {
     Http,
     /// A fast source's calls while 100 one-second calls to a slow one are in flight.
     Slow,
+    /// A GET through an `openapi` source against the same request made directly.
+    Openapi,
     /// 200 concurrent HTTP sessions, then a 100 000-call soak (not in the default run).
     Load,
 }
@@ -337,6 +342,9 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     }
     if wants(Bench::Slow) {
         slow::run(env).await?;
+    }
+    if wants(Bench::Openapi) {
+        openapi::run(env).await?;
     }
     // Minutes long: only when asked for by name.
     if only.contains(&Bench::Load) {
