@@ -83,6 +83,10 @@ struct Args {
     relay: Option<String>,
     #[arg(last = true, hide = true)]
     relay_command: Vec<String>,
+    /// Internal: serve the OpenAPI benchmark's REST API on 127.0.0.1 and
+    /// print its base URL (bench/src/openapi.rs), in a process of its own.
+    #[arg(long, hide = true)]
+    openapi_api: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -356,6 +360,15 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if args.openapi_api {
+        return match openapi::serve_forever().await {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("wf-bench --openapi-api: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(transport) = &args.relay {
         return match relay::serve(transport, &args.relay_command).await {
             Ok(()) => std::process::ExitCode::SUCCESS,

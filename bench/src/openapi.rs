@@ -3,8 +3,8 @@
 //! HTTP client, interleaved in one run; and the discovery time of a
 //! 1,000-operation document.
 //!
-//! The API is an axum server inside wf-bench on loopback. Both paths send the
-//! same request to it: `GET /items/{id}` answering about 60 bytes of JSON.
+//! The API is an axum server in a wf-bench process of its own
+//! (`--openapi-api`) on loopback. Both paths send the same request to it: `GET /items/{id}` answering about 60 bytes of JSON.
 //! The wf path is an MCP `tools/call` over stdio to `wf serve`, which makes
 //! the request with the plugin's reqwest client.
 
@@ -80,6 +80,38 @@ fn large_document() -> Value {
            "components": {"schemas": schemas}})
 }
 
+/// `wf-bench --openapi-api`: serves the API until its stdin closes, after
+/// printing its base URL. A process of its own, so that the direct path,
+/// like wf's, crosses a process boundary to reach it.
+pub async fn serve_forever() -> anyhow::Result<()> {
+    let base = serve_api().await?;
+    println!("{base}");
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 64];
+    while tokio::io::AsyncReadExt::read(&mut stdin, &mut buf).await? > 0 {}
+    Ok(())
+}
+
+/// Starts `wf-bench --openapi-api` and reads its base URL.
+async fn api_process() -> anyhow::Result<(tokio::process::Child, String)> {
+    let exe = std::env::current_exe()?;
+    let mut child = tokio::process::Command::new(exe)
+        .arg("--openapi-api")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start wf-bench --openapi-api")?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut line = String::new();
+    let mut reader = tokio::io::BufReader::new(stdout);
+    let read = tokio::io::AsyncBufReadExt::read_line(&mut reader, &mut line);
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .context("the API process did not start")??;
+    Ok((child, line.trim().to_string()))
+}
+
 async fn serve_api() -> anyhow::Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
@@ -120,6 +152,23 @@ async fn through_wf(peer: &Peer<RoleClient>, id: i64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The same MCP round trip through wf with no HTTP behind it: wf.std's
+/// `passthrough` of a value of the API answer's size.
+async fn passthrough(peer: &Peer<RoleClient>) -> anyhow::Result<()> {
+    let args = json!({"value": {"id": 1, "name": "widget", "price": 1.5}});
+    let Value::Object(args) = args else {
+        bail!("arguments must be an object")
+    };
+    let r = peer
+        .call_tool(CallToolRequestParams::new("wf_std__passthrough").with_arguments(args))
+        .await
+        .context("calling wf_std__passthrough")?;
+    if r.is_error == Some(true) {
+        bail!("wf_std__passthrough failed: {:?}", r.content);
+    }
+    Ok(())
+}
+
 async fn direct(http: &reqwest::Client, base: &str, id: i64) -> anyhow::Result<()> {
     let response = http.get(format!("{base}/items/{id}")).send().await?;
     let body: Value = serde_json::from_slice(&response.bytes().await?)?;
@@ -131,7 +180,7 @@ async fn direct(http: &reqwest::Client, base: &str, id: i64) -> anyhow::Result<(
 
 pub async fn run(env: &Env) -> anyhow::Result<()> {
     eprintln!("wf-bench: openapi");
-    let base = serve_api().await?;
+    let (mut api, base) = api_process().await?;
     let large = env.scratch.join("openapi-large.json");
     std::fs::write(&large, serde_json::to_vec(&large_document())?)?;
     let sources = json!({
@@ -142,12 +191,21 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     let mut wf = McpProc::start("wf (openapi)", cmd, Some(&log), HANDSHAKE_TIMEOUT).await?;
     let result = measure(env, &wf.peer(), &base).await;
     wf.stop().await;
-    let (direct, via_wf, discovery, rounds, batch) = result?;
-    print(&direct, &via_wf, &discovery, rounds, batch);
+    drop(api.stdin.take());
+    let _ = tokio::time::timeout(Duration::from_secs(3), api.wait()).await;
+    let (direct, via_wf, std, discovery, rounds, batch) = result?;
+    print(&direct, &via_wf, &std, &discovery, rounds, batch);
     Ok(())
 }
 
-type Measured = (Vec<Duration>, Vec<Duration>, Vec<f64>, usize, usize);
+type Measured = (
+    Vec<Duration>,
+    Vec<Duration>,
+    Vec<Duration>,
+    Vec<f64>,
+    usize,
+    usize,
+);
 
 async fn measure(env: &Env, peer: &Peer<RoleClient>, base: &str) -> anyhow::Result<Measured> {
     let (warmup, batch, rounds, refreshes) = if env.quick {
@@ -160,22 +218,31 @@ async fn measure(env: &Env, peer: &Peer<RoleClient>, base: &str) -> anyhow::Resu
         direct(&http, base, i).await?;
         through_wf(peer, i).await?;
     }
-    let (mut d, mut w) = (Vec::new(), Vec::new());
+    for _ in 0..warmup {
+        passthrough(peer).await?;
+    }
+    let mut sides: [Vec<Duration>; 3] = Default::default();
     for round in 0..rounds {
-        // ABBA: drift in the machine's load hits both paths alike.
-        for side in if round % 2 == 0 { [0, 1] } else { [1, 0] } {
+        // The paths take turns, the order rotating and reversing round by
+        // round, so drift in the machine's load hits them alike.
+        let mut order = [0, 1, 2];
+        order.rotate_left(round % 3);
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for side in order {
             for i in 0..batch as i64 {
                 let t = Instant::now();
-                if side == 0 {
-                    direct(&http, base, i).await?;
-                    d.push(t.elapsed());
-                } else {
-                    through_wf(peer, i).await?;
-                    w.push(t.elapsed());
+                match side {
+                    0 => direct(&http, base, i).await?,
+                    1 => through_wf(peer, i).await?,
+                    _ => passthrough(peer).await?,
                 }
+                sides[side].push(t.elapsed());
             }
         }
     }
+    let [d, w, std] = sides;
     // Discovery as wf measures it (admin refresh_catalog's `discovery_ms`):
     // read the file, parse it, build 1,000 tools and nodes, screen them.
     let mut discovery = Vec::new();
@@ -206,16 +273,23 @@ async fn measure(env: &Env, peer: &Peer<RoleClient>, base: &str) -> anyhow::Resu
     if large != OPERATIONS {
         bail!("the large document gave {large} tools, not {OPERATIONS}");
     }
-    Ok((d, w, discovery, rounds, batch))
+    Ok((d, w, std, discovery, rounds, batch))
 }
 
-fn print(d: &[Duration], w: &[Duration], discovery: &[f64], rounds: usize, batch: usize) {
-    let (d50, w50) = (percentile(d, 0.5), percentile(w, 0.5));
+fn print(
+    d: &[Duration],
+    w: &[Duration],
+    std: &[Duration],
+    discovery: &[f64],
+    rounds: usize,
+    batch: usize,
+) {
+    let (d50, w50, s50) = (percentile(d, 0.5), percentile(w, 0.5), percentile(std, 0.5));
     let (d99, w99) = (percentile(d, 0.99), percentile(w, 0.99));
     let added = us(w50) - us(d50);
     println!("\n## OpenAPI source: a GET through wf versus direct\n");
     println!(
-        "Concurrency 1, {rounds} rounds of {batch} requests per path, taking turns (ABBA). \
+        "Concurrency 1, {rounds} rounds of {batch} requests per path, taking turns. \
          Direct: reqwest to the API. wf: an MCP `tools/call` over stdio to `wf serve`, whose \
          `openapi` source makes the same request.\n"
     );
@@ -233,6 +307,15 @@ fn print(d: &[Duration], w: &[Duration], discovery: &[f64], rounds: usize, batch
         us(w99),
         delta_us(w50, d50),
         verdict(added <= P50_BUDGET_US)
+    );
+    println!(
+        "| reference: wf.std `passthrough` through wf (the MCP round trip, no HTTP) | {:.0} µs | {:.0} µs | | |",
+        us(s50),
+        us(percentile(std, 0.99))
+    );
+    println!(
+        "\nThe openapi source's own share of the p50 (wf − reference − direct): {:+.0} µs.",
+        us(w50) - us(s50) - us(d50)
     );
     let mut sorted = discovery.to_vec();
     sorted.sort_by(f64::total_cmp);
