@@ -118,7 +118,16 @@ impl Call<'_> {
             request.url_mut().set_query(Some(&q));
         }
         let what = format!("{} {}", op.method, op.path);
-        ctx.progress(0.0, Some(2.0), Some(&format!("sending {what}")));
+        // Reported only to a client that asked (a `progressToken`): each
+        // report crosses to the host, which costs more than a fast request.
+        let progress = ctx
+            .info()
+            .get("meta")
+            .and_then(|m| m.get("progressToken"))
+            .is_some();
+        if progress {
+            ctx.progress(0.0, Some(2.0), Some(&format!("sending {what}")));
+        }
         let limit = self.settings.max_response_bytes;
         let exchange = async {
             let response = self
@@ -127,7 +136,9 @@ impl Call<'_> {
                 .execute(request)
                 .await
                 .map_err(|e| self.failure(&what, error_text(e)))?;
-            ctx.progress(1.0, Some(2.0), Some("reading the response"));
+            if progress {
+                ctx.progress(1.0, Some(2.0), Some("reading the response"));
+            }
             let status = response.status();
             let mime = response
                 .headers()

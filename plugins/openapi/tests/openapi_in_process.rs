@@ -517,3 +517,97 @@ async fn five_thousand_operations_are_served_and_filtered() {
     // 2500 odd ones, less item1, item11..item19, item101..item199, item1001..item1999 (odd ones).
     assert_eq!(n, 2500 - (1 + 5 + 50 + 500));
 }
+
+/// A token endpoint and an API that wants its token, or basic credentials.
+async fn serve_oauth(tokens_issued: Arc<Mutex<u32>>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let doc = json!({
+        "openapi": "3.0.3", "info": {"title": "o", "version": "1"}, "servers": [{"url": base}],
+        "paths": {"/me": {"get": {"operationId": "me", "responses": {"200": {"description": "ok",
+            "content": {"application/json": {"schema": {"type": "object"}}}}}}}},
+    });
+    let app = axum::Router::new().fallback(
+        move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+            let (doc, issued) = (doc.clone(), tokens_issued.clone());
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .map(|v| v.to_str().unwrap().to_string())
+                    .unwrap_or_default();
+                match (method.as_str(), uri.path()) {
+                    (_, "/openapi.json") => axum::Json(doc).into_response(),
+                    ("POST", "/token") => {
+                        // client_id:client_secret, as HTTP basic.
+                        let form = String::from_utf8_lossy(&body).to_string();
+                        if auth != "Basic Y2xpZW50OmNsaWVudC1zZWNyZXQtOTk="
+                            || !form.contains("grant_type=client_credentials")
+                            || !form.contains("scope=read%20write")
+                        {
+                            return (StatusCode::UNAUTHORIZED, "bad client").into_response();
+                        }
+                        *issued.lock().unwrap() += 1;
+                        axum::Json(json!({"access_token": "issued-token-abc", "token_type": "Bearer", "expires_in": 3600}))
+                            .into_response()
+                    }
+                    (_, "/me") if auth == "Bearer issued-token-abc" => {
+                        axum::Json(json!({"who": "oauth"})).into_response()
+                    }
+                    // alice:pw-alice-123
+                    (_, "/me") if auth == "Basic YWxpY2U6cHctYWxpY2UtMTIz" => {
+                        axum::Json(json!({"who": "alice"})).into_response()
+                    }
+                    _ => (StatusCode::UNAUTHORIZED, "who are you").into_response(),
+                }
+            }
+        },
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base
+}
+
+#[tokio::test]
+async fn oauth_client_credentials_and_basic_auth() {
+    let issued = Arc::new(Mutex::new(0));
+    let base = serve_oauth(issued.clone()).await;
+    let h = Harness::start::<OpenApiPlugin>().unwrap();
+    let src = source(
+        &h,
+        json!({"spec": format!("{base}/openapi.json"), "auth": {"type": "oauth2_client_credentials",
+            "token_url": format!("{base}/token"), "client_id": "client", "client_secret": "client-secret-99",
+            "scopes": ["read", "write"]}}),
+    );
+    src.catalog().await.unwrap();
+    for _ in 0..3 {
+        let r = src.call_tool("me", json!({})).await.unwrap();
+        assert_eq!(r.structured_content, Some(json!({"who": "oauth"})), "{r:?}");
+    }
+    // One token, kept for its lifetime.
+    assert_eq!(*issued.lock().unwrap(), 1);
+    // Progress: sending, then reading.
+    let progress = src.progress();
+    assert!(
+        progress.iter().any(|(p, t, m)| *p == 1.0
+            && *t == Some(2.0)
+            && m.as_deref() == Some("reading the response")),
+        "{progress:?}"
+    );
+
+    let src = source(
+        &h,
+        json!({"spec": format!("{base}/openapi.json"), "auth": {"type": "basic", "username": "alice", "password": "pw-alice-123"}}),
+    );
+    src.catalog().await.unwrap();
+    let r = src.call_tool("me", json!({})).await.unwrap();
+    assert_eq!(r.structured_content, Some(json!({"who": "alice"})), "{r:?}");
+
+    // A wrong client secret: the call fails saying the token endpoint refused.
+    let src = source(
+        &h,
+        json!({"spec": format!("{base}/openapi.json"), "auth": {"type": "oauth2_client_credentials",
+            "token_url": format!("{base}/token"), "client_id": "client", "client_secret": "wrong-secret-00"}}),
+    );
+    src.catalog().await.unwrap();
+    let e = src.call_tool("me", json!({})).await.unwrap_err();
+    assert!(e.message.contains("token endpoint answered 401"), "{e:?}");
+}
