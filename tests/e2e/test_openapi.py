@@ -116,6 +116,17 @@ async def test_operations_are_tools_and_calls_reach_the_app(wf: Wf, app: App) ->
         r = await call(c, lookup.name, {"item_id": 1, "q": None})
         assert r.structured_content["q"] is None and r.structured_content["limit"] == 10
 
+        # Progress reaches a client that asked for it: sending, then reading the answer.
+        seen: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, total, message))
+
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool(lookup.name, {"item_id": 3}, progress_callback=on_progress)
+        assert not r.is_error
+        assert seen == [(0, 2, "sending GET /items/{item_id}"), (1, 2, "reading the response")], seen
+
         # A JSON body with a nested object, sent with the bearer token.
         r = await call(c, "api__add_items_post", {"body": {"name": "lamp", "price": 9.5, "dimensions": {"width": 1, "height": 2}}})
         assert not r.is_error, content_text(r.content)
