@@ -245,6 +245,18 @@ async def test_a_workflow_chains_openapi_std_and_mcp_nodes(wf: Wf, app: App, fix
         ],
         "outputs": {"looked_up": {"$ref": "nodes.get.output.item_id"}, "echoed": {"$ref": "nodes.echo.output"}},
     }
+    # The planner validates it against the live catalog: the OpenAPI node's
+    # schema is known, so a wrong argument is found before anything runs.
+    async with wf.stdio_client("auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            fine = await c.call_tool("wf_planner__validate_workflow", {"workflow": doc})
+            assert fine.structured_content["valid"] is True, fine.structured_content
+            broken = json.loads(json.dumps(doc))
+            broken["nodes"][0]["args"] = {"itemid": 5}
+            got = (await c.call_tool("wf_planner__validate_workflow", {"workflow": broken})).structured_content
+        found = {(p.get("node"), p["path"], p["kind"]) for p in got["problems"]}
+        assert ("get", "nodes[0].args.item_id", "missing_argument") in found, got["problems"]
+        assert ("get", "nodes[0].args.itemid", "unknown_argument") in found, got["problems"]
     path = wf.root / "chain.json"
     path.write_text(json.dumps(doc))
     proc = wf.run("run", str(path), "--input", "id=5", "--config", str(config), *wf.plugin_args(), "--log-level", "error",
