@@ -24,6 +24,7 @@ HEADINGS=(
   "## Per-client sessions"
   "## HTTP front: echo through"
   "## A slow upstream beside a fast one"
+  "## OpenAPI source: a GET through wf versus direct"
 )
 
 started=$SECONDS

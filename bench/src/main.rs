@@ -10,7 +10,9 @@
 //! - memory: the host's resident memory with 10 upstream sources connected;
 //! - engine: workflow engine overhead per node and a wide fan-out;
 //! - sessions: 50 HTTP clients with `session = "client"`: session open time
-//!   against the upstream's own start, calls/s, wf's memory per session.
+//!   against the upstream's own start, calls/s, wf's memory per session;
+//! - openapi: a GET through an `openapi` source versus the same request
+//!   made directly, and discovery of a 1,000-operation document.
 //!
 //! Prints markdown tables on stdout, progress on stderr. See docs/benchmarks.md.
 
@@ -18,6 +20,7 @@ mod engine;
 mod front;
 mod load;
 mod memory;
+mod openapi;
 mod otlp_sink;
 mod overhead;
 mod peers;
@@ -90,6 +93,10 @@ struct Args {
     relay: Option<String>,
     #[arg(last = true, hide = true)]
     relay_command: Vec<String>,
+    /// Internal: serve the OpenAPI benchmark's REST API on 127.0.0.1 and
+    /// print its base URL (bench/src/openapi.rs), in a process of its own.
+    #[arg(long, hide = true)]
+    openapi_api: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -103,6 +110,8 @@ enum Bench {
     Http,
     /// A fast source's calls while 100 one-second calls to a slow one are in flight.
     Slow,
+    /// A GET through an `openapi` source against the same request made directly.
+    Openapi,
     /// 200 concurrent HTTP sessions, then a 100 000-call soak (not in the default run).
     Load,
 }
@@ -357,6 +366,9 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     if wants(Bench::Slow) {
         slow::run(env).await?;
     }
+    if wants(Bench::Openapi) {
+        openapi::run(env).await?;
+    }
     // Minutes long: only when asked for by name.
     if only.contains(&Bench::Load) {
         load::run(env).await?;
@@ -367,6 +379,15 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if args.openapi_api {
+        return match openapi::serve_forever().await {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("wf-bench --openapi-api: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(transport) = &args.relay {
         return match relay::serve(transport, &args.relay_command).await {
             Ok(()) => std::process::ExitCode::SUCCESS,

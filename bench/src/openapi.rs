@@ -1,0 +1,335 @@
+//! OpenAPI sources (issue #33): a GET with a small JSON body through `wf`
+//! (the `openapi` plugin) versus the same request made directly with an
+//! HTTP client, interleaved in one run; and the discovery time of a
+//! 1,000-operation document.
+//!
+//! The API is an axum server in a wf-bench process of its own
+//! (`--openapi-api`) on loopback. Both paths send the same request to it: `GET /items/{id}` answering about 60 bytes of JSON.
+//! The wf path is an MCP `tools/call` over stdio to `wf serve`, which makes
+//! the request with the plugin's reqwest client.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rmcp::model::CallToolRequestParams;
+use rmcp::{Peer, RoleClient};
+use serde_json::{Value, json};
+
+use crate::proc::McpProc;
+use crate::stats::{delta_us, percentile, us, verdict};
+use crate::{Env, HANDSHAKE_TIMEOUT};
+
+/// Target: wf adds at most this much to the direct request's p50.
+const P50_BUDGET_US: f64 = 150.0;
+/// Target: a 1,000-operation document is discovered within this.
+const DISCOVERY_BUDGET_MS: f64 = 200.0;
+const OPERATIONS: usize = 1000;
+
+fn small_document(base: &str) -> Value {
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "bench", "version": "1"},
+        "servers": [{"url": base}],
+        "paths": {"/items/{id}": {"get": {
+            "operationId": "getItem",
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}}],
+            "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Item"}}}}},
+        }}},
+        "components": {"schemas": {"Item": {"type": "object", "properties": {
+            "id": {"type": "integer"}, "name": {"type": "string"}, "price": {"type": "number"},
+        }}}},
+    })
+}
+
+/// 1,000 operations over 100 shared schemas, with query parameters and
+/// bodies: closer to a real large API than 1,000 copies of one GET.
+fn large_document() -> Value {
+    let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
+    for s in 0..100 {
+        schemas.insert(
+            format!("Thing{s}"),
+            json!({"type": "object", "required": ["id"], "properties": {
+                "id": {"type": "string"}, "label": {"type": "string", "description": "A label."},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "owner": {"$ref": "#/components/schemas/Owner"},
+            }}),
+        );
+    }
+    schemas.insert(
+        "Owner".into(),
+        json!({"type": "object", "properties": {"name": {"type": "string"}, "email": {"type": "string"}}}),
+    );
+    for i in 0..OPERATIONS / 2 {
+        let thing = format!("#/components/schemas/Thing{}", i % 100);
+        paths.insert(
+            format!("/things{i}/{{id}}"),
+            json!({
+                "get": {"operationId": format!("getThing{i}"), "summary": "Reads a thing.", "tags": [format!("t{}", i % 20)],
+                    "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
+                                   {"name": "fields", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}}],
+                    "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": thing}}}}}},
+                "put": {"operationId": format!("putThing{i}"), "summary": "Replaces a thing.",
+                    "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": thing}}}},
+                    "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": thing}}}}}},
+            }),
+        );
+    }
+    json!({"openapi": "3.0.3", "info": {"title": "large", "version": "1"}, "paths": paths,
+           "components": {"schemas": schemas}})
+}
+
+/// `wf-bench --openapi-api`: serves the API until its stdin closes, after
+/// printing its base URL. A process of its own, so that the direct path,
+/// like wf's, crosses a process boundary to reach it.
+pub async fn serve_forever() -> anyhow::Result<()> {
+    let base = serve_api().await?;
+    println!("{base}");
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 64];
+    while tokio::io::AsyncReadExt::read(&mut stdin, &mut buf).await? > 0 {}
+    Ok(())
+}
+
+/// Starts `wf-bench --openapi-api` and reads its base URL.
+async fn api_process() -> anyhow::Result<(tokio::process::Child, String)> {
+    let exe = std::env::current_exe()?;
+    let mut child = tokio::process::Command::new(exe)
+        .arg("--openapi-api")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("cannot start wf-bench --openapi-api")?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut line = String::new();
+    let mut reader = tokio::io::BufReader::new(stdout);
+    let read = tokio::io::AsyncBufReadExt::read_line(&mut reader, &mut line);
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .context("the API process did not start")??;
+    Ok((child, line.trim().to_string()))
+}
+
+async fn serve_api() -> anyhow::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let document = small_document(&base);
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let document = document.clone();
+        async move {
+            if uri.path() == "/openapi.json" {
+                return axum::Json(document);
+            }
+            let id: i64 = uri
+                .path()
+                .rsplit('/')
+                .next()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            axum::Json(json!({"id": id, "name": "widget", "price": 1.5}))
+        }
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(base)
+}
+
+async fn through_wf(peer: &Peer<RoleClient>, id: i64) -> anyhow::Result<()> {
+    let args = json!({"id": id});
+    let Value::Object(args) = args else {
+        bail!("arguments must be an object")
+    };
+    let r = peer
+        .call_tool(CallToolRequestParams::new("api__getItem").with_arguments(args))
+        .await
+        .context("calling api__getItem")?;
+    if r.is_error == Some(true) || r.structured_content.is_none() {
+        bail!("api__getItem failed: {:?}", r.content);
+    }
+    Ok(())
+}
+
+/// The same MCP round trip through wf with no HTTP behind it: wf.std's
+/// `passthrough` of a value of the API answer's size.
+async fn passthrough(peer: &Peer<RoleClient>) -> anyhow::Result<()> {
+    let args = json!({"value": {"id": 1, "name": "widget", "price": 1.5}});
+    let Value::Object(args) = args else {
+        bail!("arguments must be an object")
+    };
+    let r = peer
+        .call_tool(CallToolRequestParams::new("wf_std__passthrough").with_arguments(args))
+        .await
+        .context("calling wf_std__passthrough")?;
+    if r.is_error == Some(true) {
+        bail!("wf_std__passthrough failed: {:?}", r.content);
+    }
+    Ok(())
+}
+
+async fn direct(http: &reqwest::Client, base: &str, id: i64) -> anyhow::Result<()> {
+    let response = http.get(format!("{base}/items/{id}")).send().await?;
+    let body: Value = serde_json::from_slice(&response.bytes().await?)?;
+    if body.get("id").is_none() {
+        bail!("unexpected answer {body}");
+    }
+    Ok(())
+}
+
+pub async fn run(env: &Env) -> anyhow::Result<()> {
+    eprintln!("wf-bench: openapi");
+    let (mut api, base) = api_process().await?;
+    let large = env.scratch.join("openapi-large.json");
+    std::fs::write(&large, serde_json::to_vec(&large_document())?)?;
+    let sources = json!({
+        "api": {"kind": "openapi", "spec": format!("{base}/openapi.json")},
+        "large": {"kind": "openapi", "spec": large, "base_url": base},
+    });
+    let (cmd, log) = env.wf_command("openapi", sources)?;
+    let mut wf = McpProc::start("wf (openapi)", cmd, Some(&log), HANDSHAKE_TIMEOUT).await?;
+    let result = measure(env, &wf.peer(), &base).await;
+    wf.stop().await;
+    drop(api.stdin.take());
+    let _ = tokio::time::timeout(Duration::from_secs(3), api.wait()).await;
+    let (direct, via_wf, std, discovery, rounds, batch) = result?;
+    print(&direct, &via_wf, &std, &discovery, rounds, batch);
+    Ok(())
+}
+
+type Measured = (
+    Vec<Duration>,
+    Vec<Duration>,
+    Vec<Duration>,
+    Vec<f64>,
+    usize,
+    usize,
+);
+
+async fn measure(env: &Env, peer: &Peer<RoleClient>, base: &str) -> anyhow::Result<Measured> {
+    let (warmup, batch, rounds, refreshes) = if env.quick {
+        (50, 50, 4, 3)
+    } else {
+        (300, 200, 20, 10)
+    };
+    let http = reqwest::Client::new();
+    for i in 0..warmup {
+        direct(&http, base, i).await?;
+        through_wf(peer, i).await?;
+    }
+    for _ in 0..warmup {
+        passthrough(peer).await?;
+    }
+    let mut sides: [Vec<Duration>; 3] = Default::default();
+    for round in 0..rounds {
+        // The paths take turns, the order rotating and reversing round by
+        // round, so drift in the machine's load hits them alike.
+        let mut order = [0, 1, 2];
+        order.rotate_left(round % 3);
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for side in order {
+            for i in 0..batch as i64 {
+                let t = Instant::now();
+                match side {
+                    0 => direct(&http, base, i).await?,
+                    1 => through_wf(peer, i).await?,
+                    _ => passthrough(peer).await?,
+                }
+                sides[side].push(t.elapsed());
+            }
+        }
+    }
+    let [d, w, std] = sides;
+    // Discovery as wf measures it (admin refresh_catalog's `discovery_ms`):
+    // read the file, parse it, build 1,000 tools and nodes, screen them.
+    let mut discovery = Vec::new();
+    for _ in 0..refreshes {
+        let args = json!({"source": "large"});
+        let Value::Object(args) = args else {
+            bail!("arguments must be an object")
+        };
+        let r = peer
+            .call_tool(CallToolRequestParams::new("wf_admin__refresh_catalog").with_arguments(args))
+            .await
+            .context("refresh_catalog")?;
+        let row = r
+            .structured_content
+            .as_ref()
+            .and_then(|v| v["refreshed"].get(0).cloned())
+            .context("refresh_catalog: no row")?;
+        if row["state"] != "ready" {
+            bail!("the large document did not discover: {row}");
+        }
+        discovery.push(row["discovery_ms"].as_f64().context("no discovery_ms")?);
+    }
+    let tools = peer.list_all_tools().await?;
+    let large = tools
+        .iter()
+        .filter(|t| t.name.starts_with("large__"))
+        .count();
+    if large != OPERATIONS {
+        bail!("the large document gave {large} tools, not {OPERATIONS}");
+    }
+    Ok((d, w, std, discovery, rounds, batch))
+}
+
+fn print(
+    d: &[Duration],
+    w: &[Duration],
+    std: &[Duration],
+    discovery: &[f64],
+    rounds: usize,
+    batch: usize,
+) {
+    let (d50, w50, s50) = (percentile(d, 0.5), percentile(w, 0.5), percentile(std, 0.5));
+    let (d99, w99) = (percentile(d, 0.99), percentile(w, 0.99));
+    let added = us(w50) - us(d50);
+    println!("\n## OpenAPI source: a GET through wf versus direct\n");
+    println!(
+        "Concurrency 1, {rounds} rounds of {batch} requests per path, taking turns. \
+         Direct: reqwest to the API. wf: an MCP `tools/call` over stdio to `wf serve`, whose \
+         `openapi` source makes the same request.\n"
+    );
+    println!(
+        "| path | p50 | p99 | p50 added | target: p50 +≤ {P50_BUDGET_US:.0} µs |\n|---|---:|---:|---:|---|"
+    );
+    println!(
+        "| direct (HTTP client) | {:.0} µs | {:.0} µs | +0 µs | |",
+        us(d50),
+        us(d99)
+    );
+    println!(
+        "| wf (MCP → openapi source → HTTP) | {:.0} µs | {:.0} µs | {} µs | {} |",
+        us(w50),
+        us(w99),
+        delta_us(w50, d50),
+        verdict(added <= P50_BUDGET_US)
+    );
+    println!(
+        "| reference: wf.std `passthrough` through wf (the MCP round trip, no HTTP) | {:.0} µs | {:.0} µs | | |",
+        us(s50),
+        us(percentile(std, 0.99))
+    );
+    println!(
+        "\nThe openapi source's own share of the p50 (wf − reference − direct): {:+.0} µs.",
+        us(w50) - us(s50) - us(d50)
+    );
+    let mut sorted = discovery.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
+    let max = sorted.last().copied().unwrap_or(f64::NAN);
+    println!(
+        "\nDiscovery of a {OPERATIONS}-operation OpenAPI 3.0 document ({} refreshes; wf's own `discovery_ms`).\n",
+        discovery.len()
+    );
+    println!(
+        "| document | median | max | target: ≤ {DISCOVERY_BUDGET_MS:.0} ms |\n|---|---:|---:|---|"
+    );
+    println!(
+        "| {OPERATIONS} operations, 101 schemas | {median:.0} ms | {max:.0} ms | {} |",
+        verdict(median <= DISCOVERY_BUDGET_MS)
+    );
+}

@@ -1,0 +1,590 @@
+//! What a document offers: its operations, each with the input schema a
+//! call's arguments follow and what is needed to turn them into a request.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde_json::{Map, Value, json};
+use wf_plugin_api::NodeSpec;
+
+use crate::load::Loaded;
+use crate::refs::{RefError, Resolver, deref, escape};
+use crate::settings::Settings;
+
+const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
+/// Why a document cannot be served: the first problem and its JSON pointer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpecError {
+    pub pointer: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for SpecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "at {}: {}", self.pointer_text(), self.message)
+    }
+}
+
+impl SpecError {
+    fn new(pointer: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            pointer: pointer.into(),
+            message: message.into(),
+        }
+    }
+    fn pointer_text(&self) -> &str {
+        if self.pointer.is_empty() {
+            "/"
+        } else {
+            &self.pointer
+        }
+    }
+}
+
+impl From<RefError> for SpecError {
+    fn from(e: RefError) -> Self {
+        let at = match &e {
+            RefError::External { at, .. } | RefError::Dangling { at, .. } => at.clone(),
+        };
+        let message = e.to_string();
+        let message = message
+            .strip_prefix(&format!("{at}: "))
+            .unwrap_or(&message)
+            .to_string();
+        SpecError::new(at, message)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    Path,
+    Query,
+    Header,
+    Cookie,
+}
+
+impl Location {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "path" => Self::Path,
+            "query" => Self::Query,
+            "header" => Self::Header,
+            "cookie" => Self::Cookie,
+            _ => return None,
+        })
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Self::Path => "path",
+            Self::Query => "query",
+            Self::Header => "header",
+            Self::Cookie => "cookie",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Param {
+    /// The argument's name in the tool's input.
+    pub arg: String,
+    /// The name on the wire.
+    pub name: String,
+    pub location: Location,
+    /// `form`, `simple`, `label`, `matrix`, `spaceDelimited`, `pipeDelimited`, `deepObject`.
+    pub style: String,
+    pub explode: bool,
+    /// Declared with `content` instead of `schema`: sent as JSON text.
+    pub json: bool,
+    pub allow_reserved: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct RequestBody {
+    pub arg: String,
+    pub media: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub name: String,
+    pub method: String,
+    pub path: String,
+    pub tags: Vec<String>,
+    pub summary: String,
+    pub description: String,
+    pub params: Vec<Param>,
+    pub body: Option<RequestBody>,
+    pub input_schema: Value,
+    /// The first 2xx response's JSON schema, when it is an object schema.
+    pub output_schema: Option<Value>,
+}
+
+impl Operation {
+    pub fn node_spec(&self) -> NodeSpec {
+        let output = self.output_schema.clone().unwrap_or_else(|| json!({}));
+        let safe = matches!(self.method.as_str(), "GET" | "HEAD" | "OPTIONS");
+        NodeSpec::new(
+            &self.name,
+            &self.description,
+            self.input_schema.clone(),
+            output,
+        )
+        .side_effects(!safe)
+        .stateful(false)
+    }
+}
+
+/// A document understood.
+#[derive(Debug, Clone)]
+pub struct Api {
+    pub title: String,
+    pub version: String,
+    pub description: String,
+    pub tags: Vec<(String, String)>,
+    pub operations: Vec<Operation>,
+    /// Where requests go: `base_url`, else the first server (resolved against
+    /// the document's URL), else the document's origin. `None`: a file whose
+    /// servers are relative and no `base_url`.
+    pub base: Result<url::Url, String>,
+    pub openapi: String,
+    pub left_out: usize,
+}
+
+impl Api {
+    pub fn operation(&self, name: &str) -> Option<&Operation> {
+        self.operations.iter().find(|o| o.name == name)
+    }
+}
+
+/// Understands a loaded document under `settings`.
+pub fn build(loaded: &Loaded, settings: &Settings) -> Result<Api, SpecError> {
+    let doc = &loaded.value;
+    let Some(root) = doc.as_object() else {
+        return Err(SpecError::new("", "the document is not an object"));
+    };
+    let openapi = match root.get("openapi") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(_) => return Err(SpecError::new("/openapi", "must be a version string")),
+        None if root.contains_key("swagger") => {
+            return Err(SpecError::new(
+                "/swagger",
+                "Swagger 2.0 is not supported: convert the document to OpenAPI 3",
+            ));
+        }
+        None => {
+            return Err(SpecError::new(
+                "/openapi",
+                "missing: not an OpenAPI 3 document",
+            ));
+        }
+    };
+    let v30 = openapi.starts_with("3.0");
+    if !v30 && !openapi.starts_with("3.1") {
+        return Err(SpecError::new(
+            "/openapi",
+            format!("version {openapi:?} is not supported (3.0.x or 3.1.x)"),
+        ));
+    }
+    let info = root.get("info").cloned().unwrap_or(Value::Null);
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let paths = match root.get("paths") {
+        None => &Map::new(),
+        Some(Value::Object(p)) => p,
+        Some(_) => return Err(SpecError::new("/paths", "must be an object")),
+    };
+    let mut operations = Vec::new();
+    let mut names = HashSet::new();
+    let mut left_out = 0;
+    for (path, item) in paths {
+        let item_at = format!("/paths/{}", escape(path));
+        let item = deref(doc, item, &item_at)?;
+        let Some(item_obj) = item.as_object() else {
+            return Err(SpecError::new(item_at, "a path item must be an object"));
+        };
+        let shared = item_obj.get("parameters");
+        for method in METHODS {
+            let Some(op) = item_obj.get(method) else {
+                continue;
+            };
+            let at = format!("{item_at}/{method}");
+            if !op.is_object() {
+                return Err(SpecError::new(at, "an operation must be an object"));
+            }
+            let upper = method.to_ascii_uppercase();
+            if settings.readonly && !matches!(method, "get" | "head") {
+                left_out += 1;
+                continue;
+            }
+            let tags: Vec<String> = op
+                .get("tags")
+                .and_then(Value::as_array)
+                .map(|t| {
+                    t.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let operation_id = op.get("operationId").and_then(Value::as_str);
+            if !selected(settings, operation_id, &tags, path) {
+                left_out += 1;
+                continue;
+            }
+            let name = unique_name(
+                &mut names,
+                &operation_id
+                    .map(safe_name)
+                    .unwrap_or_else(|| fallback_name(method, path)),
+            );
+            operations.push(operation(
+                doc, v30, op, shared, &item_at, &at, name, upper, path, tags,
+            )?);
+        }
+    }
+    let tags = root
+        .get("tags")
+        .and_then(Value::as_array)
+        .map(|ts| {
+            ts.iter()
+                .filter_map(|t| {
+                    Some((t.get("name")?.as_str()?.to_string(), text(t, "description")))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Api {
+        title: text(&info, "title"),
+        version: text(&info, "version"),
+        description: text(&info, "description"),
+        tags,
+        operations,
+        base: base_url(root, settings, loaded.url.as_ref()),
+        openapi,
+        left_out,
+    })
+}
+
+fn selected(settings: &Settings, id: Option<&str>, tags: &[String], path: &str) -> bool {
+    let hit = |set: &globset::GlobSet| {
+        id.is_some_and(|id| set.is_match(id))
+            || tags.iter().any(|t| set.is_match(t))
+            || set.is_match(path)
+    };
+    settings.include.as_ref().is_none_or(hit) && !settings.exclude.as_ref().is_some_and(hit)
+}
+
+/// Characters clients accept in names everywhere: the host's projection
+/// would rewrite others anyway, and a dot would read as a ref separator.
+fn safe_name(raw: &str) -> String {
+    let s: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let s = s.trim_matches('_').to_string();
+    let s = if s.is_empty() { "op".to_string() } else { s };
+    s.chars().take(100).collect()
+}
+
+fn fallback_name(method: &str, path: &str) -> String {
+    let rest: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.trim_start_matches('{').trim_end_matches('}').to_string())
+        .collect();
+    safe_name(&format!("{method}_{}", rest.join("_")))
+}
+
+fn unique_name(names: &mut HashSet<String>, name: &str) -> String {
+    let mut candidate = name.to_string();
+    let mut n = 2;
+    while !names.insert(candidate.clone()) {
+        candidate = format!("{name}_{n}");
+        n += 1;
+    }
+    candidate
+}
+
+#[allow(clippy::too_many_arguments)]
+fn operation(
+    doc: &Value,
+    v30: bool,
+    op: &Value,
+    shared: Option<&Value>,
+    item_at: &str,
+    at: &str,
+    name: String,
+    method: String,
+    path: &str,
+    tags: Vec<String>,
+) -> Result<Operation, SpecError> {
+    let mut resolver = Resolver::new(doc, v30);
+    // Operation-level parameters override path-level ones of the same name and place.
+    let mut declared: BTreeMap<(String, String), (Value, String)> = BTreeMap::new();
+    let mut order = Vec::new();
+    for (list, list_at) in [
+        (shared, format!("{item_at}/parameters")),
+        (op.get("parameters"), format!("{at}/parameters")),
+    ] {
+        let Some(list) = list else { continue };
+        let Some(list) = list.as_array() else {
+            return Err(SpecError::new(list_at, "must be an array"));
+        };
+        for (i, p) in list.iter().enumerate() {
+            let p_at = format!("{list_at}/{i}");
+            let p = deref(doc, p, &p_at)?;
+            let (Some(pname), Some(place)) = (
+                p.get("name").and_then(Value::as_str),
+                p.get("in").and_then(Value::as_str),
+            ) else {
+                return Err(SpecError::new(p_at, "a parameter needs `name` and `in`"));
+            };
+            let key = (place.to_string(), pname.to_string());
+            if !declared.contains_key(&key) {
+                order.push(key.clone());
+            }
+            declared.insert(key, (p.clone(), p_at));
+        }
+    }
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let mut params = Vec::new();
+    let mut taken: HashSet<String> = HashSet::new();
+    for key in order {
+        let (p, p_at) = &declared[&key];
+        let Some(location) = Location::parse(&key.0) else {
+            return Err(SpecError::new(
+                format!("{p_at}/in"),
+                format!("{:?} is not a parameter location", key.0),
+            ));
+        };
+        // Headers the client sets itself.
+        if location == Location::Header
+            && matches!(
+                key.1.to_ascii_lowercase().as_str(),
+                "accept" | "content-type" | "authorization"
+            )
+        {
+            continue;
+        }
+        let (schema, json_content) = match (p.get("schema"), p.get("content")) {
+            (Some(s), _) => (resolver.schema(s, &format!("{p_at}/schema"))?, false),
+            (None, Some(Value::Object(c))) => match c.iter().next() {
+                Some((media, m)) => (
+                    match m.get("schema") {
+                        Some(s) => resolver
+                            .schema(s, &format!("{p_at}/content/{}/schema", escape(media)))?,
+                        None => json!({}),
+                    },
+                    true,
+                ),
+                None => (json!({}), true),
+            },
+            _ => (json!({}), false),
+        };
+        let mut schema = schema;
+        if let (Some(d), Value::Object(s)) =
+            (p.get("description").and_then(Value::as_str), &mut schema)
+            && !s.contains_key("description")
+        {
+            s.insert("description".into(), json!(d));
+        }
+        let arg = unique_arg(&mut taken, &key.1, location.name());
+        if location == Location::Path || p.get("required").and_then(Value::as_bool) == Some(true) {
+            required.push(json!(arg));
+        }
+        properties.insert(arg.clone(), schema);
+        let style = p
+            .get("style")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| match location {
+                Location::Query | Location::Cookie => "form".into(),
+                Location::Path | Location::Header => "simple".into(),
+            });
+        let explode = p
+            .get("explode")
+            .and_then(Value::as_bool)
+            .unwrap_or(style == "form");
+        params.push(Param {
+            arg,
+            name: key.1.clone(),
+            location,
+            style,
+            explode,
+            json: json_content,
+            allow_reserved: p.get("allowReserved").and_then(Value::as_bool) == Some(true),
+        });
+    }
+    let mut body = None;
+    if let Some(rb) = op.get("requestBody") {
+        let rb_at = format!("{at}/requestBody");
+        let rb = deref(doc, rb, &rb_at)?;
+        if let Some((media, schema)) = pick_media(rb.get("content")) {
+            let schema = match schema {
+                Some(s) => {
+                    resolver.schema(s, &format!("{rb_at}/content/{}/schema", escape(&media)))?
+                }
+                None if is_json(&media) => json!({}),
+                None => json!({"type": "string"}),
+            };
+            let mut schema = schema;
+            if let (Some(d), Value::Object(s)) =
+                (rb.get("description").and_then(Value::as_str), &mut schema)
+                && !s.contains_key("description")
+            {
+                s.insert("description".into(), json!(d));
+            }
+            let arg = unique_arg(&mut taken, "body", "request");
+            if rb.get("required").and_then(Value::as_bool) == Some(true) {
+                required.push(json!(arg));
+            }
+            properties.insert(arg.clone(), schema);
+            body = Some(RequestBody { arg, media });
+        }
+    }
+    let mut output_schema = None;
+    if let Some(Value::Object(responses)) = op.get("responses") {
+        let mut codes: Vec<&String> = responses.keys().filter(|c| c.starts_with('2')).collect();
+        codes.sort();
+        if let Some(code) = codes.first() {
+            let r_at = format!("{at}/responses/{}", escape(code));
+            let r = deref(doc, &responses[code.as_str()], &r_at)?;
+            if let Some((media, Some(s))) = pick_media(r.get("content"))
+                && is_json(&media)
+            {
+                let s = resolver.schema(s, &format!("{r_at}/content/{}/schema", escape(&media)))?;
+                if s.get("type").and_then(Value::as_str) == Some("object") {
+                    output_schema = Some(s);
+                }
+            }
+        }
+    }
+    let summary = op
+        .get("summary")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let long = op
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim();
+    let mut description = match (summary.is_empty(), long.is_empty()) {
+        (false, false) if long.starts_with(&summary) => long.to_string(),
+        (false, false) => format!("{summary}\n\n{long}"),
+        (false, true) => summary.clone(),
+        (true, false) => long.to_string(),
+        (true, true) => format!("{method} {path}"),
+    };
+    description.push_str(&format!("\n\n{method} {path}"));
+    if op.get("deprecated").and_then(Value::as_bool) == Some(true) {
+        description.push_str(" (deprecated)");
+    }
+    for note in &resolver.notes {
+        description.push_str(&format!("\nNote: {note}."));
+    }
+    let input_schema = json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    });
+    Ok(Operation {
+        name,
+        method,
+        path: path.to_string(),
+        tags,
+        summary,
+        description,
+        params,
+        body,
+        input_schema,
+        output_schema,
+    })
+}
+
+fn unique_arg(taken: &mut HashSet<String>, name: &str, suffix: &str) -> String {
+    if taken.insert(name.to_string()) {
+        return name.to_string();
+    }
+    let mut candidate = format!("{name}_{suffix}");
+    let mut n = 2;
+    while !taken.insert(candidate.clone()) {
+        candidate = format!("{name}_{suffix}{n}");
+        n += 1;
+    }
+    candidate
+}
+
+pub fn is_json(media: &str) -> bool {
+    let m = media
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    m == "application/json" || m.ends_with("+json") || m == "*/*"
+}
+
+/// The media type a request or response is written in: JSON first, then a
+/// form, then anything (sent as text).
+fn pick_media(content: Option<&Value>) -> Option<(String, Option<&Value>)> {
+    let content = content?.as_object()?;
+    let pick = content
+        .iter()
+        .find(|(m, _)| is_json(m) && *m != "*/*")
+        .or_else(|| {
+            content
+                .iter()
+                .find(|(m, _)| m.starts_with("application/x-www-form-urlencoded"))
+        })
+        .or_else(|| content.iter().next())?;
+    Some((pick.0.clone(), pick.1.get("schema")))
+}
+
+fn base_url(
+    root: &Map<String, Value>,
+    settings: &Settings,
+    spec_url: Option<&url::Url>,
+) -> Result<url::Url, String> {
+    if let Some(base) = &settings.base_url {
+        return url::Url::parse(base).map_err(|e| format!("base_url: {e}"));
+    }
+    let server = root
+        .get("servers")
+        .and_then(Value::as_array)
+        .and_then(|s| s.first());
+    let mut raw = server
+        .and_then(|s| s.get("url"))
+        .and_then(Value::as_str)
+        .unwrap_or("/")
+        .to_string();
+    // Server variables take their defaults.
+    if let Some(Value::Object(vars)) = server.and_then(|s| s.get("variables")) {
+        for (k, v) in vars {
+            if let Some(d) = v.get("default").and_then(Value::as_str) {
+                raw = raw.replace(&format!("{{{k}}}"), d);
+            }
+        }
+    }
+    match url::Url::parse(&raw) {
+        Ok(u) => Ok(u),
+        Err(url::ParseError::RelativeUrlWithoutBase) => match spec_url {
+            Some(spec) => spec.join(&raw).map_err(|e| format!("servers[0].url: {e}")),
+            None => Err(format!(
+                "the document's server URL {raw:?} is relative and the document is a file: set base_url"
+            )),
+        },
+        Err(e) => Err(format!("servers[0].url {raw:?}: {e}")),
+    }
+}

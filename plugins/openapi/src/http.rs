@@ -1,0 +1,147 @@
+//! The HTTP client of a source: reqwest with rustls, redirects followed only
+//! within the origin that was asked (so credentials never reach another
+//! host), and bodies read up to a bound.
+
+use std::collections::BTreeMap;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use thiserror::Error;
+
+/// How many same-origin redirects a request follows.
+const MAX_REDIRECTS: usize = 10;
+
+#[derive(Debug, Error)]
+pub enum FetchError {
+    #[error("{0}")]
+    Http(String),
+    #[error("HTTP status {0}")]
+    Status(u16),
+    #[error("the body is over {0} bytes")]
+    TooLarge(u64),
+}
+
+/// An error's text with its causes (reqwest's own Display stops at "error
+/// sending request") and without its URL, whose query may hold an API key.
+pub fn error_text(e: reqwest::Error) -> String {
+    if e.is_timeout() {
+        return "timed out".into();
+    }
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[derive(Clone)]
+pub struct Client {
+    pub inner: reqwest::Client,
+}
+
+impl Client {
+    pub fn new() -> Result<Self, reqwest::Error> {
+        let policy = reqwest::redirect::Policy::custom(|attempt| {
+            let same_origin = attempt
+                .previous()
+                .first()
+                .is_some_and(|first| first.origin() == attempt.url().origin());
+            if !same_origin {
+                // Not followed: the caller gets the 3xx as it came, and the
+                // other host never sees the request or its credentials.
+                attempt.stop()
+            } else if attempt.previous().len() > MAX_REDIRECTS {
+                attempt.error(format!("exceeded {MAX_REDIRECTS} redirects"))
+            } else {
+                attempt.follow()
+            }
+        });
+        let inner = reqwest::Client::builder().redirect(policy).build()?;
+        Ok(Self { inner })
+    }
+
+    /// GETs the OpenAPI document at `url`, bounded by `limit` bytes.
+    pub async fn fetch_document(
+        &self,
+        url: url::Url,
+        headers: &BTreeMap<String, String>,
+        limit: usize,
+    ) -> Result<Vec<u8>, FetchError> {
+        let response = self
+            .inner
+            .get(url)
+            .headers(header_map(headers))
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, application/yaml;q=0.9, */*;q=0.5",
+            )
+            .timeout(std::time::Duration::from_secs(60))
+            .send()
+            .await
+            .map_err(|e| FetchError::Http(error_text(e)))?;
+        if !response.status().is_success() {
+            return Err(FetchError::Status(response.status().as_u16()));
+        }
+        match read_bounded(response, limit).await? {
+            Body::Whole(bytes) => Ok(bytes),
+            Body::Cut { seen, .. } => Err(FetchError::TooLarge(seen)),
+        }
+    }
+}
+
+pub fn header_map(headers: &BTreeMap<String, String>) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (k, v) in headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            map.insert(name, value);
+        }
+    }
+    map
+}
+
+pub enum Body {
+    Whole(Vec<u8>),
+    /// Over the limit: what was read (up to the limit) and how much was seen
+    /// (the declared length, or what arrived before the read stopped).
+    Cut {
+        head: Vec<u8>,
+        seen: u64,
+    },
+}
+
+/// Reads a body up to `limit` bytes and stops there: a 10 GB answer costs
+/// one limit's worth of memory and is then dropped (closing the connection).
+pub async fn read_bounded(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Body, FetchError> {
+    if let Some(len) = response.content_length()
+        && len > limit as u64
+    {
+        return Ok(Body::Cut {
+            head: Vec::new(),
+            seen: len,
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| FetchError::Http(error_text(e)))?
+    {
+        if out.len() + chunk.len() > limit {
+            let seen = (out.len() + chunk.len()) as u64;
+            let room = limit - out.len();
+            out.extend_from_slice(&chunk[..room]);
+            return Ok(Body::Cut { head: out, seen });
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Body::Whole(out))
+}

@@ -1,0 +1,231 @@
+//! wf-source-openapi: REST APIs described by OpenAPI 3.0/3.1 documents as wf
+//! sources of kind `openapi`. Each operation is a tool and a workflow node;
+//! the document is a resource and the `api_overview` prompt explains it.
+//!
+//! Discovery (`catalog`) reads the document again each time, so the host's
+//! refresh picks up a changed document (and tells clients their lists
+//! changed); calls use the document of the last discovery.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod api;
+mod auth;
+mod call;
+mod docs;
+mod http;
+pub mod load;
+pub mod refs;
+pub mod serialize;
+pub mod settings;
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use wf_plugin_api::prelude::*;
+
+use crate::api::Api;
+use crate::auth::TokenCache;
+use crate::http::Client;
+use crate::settings::Settings;
+
+pub struct OpenApiPlugin;
+
+impl Plugin for OpenApiPlugin {
+    type Source = OpenApiSource;
+
+    fn manifest() -> Manifest {
+        Manifest::new(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"))
+            .kind("openapi")
+            .description("REST APIs described by OpenAPI 3.0/3.1 documents: one tool and workflow node per operation")
+            .settings_schema("openapi", settings::settings_schema())
+    }
+
+    fn new(_host: Host) -> Result<Self, PluginError> {
+        Ok(OpenApiPlugin)
+    }
+
+    fn create_source(&self, spec: SourceSpec) -> Result<OpenApiSource, PluginError> {
+        let settings = Settings::parse(&spec.name, &spec.config)?;
+        for secret in settings.auth.secrets() {
+            wf_plugin_api::redact_in_logs(&secret);
+        }
+        let client = Client::new().map_err(|e| {
+            PluginError::internal(format!("sources.{}: HTTP client: {e}", spec.name))
+        })?;
+        Ok(OpenApiSource {
+            name: spec.name,
+            settings,
+            client,
+            tokens: TokenCache::default(),
+            current: RwLock::new(None),
+        })
+    }
+}
+
+/// The document of the last discovery, understood.
+pub struct Current {
+    pub api: Api,
+    pub text: String,
+    pub mime: &'static str,
+}
+
+pub struct OpenApiSource {
+    name: String,
+    settings: Settings,
+    client: Client,
+    tokens: TokenCache,
+    current: RwLock<Option<Arc<Current>>>,
+}
+
+impl OpenApiSource {
+    /// Reads and understands the document; the first problem fails it.
+    async fn load(&self) -> Result<Arc<Current>, PluginError> {
+        let loaded = load::load(&self.settings, &self.client)
+            .await
+            .map_err(|e| PluginError::failed(format!("{}: {e}", self.name)))?;
+        let api = api::build(&loaded, &self.settings).map_err(|e| {
+            PluginError::failed(format!("{}: {}: {e}", self.name, self.settings.spec))
+                .with_data(json!({"pointer": e.pointer, "reason": e.message}))
+        })?;
+        let current = Arc::new(Current {
+            api,
+            text: loaded.text,
+            mime: loaded.mime,
+        });
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Some(current.clone());
+        Ok(current)
+    }
+
+    /// The last discovered document, or a fresh one if there was none.
+    async fn current(&self) -> Result<Arc<Current>, PluginError> {
+        let have = self
+            .current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match have {
+            Some(c) => Ok(c),
+            None => self.load().await,
+        }
+    }
+
+    fn catalog_of(&self, current: &Current) -> Catalog {
+        let catalog = current
+            .api
+            .operations
+            .iter()
+            .fold(Catalog::default(), |c, op| c.node(op.node_spec()));
+        catalog
+            .resource(docs::document_resource(&self.name, current))
+            .prompt(docs::prompt(&self.name))
+    }
+}
+
+impl Source for OpenApiSource {
+    async fn catalog(&self) -> Result<Catalog, PluginError> {
+        let current = self.load().await?;
+        Ok(self.catalog_of(&current))
+    }
+
+    async fn list_resources(&self) -> Result<Vec<Resource>, PluginError> {
+        Ok(self.catalog_of(&*self.current().await?).resources)
+    }
+
+    async fn list_prompts(&self) -> Result<Vec<Prompt>, PluginError> {
+        Ok(vec![docs::prompt(&self.name)])
+    }
+
+    async fn list_resource_templates(&self) -> Result<Vec<ResourceTemplate>, PluginError> {
+        Ok(vec![])
+    }
+
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        ctx: CallContext,
+    ) -> Result<CallResult, PluginError> {
+        let current = self.current().await?;
+        let op = current.api.operation(name).ok_or_else(|| {
+            PluginError::not_found(format!("{} has no operation {name}", self.name))
+        })?;
+        let base = current
+            .api
+            .base
+            .as_ref()
+            .map_err(|e| PluginError::invalid_config(format!("sources.{}: {e}", self.name)))?;
+        call::Call {
+            source: &self.name,
+            settings: &self.settings,
+            client: &self.client,
+            tokens: &self.tokens,
+            base,
+        }
+        .run(op, arguments, &ctx)
+        .await
+    }
+
+    async fn read_resource(
+        &self,
+        uri: &str,
+        _ctx: CallContext,
+    ) -> Result<ReadResourceResult, PluginError> {
+        if uri != docs::document_uri(&self.name) {
+            return Err(PluginError::not_found(format!(
+                "{} has no resource {uri}",
+                self.name
+            )));
+        }
+        let current = self.current().await?;
+        Ok(ReadResourceResult::text(
+            uri,
+            current.mime,
+            current.text.clone(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        name: &str,
+        _arguments: Map<String, Value>,
+        _ctx: CallContext,
+    ) -> Result<GetPromptResult, PluginError> {
+        if name != docs::PROMPT {
+            return Err(PluginError::not_found(format!(
+                "{} has no prompt {name}",
+                self.name
+            )));
+        }
+        let current = self.current().await?;
+        Ok(docs::overview(&self.name, &current.api))
+    }
+
+    async fn status(&self) -> Value {
+        let current = self
+            .current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let spec = match url::Url::parse(&self.settings.spec) {
+            // A query may hold a key: never shown.
+            Ok(mut u) => {
+                u.set_query(None);
+                u.to_string()
+            }
+            Err(_) => self.settings.spec.clone(),
+        };
+        match current {
+            None => json!({"spec": spec, "loaded": false}),
+            Some(c) => json!({
+                "spec": spec,
+                "loaded": true,
+                "openapi": c.api.openapi,
+                "title": c.api.title,
+                "operations": c.api.operations.len(),
+                "left_out": c.api.left_out,
+                "base_url": c.api.base.as_ref().map(|u| u.to_string()).unwrap_or_else(|e| e.clone()),
+                "auth": format!("{:?}", self.settings.auth),
+            }),
+        }
+    }
+}
+
+wf_plugin_api::export_plugin!(OpenApiPlugin);
