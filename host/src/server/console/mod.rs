@@ -28,9 +28,9 @@ use tokio_util::sync::CancellationToken;
 
 use access::Kind::{Action, Read};
 
-use super::Surfaces;
-use super::http_guard::{HttpGuard, guard_host_origin};
 use crate::app::App;
+use crate::server::Surfaces;
+use crate::server::identity::guard::{HttpGuard, guard_host_origin};
 pub use signin::link_line;
 
 const INDEX: &str = include_str!("assets/index.html");

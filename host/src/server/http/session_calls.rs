@@ -39,9 +39,9 @@ use rmcp::transport::streamable_http_server::SessionId;
 use rmcp::{ErrorData, Peer, RoleServer, Service};
 use tokio_util::sync::CancellationToken;
 
-use super::handler::WfServer;
-use super::http_direct::{accepts_json_and_sse, in_time, json_reply, sole};
-use super::http_messages::SESSION_HEADER;
+use super::direct::{accepts_json_and_sse, in_time, json_reply, sole};
+use super::messages::SESSION_HEADER;
+use crate::server::mcp::handler::WfServer;
 
 /// The sessions whose calls can be answered in place, by session id.
 pub struct SessionCalls {

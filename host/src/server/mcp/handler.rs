@@ -16,16 +16,16 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument;
 
 use super::Surfaces;
-use super::call_slots::CallSlots;
 use super::caller::{self, ClientAsker, ClientLevel};
 use super::forwarding::{self, Downstream};
-use super::http_session_calls::SessionCalls;
 use super::mrtr::Step;
 use super::notify::{self, Follower, ListKind};
 use super::observe;
-use super::principals::{principal_of, visible};
 use super::session_route::{self, SESSION_SOURCE};
 use crate::app::App;
+use crate::server::http::session_calls::SessionCalls;
+use crate::server::identity::call_slots::CallSlots;
+use crate::server::identity::principals::{principal_of, visible};
 use crate::sources::sessions::{SessionCaller, SessionUse, with_caller};
 use crate::sources::{Asker, CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
@@ -276,7 +276,7 @@ impl ServerHandler for WfServer {
             && let Some(id) = context
                 .extensions
                 .get::<axum::http::request::Parts>()
-                .and_then(|p| p.headers.get(super::http_messages::SESSION_HEADER))
+                .and_then(|p| p.headers.get(crate::server::http::messages::SESSION_HEADER))
                 .and_then(|v| v.to_str().ok())
         {
             // The registered clone has no calls of its own to answer.

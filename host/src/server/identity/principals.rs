@@ -8,10 +8,10 @@ use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 use sha2::{Digest, Sha256};
 
-use super::Surfaces;
-use super::http_guard::check_token;
+use super::guard::check_token;
 use super::limits::Principal;
 use crate::config::{ServerConfig, expand_env};
+use crate::server::Surfaces;
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
 
 /// Who sent this request: the principal the HTTP guard checked it as, or

@@ -20,7 +20,7 @@ use axum::response::Response;
 use futures::StreamExt;
 use serde_json::Value;
 
-use super::jsonrpc::{INTERNAL_ERROR, error_reply};
+use crate::server::jsonrpc::{INTERNAL_ERROR, error_reply};
 
 type Answer = Pin<Box<dyn Future<Output = Response> + Send>>;
 

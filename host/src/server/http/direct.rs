@@ -33,11 +33,11 @@ use rmcp::service::{RequestContext, RunningService, RxJsonRpcMessage, TxJsonRpcM
 use rmcp::transport::Transport;
 use rmcp::{Peer, RoleServer, ServerHandler, Service};
 
-use super::Surfaces;
-use super::caller::LOG_LEVEL_META;
-use super::handler::WfServer;
-use super::http_messages::SESSION_HEADER;
+use super::messages::SESSION_HEADER;
 use crate::app::App;
+use crate::server::Surfaces;
+use crate::server::mcp::caller::LOG_LEVEL_META;
+use crate::server::mcp::handler::WfServer;
 
 /// Serves the requests [`Direct::takes`] accepts.
 pub struct Direct {
