@@ -33,7 +33,7 @@ use rmcp::service::{RequestContext, RunningService, RxJsonRpcMessage, TxJsonRpcM
 use rmcp::transport::Transport;
 use rmcp::{Peer, RoleServer, ServerHandler, Service};
 
-use super::messages::SESSION_HEADER;
+use super::headers::{SESSION_HEADER, accepts_json_and_sse, sole};
 use crate::app::App;
 use crate::server::Surfaces;
 use crate::server::mcp::caller::LOG_LEVEL_META;
@@ -181,37 +181,6 @@ fn takes_call(
         && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
         && accepts_json_and_sse(headers)
         && plain(name) == Some(true)
-}
-
-/// The header's one value, when it has exactly one and it is text.
-pub(super) fn sole<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    let mut values = headers.get_all(name).iter();
-    let first = values.next()?;
-    values
-        .next()
-        .is_none()
-        .then(|| first.to_str().ok())
-        .flatten()
-}
-
-/// `Accept` names both media types rmcp requires, with no parameters (a
-/// weight is rmcp's to read).
-pub(super) fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
-    let (mut json, mut sse) = (false, false);
-    for value in headers.get_all(header::ACCEPT) {
-        let Ok(value) = value.to_str() else {
-            return false;
-        };
-        for item in value.split(',') {
-            let item = item.trim();
-            if item.contains(';') || item.contains('"') {
-                return false;
-            }
-            json |= item.eq_ignore_ascii_case("application/json");
-            sse |= item.eq_ignore_ascii_case("text/event-stream");
-        }
-    }
-    json && sse
 }
 
 /// The whole answer as JSON, with the status rmcp gives a stateless answer.

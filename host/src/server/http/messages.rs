@@ -20,14 +20,13 @@ use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonR
 use rmcp::transport::streamable_http_server::SessionManager;
 
 use super::direct::Direct;
+use super::headers::SESSION_HEADER;
 use super::late;
 use super::sessions::BoundedSessions;
 use crate::server::identity::limits::{
     Cost, PrincipalLimits, RateLimitedWarn, hold, principal_of_request,
 };
 use crate::server::jsonrpc::{self, INVALID_PARAMS, SERVER_BUSY, error_reply};
-
-pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 
 pub struct Messages {
     pub max_body: usize,

@@ -4,9 +4,10 @@
 
 mod connections;
 mod direct;
+mod headers;
 mod late;
-pub(crate) mod messages;
-pub(crate) mod session_calls;
+mod messages;
+mod session_calls;
 mod sessions;
 
 use std::net::SocketAddr;

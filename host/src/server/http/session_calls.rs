@@ -34,14 +34,14 @@ use rmcp::model::{
     ClientCapabilities, ClientRequest, GetExtensions, GetMeta, JsonRpcRequest, ProtocolVersion,
     RequestId, ServerJsonRpcMessage,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::SessionId;
 use rmcp::{ErrorData, Peer, RoleServer, Service};
 use tokio_util::sync::CancellationToken;
 
-use super::direct::{accepts_json_and_sse, in_time, json_reply, sole};
-use super::messages::SESSION_HEADER;
-use crate::server::mcp::handler::WfServer;
+use super::direct::{in_time, json_reply};
+use super::headers::{SESSION_HEADER, accepts_json_and_sse, sole};
+use crate::server::mcp::handler::{InPlaceCalls, WfServer};
 
 /// The sessions whose calls can be answered in place, by session id.
 pub struct SessionCalls {
@@ -143,6 +143,17 @@ impl SessionCalls {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Arc<Served>>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl InPlaceCalls for SessionCalls {
+    fn session_of(&self, context: &NotificationContext<RoleServer>) -> Option<SessionId> {
+        let parts = context.extensions.get::<Parts>()?;
+        Some(parts.headers.get(SESSION_HEADER)?.to_str().ok()?.into())
+    }
+
+    fn register(&self, id: SessionId, server: WfServer, peer: Peer<RoleServer>) {
+        SessionCalls::register(self, id, server, peer);
     }
 }
 
