@@ -15,7 +15,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::Console;
-use super::access::refused;
+use super::refused;
 use crate::config::AdminOverHttp;
 use crate::server::Principal;
 use crate::server::identity::guard::{host_origin_refusal, parse_authority, parse_origin};
