@@ -16,15 +16,11 @@
 //! session header, or a tool wf does not know goes to rmcp as before.
 
 use std::borrow::Cow;
-use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use rmcp::model::{
     ClientRequest, ErrorCode, GetExtensions, GetMeta, JsonRpcRequest, ProtocolVersion,
     RequestMetaObject, ServerJsonRpcMessage,
@@ -34,6 +30,7 @@ use rmcp::transport::Transport;
 use rmcp::{Peer, RoleServer, ServerHandler, Service};
 
 use super::headers::{SESSION_HEADER, accepts_json_and_sse, sole};
+use super::late::message_in_time;
 use crate::app::App;
 use crate::server::Surfaces;
 use crate::server::mcp::caller::LOG_LEVEL_META;
@@ -50,7 +47,7 @@ pub struct Direct {
     /// service that drops what it is given.
     peer: Peer<RoleServer>,
     _detached: RunningService<RoleServer, Detached>,
-    /// How long an answer may keep the connection silent (see [`in_time`]).
+    /// How long an answer may keep the connection silent (see [`message_in_time`]).
     patience: Duration,
 }
 
@@ -119,43 +116,9 @@ impl Direct {
                 Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
             }
         });
-        let response = in_time(answer, self.patience, reply).await;
+        let response = message_in_time(answer, self.patience, reply).await;
         tracing::debug!("tools/call answered in place");
         response
-    }
-}
-
-/// The answer as JSON (`json`) when it comes within `patience`. A slower one
-/// gets an event stream at once, with a keep-alive comment every `patience`
-/// until its answer, as rmcp streams: JSON would leave the connection
-/// silent, and `server.idle_timeout_ms` closes a silent connection.
-///
-/// `answer` comes boxed: inline, the call would size the middleware's
-/// future, which axum copies into a box per request, as do the layers
-/// outside it.
-pub(super) async fn in_time(
-    mut answer: Pin<Box<dyn Future<Output = ServerJsonRpcMessage> + Send>>,
-    patience: Duration,
-    json: fn(&ServerJsonRpcMessage) -> Response,
-) -> Response {
-    match tokio::time::timeout(patience, &mut answer).await {
-        Ok(message) => json(&message),
-        Err(_) => {
-            let events = futures::stream::once(answer).map(|message| {
-                Ok::<_, Infallible>(
-                    Event::default()
-                        .event("message")
-                        .json_data(&message)
-                        .unwrap_or_else(|e| {
-                            tracing::error!("cannot serialise an answer: {e}");
-                            Event::default().comment("unserialisable answer")
-                        }),
-                )
-            });
-            Sse::new(events)
-                .keep_alive(KeepAlive::new().interval(patience))
-                .into_response()
-        }
     }
 }
 

@@ -233,7 +233,7 @@ async fn serve_request(
     req: JsonRpcRequest<ClientRequest>,
     next: Next,
 ) -> Response {
-    // Each boxes its call (`http_direct::in_time`).
+    // Each boxes its call (`late::in_time`).
     if let Some(direct) = &m.direct {
         if direct.takes(&parts.headers, &req) {
             return direct.serve(parts, req).await;
@@ -249,7 +249,7 @@ async fn serve_request(
         {
             let id = serde_json::to_value(&req.id).unwrap_or_default();
             let answer = next.run(Request::from_parts(parts, Body::from(bytes)));
-            return late::in_time(Box::pin(answer), id, direct.patience()).await;
+            return late::response_in_time(Box::pin(answer), id, direct.patience()).await;
         }
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))

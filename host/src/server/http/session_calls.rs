@@ -39,8 +39,9 @@ use rmcp::transport::streamable_http_server::SessionId;
 use rmcp::{ErrorData, Peer, RoleServer, Service};
 use tokio_util::sync::CancellationToken;
 
-use super::direct::{in_time, json_reply};
+use super::direct::json_reply;
 use super::headers::{SESSION_HEADER, accepts_json_and_sse, sole};
+use super::late::message_in_time;
 use crate::server::mcp::handler::{InPlaceCalls, WfServer};
 
 /// The sessions whose calls can be answered in place, by session id.
@@ -159,7 +160,7 @@ impl InPlaceCalls for SessionCalls {
 
 impl Served {
     /// Answers the call as the session's serve loop would: as JSON, or as
-    /// an event stream once it has taken `patience` ([`in_time`]).
+    /// an event stream once it has taken `patience` ([`message_in_time`]).
     /// `touch` tells the session's worker of the use, when it is due.
     pub async fn serve<F>(
         self: Arc<Self>,
@@ -205,7 +206,7 @@ impl Served {
                 }
             }
         });
-        let response = in_time(answer, patience, ok_json).await;
+        let response = message_in_time(answer, patience, ok_json).await;
         tracing::debug!("session tools/call answered in place");
         response
     }
