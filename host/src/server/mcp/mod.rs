@@ -1,4 +1,5 @@
-//! The MCP layer: what wf answers to an MCP request, whatever carried it (routing, forwarding, rounds, epochs, results).
+//! The MCP layer: what wf answers to an MCP request, whatever transport carried
+//! it (routing, forwarding, input rounds, epochs, results).
 
 pub(crate) mod caller;
 mod epochs;
