@@ -1,3 +1,6 @@
+//! The HTTP front: streamable HTTP at `/mcp`, and the one server that also
+//! mounts `/console` and `/metrics`.
+//!
 //! Streamable HTTP: the rmcp service mounted at `/mcp`, behind (outermost
 //! first) the Host/Origin/token guard and the message checks (which hold each
 //! request to its principal's bounds), served by wf's own accept loop.
