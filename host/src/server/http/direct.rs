@@ -307,19 +307,4 @@ mod tests {
         );
         assert!(!takes(&h, &m));
     }
-
-    #[test]
-    fn accept_needs_both_types_and_leaves_weights_to_rmcp() {
-        let ok = |v: &'static str| accepts_json_and_sse(&headers(&[("accept", v)]));
-        assert!(ok("application/json, text/event-stream"));
-        assert!(ok("text/event-stream,application/json"));
-        assert!(!ok("application/json"));
-        assert!(!ok("application/json;q=0, text/event-stream"));
-        assert!(!ok("*/*"));
-        let two = headers(&[
-            ("accept", "application/json"),
-            ("accept", "text/event-stream"),
-        ]);
-        assert!(accepts_json_and_sse(&two));
-    }
 }

@@ -35,3 +35,32 @@ pub fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
     }
     json && sse
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn accept_needs_both_types_and_leaves_weights_to_rmcp() {
+        let ok = |v: &'static str| accepts_json_and_sse(&headers(&[("accept", v)]));
+        assert!(ok("application/json, text/event-stream"));
+        assert!(ok("text/event-stream,application/json"));
+        assert!(!ok("application/json"));
+        assert!(!ok("application/json;q=0, text/event-stream"));
+        assert!(!ok("*/*"));
+        let two = headers(&[
+            ("accept", "application/json"),
+            ("accept", "text/event-stream"),
+        ]);
+        assert!(accepts_json_and_sse(&two));
+    }
+}
