@@ -26,7 +26,7 @@ pytestmark = pytest.mark.anyio
 
 OP_TIMEOUT = 60
 DIRECT_LINE = "answered in place"
-LOG = "info,wf_host::server::http_direct=debug,wf_host::server::http_session_calls=debug"
+LOG = "info,wf_host::server::http::direct=debug,wf_host::server::http::session_calls=debug"
 SESSION_LINE = "session tools/call answered in place"
 
 META = {

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::ServeArgs;
 use crate::app::App;
 use crate::config::expand_env;
-use crate::server::principals::named_tokens;
+use crate::server::identity::principals::named_tokens;
 use crate::server::{
     HttpOptions, Isolation, Surfaces, ToolAccess, serve_http, serve_stdio, shutdown_signal,
 };

@@ -11,10 +11,10 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::http_guard::{HttpGuard, check_token};
 use crate::app::App;
 use crate::config::{TelemetryConfig, expand_env};
 use crate::secrets::constant_time_eq;
+use crate::server::identity::guard::{HttpGuard, check_token};
 use crate::telemetry::metrics;
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

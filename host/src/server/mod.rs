@@ -1,68 +1,26 @@
 //! The MCP front: one rmcp server handler over stdio or streamable HTTP.
 
-mod call_slots;
-mod caller;
-mod connections;
 mod console;
-mod epochs;
-mod forwarding;
-mod handler;
 mod http;
-mod http_direct;
-pub(crate) mod http_guard;
-mod http_late;
-mod http_messages;
-mod http_session_calls;
-pub(crate) mod isolation;
+pub(crate) mod identity;
 mod jsonrpc;
-mod limits;
+pub(crate) mod mcp;
 mod metrics_route;
-mod mrtr;
-mod notify;
-mod observe;
-pub(crate) mod principals;
-mod roots;
-mod session_route;
-mod sessions;
 mod stdio;
-mod tool_result;
 
-pub use handler::WfServer;
 pub use http::{HttpOptions, serve_http};
-pub use http_guard::HttpGuard;
-pub use isolation::Isolation;
-pub use limits::Principal;
-pub use principals::ToolAccess;
+pub use identity::guard::HttpGuard;
+pub use identity::limits::Principal;
+pub use identity::principals::ToolAccess;
+pub use mcp::Surfaces;
+pub use mcp::handler::WfServer;
+pub use mcp::isolation::Isolation;
 
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
 
 use crate::app::App;
-use crate::surfaces::admin::Admin;
-use crate::surfaces::planner::Planner;
-
-/// The host-side surfaces a server routes calls to.
-#[derive(Clone)]
-pub struct Surfaces {
-    pub planner: Arc<Planner>,
-    pub admin: Option<Arc<Admin>>,
-    /// Which tools each principal may see and call; epochs clients saw.
-    pub isolation: Arc<isolation::Isolation>,
-    /// 2026-07-28 clients' calls waiting for their input.
-    pub rounds: Arc<mrtr::Rounds>,
-}
-
-impl Surfaces {
-    pub fn new(app: &Arc<App>) -> Self {
-        Self {
-            planner: Planner::new(app.clone()),
-            admin: Admin::new(app.clone()),
-            isolation: Arc::default(),
-            rounds: Arc::new(mrtr::Rounds::for_config(&app.config.config.server)),
-        }
-    }
-}
 
 /// Serves MCP over stdin/stdout until the client closes stdin or a signal
 /// arrives. `stdio_pipes` reads and writes the pipes directly instead of

@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
 
-use super::jsonrpc::{self, INVALID_REQUEST};
+use crate::server::jsonrpc::{self, INVALID_REQUEST};
 
 type Out<W> = Arc<Mutex<Option<W>>>;
 

@@ -7,25 +7,16 @@
 //! one [`opener`].
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-mod callers;
-pub mod client;
 pub mod config;
-mod deadlines;
 mod discovery;
-pub mod env;
-mod frames;
-mod http;
 pub mod oauth;
-pub mod opener;
 mod pages;
-mod replies;
-mod rounds;
 mod runtime;
-mod scan;
-mod stderr;
-mod stdio;
-mod tool_result;
-mod trace;
+mod session;
+mod transport;
+
+pub use session::{client, opener};
+pub use transport::env;
 
 use std::collections::HashMap;
 use std::sync::PoisonError;
@@ -322,7 +313,7 @@ impl Source for McpSource {
         self.runtime.close().await;
         // A session still closing (a rediscovery when wf stops) must not
         // outlive the source.
-        stdio::kill_leftovers(&self.name, stdio::instance_key(&self.config));
+        transport::stdio::kill_leftovers(&self.name, transport::stdio::instance_key(&self.config));
     }
 }
 

@@ -19,7 +19,7 @@ use wf_mcp_oauth::{Notes, OAuthSettings, TokenFile, flow};
 use wf_plugin_api::{ErrorCode, PluginError};
 
 use crate::config::McpConfig;
-use crate::http::WatchedHttp;
+use crate::transport::http::WatchedHttp;
 
 /// The word status and errors carry when a person must log in.
 pub const NEEDS_LOGIN: &str = "needs_login";

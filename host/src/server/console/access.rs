@@ -18,11 +18,6 @@ use crate::config::{AdminOverHttp, ConsoleAccess};
 use crate::server::Principal;
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
 
-/// A JSON error answer: `{"error", "hint"}`.
-pub fn refused(status: StatusCode, error: impl Into<String>, hint: &str) -> Response {
-    (status, Json(json!({"error": error.into(), "hint": hint}))).into_response()
-}
-
 /// Whether a request only reads or changes something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

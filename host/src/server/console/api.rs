@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use wf_plugin_api::CallResult;
 
 use super::Console;
-use super::access::{Kind, refused};
+use super::access::Kind;
+use super::refused;
 use super::viewer::Viewer;
 use crate::app::App;
 use crate::server::Principal;

@@ -19,23 +19,29 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use access::Kind::{Action, Read};
 
-use super::Surfaces;
-use super::http_guard::{HttpGuard, guard_host_origin};
 use crate::app::App;
+use crate::server::Surfaces;
+use crate::server::identity::guard::{HttpGuard, guard_host_origin};
 pub use signin::link_line;
 
 const INDEX: &str = include_str!("assets/index.html");
 const CSS: &str = include_str!("assets/console.css");
 const JS: &str = include_str!("assets/console.js");
+
+/// A JSON error answer: `{"error", "hint"}`.
+pub fn refused(status: StatusCode, error: impl Into<String>, hint: &str) -> Response {
+    (status, Json(json!({"error": error.into(), "hint": hint}))).into_response()
+}
 
 /// What the API handlers share.
 #[derive(Clone)]

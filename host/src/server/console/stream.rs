@@ -16,7 +16,8 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Console;
-use super::access::{Kind, refused};
+use super::access::Kind;
+use super::refused;
 use super::viewer::Viewer;
 use crate::server::Principal;
 use crate::surfaces::planner::PLANNER_SOURCE;

@@ -15,10 +15,10 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::Console;
-use super::access::refused;
+use super::refused;
 use crate::config::AdminOverHttp;
 use crate::server::Principal;
-use crate::server::http_guard::{host_origin_refusal, parse_authority, parse_origin};
+use crate::server::identity::guard::{host_origin_refusal, parse_authority, parse_origin};
 use crate::surfaces::admin::Caller;
 
 /// How a console request was admitted.

@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use wf_plugin_api::{CallResult, Catalog, Tool};
 
-use super::principals::principal_of;
 use crate::app::App;
+use crate::server::identity::principals::principal_of;
 use crate::sources::SourceHandle;
 use crate::sources::sessions::{HANDLE_META_KEY, SessionCaller, SessionError, SessionUse};
 
@@ -99,7 +99,7 @@ pub fn notifying_caller(
 ) -> SessionCaller {
     let parts = context.extensions.get::<http::request::Parts>();
     SessionCaller {
-        principal: super::limits::principal_of_request(parts)
+        principal: crate::server::identity::limits::principal_of_request(parts)
             .name()
             .to_string(),
         client: Some(client.to_string()),

@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use wf_plugin_api::{CallerRequest, ErrorCode, PluginError};
 
-use crate::callers::{self, Callers};
+use crate::session::callers::{self, Callers};
 
 /// Called when the upstream says its tools, prompts or resources changed.
 pub type OnListChanged = Arc<dyn Fn() + Send + Sync>;
@@ -36,9 +36,9 @@ pub struct McpClient {
     on_log: Option<OnLog>,
     /// Set when wf ended this session itself (an unattributable oversized
     /// message): why, for the calls that were waiting.
-    pub broken: crate::frames::Broken,
+    pub broken: crate::transport::frames::Broken,
     /// HTTP: the requests whose reply stream was cut for size.
-    pub cut: crate::http::CutForSize,
+    pub cut: crate::transport::http::CutForSize,
     on_resource_updated: Option<OnResourceUpdated>,
     /// The calls in flight on this session, for requests the upstream sends back.
     pub callers: Callers,

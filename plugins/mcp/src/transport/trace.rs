@@ -1,6 +1,6 @@
 //! An upstream request within a traced call: a fresh child of the call's
 //! W3C context goes in the request's `_meta` (`traceparent`, `tracestate`;
-//! [`crate::http`] copies it into the HTTP header), and the request's span
+//! [`crate::transport::http`] copies it into the HTTP header), and the request's span
 //! is reported to the host when it ends. Nothing happens for untraced calls.
 
 use rmcp::model::{ClientRequest, GetMeta};

@@ -16,15 +16,11 @@
 //! session header, or a tool wf does not know goes to rmcp as before.
 
 use std::borrow::Cow;
-use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use rmcp::model::{
     ClientRequest, ErrorCode, GetExtensions, GetMeta, JsonRpcRequest, ProtocolVersion,
     RequestMetaObject, ServerJsonRpcMessage,
@@ -33,11 +29,12 @@ use rmcp::service::{RequestContext, RunningService, RxJsonRpcMessage, TxJsonRpcM
 use rmcp::transport::Transport;
 use rmcp::{Peer, RoleServer, ServerHandler, Service};
 
-use super::Surfaces;
-use super::caller::LOG_LEVEL_META;
-use super::handler::WfServer;
-use super::http_messages::SESSION_HEADER;
+use super::headers::{SESSION_HEADER, accepts_json_and_sse, sole};
+use super::late::message_in_time;
 use crate::app::App;
+use crate::server::Surfaces;
+use crate::server::mcp::caller::LOG_LEVEL_META;
+use crate::server::mcp::handler::WfServer;
 
 /// Serves the requests [`Direct::takes`] accepts.
 pub struct Direct {
@@ -50,7 +47,7 @@ pub struct Direct {
     /// service that drops what it is given.
     peer: Peer<RoleServer>,
     _detached: RunningService<RoleServer, Detached>,
-    /// How long an answer may keep the connection silent (see [`in_time`]).
+    /// How long an answer may keep the connection silent (see [`message_in_time`]).
     patience: Duration,
 }
 
@@ -119,43 +116,9 @@ impl Direct {
                 Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
             }
         });
-        let response = in_time(answer, self.patience, reply).await;
+        let response = message_in_time(answer, self.patience, reply).await;
         tracing::debug!("tools/call answered in place");
         response
-    }
-}
-
-/// The answer as JSON (`json`) when it comes within `patience`. A slower one
-/// gets an event stream at once, with a keep-alive comment every `patience`
-/// until its answer, as rmcp streams: JSON would leave the connection
-/// silent, and `server.idle_timeout_ms` closes a silent connection.
-///
-/// `answer` comes boxed: inline, the call would size the middleware's
-/// future, which axum copies into a box per request, as do the layers
-/// outside it.
-pub(super) async fn in_time(
-    mut answer: Pin<Box<dyn Future<Output = ServerJsonRpcMessage> + Send>>,
-    patience: Duration,
-    json: fn(&ServerJsonRpcMessage) -> Response,
-) -> Response {
-    match tokio::time::timeout(patience, &mut answer).await {
-        Ok(message) => json(&message),
-        Err(_) => {
-            let events = futures::stream::once(answer).map(|message| {
-                Ok::<_, Infallible>(
-                    Event::default()
-                        .event("message")
-                        .json_data(&message)
-                        .unwrap_or_else(|e| {
-                            tracing::error!("cannot serialise an answer: {e}");
-                            Event::default().comment("unserialisable answer")
-                        }),
-                )
-            });
-            Sse::new(events)
-                .keep_alive(KeepAlive::new().interval(patience))
-                .into_response()
-        }
     }
 }
 
@@ -181,37 +144,6 @@ fn takes_call(
         && !headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
         && accepts_json_and_sse(headers)
         && plain(name) == Some(true)
-}
-
-/// The header's one value, when it has exactly one and it is text.
-pub(super) fn sole<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    let mut values = headers.get_all(name).iter();
-    let first = values.next()?;
-    values
-        .next()
-        .is_none()
-        .then(|| first.to_str().ok())
-        .flatten()
-}
-
-/// `Accept` names both media types rmcp requires, with no parameters (a
-/// weight is rmcp's to read).
-pub(super) fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
-    let (mut json, mut sse) = (false, false);
-    for value in headers.get_all(header::ACCEPT) {
-        let Ok(value) = value.to_str() else {
-            return false;
-        };
-        for item in value.split(',') {
-            let item = item.trim();
-            if item.contains(';') || item.contains('"') {
-                return false;
-            }
-            json |= item.eq_ignore_ascii_case("application/json");
-            sse |= item.eq_ignore_ascii_case("text/event-stream");
-        }
-    }
-    json && sse
 }
 
 /// The whole answer as JSON, with the status rmcp gives a stateless answer.
@@ -374,20 +306,5 @@ mod tests {
             HeaderValue::from_static("=?base64?Zml4X19lY2hv?="),
         );
         assert!(!takes(&h, &m));
-    }
-
-    #[test]
-    fn accept_needs_both_types_and_leaves_weights_to_rmcp() {
-        let ok = |v: &'static str| accepts_json_and_sse(&headers(&[("accept", v)]));
-        assert!(ok("application/json, text/event-stream"));
-        assert!(ok("text/event-stream,application/json"));
-        assert!(!ok("application/json"));
-        assert!(!ok("application/json;q=0, text/event-stream"));
-        assert!(!ok("*/*"));
-        let two = headers(&[
-            ("accept", "application/json"),
-            ("accept", "text/event-stream"),
-        ]);
-        assert!(accepts_json_and_sse(&two));
     }
 }

@@ -96,7 +96,7 @@ pub struct ClientAsker {
 }
 
 /// The `_meta` key of a 2026-07-28 request's log opt-in.
-pub(super) const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+pub(crate) const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
 
 /// A 2026-07-28 request's log opt-in.
 pub struct ModernLogs(Option<ClientLevel>);

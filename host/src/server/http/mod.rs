@@ -1,6 +1,17 @@
+//! The HTTP front: streamable HTTP at `/mcp`, and the one server that also
+//! mounts `/console` and `/metrics`.
+//!
 //! Streamable HTTP: the rmcp service mounted at `/mcp`, behind (outermost
 //! first) the Host/Origin/token guard and the message checks (which hold each
 //! request to its principal's bounds), served by wf's own accept loop.
+
+mod connections;
+mod direct;
+mod headers;
+mod late;
+mod messages;
+mod session_calls;
+mod sessions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,17 +21,17 @@ use axum::middleware::from_fn_with_state;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use super::Surfaces;
-use super::connections::{self, ConnLimits};
-use super::handler::WfServer;
-use super::http_direct::Direct;
-use super::http_guard::{HttpGuard, check_token, guard};
-use super::http_messages::{Messages, check_messages};
-use super::limits::{LimitConfig, Principal, PrincipalLimits};
-use super::principals::check_tokens;
-use super::sessions::BoundedSessions;
+use self::connections::ConnLimits;
+use self::direct::Direct;
+use self::messages::{Messages, check_messages};
+use self::sessions::BoundedSessions;
 use crate::app::App;
 use crate::config::ServerConfig;
+use crate::server::Surfaces;
+use crate::server::identity::guard::{HttpGuard, check_token, guard};
+use crate::server::identity::limits::{LimitConfig, Principal, PrincipalLimits};
+use crate::server::identity::principals::check_tokens;
+use crate::server::mcp::handler::WfServer;
 
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -197,8 +208,8 @@ pub async fn serve_http(
         app.front.clone(),
     ));
     app.set_local(
-        super::session_route::SESSION_SOURCE,
-        super::session_route::catalog(),
+        crate::server::mcp::session_route::SESSION_SOURCE,
+        crate::server::mcp::session_route::catalog(),
     );
     let factory_app = app.clone();
     let console_surfaces = surfaces.clone();
@@ -232,19 +243,19 @@ pub async fn serve_http(
         direct,
         limits,
     ));
-    let logins = Arc::new(super::console::logins::Logins::default());
+    let logins = Arc::new(crate::server::console::logins::Logins::default());
     let metrics =
-        super::metrics_route::router(app.clone(), g.clone(), &app.config.config.telemetry)?;
+        crate::server::metrics_route::router(app.clone(), g.clone(), &app.config.config.telemetry)?;
     let router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(from_fn_with_state(messages, check_messages))
         .layer(from_fn_with_state(g.clone(), guard))
         // Outside the /mcp guard: it has its own token and peer rule.
         .merge(metrics.unwrap_or_default())
-        .merge(super::console::router(
+        .merge(crate::server::console::router(
             app.clone(),
             console_surfaces,
-            super::console::ConsoleOptions {
+            crate::server::console::ConsoleOptions {
                 guard: g,
                 logins: logins.clone(),
                 bind: local,
@@ -259,7 +270,10 @@ pub async fn serve_http(
         // Printed, not logged: the token must reach the operator's terminal
         // and nothing else (no log file, no exported span or log record).
         let token = logins.mint_link(std::time::Instant::now());
-        eprintln!("{}", super::console::link_line(local, &token, console));
+        eprintln!(
+            "{}",
+            crate::server::console::link_line(local, &token, console)
+        );
     }
     connections::serve(
         listener,

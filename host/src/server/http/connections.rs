@@ -23,8 +23,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use super::limits::RateLimitedWarn;
 use crate::app::FrontStats;
+use crate::server::identity::limits::RateLimitedWarn;
 
 #[derive(Debug, Clone, Copy)]
 pub struct ConnLimits {

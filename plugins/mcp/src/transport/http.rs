@@ -228,7 +228,7 @@ impl StreamableHttpClient for WatchedHttp {
 }
 
 /// A traced request's W3C context (`_meta.traceparent`/`tracestate`, set by
-/// `crate::trace`) also travels as HTTP headers, for HTTP-level tracing.
+/// `crate::transport::trace`) also travels as HTTP headers, for HTTP-level tracing.
 fn trace_headers(message: &ClientJsonRpcMessage, headers: &mut HashMap<HeaderName, HeaderValue>) {
     let JsonRpcMessage::Request(r) = message else {
         return;

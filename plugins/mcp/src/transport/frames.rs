@@ -21,7 +21,7 @@ use std::task::{Context, Poll, ready};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, ReadBuf};
 
-use crate::scan::{Frame, LineScan};
+use crate::transport::scan::{Frame, LineScan};
 
 /// JSON-RPC error code of the reply that stands in for a dropped response.
 pub const TOO_LARGE_CODE: i32 = -32603;

@@ -14,7 +14,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 use wf_plugin_api::{CallContext, CallerRequest, PluginError};
 
-use crate::client::McpClient;
+use crate::session::client::McpClient;
 
 /// Most input-required rounds one call may take (as the official clients).
 pub const MAX_ROUNDS: usize = 10;

@@ -19,7 +19,7 @@ use serde_json::json;
 use wf_plugin_api::{CallResult, SESSION_EPOCH_META};
 
 use super::caller::ModernLogs;
-use super::principals::principal_of;
+use crate::server::identity::principals::principal_of;
 
 /// Entries kept before old ones are dropped, and how old "old" is: a client
 /// silent for that long is told nothing about a restart in between, which

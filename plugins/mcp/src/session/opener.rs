@@ -14,11 +14,11 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use wf_plugin_api::PluginError;
 
-use crate::http::WatchedHttp;
-use crate::stdio::ChildTransport;
+use crate::transport::http::WatchedHttp;
+use crate::transport::stdio::ChildTransport;
 
-use crate::client::McpClient;
 use crate::config::{Auth, McpConfig, Transport};
+use crate::session::client::McpClient;
 
 pub type Session = RunningService<RoleClient, McpClient>;
 
@@ -42,7 +42,7 @@ pub fn stdio_command(
     let mut cmd = tokio::process::Command::new(command);
     cmd.args(args);
     cmd.env_clear();
-    cmd.envs(crate::env::child_env(
+    cmd.envs(crate::transport::env::child_env(
         std::env::vars_os(),
         inherit_env,
         env,
@@ -100,12 +100,12 @@ pub async fn open(
                 let proc = ChildTransport::spawn(
                     wrapped,
                     source,
-                    crate::stdio::instance_key(config),
+                    crate::transport::stdio::instance_key(config),
                     config.max_message_bytes,
                     client.broken.clone(),
                 )
                 .map_err(|e| PluginError::upstream(format!("cannot start {command:?}: {e}")))?;
-                crate::rounds::handshake(client, proc, config.modern)
+                crate::session::rounds::handshake(client, proc, config.modern)
                     .await
                     .map_err(|e| {
                         PluginError::upstream(format!("MCP handshake with {command:?} failed: {e}"))
@@ -139,14 +139,14 @@ pub async fn open(
                         .await?;
                         let transport =
                             StreamableHttpClientTransport::with_client(http, http_config);
-                        crate::rounds::handshake(client, transport, config.modern)
+                        crate::session::rounds::handshake(client, transport, config.modern)
                             .await
                             .map_err(failed)
                     }
                     None => {
                         let transport =
                             StreamableHttpClientTransport::with_client(http, http_config);
-                        crate::rounds::handshake(client, transport, config.modern)
+                        crate::session::rounds::handshake(client, transport, config.modern)
                             .await
                             .map_err(failed)
                     }

@@ -3,7 +3,9 @@
 //! next call after the upstream dies — with the session epoch incremented —
 //! and closed at shutdown.
 
+mod deadlines;
 mod forwarding;
+mod tool_result;
 
 use std::sync::Arc;
 use std::sync::PoisonError;
@@ -22,13 +24,13 @@ use wf_plugin_api::{
     Resource, ResourceTemplate,
 };
 
-use crate::client::{McpClient, OnListChanged, OnLog, OnResourceUpdated};
 use crate::config::McpConfig;
-use crate::deadlines::Deadline;
-use crate::opener::{Session, open};
 use crate::pages::{ListError, all_pages};
-use crate::rounds::{self, Round};
-use crate::trace;
+use crate::runtime::deadlines::Deadline;
+use crate::session::client::{McpClient, OnListChanged, OnLog, OnResourceUpdated};
+use crate::session::opener::{Session, open};
+use crate::session::rounds::{self, Round};
+use crate::transport::trace;
 
 fn page_params(cursor: Option<String>) -> Option<PaginatedRequestParams> {
     Some(PaginatedRequestParams::default().with_cursor(cursor))
@@ -316,8 +318,11 @@ impl Runtime {
     /// The error of a call whose reply was over `max_message_bytes`.
     fn too_large(&self) -> PluginError {
         let limit = self.config.max_message_bytes;
-        PluginError::upstream(crate::frames::too_large_message(&self.source, limit))
-            .with_data(json!({"max_message_bytes": limit}))
+        PluginError::upstream(crate::transport::frames::too_large_message(
+            &self.source,
+            limit,
+        ))
+        .with_data(json!({"max_message_bytes": limit}))
     }
 
     /// Sends one request on the live session, forwarding progress to `ctx`
@@ -422,7 +427,8 @@ impl Runtime {
             async move {
                 match self.request(req, Some(ctx)).await? {
                     (ServerResult::CallToolResult(r), epoch) => {
-                        crate::tool_result::from_mcp(r).map(|r| Round::Done(with_epoch(r, epoch)))
+                        crate::runtime::tool_result::from_mcp(r)
+                            .map(|r| Round::Done(with_epoch(r, epoch)))
                     }
                     (ServerResult::InputRequiredResult(r), _) => Ok(Round::Input(r)),
                     (other, _) => Err(unexpected("tools/call", &other)),

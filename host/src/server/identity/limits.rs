@@ -23,7 +23,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::jsonrpc::{SERVER_BUSY, error_reply};
+use crate::server::jsonrpc::{SERVER_BUSY, error_reply};
 use crate::telemetry::metrics;
 
 pub use crate::config::Principal;

@@ -54,7 +54,7 @@ fn norm_host(host: &str) -> String {
 /// A `Host` value or an allowed-host entry: host and optional port.
 /// `None` when it is not a plain `host[:port]` authority (userinfo, junk
 /// after an IPv6 literal, an empty host).
-pub(super) fn parse_authority(s: &str) -> Option<(String, Option<u16>)> {
+pub(crate) fn parse_authority(s: &str) -> Option<(String, Option<u16>)> {
     let a: Authority = s.parse().ok()?;
     if a.as_str().contains('@') || a.host().is_empty() {
         return None;
@@ -86,7 +86,7 @@ fn parse_host_entry(s: &str) -> Option<(String, Option<u16>)> {
 
 /// An `Origin` value or an allowed-origin entry: scheme, host and port
 /// (the scheme's default when absent).
-pub(super) fn parse_origin(s: &str) -> Option<(String, String, u16)> {
+pub(crate) fn parse_origin(s: &str) -> Option<(String, String, u16)> {
     let uri: Uri = s.trim_end_matches('/').parse().ok()?;
     let scheme = uri.scheme_str()?.to_ascii_lowercase();
     let default_port = match scheme.as_str() {
@@ -163,7 +163,7 @@ impl HttpGuard {
         Ok(())
     }
 
-    pub(super) fn host_ok(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn host_ok(&self, headers: &HeaderMap) -> bool {
         let Some((host, port)) = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
@@ -178,7 +178,7 @@ impl HttpGuard {
                 .any(|(h, p)| *h == host && (p.is_none() || *p == port))
     }
 
-    pub(super) fn origin_ok(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn origin_ok(&self, headers: &HeaderMap) -> bool {
         let Some(origin) = headers.get(header::ORIGIN) else {
             return true;
         };
@@ -197,7 +197,7 @@ impl HttpGuard {
     /// The principal whose token the request sent; `None` when it sent
     /// none or a wrong one. Every token is compared (no early exit), so the
     /// timing does not tell which one matched.
-    pub(super) fn principal(&self, headers: &HeaderMap) -> Option<Principal> {
+    pub(crate) fn principal(&self, headers: &HeaderMap) -> Option<Principal> {
         if self.tokens.is_empty() {
             return Some(Principal::local());
         }
@@ -216,7 +216,7 @@ impl HttpGuard {
     }
 
     /// Whether bearer tokens are configured (else loopback only, token-less).
-    pub(super) fn has_tokens(&self) -> bool {
+    pub(crate) fn has_tokens(&self) -> bool {
         !self.tokens.is_empty()
     }
 
@@ -227,7 +227,7 @@ impl HttpGuard {
 }
 
 /// The 403 for a request whose `Host` or `Origin` is not allowed.
-pub(super) fn host_origin_refusal(g: &HttpGuard, headers: &HeaderMap) -> Option<Response> {
+pub(crate) fn host_origin_refusal(g: &HttpGuard, headers: &HeaderMap) -> Option<Response> {
     if !g.host_ok(headers) {
         return Some(
             (

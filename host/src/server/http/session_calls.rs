@@ -34,14 +34,15 @@ use rmcp::model::{
     ClientCapabilities, ClientRequest, GetExtensions, GetMeta, JsonRpcRequest, ProtocolVersion,
     RequestId, ServerJsonRpcMessage,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::SessionId;
 use rmcp::{ErrorData, Peer, RoleServer, Service};
 use tokio_util::sync::CancellationToken;
 
-use super::handler::WfServer;
-use super::http_direct::{accepts_json_and_sse, in_time, json_reply, sole};
-use super::http_messages::SESSION_HEADER;
+use super::direct::json_reply;
+use super::headers::{SESSION_HEADER, accepts_json_and_sse, sole};
+use super::late::message_in_time;
+use crate::server::mcp::handler::{InPlaceCalls, WfServer};
 
 /// The sessions whose calls can be answered in place, by session id.
 pub struct SessionCalls {
@@ -146,9 +147,20 @@ impl SessionCalls {
     }
 }
 
+impl InPlaceCalls for SessionCalls {
+    fn session_of(&self, context: &NotificationContext<RoleServer>) -> Option<SessionId> {
+        let parts = context.extensions.get::<Parts>()?;
+        Some(parts.headers.get(SESSION_HEADER)?.to_str().ok()?.into())
+    }
+
+    fn register(&self, id: SessionId, server: WfServer, peer: Peer<RoleServer>) {
+        SessionCalls::register(self, id, server, peer);
+    }
+}
+
 impl Served {
     /// Answers the call as the session's serve loop would: as JSON, or as
-    /// an event stream once it has taken `patience` ([`in_time`]).
+    /// an event stream once it has taken `patience` ([`message_in_time`]).
     /// `touch` tells the session's worker of the use, when it is due.
     pub async fn serve<F>(
         self: Arc<Self>,
@@ -194,7 +206,7 @@ impl Served {
                 }
             }
         });
-        let response = in_time(answer, patience, ok_json).await;
+        let response = message_in_time(answer, patience, ok_json).await;
         tracing::debug!("session tools/call answered in place");
         response
     }

@@ -18,8 +18,8 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::ErrorCode;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::jsonrpc::SERVER_BUSY;
 use super::limits::RateLimitedWarn;
+use crate::server::jsonrpc::SERVER_BUSY;
 
 /// One client's call slots: `[server] max_calls_per_client` of them.
 pub struct CallSlots {

@@ -15,7 +15,7 @@ use rmcp::transport::streamable_http_server::session::local::{
 };
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 
-use super::http_session_calls::SessionCalls;
+use super::session_calls::SessionCalls;
 use crate::app::FrontStats;
 
 #[derive(Debug, thiserror::Error)]

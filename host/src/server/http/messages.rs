@@ -19,13 +19,14 @@ use futures::StreamExt;
 use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonRpcRequest};
 use rmcp::transport::streamable_http_server::SessionManager;
 
-use super::http_direct::Direct;
-use super::http_late;
-use super::jsonrpc::{self, INVALID_PARAMS, SERVER_BUSY, error_reply};
-use super::limits::{Cost, PrincipalLimits, RateLimitedWarn, hold, principal_of_request};
+use super::direct::Direct;
+use super::headers::SESSION_HEADER;
+use super::late;
 use super::sessions::BoundedSessions;
-
-pub(super) const SESSION_HEADER: &str = "mcp-session-id";
+use crate::server::identity::limits::{
+    Cost, PrincipalLimits, RateLimitedWarn, hold, principal_of_request,
+};
+use crate::server::jsonrpc::{self, INVALID_PARAMS, SERVER_BUSY, error_reply};
 
 pub struct Messages {
     pub max_body: usize,
@@ -232,7 +233,7 @@ async fn serve_request(
     req: JsonRpcRequest<ClientRequest>,
     next: Next,
 ) -> Response {
-    // Each boxes its call (`http_direct::in_time`).
+    // Each boxes its call (`late::in_time`).
     if let Some(direct) = &m.direct {
         if direct.takes(&parts.headers, &req) {
             return direct.serve(parts, req).await;
@@ -248,7 +249,7 @@ async fn serve_request(
         {
             let id = serde_json::to_value(&req.id).unwrap_or_default();
             let answer = next.run(Request::from_parts(parts, Body::from(bytes)));
-            return http_late::in_time(Box::pin(answer), id, direct.patience()).await;
+            return late::response_in_time(Box::pin(answer), id, direct.patience()).await;
         }
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))

@@ -6,30 +6,40 @@ use std::sync::Arc;
 
 use rmcp::model::*;
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use rmcp::transport::streamable_http_server::SessionId;
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use wf_plugin_api::ErrorCode;
 
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument;
 
-use super::Surfaces;
-use super::call_slots::CallSlots;
 use super::caller::{self, ClientAsker, ClientLevel};
 use super::forwarding::{self, Downstream};
-use super::http_session_calls::SessionCalls;
 use super::mrtr::Step;
 use super::notify::{self, Follower, ListKind};
 use super::observe;
-use super::principals::{principal_of, visible};
 use super::session_route::{self, SESSION_SOURCE};
+use super::source_error::source_error;
+use super::{Surfaces, visible};
 use crate::app::App;
+use crate::server::identity::call_slots::CallSlots;
+use crate::server::identity::principals::principal_of;
 use crate::sources::sessions::{SessionCaller, SessionUse, with_caller};
 use crate::sources::{Asker, CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
 use crate::surfaces::proxy::page;
+
+/// A transport that answers a session's calls itself once its client has
+/// initialised (over HTTP with JSON answers, `http::session_calls`).
+pub trait InPlaceCalls: Send + Sync {
+    /// The session this `notifications/initialized` came on, as the
+    /// transport names it.
+    fn session_of(&self, context: &NotificationContext<RoleServer>) -> Option<SessionId>;
+    /// Takes session `id`'s server and peer, to answer its calls.
+    fn register(&self, id: SessionId, server: WfServer, peer: Peer<RoleServer>);
+}
 
 #[derive(Clone)]
 pub struct WfServer {
@@ -52,7 +62,7 @@ pub struct WfServer {
     roots: Arc<super::roots::RootsAskers>,
     /// Over HTTP with JSON answers: where this session, once initialised,
     /// is registered so its plain calls are answered in place.
-    session_calls: Option<Arc<SessionCalls>>,
+    session_calls: Option<Arc<dyn InPlaceCalls>>,
     /// This client's calls in progress (`[server] max_calls_per_client`).
     slots: Arc<CallSlots>,
 }
@@ -76,7 +86,7 @@ impl WfServer {
         }
     }
 
-    pub fn with_session_calls(mut self, calls: Arc<SessionCalls>) -> Self {
+    pub fn with_session_calls(mut self, calls: Arc<dyn InPlaceCalls>) -> Self {
         self.session_calls = Some(calls);
         self
     }
@@ -212,16 +222,6 @@ fn paged<T: Clone>(
     page(items, cursor(request), size).map_err(|e| McpError::invalid_params(e, None))
 }
 
-/// A source failure as an MCP error that names the source.
-pub(super) fn source_error(e: SourceError) -> McpError {
-    let data = Some(json!({"source": e.source_name, "code": e.code().as_str()}));
-    match e.code() {
-        ErrorCode::NotFound => McpError::resource_not_found(e.to_string(), data),
-        ErrorCode::InvalidArguments => McpError::invalid_params(e.to_string(), data),
-        _ => McpError::internal_error(e.to_string(), data),
-    }
-}
-
 /// Runs `call` while forwarding its progress reports to the client (when it
 /// sent a progress token) and aborting it when the client cancels.
 async fn with_progress_and_cancel<T>(
@@ -274,16 +274,12 @@ impl ServerHandler for WfServer {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         if let Some(calls) = &self.session_calls
-            && let Some(id) = context
-                .extensions
-                .get::<axum::http::request::Parts>()
-                .and_then(|p| p.headers.get(super::http_messages::SESSION_HEADER))
-                .and_then(|v| v.to_str().ok())
+            && let Some(id) = calls.session_of(&context)
         {
             // The registered clone has no calls of its own to answer.
             let mut server = self.clone();
             server.session_calls = None;
-            calls.register(id.into(), server, context.peer.clone());
+            calls.register(id, server, context.peer.clone());
         }
         // A 2025-11-25 client: tell it when its lists change, until its
         // session ends.

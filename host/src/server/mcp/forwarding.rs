@@ -91,7 +91,7 @@ pub async fn complete(
     let completion = handle
         .complete(params, ctx)
         .await
-        .map_err(super::handler::source_error)?;
+        .map_err(super::source_error::source_error)?;
     let info: CompletionInfo = serde_json::to_value(completion)
         .and_then(serde_json::from_value)
         .map_err(|e| McpError::internal_error(format!("invalid completion: {e}"), None))?;
@@ -169,5 +169,5 @@ async fn subscribe_with(
     app.subscriptions
         .subscribe(client, notify, uri, at)
         .await
-        .map_err(super::handler::source_error)
+        .map_err(super::source_error::source_error)
 }

@@ -8,35 +8,14 @@ use rmcp::RoleServer;
 use rmcp::service::RequestContext;
 use sha2::{Digest, Sha256};
 
-use super::Surfaces;
-use super::http_guard::check_token;
+use super::guard::check_token;
 use super::limits::Principal;
 use crate::config::{ServerConfig, expand_env};
-use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
 
 /// Who sent this request: the principal the HTTP guard checked it as, or
 /// `local` (stdio).
 pub fn principal_of(context: &RequestContext<RoleServer>) -> Principal {
     super::limits::principal_of_request(context.extensions.get::<http::request::Parts>())
-}
-
-/// Whether a tool is listed to this caller: its principal's tool lists
-/// allow it, and for admin tools the caller passes the admin access rules
-/// (a client is not shown tools it can never call).
-pub fn visible(
-    surfaces: &Surfaces,
-    principal: &Principal,
-    caller: &Caller,
-    source: &str,
-    name: &str,
-) -> bool {
-    if !surfaces.isolation.access.permits(principal, name) {
-        return false;
-    }
-    match (source, &surfaces.admin) {
-        (ADMIN_SOURCE, Some(admin)) => admin.permits(caller),
-        _ => true,
-    }
 }
 
 /// The `[[server.tokens]]` entries with their `${VAR}`s expanded. Names are

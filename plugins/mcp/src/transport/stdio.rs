@@ -1,6 +1,6 @@
 //! A stdio upstream as an rmcp transport: the child process, its stdout read
 //! through a [`FrameGuard`] (messages bounded by `max_message_bytes`) and
-//! parsed by [`crate::replies`] (a tool reply in one pass), its stdin written
+//! parsed by [`crate::transport::replies`] (a tool reply in one pass), its stdin written
 //! by rmcp's line codec, and its stderr forwarded in bounded lines. rmcp's own
 //! `TokioChildProcess` reads with a fixed 16 MiB line limit and drops an
 //! over-long line without telling the call that waits for it, so wf
@@ -20,7 +20,7 @@ use rmcp::transport::async_rw::{AsyncRwTransport, JsonRpcMessageCodecError};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 
-use crate::frames::{Broken, FrameGuard};
+use crate::transport::frames::{Broken, FrameGuard};
 
 /// How long a closed child gets to exit before SIGTERM, and again before SIGKILL.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
@@ -109,7 +109,10 @@ impl ChildTransport {
             return Err(std::io::Error::other("the child's stdio was not piped"));
         };
         if let Some(stderr) = inner.stderr().take() {
-            tokio::spawn(crate::stderr::forward(source.to_string(), stderr));
+            tokio::spawn(crate::transport::stderr::forward(
+                source.to_string(),
+                stderr,
+            ));
         }
         let pid = child.id();
         if let Some(pid) = pid {
@@ -201,7 +204,7 @@ impl Transport<RoleClient> for ChildTransport {
                     return None;
                 }
             }
-            let parsed = crate::replies::decode(&self.line);
+            let parsed = crate::transport::replies::decode(&self.line);
             self.line.clear();
             match parsed {
                 Ok(Some(message)) => return Some(message),

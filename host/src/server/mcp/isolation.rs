@@ -2,7 +2,7 @@
 //! session epochs each client last saw (so a restart is never silent).
 
 use super::epochs::SeenEpochs;
-use super::principals::ToolAccess;
+use crate::server::identity::principals::ToolAccess;
 
 #[derive(Default)]
 pub struct Isolation {

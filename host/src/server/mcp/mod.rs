@@ -1,0 +1,18 @@
+//! The MCP layer: what wf answers to an MCP request, whatever transport carried
+//! it (routing, forwarding, input rounds, epochs, results).
+
+pub(crate) mod caller;
+mod epochs;
+mod forwarding;
+pub(crate) mod handler;
+pub(crate) mod isolation;
+pub(crate) mod mrtr;
+mod notify;
+mod observe;
+mod roots;
+pub(crate) mod session_route;
+mod source_error;
+mod surfaces;
+mod tool_result;
+
+pub use surfaces::{Surfaces, visible};

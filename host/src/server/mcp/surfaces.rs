@@ -1,0 +1,52 @@
+//! The host-side surfaces a server routes calls to, and which of their tools
+//! a caller is shown.
+
+use std::sync::Arc;
+
+use super::isolation::Isolation;
+use super::mrtr::Rounds;
+use crate::app::App;
+use crate::server::identity::limits::Principal;
+use crate::surfaces::admin::{ADMIN_SOURCE, Admin, Caller};
+use crate::surfaces::planner::Planner;
+
+/// The host-side surfaces a server routes calls to.
+#[derive(Clone)]
+pub struct Surfaces {
+    pub planner: Arc<Planner>,
+    pub admin: Option<Arc<Admin>>,
+    /// Which tools each principal may see and call; epochs clients saw.
+    pub isolation: Arc<Isolation>,
+    /// 2026-07-28 clients' calls waiting for their input.
+    pub rounds: Arc<Rounds>,
+}
+
+impl Surfaces {
+    pub fn new(app: &Arc<App>) -> Self {
+        Self {
+            planner: Planner::new(app.clone()),
+            admin: Admin::new(app.clone()),
+            isolation: Arc::default(),
+            rounds: Arc::new(Rounds::for_config(&app.config.config.server)),
+        }
+    }
+}
+
+/// Whether a tool is listed to this caller: its principal's tool lists
+/// allow it, and for admin tools the caller passes the admin access rules
+/// (a client is not shown tools it can never call).
+pub fn visible(
+    surfaces: &Surfaces,
+    principal: &Principal,
+    caller: &Caller,
+    source: &str,
+    name: &str,
+) -> bool {
+    if !surfaces.isolation.access.permits(principal, name) {
+        return false;
+    }
+    match (source, &surfaces.admin) {
+        (ADMIN_SOURCE, Some(admin)) => admin.permits(caller),
+        _ => true,
+    }
+}
