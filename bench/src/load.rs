@@ -175,43 +175,15 @@ async fn defaults(env: &Env) -> anyhow::Result<()> {
             })
         };
         let started = Instant::now();
-        let mut set = JoinSet::new();
-        for c in 0..clients {
-            let (http, url) = (http.clone(), server.url.clone());
-            set.spawn(async move {
-                let mut lat = Vec::with_capacity(calls);
-                let mut errors = Vec::new();
-                let mut client =
-                    match WebClient::connect(&http, &url, Generation::Sessions2025).await {
-                        Ok(c) => c,
-                        Err(e) => return (lat, vec![format!("connect: {e:#}")]),
-                    };
-                for i in 0..calls {
-                    let t = Instant::now();
-                    match client
-                        .echo("everything__echo", &format!("load {c:03} {i:03}"))
-                        .await
-                    {
-                        Ok(()) => lat.push(t.elapsed()),
-                        Err(e) => errors.push(format!("{e:#}")),
-                    }
-                }
-                if let Err(e) = client.close().await {
-                    errors.push(format!("close: {e:#}"));
-                }
-                (lat, errors)
-            });
-        }
-        let (mut lat, mut errors) = (Vec::new(), Vec::new());
-        while let Some(r) = set.join_next().await {
-            match r {
-                Ok((l, e)) => {
-                    lat.extend(l);
-                    errors.extend(e);
-                }
-                Err(e) => errors.push(format!("client task: {e}")),
-            }
-        }
+        let (lat, errors) = clients_at_once(
+            &http,
+            &server.url,
+            Generation::Sessions2025,
+            "everything__echo",
+            clients,
+            calls,
+        )
+        .await;
         let elapsed = started.elapsed();
         sampling.store(false, Ordering::Relaxed);
         let _ = sampler.await;
@@ -334,43 +306,15 @@ async fn load(
         })
     };
     let started = Instant::now();
-    let mut set = JoinSet::new();
-    for c in 0..size.clients {
-        let (http, url, calls) = (http.clone(), server.url.clone(), size.calls);
-        set.spawn(async move {
-            let mut lat = Vec::with_capacity(calls);
-            let mut errors = Vec::new();
-            let mut client = match WebClient::connect(&http, &url, generation).await {
-                Ok(c) => c,
-                Err(e) => return (lat, vec![format!("connect: {e:#}")]),
-            };
-            for i in 0..calls {
-                let t = Instant::now();
-                match client
-                    .echo("fx__echo", &format!("wf-bench load {c:03} {i:03}"))
-                    .await
-                {
-                    Ok(()) => lat.push(t.elapsed()),
-                    Err(e) => errors.push(format!("{e:#}")),
-                }
-            }
-            if let Err(e) = client.close().await {
-                errors.push(format!("close: {e:#}"));
-            }
-            (lat, errors)
-        });
-    }
-    let mut lat = Vec::new();
-    let mut errors = Vec::new();
-    while let Some(r) = set.join_next().await {
-        match r {
-            Ok((l, e)) => {
-                lat.extend(l);
-                errors.extend(e);
-            }
-            Err(e) => errors.push(format!("client task: {e}")),
-        }
-    }
+    let (lat, errors) = clients_at_once(
+        &http,
+        &server.url,
+        generation,
+        "fx__echo",
+        size.clients,
+        size.calls,
+    )
+    .await;
     let elapsed = started.elapsed();
     sampling.store(false, Ordering::Relaxed);
     let _ = sampler.await;
@@ -391,6 +335,56 @@ async fn load(
         at_peak,
         after,
     })
+}
+
+/// `clients` clients at once, each connecting, making `calls` echo calls of
+/// `tool` one after another and closing: every call's latency, and every
+/// error (a client that cannot connect counts once).
+async fn clients_at_once(
+    http: &reqwest::Client,
+    url: &str,
+    generation: Generation,
+    tool: &'static str,
+    clients: usize,
+    calls: usize,
+) -> (Vec<Duration>, Vec<String>) {
+    let mut set = JoinSet::new();
+    for c in 0..clients {
+        let (http, url) = (http.clone(), url.to_owned());
+        set.spawn(async move {
+            let mut lat = Vec::with_capacity(calls);
+            let mut errors = Vec::new();
+            let mut client = match WebClient::connect(&http, &url, generation).await {
+                Ok(c) => c,
+                Err(e) => return (lat, vec![format!("connect: {e:#}")]),
+            };
+            for i in 0..calls {
+                let t = Instant::now();
+                match client
+                    .echo(tool, &format!("wf-bench load {c:03} {i:03}"))
+                    .await
+                {
+                    Ok(()) => lat.push(t.elapsed()),
+                    Err(e) => errors.push(format!("{e:#}")),
+                }
+            }
+            if let Err(e) = client.close().await {
+                errors.push(format!("close: {e:#}"));
+            }
+            (lat, errors)
+        });
+    }
+    let (mut lat, mut errors) = (Vec::new(), Vec::new());
+    while let Some(r) = set.join_next().await {
+        match r {
+            Ok((l, e)) => {
+                lat.extend(l);
+                errors.extend(e);
+            }
+            Err(e) => errors.push(format!("client task: {e}")),
+        }
+    }
+    (lat, errors)
 }
 
 /// The soak's memory and fds: at the start, after every checkpoint, at the
