@@ -63,6 +63,9 @@ async def test_json_lines_carry_level_target_message_and_spans(wf: Wf) -> None:
     assert line["span"] == {"name": "call", "principal": "local"}, line
     listening = await wait_logged(server, lambda ln: "listening on http://" in ln["fields"].get("message", ""), "listening")
     assert listening["level"] == "INFO" and listening["target"] == "wf_host::server::http", listening
+    # The console's sign-in link is written beside the log, as JSON too.
+    link = await wait_logged(server, lambda ln: ln.get("target") == "wf::console", "the console sign-in link")
+    assert "/console/login?token=" in link["fields"]["message"] and link["timestamp"], link
 
 
 @pytest.mark.anyio

@@ -24,6 +24,7 @@ pub fn init(filter: &str, format: LogFormat) {
         Ok(_) => filter,
         Err(_) => crate::app::DEFAULT_LOG_FILTER,
     };
+    crate::telemetry::set_stderr_json(format == LogFormat::Json);
     let (filter, slot) = crate::telemetry::traces::layers(filter);
     let base = tracing_subscriber::registry().with(filter).with(slot);
     let fmt = tracing_subscriber::fmt::layer()

@@ -270,9 +270,9 @@ pub async fn serve_http(
         // Printed, not logged: the token must reach the operator's terminal
         // and nothing else (no log file, no exported span or log record).
         let token = logins.mint_link(std::time::Instant::now());
-        eprintln!(
-            "{}",
-            crate::server::console::link_line(local, &token, console)
+        crate::telemetry::operator_line(
+            "wf::console",
+            &crate::server::console::link_line(local, &token, console),
         );
     }
     connections::serve(
