@@ -132,7 +132,10 @@ pub fn router(app: Arc<App>, surfaces: Surfaces, o: ConsoleOptions) -> Router {
         .route("/console/api/runs/{id}/cancel", post(api::cancel))
         .route("/console/api/events", get(stream::events))
         .with_state(console.clone())
-        .layer(from_fn_with_state(console, viewer::guard));
+        // Only on these routes: a path that is no route stays a 404 (with
+        // `layer`, the guard would also answer the router's fallback, so any
+        // unknown path, `/metrics` when it is not served among them, got 401).
+        .route_layer(from_fn_with_state(console, viewer::guard));
     pages.merge(signin).merge(api)
 }
 
