@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::sync::PoisonError;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use futures::StreamExt;
 use rmcp::model::*;
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
@@ -347,12 +346,7 @@ impl Runtime {
         // Progress is forwarded only to a caller that asked for it: a call
         // without a token subscribes to nothing (no channel, no registry entry).
         let mut progress = match ctx.filter(|c| wants_progress(c)) {
-            Some(_) => Some(
-                client
-                    .progress
-                    .subscribe(handle.progress_token.clone())
-                    .await,
-            ),
+            Some(_) => Some(client.progress.subscribe(handle.progress_token.clone())),
             None => None,
         };
         let handle_id = handle.id.clone();

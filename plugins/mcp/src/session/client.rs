@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 
-use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ErrorCode as McpCode, Implementation, ListRootsResult,
@@ -31,7 +30,7 @@ pub type OnLog = Arc<dyn Fn(String, Option<String>, Value) + Send + Sync>;
 
 #[derive(Clone)]
 pub struct McpClient {
-    pub progress: ProgressDispatcher,
+    pub progress: crate::session::progress::Progress,
     on_list_changed: Option<OnListChanged>,
     on_log: Option<OnLog>,
     /// Set when wf ended this session itself (an unattributable oversized
@@ -51,7 +50,7 @@ pub struct McpClient {
 impl McpClient {
     pub fn new(on_list_changed: Option<OnListChanged>) -> Self {
         Self {
-            progress: ProgressDispatcher::new(),
+            progress: Default::default(),
             on_list_changed,
             on_log: None,
             broken: Default::default(),

@@ -5,4 +5,5 @@
 mod callers;
 pub mod client;
 pub mod opener;
+pub mod progress;
 pub(crate) mod rounds;
