@@ -15,7 +15,7 @@ use serde_json::Value;
 
 /// BM25 parameters (the usual ones).
 const K1: f32 = 1.2;
-const B: f32 = 0.75;
+const B: f32 = 0.3;
 
 /// Field weights: a word in a name says more than one in a long description.
 const W_NAME: u32 = 3;
@@ -346,6 +346,40 @@ mod tests {
         let hits = index.search("echo", 5, |h| h.key != "everything__echo");
         assert!(hits.is_empty());
         assert!(index.search("zebra", 5, |_| true).is_empty());
+    }
+
+    /// The e2e scenario (tests/e2e/test_catalog_search.py): server-everything's
+    /// echo among 30 fixture upstreams that each have an `echo` of their own.
+    #[test]
+    fn a_richer_description_wins_over_many_bare_namesakes() {
+        let message =
+            |d: &str| json!({"properties": {"message": {"type": "string", "description": d}}});
+        let mut segments = vec![Arc::new(Segment::build(&[DocText::tool(
+            "everything__echo",
+            "everything",
+            "echo",
+            "Echoes back the input string",
+            &message("Message to echo"),
+        )]))];
+        for i in 0..30 {
+            let (key, source) = (format!("fx{i:02}__echo"), format!("fx{i:02}"));
+            let schema = json!({"properties": {"message": {"type": "string"}}});
+            segments.push(Arc::new(Segment::build(&[
+                DocText::tool(&key, &source, "echo", "Returns its message", &schema),
+                DocText::tool(
+                    &format!("{source}__increment"),
+                    &source,
+                    "increment",
+                    "Adds `by` (default 1) to the session's counter",
+                    &json!({}),
+                ),
+            ])));
+        }
+        let index = Index::new(segments);
+        assert_eq!(
+            index.search("echo a message", 3, |_| true)[0].key,
+            "everything__echo"
+        );
     }
 
     #[test]

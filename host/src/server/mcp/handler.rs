@@ -235,9 +235,9 @@ impl WfServer {
                 .found
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            names
-                .into_iter()
-                .fold(false, |added, n| found.insert(n) || added)
+            let before = found.len();
+            found.extend(names);
+            found.len() > before
         };
         if added {
             let peer = context.peer.clone();
