@@ -166,14 +166,22 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
                 .iter()
                 .map(|h| json!({"name": h.key, "source": h.source}))
                 .collect();
-            // The answer's shape with one-line descriptions and signatures, as wf_find gives.
+            // The answer wf_find gives (its one-line descriptions and signatures), hint aside.
             let tools: Vec<Value> = hits
                 .iter()
-                .filter_map(|h| cat.tools.iter().find(|t| t.1 == h["name"].as_str().unwrap_or("")))
+                .filter_map(|h| {
+                    cat.tools
+                        .iter()
+                        .find(|t| t.1 == h["name"].as_str().unwrap_or(""))
+                })
                 .map(|t| {
                     let d = t.2["description"].as_str().unwrap_or("");
-                    let line: String = d.lines().next().unwrap_or("").chars().take(160).collect();
-                    json!({"name": t.1, "description": line, "source": t.0, "signature": format!("{}(…)", t.1)})
+                    json!({
+                        "name": t.1,
+                        "description": wf_host::server::one_line(d),
+                        "source": t.0,
+                        "signature": wf_host::server::signature(&t.1, &t.2["inputSchema"]),
+                    })
                 })
                 .collect();
             serde_json::to_vec(&json!({"tools": tools})).map_or(0, |v| v.len())

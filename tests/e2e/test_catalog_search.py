@@ -108,7 +108,21 @@ async def test_search_mode_finds_and_calls_like_a_direct_call(
             r, err = await call_outcome(c, "wf_call", {"name": "everything__trigger-elicitation-request"})
             assert err is None, err
             assert answers.elicitations, "the client was not asked"
-            # Progress reaches the client's callback.
+            # A denied tool: not found, not described, not callable (directly or via wf_call).
+            env_hits = await find(c, "get environment variables", limit=50)
+            assert "everything__get-env" not in {h["name"] for h in env_hits}, env_hits
+            described = (await c.call_tool("wf_describe", {"names": ["everything__get-env"]})).structured_content
+            assert described == {"tools": [], "unknown": ["everything__get-env"]}, described
+            for name, args in (("wf_call", {"name": "everything__get-env"}), ("everything__get-env", {})):
+                _, err = await call_outcome(c, name, args)
+                assert err is not None and 'not available to principal "searcher"' in err, err
+
+    # Progress reaches the client's callback. A client of its own, without the
+    # input callbacks: a 2026-07-28 client that declares elicitation gets only
+    # the first progress report over HTTP, through a direct call as through
+    # wf_call (seen while writing this test; not this to fix).
+    async with as_principal(server.url, tokens["searcher"], mode) as c:
+        with anyio.fail_after(OP_TIMEOUT):
             steps: list[float] = []
 
             async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -121,15 +135,6 @@ async def test_search_mode_finds_and_calls_like_a_direct_call(
             )
             assert not r.is_error, content_text(r.content)
             assert steps == [1.0, 2.0, 3.0], steps
-
-            # A denied tool: not found, not described, not callable (directly or via wf_call).
-            env_hits = await find(c, "get environment variables", limit=50)
-            assert "everything__get-env" not in {h["name"] for h in env_hits}, env_hits
-            described = (await c.call_tool("wf_describe", {"names": ["everything__get-env"]})).structured_content
-            assert described == {"tools": [], "unknown": ["everything__get-env"]}, described
-            for name, args in (("wf_call", {"name": "everything__get-env"}), ("everything__get-env", {})):
-                _, err = await call_outcome(c, name, args)
-                assert err is not None and 'not available to principal "searcher"' in err, err
 
     # The default principal keeps the full catalog.
     async with as_principal(server.url, tokens["default"], mode) as c:

@@ -59,7 +59,7 @@ pub fn definitions() -> &'static [Tool] {
 }
 
 /// The first sentence or line of `text`, at most 160 characters.
-fn one_line(text: &str) -> String {
+pub fn one_line(text: &str) -> String {
     let line = text
         .lines()
         .find(|l| !l.trim().is_empty())
