@@ -231,3 +231,110 @@ impl Usage {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::TokenConfig;
+
+    fn tools(n: usize) -> Vec<Projected<Tool>> {
+        (0..n)
+            .map(|i| Projected {
+                name: format!("s__t{i}"),
+                source: "s".into(),
+                original: format!("t{i}"),
+                item: Tool::new(format!("s__t{i}"), "d", json!({"type": "object"})),
+            })
+            .collect()
+    }
+
+    fn names(l: &Listing) -> Vec<String> {
+        l.tools.iter().map(|t| t.name.clone()).collect()
+    }
+
+    fn view(server: CatalogConfig, token: Option<CatalogConfig>) -> CatalogView {
+        let mut config = ServerConfig {
+            catalog: server,
+            ..ServerConfig::default()
+        };
+        config.tokens.push(TokenConfig {
+            name: "alice".into(),
+            token: "t".into(),
+            allow_tools: None,
+            deny_tools: Vec::new(),
+            catalog: token,
+        });
+        CatalogView::from_config(&config).unwrap()
+    }
+
+    #[test]
+    fn auto_is_full_up_to_the_threshold_then_search_with_pins() {
+        let store = Store::in_memory().unwrap();
+        let v = view(
+            CatalogConfig {
+                mode: Some(CatalogMode::Auto),
+                auto_threshold: Some(3),
+                pinned: Some(vec!["s__t1".into()]),
+                ..Default::default()
+            },
+            None,
+        );
+        let few = tools(3);
+        let l = v.listing(
+            &store,
+            &Principal::local(),
+            few.iter().collect(),
+            &HashSet::new(),
+        );
+        assert_eq!((names(&l).len(), l.partial), (3, false));
+        let many = tools(4);
+        let l = v.listing(
+            &store,
+            &Principal::local(),
+            many.iter().collect(),
+            &HashSet::new(),
+        );
+        assert_eq!(names(&l), ["wf_find", "wf_describe", "wf_call", "s__t1"]);
+        assert!(l.partial);
+        assert!(v.any_restricts());
+    }
+
+    #[test]
+    fn a_budget_keeps_the_most_used_and_a_token_overrides_the_server() {
+        let store = Store::in_memory().unwrap();
+        let v = view(
+            CatalogConfig {
+                max_tools: Some(5),
+                ..Default::default()
+            },
+            Some(CatalogConfig {
+                mode: Some(CatalogMode::Search),
+                keep_found: Some(true),
+                ..Default::default()
+            }),
+        );
+        let all = tools(10);
+        let local = Principal::local();
+        store
+            .add_tool_usage(&[
+                ("local".into(), "s__t7".into(), 2),
+                ("local".into(), "s__t4".into(), 5),
+            ])
+            .unwrap();
+        let l = v.listing(&store, &local, all.iter().collect(), &HashSet::new());
+        assert_eq!(
+            names(&l),
+            ["wf_find", "wf_describe", "wf_call", "s__t4", "s__t7"]
+        );
+        // alice: search mode (her token) under the server's budget; found tools join.
+        let alice = Principal::named("alice");
+        let found: HashSet<String> = ["s__t2".to_string()].into();
+        let l = v.listing(&store, &alice, all.iter().collect(), &found);
+        assert_eq!(names(&l), ["wf_find", "wf_describe", "wf_call", "s__t2"]);
+        // Within its budget nothing is hidden and no meta-tool is added.
+        let l = v.listing(&store, &local, all[..5].iter().collect(), &HashSet::new());
+        assert_eq!((names(&l).len(), l.partial), (5, false));
+    }
+}
