@@ -92,6 +92,14 @@ impl CatalogView {
             .unwrap_or(&self.base)
     }
 
+    /// Whether calls are counted: only while some principal has a budget
+    /// (the default call path does no bookkeeping it would never use).
+    pub fn counts_usage(&self) -> bool {
+        let budget =
+            |p: &Policy| p.config.max_tools.is_some() || p.config.max_schema_bytes.is_some();
+        budget(&self.base) || self.by_principal.values().any(budget)
+    }
+
     /// Whether any principal may be shown less than its whole catalog.
     pub fn any_restricts(&self) -> bool {
         self.base.config.restricts() || self.by_principal.values().any(|p| p.config.restricts())
@@ -173,7 +181,8 @@ pub fn size(tool: &Tool) -> usize {
 #[derive(Default)]
 pub struct Usage {
     counts: Mutex<HashMap<String, HashMap<String, u64>>>,
-    pending: Arc<Mutex<HashMap<(String, String), u64>>>,
+    /// Counts not yet written: principal → tool → calls.
+    pending: Arc<Mutex<HashMap<String, HashMap<String, u64>>>>,
     flushing: Arc<AtomicBool>,
 }
 
@@ -197,20 +206,34 @@ impl Usage {
         })
     }
 
+    /// Adds one to `tool`, allocating only for a tool not seen before.
+    fn bump(map: &mut HashMap<String, u64>, tool: &str) {
+        match map.get_mut(tool) {
+            Some(n) => *n += 1,
+            None => {
+                map.insert(tool.to_string(), 1);
+            }
+        }
+    }
+
     /// Counts one call of `tool` by `principal`.
     pub fn record(&self, store: &Arc<Store>, principal: &Principal, tool: &str) {
         {
             let mut all = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-            *Self::loaded(&mut all, store, principal)
-                .entry(tool.to_string())
-                .or_default() += 1;
+            let mine = match all.get_mut(principal.name()) {
+                Some(m) => m,
+                None => Self::loaded(&mut all, store, principal),
+            };
+            Self::bump(mine, tool);
         }
-        *self
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry((principal.name().to_string(), tool.to_string()))
-            .or_default() += 1;
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            let mine = match pending.get_mut(principal.name()) {
+                Some(m) => m,
+                None => pending.entry(principal.name().to_string()).or_default(),
+            };
+            Self::bump(mine, tool);
+        }
         if self.flushing.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -222,7 +245,7 @@ impl Usage {
             let batch: Vec<(String, String, u64)> =
                 std::mem::take(&mut *pending.lock().unwrap_or_else(PoisonError::into_inner))
                     .into_iter()
-                    .map(|((p, t), n)| (p, t, n))
+                    .flat_map(|(p, tools)| tools.into_iter().map(move |(t, n)| (p.clone(), t, n)))
                     .collect();
             let written = tokio::task::spawn_blocking(move || store.add_tool_usage(&batch)).await;
             if let Ok(Err(e)) = written {

@@ -620,10 +620,10 @@ impl ServerHandler for WfServer {
                 tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
                 return Err(McpError::invalid_params(refused, None));
             }
-            self.surfaces
-                .catalog
-                .usage
-                .record(&self.app.store, &principal, &tool.name);
+            if self.surfaces.catalog.counts_usage() {
+                let usage = &self.surfaces.catalog.usage;
+                usage.record(&self.app.store, &principal, &tool.name);
+            }
             let args = Value::Object(request.arguments.unwrap_or_default());
             if self.app.is_local(&tool.source) {
                 // A local tool's request span, too: a run it starts is its child.
