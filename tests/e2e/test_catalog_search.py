@@ -3,7 +3,8 @@ end to end with the official Python client against the real `wf serve`.
 
 - In `search` mode over 30 fixture upstreams plus server-everything, a
   principal is listed only wf_find / wf_describe / wf_call (and its pinned
-  tools); wf_find("echo a message") ranks everything__echo first; wf_call
+  tools); wf_find("echo a message") ranks everything__echo first, and its
+  source and tag filters narrow the matches; wf_call
   calls a plain tool, a tool that elicits (the client's callback answers) and
   a tool that reports progress (the client's progress callback sees it), like
   a direct call; a denied tool is neither found, described nor callable.
@@ -94,6 +95,12 @@ async def test_search_mode_finds_and_calls_like_a_direct_call(
             # Every fixture is indexed too.
             fx = await find(c, "increment the counter", limit=50)
             assert {h["source"] for h in fx if h["name"].endswith("__increment")} == {f"fx{i:02d}" for i in range(FIXTURES)}, fx
+
+            # Source and tag filters (tags are the tools' annotation hints).
+            gz = await find(c, "gzip a file", source="everything", tags=["open_world"])
+            assert gz[0]["name"] == "everything__gzip-file-as-resource" and "open_world" in gz[0]["tags"], gz
+            read_only = await find(c, "gzip a file", source="everything", tags=["read_only"])
+            assert "everything__gzip-file-as-resource" not in {h["name"] for h in read_only}, read_only
 
             listed = {t.name for t in await all_tools(c)}
             assert listed == META | {"wf_std__const"}, listed

@@ -36,6 +36,7 @@ pub fn definitions() -> &'static [Tool] {
                 json!({"type": "object", "properties": {
                     "query": {"type": "string", "description": "What you want to do, in a few words"},
                     "source": {"type": "string", "description": "Only tools of this source"},
+                    "tags": {"type": "array", "items": {"type": "string", "enum": ["read_only", "destructive", "idempotent", "open_world"]}, "description": "Only tools whose annotations say all of these"},
                     "limit": {"type": "integer", "minimum": 1, "maximum": FIND_MAX, "description": "Most matches (default 8)"}
                 }, "required": ["query"]}),
             ),
@@ -56,6 +57,26 @@ pub fn definitions() -> &'static [Tool] {
             ),
         ]
     })
+}
+
+/// Tags a tool's annotations can give it (`wf_find`'s `tags` filter), and
+/// the MCP hint each stands for.
+const TAGS: &[(&str, &str)] = &[
+    ("read_only", "readOnlyHint"),
+    ("destructive", "destructiveHint"),
+    ("idempotent", "idempotentHint"),
+    ("open_world", "openWorldHint"),
+];
+
+/// The tags whose hint `tool`'s annotations set to true.
+fn tags(tool: &Tool) -> Vec<&'static str> {
+    let Some(a) = tool.extra.get("annotations") else {
+        return Vec::new();
+    };
+    TAGS.iter()
+        .filter(|(_, hint)| a.get(*hint).and_then(Value::as_bool) == Some(true))
+        .map(|(tag, _)| *tag)
+        .collect()
 }
 
 /// The first sentence or line of `text`, at most 160 characters.
@@ -129,12 +150,29 @@ pub fn find(
         .filter(|q| !q.trim().is_empty())
         .ok_or("wf_find needs a `query`: what you want to do, in a few words")?;
     let only = args.get("source").and_then(Value::as_str);
+    let wanted: Vec<&str> = args
+        .get("tags")
+        .and_then(Value::as_array)
+        .map(|t| t.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if let Some(bad) = wanted.iter().find(|t| !TAGS.iter().any(|(k, _)| k == *t)) {
+        return Err(format!(
+            "wf_find: unknown tag {bad:?}; use read_only, destructive, idempotent or open_world"
+        ));
+    }
+    let tagged = |key: &str| {
+        wanted.is_empty()
+            || proj.tool(key).is_some_and(|t| {
+                let have = tags(&t.item);
+                wanted.iter().all(|w| have.contains(w))
+            })
+    };
     let limit = args
         .get("limit")
         .and_then(Value::as_u64)
         .map_or(FIND_DEFAULT, |l| (l as usize).clamp(1, FIND_MAX));
     let hits = index.search(query, limit, |h| {
-        only.is_none_or(|s| s == h.source) && usable(h.source, h.key)
+        only.is_none_or(|s| s == h.source) && usable(h.source, h.key) && tagged(h.key)
     });
     let mut names = Vec::new();
     let tools: Vec<Value> = hits
@@ -142,12 +180,17 @@ pub fn find(
         .filter_map(|h| proj.tool(h.key))
         .map(|t| {
             names.push(t.name.clone());
-            json!({
+            let mut hit = json!({
                 "name": t.name,
                 "description": one_line(t.item.description.as_deref().unwrap_or("")),
                 "source": t.source,
                 "signature": signature(&t.name, &t.item.input_schema),
-            })
+            });
+            let tags = tags(&t.item);
+            if !tags.is_empty() {
+                hit["tags"] = json!(tags);
+            }
+            hit
         })
         .collect();
     let hint = if tools.is_empty() {
@@ -192,6 +235,17 @@ mod tests {
             signature("t", &schema),
             "t(a: string, b?: integer|null, c?: enum)"
         );
+    }
+
+    #[test]
+    fn tags_come_from_annotations() {
+        let mut t = Tool::new("t", "d", json!({}));
+        assert!(tags(&t).is_empty());
+        t.extra.insert(
+            "annotations".into(),
+            json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": true}),
+        );
+        assert_eq!(tags(&t), ["read_only", "open_world"]);
     }
 
     #[test]
