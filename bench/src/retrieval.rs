@@ -161,30 +161,19 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         .iter()
         .take(20)
         .map(|(q, _)| {
-            let hits: Vec<Value> = idx
+            // The answer wf_find gives: its own match objects and hint.
+            let tools: Vec<Value> = idx
                 .search(q, 8, |_| true)
                 .iter()
-                .map(|h| json!({"name": h.key, "source": h.source}))
-                .collect();
-            // The answer wf_find gives (its one-line descriptions and signatures), hint aside.
-            let tools: Vec<Value> = hits
-                .iter()
-                .filter_map(|h| {
-                    cat.tools
-                        .iter()
-                        .find(|t| t.1 == h["name"].as_str().unwrap_or(""))
-                })
-                .map(|t| {
-                    let d = t.2["description"].as_str().unwrap_or("");
-                    json!({
-                        "name": t.1,
-                        "description": wf_host::server::one_line(d),
-                        "source": t.0,
-                        "signature": wf_host::server::signature(&t.1, &t.2["inputSchema"]),
-                    })
+                .filter_map(|h| cat.tools.iter().find(|t| t.1 == h.key))
+                .filter_map(|t| {
+                    let tool = serde_json::from_value(t.2.clone()).ok()?;
+                    Some(wf_host::server::find_hit(&t.1, &t.0, &tool))
                 })
                 .collect();
-            serde_json::to_vec(&json!({"tools": tools})).map_or(0, |v| v.len())
+            let hint =
+                "call one with wf_call {name, arguments}; wf_describe {names} gives full schemas";
+            serde_json::to_vec(&json!({"tools": tools, "hint": hint})).map_or(0, |v| v.len())
         })
         .collect();
     let mut sorted = find_answers.clone();

@@ -10,7 +10,7 @@ mod stdio;
 
 /// The meta-tools' definitions (`wf_find`, `wf_describe`, `wf_call`), as listed
 /// in `search` mode (the retrieval benchmark weighs them).
-pub use mcp::meta_tools::{definitions as meta_tool_definitions, one_line, signature};
+pub use mcp::meta_tools::{definitions as meta_tool_definitions, hit as find_hit};
 
 pub use http::{HttpOptions, serve_http};
 pub use identity::guard::HttpGuard;

@@ -80,7 +80,7 @@ fn tags(tool: &Tool) -> Vec<&'static str> {
 }
 
 /// The first sentence or line of `text`, at most 160 characters.
-pub fn one_line(text: &str) -> String {
+fn one_line(text: &str) -> String {
     let line = text
         .lines()
         .find(|l| !l.trim().is_empty())
@@ -135,6 +135,21 @@ pub fn signature(name: &str, schema: &Value) -> String {
     format!("{name}({})", params.join(", "))
 }
 
+/// One `wf_find` match: name, one-line description, source, tags, signature.
+pub fn hit(name: &str, source: &str, tool: &Tool) -> Value {
+    let mut hit = json!({
+        "name": name,
+        "description": one_line(tool.description.as_deref().unwrap_or("")),
+        "source": source,
+        "signature": signature(name, &tool.input_schema),
+    });
+    let tags = tags(tool);
+    if !tags.is_empty() {
+        hit["tags"] = json!(tags);
+    }
+    hit
+}
+
 /// `wf_find`: the best matches for `args.query` among the tools `usable`
 /// accepts (the caller's allow and deny lists), as a JSON result, and their
 /// names.
@@ -180,17 +195,7 @@ pub fn find(
         .filter_map(|h| proj.tool(h.key))
         .map(|t| {
             names.push(t.name.clone());
-            let mut hit = json!({
-                "name": t.name,
-                "description": one_line(t.item.description.as_deref().unwrap_or("")),
-                "source": t.source,
-                "signature": signature(&t.name, &t.item.input_schema),
-            });
-            let tags = tags(&t.item);
-            if !tags.is_empty() {
-                hit["tags"] = json!(tags);
-            }
-            hit
+            hit(&t.name, &t.source, &t.item)
         })
         .collect();
     let hint = if tools.is_empty() {
