@@ -7,7 +7,7 @@ end to end with the official Python client against the real `wf serve`.
   source and tag filters narrow the matches; wf_call
   calls a plain tool, a tool that elicits (the client's callback answers) and
   a tool that reports progress (the client's progress callback sees it), like
-  a direct call; a denied tool is neither found, described nor callable.
+  a direct call, and a cancelled wf_call is cancelled in the plugin; a denied tool is neither found, described nor callable.
 - A `max_tools` budget lists the meta-tools and the most-used tools; the usage
   that decides it survives a restart (it is kept in the state directory).
 - `keep_found`: a found tool joins the session's list, with `list_changed`.
@@ -30,6 +30,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from caller_support import Answerer
 from conftest import Wf, all_tools, call_outcome, content_text, toml_config
 from list_changed_support import list_changed_waiter
+from test_cancellation import cancel_once_started, wait_line
 
 pytestmark = pytest.mark.anyio
 
@@ -198,3 +199,16 @@ async def test_found_tools_join_the_session_list(wf: Wf) -> None:
                 assert hits[0]["name"] == "wf_std__template", hits
                 await announced(OP_TIMEOUT)
                 assert {t.name for t in await all_tools(c)} == META | {"wf_std__template"}
+
+
+@pytest.mark.parametrize(("transport", "mode"), [("stdio", "legacy"), ("http", "auto")])
+async def test_wf_call_is_cancelled_like_a_direct_call(wf: Wf, transport: str, mode: str) -> None:
+    """A client cancelling its wf_call: the plugin's `ctx.cancelled()` branch
+    runs, then the call's future is dropped (tests/fixtures/cancel)."""
+    wf.install("cancel")
+    config = wf.write_config('[server.catalog]\nmode = "search"\n')
+    async with wf.client(transport, mode, "--config", str(config)) as c:
+        marker = wf.root / "wait.log"
+        args = {"name": "cancel__wait", "arguments": {"marker": str(marker)}}
+        await cancel_once_started(c, "wf_call", args, marker)
+        assert await wait_line(marker, "dropped") == ["started", "cancelled", "dropped"]
