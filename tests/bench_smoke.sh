@@ -25,6 +25,7 @@ HEADINGS=(
   "## HTTP front: echo through"
   "## A slow upstream beside a fast one"
   "## OpenAPI source: a GET through wf versus direct"
+  "## Finding tools in a large catalog (wf_find)"
 )
 
 started=$SECONDS

@@ -12,7 +12,10 @@
 //! - sessions: 50 HTTP clients with `session = "client"`: session open time
 //!   against the upstream's own start, calls/s, wf's memory per session;
 //! - openapi: a GET through an `openapi` source versus the same request
-//!   made directly, and discovery of a 1,000-operation document.
+//!   made directly, and discovery of a 1,000-operation document;
+//! - retrieval: recall@5 and MRR of `wf_find` over 500+ real tool
+//!   definitions, tools/list bytes in `full` against `search` mode, and
+//!   query latency over 5,000 tools.
 //!
 //! Prints markdown tables on stdout, progress on stderr. See docs/benchmarks.md.
 
@@ -26,6 +29,7 @@ mod overhead;
 mod peers;
 mod proc;
 mod relay;
+mod retrieval;
 mod sessions;
 mod slow;
 mod startup;
@@ -112,6 +116,8 @@ enum Bench {
     Slow,
     /// A GET through an `openapi` source against the same request made directly.
     Openapi,
+    /// How well and how fast `wf_find` finds tools among 500+ real definitions.
+    Retrieval,
     /// 200 concurrent HTTP sessions, then a 100 000-call soak (not in the default run).
     Load,
 }
@@ -368,6 +374,9 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     }
     if wants(Bench::Openapi) {
         openapi::run(env).await?;
+    }
+    if wants(Bench::Retrieval) {
+        retrieval::run(env).await?;
     }
     // Minutes long: only when asked for by name.
     if only.contains(&Bench::Load) {

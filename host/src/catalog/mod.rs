@@ -4,6 +4,7 @@
 //! capabilities are served.
 
 pub mod probe;
+pub mod search;
 
 pub use crate::sources::{Rejected, screen};
 

@@ -46,6 +46,10 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     surfaces.isolation = std::sync::Arc::new(Isolation::new(
         ToolAccess::from_config(server).map_err(|e| anyhow::anyhow!("{label}: {e}"))?,
     ));
+    surfaces.catalog = std::sync::Arc::new(
+        crate::server::mcp::catalog_view::CatalogView::from_config(server)
+            .map_err(|e| anyhow::anyhow!("{label}: {e}"))?,
+    );
     let http = args.http.clone().or_else(|| server.http.clone());
     let result = match http {
         None => serve_stdio(app.clone(), surfaces.clone()).await,

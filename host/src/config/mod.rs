@@ -2,6 +2,7 @@
 //! `mcpServers` object accepted as it is. Errors name the file, the key and
 //! what is wrong.
 
+mod catalog;
 mod edit;
 mod env;
 mod principals;
@@ -17,6 +18,7 @@ use serde_json::{Map, Value};
 
 use crate::text::one_line;
 
+pub use catalog::{CatalogConfig, CatalogMode};
 pub use edit::{Edit, stage};
 pub use env::{EnvError, expand_env};
 pub use principals::{Principal, TokenConfig};
@@ -150,6 +152,10 @@ pub struct ServerConfig {
     /// When tool and prompt names carry their source's prefix.
     #[serde(default)]
     pub prefix: PrefixMode,
+    /// How much of the tool catalog clients are shown (`[server.catalog]`;
+    /// a token's `catalog` overrides it for its principal).
+    #[serde(default)]
+    pub catalog: CatalogConfig,
     /// HTTP: answer a stateless (2026-07-28) request whose reply is its only
     /// message with a JSON body instead of a one-event stream.
     #[serde(default = "default_true")]
@@ -273,6 +279,7 @@ impl Default for ServerConfig {
             max_console_streams_per_principal: default_max_console_streams_per_principal(),
             session_idle_timeout_ms: default_session_idle_timeout_ms(),
             prefix: PrefixMode::default(),
+            catalog: CatalogConfig::default(),
             http_json_response: true,
             input_wait_ms: default_input_wait_ms(),
             max_waiting_inputs: default_max_waiting_inputs(),

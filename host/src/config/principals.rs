@@ -18,6 +18,9 @@ pub struct TokenConfig {
     pub allow_tools: Option<Vec<String>>,
     #[serde(default)]
     pub deny_tools: Vec<String>,
+    /// This principal's catalog settings over `[server.catalog]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog: Option<super::CatalogConfig>,
 }
 
 /// Who is calling. Over HTTP the guard sets it once it has checked the

@@ -6,10 +6,12 @@
 
 mod names;
 mod prefixes;
+mod search;
 mod table;
 
 pub use names::{NameRules, hash6, is_client_safe};
 pub use prefixes::Naming;
+pub use search::ToolSearch;
 pub use table::{Projected, Projection, ResourceRoute};
 
 use std::sync::PoisonError;
@@ -44,6 +46,8 @@ pub struct Projector {
     versions: tokio::sync::watch::Receiver<u64>,
     /// How names are prefixed, per the config in force.
     naming: Mutex<Naming>,
+    /// The search index over the projected tools.
+    search: ToolSearch,
 }
 
 impl Projector {
@@ -58,6 +62,7 @@ impl Projector {
             live: Mutex::new(None),
             versions,
             naming: Mutex::new(Naming::default()),
+            search: ToolSearch::default(),
         }
     }
 
@@ -134,6 +139,14 @@ impl Projector {
             *cached = (version, Arc::new(self.build(&snapshot)));
         }
         cached.1.clone()
+    }
+
+    /// The search index over the current projection's tools, and that
+    /// projection (re-indexed per source when a catalog changed).
+    pub fn tool_index(&self) -> (Arc<Projection>, Arc<crate::catalog::search::Index>) {
+        let proj = self.projection();
+        let index = self.search.index(&proj);
+        (proj, index)
     }
 
     /// Like [`Self::projection`], but right after start waits (until

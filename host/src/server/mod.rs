@@ -8,6 +8,10 @@ pub(crate) mod mcp;
 mod metrics_route;
 mod stdio;
 
+/// The meta-tools' definitions (`wf_find`, `wf_describe`, `wf_call`), as listed
+/// in `search` mode (the retrieval benchmark weighs them).
+pub use mcp::meta_tools::{definitions as meta_tool_definitions, hit as find_hit};
+
 pub use http::{HttpOptions, serve_http};
 pub use identity::guard::HttpGuard;
 pub use identity::limits::Principal;

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use wf_plugin_api::ErrorCode;
 
 mod status_sql;
+mod usage;
 
 pub use crate::status::{NodeStatus, RunStatus};
 

@@ -65,3 +65,12 @@ CREATE TABLE IF NOT EXISTS catalog_snapshots (
     catalog       TEXT NOT NULL,
     discovered_at INTEGER NOT NULL
 );
+-- How often each principal called each tool (client-visible name): a
+-- principal over its tool budget is listed its most-used tools first.
+CREATE TABLE IF NOT EXISTS tool_usage (
+    principal  TEXT NOT NULL,
+    tool       TEXT NOT NULL,
+    calls      INTEGER NOT NULL,
+    last_used  INTEGER NOT NULL,
+    PRIMARY KEY (principal, tool)
+);

@@ -162,6 +162,7 @@ mod tests {
             token: token.into(),
             allow_tools: allow.map(|a| a.iter().map(|s| s.to_string()).collect()),
             deny_tools: deny.iter().map(|s| s.to_string()).collect(),
+            catalog: None,
         }
     }
 

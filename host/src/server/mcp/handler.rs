@@ -17,6 +17,7 @@ use tracing::Instrument;
 
 use super::caller::{self, ClientAsker, ClientLevel};
 use super::forwarding::{self, Downstream};
+use super::meta_tools;
 use super::mrtr::Step;
 use super::notify::{self, Follower, ListKind};
 use super::observe;
@@ -25,6 +26,7 @@ use super::source_error::source_error;
 use super::{Surfaces, visible};
 use crate::app::App;
 use crate::server::identity::call_slots::CallSlots;
+use crate::server::identity::limits::Principal;
 use crate::server::identity::principals::principal_of;
 use crate::sources::sessions::{SessionCaller, SessionUse, with_caller};
 use crate::sources::{Asker, CallCtx, SourceError, SourceHandle};
@@ -65,6 +67,8 @@ pub struct WfServer {
     session_calls: Option<Arc<dyn InPlaceCalls>>,
     /// This client's calls in progress (`[server] max_calls_per_client`).
     slots: Arc<CallSlots>,
+    /// Tools this session found with `wf_find` (listed when `keep_found`).
+    found: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl WfServer {
@@ -83,6 +87,7 @@ impl WfServer {
             roots: Arc::default(),
             session_calls: None,
             slots: Arc::new(slots),
+            found: Arc::default(),
         }
     }
 
@@ -186,6 +191,62 @@ impl WfServer {
         session_route::session_for(&self.app, &caller, handle).await
     }
 
+    /// Answers `wf_find` and `wf_describe` over the tools the caller may use.
+    async fn meta_call(
+        &self,
+        name: &str,
+        args: &Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let (principal, caller) = (principal_of(context), self.caller(context));
+        self.app.projection_ready().await;
+        let (proj, index) = self.app.projector.tool_index();
+        let usable =
+            |source: &str, name: &str| visible(&self.surfaces, &principal, &caller, source, name);
+        let answer = if name == meta_tools::FIND {
+            meta_tools::find(&proj, &index, args, usable).map(|(found, names)| {
+                self.keep_found(&principal, names, context);
+                found
+            })
+        } else {
+            meta_tools::describe(&proj, args, usable)
+        };
+        let result = match answer {
+            Ok(v) => wf_plugin_api::CallResult::structured(v),
+            Err(e) => wf_plugin_api::CallResult::error(e),
+        };
+        super::tool_result::to_mcp(result)
+    }
+
+    /// With `keep_found`, tools found join this session's list, and the
+    /// client is told its list changed.
+    fn keep_found(
+        &self,
+        principal: &Principal,
+        names: Vec<String>,
+        context: &RequestContext<RoleServer>,
+    ) {
+        let policy = self.surfaces.catalog.policy(principal);
+        if !policy.config.keep_found.unwrap_or(false) {
+            return;
+        }
+        let added = {
+            let mut found = self
+                .found
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let before = found.len();
+            found.extend(names);
+            found.len() > before
+        };
+        if added {
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                let _ = peer.notify_tool_list_changed().await;
+            });
+        }
+    }
+
     fn page_size(&self) -> usize {
         self.app.config.config.server.page_size
     }
@@ -220,6 +281,41 @@ fn paged<T: Clone>(
     size: usize,
 ) -> Result<(Vec<T>, Option<String>), McpError> {
     page(items, cursor(request), size).map_err(|e| McpError::invalid_params(e, None))
+}
+
+/// `wf_call {name, arguments}` as the call it names: the same request
+/// (progress token, task, input responses) with the tool's name and
+/// arguments.
+fn unwrap_call(mut request: CallToolRequestParams) -> Result<CallToolRequestParams, McpError> {
+    let mut args = request.arguments.take().unwrap_or_default();
+    let name = match args.remove("name") {
+        Some(Value::String(n)) if !meta_tools::is_meta(&n) => n,
+        Some(Value::String(n)) => {
+            return Err(McpError::invalid_params(
+                format!("wf_call cannot call {n:?}; call it directly"),
+                None,
+            ));
+        }
+        _ => {
+            return Err(McpError::invalid_params(
+                "wf_call needs `name`: a tool name wf_find returned",
+                None,
+            ));
+        }
+    };
+    let arguments = match args.remove("arguments") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(o)) => Some(o),
+        Some(_) => {
+            return Err(McpError::invalid_params(
+                "wf_call: `arguments` must be an object",
+                None,
+            ));
+        }
+    };
+    request.name = name.into();
+    request.arguments = arguments;
+    Ok(request)
 }
 
 /// Runs `call` while forwarding its progress reports to the client (when it
@@ -413,10 +509,15 @@ impl ServerHandler for WfServer {
             .build();
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("wf", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
+            .with_instructions(if self.surfaces.catalog.any_restricts() {
                 "wf serves the tools, prompts and resources of its sources. Names are `<source>__<name>`. \
-                 The wf_std__ tools are builtins; the wf_std__author_workflow prompt explains workflows.",
-            )
+                 The wf_std__ tools are builtins; the wf_std__author_workflow prompt explains workflows. \
+                 Not every tool is listed: when none listed fits, call wf_find with what you want to do, \
+                 then wf_call {name, arguments} with a tool it returns (wf_describe {names} gives full schemas)."
+            } else {
+                "wf serves the tools, prompts and resources of its sources. Names are `<source>__<name>`. \
+                 The wf_std__ tools are builtins; the wf_std__author_workflow prompt explains workflows."
+            })
     }
 
     #[allow(deprecated)] // SEP-2577; 2025-11-25 clients still set levels.
@@ -438,13 +539,21 @@ impl ServerHandler for WfServer {
             let counted = observe::Counted::new("tools/list");
             let proj = self.app.projection_ready().await;
             let (principal, caller) = (principal_of(&context), self.caller(&context));
-            let items: Vec<&wf_plugin_api::Tool> = proj
+            let usable = proj
                 .tools
                 .iter()
                 .filter(|t| visible(&self.surfaces, &principal, &caller, &t.source, &t.name))
-                .map(|t| &t.item)
                 .collect();
-            let (items, next) = paged(&items, &request, self.page_size())?;
+            let found = self
+                .found
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            let listing =
+                self.surfaces
+                    .catalog
+                    .listing(&self.app.store, &principal, usable, &found);
+            let (items, next) = paged(&listing.tools, &request, self.page_size())?;
             let mut r = ListToolsResult::with_all_items(convert(items)?);
             r.next_cursor = next;
             counted.finish(Ok(r))
@@ -456,6 +565,11 @@ impl ServerHandler for WfServer {
     /// `Mcp-Param-*` headers), on every `tools/call`: the cached schema and
     /// the name, not the whole tool converted.
     fn get_tool(&self, name: &str) -> Option<Tool> {
+        if meta_tools::is_meta(name) {
+            let t = meta_tools::definitions().iter().find(|t| t.name == name)?;
+            let schema = t.input_schema.as_object()?.clone();
+            return Some(Tool::new_with_raw(name.to_string(), None, Arc::new(schema)));
+        }
         let schema = self.app.projection().tool_schema(name)?;
         Some(Tool::new_with_raw(name.to_string(), None, schema))
     }
@@ -473,6 +587,22 @@ impl ServerHandler for WfServer {
                 Ok(slot) => slot,
                 Err(busy) => return counted.finish(Err(busy)),
             };
+            // The meta-tools: wf_find and wf_describe answer here; wf_call
+            // becomes the call it names and takes the direct call's path
+            // below (allow and deny lists, progress, cancellation, input).
+            let mut request = request;
+            match request.name.as_ref() {
+                meta_tools::CALL => match unwrap_call(request) {
+                    Ok(inner) => request = inner,
+                    Err(e) => return counted.finish(Err(e)),
+                },
+                name @ (meta_tools::FIND | meta_tools::DESCRIBE) => {
+                    let args = Value::Object(request.arguments.clone().unwrap_or_default());
+                    let r = self.meta_call(name, &args, &context).await;
+                    return counted.finish(r.map(CallToolResponse::Complete));
+                }
+                _ => {}
+            }
             let proj = self.app.projection_for_tool(&request.name).await;
             let Some(tool) = proj.tool(&request.name) else {
                 return Err(McpError::invalid_params(
@@ -489,6 +619,10 @@ impl ServerHandler for WfServer {
             {
                 tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
                 return Err(McpError::invalid_params(refused, None));
+            }
+            if self.surfaces.catalog.counts_usage() {
+                let usage = &self.surfaces.catalog.usage;
+                usage.record(&self.app.store, &principal, &tool.name);
             }
             let args = Value::Object(request.arguments.unwrap_or_default());
             if self.app.is_local(&tool.source) {

@@ -2,10 +2,12 @@
 //! it (routing, forwarding, input rounds, epochs, results).
 
 pub(crate) mod caller;
+pub(crate) mod catalog_view;
 mod epochs;
 mod forwarding;
 pub(crate) mod handler;
 pub(crate) mod isolation;
+pub(crate) mod meta_tools;
 pub(crate) mod mrtr;
 mod notify;
 mod observe;

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::catalog_view::CatalogView;
 use super::isolation::Isolation;
 use super::mrtr::Rounds;
 use crate::app::App;
@@ -19,6 +20,8 @@ pub struct Surfaces {
     pub isolation: Arc<Isolation>,
     /// 2026-07-28 clients' calls waiting for their input.
     pub rounds: Arc<Rounds>,
+    /// How much of the catalog each principal is listed; tool usage.
+    pub catalog: Arc<CatalogView>,
 }
 
 impl Surfaces {
@@ -28,6 +31,7 @@ impl Surfaces {
             admin: Admin::new(app.clone()),
             isolation: Arc::default(),
             rounds: Arc::new(Rounds::for_config(&app.config.config.server)),
+            catalog: Arc::default(),
         }
     }
 }

@@ -4,6 +4,7 @@
 
 mod tools;
 
+use crate::catalog::search::{DocText, Index, Segment};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -191,11 +192,7 @@ impl Planner {
 
     async fn list_capabilities(&self, args: &Value) -> Reply {
         let kind = arg(args, "kind").unwrap_or("node");
-        let query: Vec<String> = arg(args, "query")
-            .unwrap_or("")
-            .split_whitespace()
-            .map(str::to_lowercase)
-            .collect();
+        let query = arg(args, "query").filter(|q| !q.trim().is_empty());
         let only = arg(args, "source");
         let limit = args
             .get("limit")
@@ -205,21 +202,23 @@ impl Planner {
         self.app.projection_ready().await;
         let snapshot = Snapshot::take(&self.app.sources);
         let mut items = Vec::new();
+        // With a query, what is searched (the same BM25 ranking as wf_find).
+        let mut docs = Vec::new();
         for (source, cat) in &snapshot.sources {
             if only.is_some_and(|o| o != source) {
                 continue;
             }
-            let mut push = |name: &str, description: &str, extra: Value| {
+            let mut push = |name: &str, description: &str, extra: Value, schema: &Value| {
                 let reference = format!("{source}.{name}");
-                let hay = format!("{reference} {description}").to_lowercase();
-                if query.iter().all(|q| hay.contains(q)) {
-                    let short: String = description.chars().take(200).collect();
-                    let mut item = json!({"ref": reference, "kind": kind, "source": source, "name": name, "description": short});
-                    if let (Some(o), Some(e)) = (item.as_object_mut(), extra.as_object()) {
-                        o.extend(e.clone());
-                    }
-                    items.push(item);
+                if query.is_some() {
+                    docs.push(DocText::tool(&reference, source, name, description, schema));
                 }
+                let short: String = description.chars().take(200).collect();
+                let mut item = json!({"ref": reference, "kind": kind, "source": source, "name": name, "description": short});
+                if let (Some(o), Some(e)) = (item.as_object_mut(), extra.as_object()) {
+                    o.extend(e.clone());
+                }
+                items.push(item);
             };
             match kind {
                 "node" => cat.node_specs.iter().for_each(|n| {
@@ -227,21 +226,23 @@ impl Planner {
                         &n.name,
                         &n.description,
                         json!({"stateful": n.stateful, "side_effects": n.side_effects}),
+                        &n.input_schema,
                     )
                 }),
-                "tool" => cat
-                    .tools
-                    .iter()
-                    .for_each(|t| push(&t.name, t.description.as_deref().unwrap_or(""), json!({}))),
-                "prompt" => cat
-                    .prompts
-                    .iter()
-                    .for_each(|p| push(&p.name, p.description.as_deref().unwrap_or(""), json!({}))),
+                "tool" => cat.tools.iter().for_each(|t| {
+                    let d = t.description.as_deref().unwrap_or("");
+                    push(&t.name, d, json!({}), &t.input_schema)
+                }),
+                "prompt" => cat.prompts.iter().for_each(|p| {
+                    let d = p.description.as_deref().unwrap_or("");
+                    push(&p.name, d, json!({}), &Value::Null)
+                }),
                 "resource" => cat.resources.iter().for_each(|r| {
                     push(
                         &r.name,
                         r.description.as_deref().unwrap_or(""),
                         json!({"uri": r.uri}),
+                        &Value::Null,
                     )
                 }),
                 other => {
@@ -251,6 +252,18 @@ impl Planner {
                     ));
                 }
             }
+        }
+        if let Some(q) = query {
+            // Best match first; what shares no word with the query is left out.
+            let index = Index::new(vec![std::sync::Arc::new(Segment::build(&docs))]);
+            let order: std::collections::HashMap<&str, usize> = index
+                .search(q, items.len(), |_| true)
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (h.key, i))
+                .collect();
+            items.retain(|i| order.contains_key(i["ref"].as_str().unwrap_or("")));
+            items.sort_by_key(|i| order[i["ref"].as_str().unwrap_or("")]);
         }
         let (page, next) = crate::surfaces::proxy::page(&items, arg(args, "cursor"), limit)
             .map_err(|e| fail(e, "pass the next_cursor you were given"))?;

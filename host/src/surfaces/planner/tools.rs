@@ -27,7 +27,7 @@ pub fn catalog() -> Catalog {
         "list_capabilities",
         "Search what workflows can use: node specs (default), tools, prompts or resources of every source. Returns refs (`source.name`) to put in a node's `use`.",
         json!({
-            "query": {"type": "string", "description": "Words to look for in names and descriptions"},
+            "query": {"type": "string", "description": "What you look for, in a few words: matches come best first (BM25 over names, descriptions and parameters)"},
             "source": {"type": "string", "description": "Only this source (e.g. `wf.std`)"},
             "kind": {"type": "string", "enum": ["node", "tool", "prompt", "resource"], "description": "Default `node`"},
             "cursor": {"type": "string", "description": "`next_cursor` of the previous page"},
