@@ -109,7 +109,7 @@ impl PluginSet {
         events: &HostEvents,
         log_level: &str,
     ) -> Result<String, String> {
-        let plugin = instantiate(module, Path::new(label), self, events, log_level)?;
+        let plugin = instantiate(module, Path::new(label), self, events, log_level, None)?;
         let name = plugin.manifest.name.clone();
         self.loaded.push(Arc::new(plugin));
         Ok(name)
@@ -387,7 +387,13 @@ impl PluginSet {
         } else {
             None
         };
-        let result = load_one(fresh.as_deref().unwrap_or(&file), self, events, log_level);
+        let result = load_one(
+            fresh.as_deref().unwrap_or(&file),
+            self,
+            events,
+            log_level,
+            None,
+        );
         match result {
             Ok(mut plugin) => {
                 plugin.file = file.clone();
@@ -451,11 +457,34 @@ impl PluginSet {
     }
 }
 
+/// Runs on a plugin's manifest after it is read and before the plugin is
+/// created; an Err refuses the plugin. A plugin child enters its second
+/// sandbox stage here (`sandbox::after_manifest`).
+pub type ManifestCheck<'a> = &'a dyn Fn(&Manifest) -> Result<(), String>;
+
+/// Loads the one library `file` (a plugin child's plugin: no folder scan,
+/// which a sandboxed child could not do), with `check` run on its manifest
+/// before the plugin is created.
+pub fn load_file(
+    file: &Path,
+    events: &HostEvents,
+    log_level: &str,
+    policy: LoadPolicy,
+    check: ManifestCheck<'_>,
+) -> Result<LoadedPlugin, String> {
+    let set = PluginSet {
+        policy,
+        ..Default::default()
+    };
+    load_one(file, &set, events, log_level, Some(check))
+}
+
 fn load_one(
     file: &Path,
     set: &PluginSet,
     events: &HostEvents,
     log_level: &str,
+    check: Option<ManifestCheck<'_>>,
 ) -> Result<LoadedPlugin, String> {
     let header = lib_header_from_path(file).map_err(|e| match e {
         LibraryError::OpenError { err, .. } => {
@@ -498,7 +527,7 @@ fn load_one(
             }
             other => format!("not a wf plugin: {}", first_line(&other.to_string())),
         })?;
-    instantiate(module, file, set, events, log_level)
+    instantiate(module, file, set, events, log_level, check)
 }
 
 /// Reads a checked root module's manifest and creates the plugin, unless
@@ -509,10 +538,14 @@ fn instantiate(
     set: &PluginSet,
     events: &HostEvents,
     log_level: &str,
+    check: Option<ManifestCheck<'_>>,
 ) -> Result<LoadedPlugin, String> {
     let manifest_text = (module.manifest())();
     let manifest: Manifest = serde_json::from_str(manifest_text.as_str())
         .map_err(|e| format!("not a wf plugin: unreadable manifest: {e}"))?;
+    if let Some(check) = check {
+        check(&manifest)?;
+    }
     if let Some(prev) = set.loaded.iter().find(|p| p.manifest.name == manifest.name) {
         return Err(format!(
             "duplicate plugin name {:?}: already loaded from {}",
