@@ -22,6 +22,8 @@ pub struct LoadedPlugin {
     pub plugin: PluginBox,
     /// What the operator should fix although the plugin loaded (one line each).
     pub warnings: Vec<String>,
+    /// Its file is pinned in `plugins.lock` (and matched its hash).
+    pub pinned: bool,
     /// The file's size and modification time when it was loaded.
     stamp: Option<Stamp>,
 }
@@ -82,6 +84,8 @@ pub struct PluginSet {
     pub notes: Vec<Note>,
     pub dirs: Vec<PathBuf>,
     pub policy: LoadPolicy,
+    /// `plugins.lock`: a pinned file whose hash changed is refused.
+    pub pins: super::pins::Pins,
     /// Where rebuilt plugin files are copied before loading (see `fresh_copy`).
     copies: Copies,
 }
@@ -154,8 +158,20 @@ pub fn load_plugins(
     log_level: &str,
     policy: LoadPolicy,
 ) -> PluginSet {
+    load_plugins_pinned(dirs, events, log_level, policy, Default::default())
+}
+
+/// [`load_plugins`] with the pins of `plugins.lock`.
+pub fn load_plugins_pinned(
+    dirs: &[PathBuf],
+    events: &HostEvents,
+    log_level: &str,
+    policy: LoadPolicy,
+    pins: super::pins::Pins,
+) -> PluginSet {
     let mut set = PluginSet {
         policy,
+        pins,
         ..Default::default()
     };
     set.load_new(dirs, events, log_level);
@@ -379,6 +395,17 @@ impl PluginSet {
             self.refused.remove(i);
             retry = true;
         }
+        // Before loading: loading runs the library's constructors.
+        if let Err(reason) = self.pins.check(&file) {
+            tracing::warn!("refused plugin {}: {reason}", file.display());
+            self.refused.push(Refusal {
+                file,
+                reason,
+                stamp: now,
+                rescan: false,
+            });
+            return None;
+        }
         // The refused build stays mapped (libraries are never unloaded) and
         // the OS hands out the mapped one for the same path: load a
         // changed file from a fresh copy.
@@ -399,6 +426,7 @@ impl PluginSet {
                 plugin.file = file.clone();
                 plugin.stamp = now;
                 plugin.warnings = warnings(&file);
+                plugin.pinned = self.pins.get(&file).is_some();
                 tracing::info!(plugin = %plugin.manifest.name, version = %plugin.manifest.version, file = %file.display(), "plugin loaded");
                 for w in &plugin.warnings {
                     tracing::warn!(plugin = %plugin.manifest.name, file = %file.display(), "{w}");
@@ -589,6 +617,7 @@ fn instantiate(
         })?;
     Ok(LoadedPlugin {
         warnings: Vec::new(),
+        pinned: false,
         stamp: None,
         manifest,
         file: file.to_path_buf(),
