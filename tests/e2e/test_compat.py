@@ -3,9 +3,9 @@ builds of older wf-plugin-api versions (one plugin per minor, each built
 against a frozen copy of its API in tests/compat), in every isolation mode
 (ISOLATIONS):
 
-- tests/compat/plugin-v1_0 is built against wf-plugin-api 1.0.0 (a frozen copy
-  of the previous minor release, tests/compat/wf-plugin-api-1.0.0) and must
-  load and work in today's host (1.2.x) — including when the host sends it an
+- tests/compat/plugin-v1_0 is built against wf-plugin-api 1.0.0 (a frozen copy,
+  tests/compat/wf-plugin-api-1.0.0) and must load and work in today's host
+  (1.3.x) — including when the host sends it an
   operation 1.0 does not know, and when it reports a lost session in the
   pre-1.2 words (`upstream` + "upstream session restarted; state lost"), which
   the host must still read as the typed `state_lost`;
