@@ -8,6 +8,8 @@
 //!
 //! MODE: `strict`, `off`, or `strict-programs` (strict, as for a plugin whose
 //! manifest declares `starts_programs`, whatever the plugin's says).
+//! SANDBOX_PROGRAM (optional): a source's `command args…`, whose files
+//! the policy lets the plugin read and run (`sandbox::program_paths`).
 
 use std::path::PathBuf;
 
@@ -30,9 +32,19 @@ fn main() {
     } else {
         mode.parse().expect("MODE")
     };
-    let policy = Policy::new(&plugin, mode)
+    let mut policy = Policy::new(&plugin, mode)
         .data_dir(data_dir)
         .starts_programs(programs);
+    // SANDBOX_PROGRAM="command arg…": what a source of the plugin starts
+    // (process mode passes its sources' commands the same way).
+    if let Ok(line) = std::env::var("SANDBOX_PROGRAM") {
+        let mut words = line.split_whitespace().map(str::to_string);
+        let command = words.next().unwrap_or_default();
+        let args: Vec<String> = words.collect();
+        let cwd = std::env::current_dir().expect("cwd");
+        let path = std::env::var_os("PATH");
+        policy.programs = sandbox::program_paths(&command, &args, &cwd, path.as_deref());
+    }
 
     // Before any thread exists: every later one inherits the sandbox.
     let mut report = sandbox::before_load(&policy).expect("stage one");

@@ -270,3 +270,54 @@ fn the_plugins_own_data_dir_stays_reachable_under_strict() {
         "{r}"
     );
 }
+
+#[test]
+fn a_sources_configured_command_starts_only_when_the_policy_names_it() {
+    // The mcp plugin's usual stdio upstream: @modelcontextprotocol/server-everything
+    // from tests/e2e/node_modules (tests/run installs it before the Rust tests).
+    let everything = std::env::var_os("WF_EVERYTHING_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/e2e/node_modules/.bin/mcp-server-everything")
+        });
+    assert!(
+        everything.exists(),
+        "{} is missing: tests/run installs the e2e Node peers (npm ci in tests/e2e)",
+        everything.display()
+    );
+    let s = scene();
+    let args = json!({"command": [everything], "ptrace": false});
+    let run = |program: Option<&PathBuf>| -> Value {
+        let mut cmd = Command::new(child_exe());
+        cmd.args(["strict-programs", snoop_plugin().to_str().unwrap()])
+            .arg(&s.data)
+            .args(["snoop", &args.to_string()]);
+        if let Some(p) = program {
+            cmd.env("SANDBOX_PROGRAM", p);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // Not passed as the source's program: its node_modules tree is closed.
+    denied(
+        attempt(&run(None), &["exec"]),
+        libc::EACCES,
+        "a program outside the allow-list",
+    );
+    // Passed: it starts (stdin is closed, so it says hello and ends).
+    let r = run(Some(&everything));
+    let exec = attempt(&r, &["exec"]);
+    assert!(
+        exec["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("Starting default (STDIO) server"),
+        "{exec}"
+    );
+}

@@ -93,6 +93,56 @@ impl Policy {
     }
 }
 
+/// What a source that starts `command args…` (an mcp source's `command`
+/// and `args`) needs to read and execute, for [`Policy::programs`]: the
+/// command as found on `path_var` (like `PATH`) or relative to `cwd`, with
+/// links resolved, and each argument that names an existing file (a
+/// server script). A file inside a `node_modules` tree brings the whole tree
+/// (a node program loads its dependencies from it); any other brings its
+/// folder. Programs under the system folders need nothing more.
+pub fn program_paths(
+    command: &str,
+    args: &[String],
+    cwd: &std::path::Path,
+    path_var: Option<&std::ffi::OsStr>,
+) -> Vec<PathBuf> {
+    use std::path::Path;
+    fn reach(file: &Path) -> Option<PathBuf> {
+        let real = std::fs::canonicalize(file).ok()?;
+        if !real.is_file() {
+            return None;
+        }
+        let tree = real
+            .ancestors()
+            .find(|a| a.file_name().is_some_and(|n| n == "node_modules"));
+        Some(match tree {
+            Some(t) => t.to_path_buf(),
+            None => real.parent()?.to_path_buf(),
+        })
+    }
+    let found = if command.contains('/') {
+        Some(cwd.join(command))
+    } else {
+        path_var.and_then(|p| {
+            std::env::split_paths(p)
+                .map(|d| cwd.join(d).join(command))
+                .find(|f| f.is_file())
+        })
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    let candidates = found
+        .into_iter()
+        .chain(args.iter().map(|a| cwd.join(a)).filter(|a| a.is_file()));
+    for file in candidates {
+        if let Some(p) = reach(&file)
+            && !out.contains(&p)
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// Read and execute (map): what the dynamic loader and a Rust cdylib need.
 pub const LIBS_READ_EXEC: &[&str] = &[
     "/lib",
@@ -416,6 +466,31 @@ pub fn enter_syscalls(policy: &Policy) -> Result<Report, SandboxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn program_paths_bring_the_node_modules_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let pkg = root.join("node_modules/server/dist");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("index.js"), "").unwrap();
+        let bin = root.join("node_modules/.bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink("../server/dist/index.js", bin.join("server")).unwrap();
+        let script = root.join("tools/run.py");
+        std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+        std::fs::write(&script, "").unwrap();
+        let path = std::ffi::OsString::from(bin.as_os_str());
+        let got = program_paths(
+            "server",
+            &["tools/run.py".into(), "--flag".into()],
+            &root,
+            Some(&path),
+        );
+        assert_eq!(got, vec![root.join("node_modules"), root.join("tools")]);
+        assert!(program_paths("no-such-program", &[], &root, Some(&path)).is_empty());
+    }
 
     #[test]
     fn modes_parse() {
