@@ -8,6 +8,8 @@
 //!
 //! MODE: `strict`, `off`, or `strict-programs` (strict, as for a plugin whose
 //! manifest declares `starts_programs`, whatever the plugin's says).
+//! SANDBOX_THREAD_FIRST (optional): starts a thread before the sandbox, which
+//! must then refuse to enter (exit 3, `{"error": …}`).
 //! SANDBOX_PROGRAM (optional): a source's `command args…`, whose files
 //! the policy lets the plugin read and run (`sandbox::program_paths`).
 
@@ -46,8 +48,18 @@ fn main() {
         policy.programs = sandbox::program_paths(&command, &args, &cwd, path.as_deref());
     }
 
+    // SANDBOX_THREAD_FIRST: start a thread first, as a child must not.
+    if std::env::var_os("SANDBOX_THREAD_FIRST").is_some() {
+        std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(60)));
+    }
     // Before any thread exists: every later one inherits the sandbox.
-    let mut report = sandbox::before_load(&policy).expect("stage one");
+    let mut report = match sandbox::before_load(&policy) {
+        Ok(r) => r,
+        Err(e) => {
+            println!("{}", serde_json::json!({"error": e.to_string()}));
+            std::process::exit(3);
+        }
+    };
     eprintln!("stage one: {report}");
     let stage_two = std::cell::RefCell::new(Report::default());
     let check = |m: &wf_plugin_api::Manifest| {

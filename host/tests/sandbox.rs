@@ -321,3 +321,29 @@ fn a_sources_configured_command_starts_only_when_the_policy_names_it() {
         "{exec}"
     );
 }
+
+#[test]
+fn a_child_that_started_a_thread_first_is_refused_the_sandbox() {
+    // Landlock restricts the calling thread and its later threads only: a
+    // thread started before would escape, so entering is refused instead.
+    let s = scene();
+    let out = Command::new(child_exe())
+        .args(["strict", snoop_plugin().to_str().unwrap()])
+        .arg(&s.data)
+        .args(["snoop", "{}"])
+        .env("SANDBOX_THREAD_FIRST", "1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.contains("before any other thread starts (2 threads run)"),
+        "{error}"
+    );
+}

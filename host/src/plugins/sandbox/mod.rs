@@ -273,6 +273,10 @@ pub enum SandboxError {
     Path { path: PathBuf, why: String },
     #[error("cannot drop capabilities: {0}")]
     Capabilities(std::io::Error),
+    #[error(
+        "the sandbox must be entered before any other thread starts ({0} threads run): Landlock restricts the calling thread and the threads it starts later"
+    )]
+    Threads(usize),
     #[error("landlock: {0}")]
     Landlock(String),
     #[error("seccomp: {0}")]
@@ -354,6 +358,7 @@ pub fn enter_filesystem(policy: &Policy) -> Result<Report, SandboxError> {
     if policy.mode == Mode::Off {
         return Ok(Report::off());
     }
+    single_threaded()?;
     no_new_privs()?;
     let warnings = fs::enter(policy)?;
     Ok(Report {
@@ -375,6 +380,19 @@ pub fn enter_syscalls(policy: &Policy) -> Result<Report, SandboxError> {
         allowed: vec![describe_syscalls(policy)],
         warnings,
     })
+}
+
+/// Landlock (below ABI 8) restricts only the calling thread and its later
+/// children: a thread started earlier (a runtime's workers) would escape.
+#[cfg(target_os = "linux")]
+fn single_threaded() -> Result<(), SandboxError> {
+    let threads = std::fs::read_dir("/proc/self/task")
+        .map(|d| d.count())
+        .unwrap_or(1);
+    if threads > 1 {
+        return Err(SandboxError::Threads(threads));
+    }
+    Ok(())
 }
 
 #[cfg(target_os = "linux")]
