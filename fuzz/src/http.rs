@@ -62,6 +62,7 @@ fn server() -> SocketAddr {
                     state_dir: Some(dir.join("state")),
                     log_level: "off".into(),
                     allow_insecure_plugin_dir: false,
+                    ..Default::default()
                 };
                 let app = App::start(&opts).await.expect("host starts");
                 let mut http = HttpOptions::new(addr, Some(TOKEN.into()), &ServerConfig::default());

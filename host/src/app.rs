@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use wf_plugin_api::Catalog;
 
 use crate::config::LoadedConfig;
-use crate::plugins::{HostEvents, LoadPolicy, PluginSet, load_plugins, plugin_dirs};
+use crate::plugins::{HostEvents, LoadPolicy, PluginSet, plugin_dirs};
 use crate::projection::{NameRules, Naming, Projection, Projector, ResourceRoute, Timing};
 use crate::sources::{Sources, desired_sources};
 use crate::store::Store;
@@ -30,6 +30,9 @@ pub struct StartOptions {
     pub log_level: String,
     /// Load from plugin folders and files other users can write (warned).
     pub allow_insecure_plugin_dir: bool,
+    /// Plugin files whose pins are ignored for this start (`wf plugins
+    /// --pin FILE` loads a changed, pinned file to pin it again).
+    pub repin: Vec<PathBuf>,
 }
 
 /// The running host: the aggregate that builds its parts and hands them out.
@@ -98,7 +101,12 @@ pub fn load_config_and_plugins(
         allow_insecure: opts.allow_insecure_plugin_dir,
         runtime_threads: Some(threads),
     };
-    let plugins = load_plugins(&dirs, &events, level, policy);
+    let lock = crate::plugins::pins::lock_path(&config.base_dir());
+    let mut pins = crate::plugins::pins::Pins::load(&lock)?;
+    for file in &opts.repin {
+        pins.unpin(file);
+    }
+    let plugins = crate::plugins::load_plugins_pinned(&dirs, &events, level, policy, pins);
     Ok((config, plugins, events, rx))
 }
 

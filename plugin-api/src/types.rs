@@ -33,6 +33,12 @@ pub struct Manifest {
     /// being silently ignored. A kind without a schema is not checked.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub settings_schemas: Map<String, Value>,
+    /// The plugin starts other programs (since 1.3; e.g. the mcp plugin's
+    /// stdio servers). A host that sandboxes plugins lets only such a
+    /// plugin `execve`, and lets it read the system's program folders; a
+    /// plugin that does not declare it and tries is denied (`EPERM`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub starts_programs: bool,
 }
 
 impl Manifest {
@@ -47,7 +53,14 @@ impl Manifest {
             description: String::new(),
             default_sources: Vec::new(),
             settings_schemas: Map::new(),
+            starts_programs: false,
         }
+    }
+    /// Declares that the plugin starts other programs (`execve`); see
+    /// [`Manifest::starts_programs`].
+    pub fn starts_programs(mut self) -> Self {
+        self.starts_programs = true;
+        self
     }
     /// Adds a source kind this plugin serves.
     pub fn kind(mut self, kind: impl Into<String>) -> Self {

@@ -1,15 +1,23 @@
 """The ABI compatibility promise (docs/abi-evolution.md), tested with real
-builds of two wf-plugin-api versions:
+builds of older wf-plugin-api versions (one plugin per minor, each built
+against a frozen copy of its API in tests/compat), in every isolation mode
+(ISOLATIONS):
 
-- tests/compat/plugin-v1_0 is built against wf-plugin-api 1.0.0 (a frozen copy
-  of the previous minor release, tests/compat/wf-plugin-api-1.0.0) and must
-  load and work in today's host (1.2.x) — including when the host sends it an
+- tests/compat/plugin-v1_0 is built against wf-plugin-api 1.0.0 (a frozen copy,
+  tests/compat/wf-plugin-api-1.0.0) and must load and work in today's host
+  (1.3.x) — including when the host sends it an
   operation 1.0 does not know, and when it reports a lost session in the
   pre-1.2 words (`upstream` + "upstream session restarted; state lost"), which
   the host must still read as the typed `state_lost`;
+- tests/compat/plugin-v1_1 (wf-plugin-api 1.1.0) uses what 1.1 added: its
+  source keeps a counter per session, shared and per lease, and a workflow with
+  `sessions: run` runs its nodes on one lease;
+- tests/compat/plugin-v1_2 (wf-plugin-api 1.2.0) uses what 1.2 added: a tool
+  that asks the client (elicitation) and a prompt argument that completes;
 - the bad-version fixture claims 2.0.0 and must be refused with its one line.
 
-tests/run builds the 1.0 plugin into target/compat and sets WF_COMPAT_PLUGIN.
+tests/run builds the compat plugins into target/compat and sets
+WF_COMPAT_PLUGIN (1.0), WF_COMPAT_PLUGIN_V1_1 and WF_COMPAT_PLUGIN_V1_2.
 """
 
 from __future__ import annotations
@@ -23,29 +31,86 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+import mcp.types as types
+
 from conftest import Wf, content_text
-from caller_support import Answerer
+from caller_support import ANSWER_NAME, Answerer
 
 pytestmark = pytest.mark.anyio
+
+# Every compat test runs in each of these plugin isolation modes (issue #32:
+# "process" joins when process mode lands).
+ISOLATIONS = ["in_process"]
+
+
+def compat_file(variable: str, crate: str) -> Path:
+    value = os.environ.get(variable)
+    if not value:
+        pytest.skip(f"{variable} is not set (tests/run builds tests/compat/{crate} and sets it)")
+    path = Path(value)
+    assert path.is_file(), f"{variable}={value} is not a file"
+    return path
 
 
 @pytest.fixture(scope="session")
 def compat_plugin() -> Path:
-    value = os.environ.get("WF_COMPAT_PLUGIN")
-    if not value:
-        pytest.skip("WF_COMPAT_PLUGIN is not set (tests/run builds tests/compat/plugin-v1_0 and sets it)")
-    path = Path(value)
-    assert path.is_file(), f"WF_COMPAT_PLUGIN={value} is not a file"
-    return path
+    return compat_file("WF_COMPAT_PLUGIN", "plugin-v1_0")
 
 
-@pytest.fixture
-def compat_wf(compat_plugin: Path, wf: Wf) -> Wf:
-    wf.install_file(compat_plugin)
-    return wf
+def isolate(wf: Wf, isolation: str, files: list[Path], names: list[str]) -> Path:
+    """The config that runs the plugins in `isolation`; returns its path.
+    In process: the files are pinned (a pinned plugin runs in process by
+    default; an unpinned third-party one would not)."""
+    if isolation == "in_process":
+        text = ""
+    else:
+        text = "".join(f'[plugins.{n}]\nisolation = "{isolation}"\n' for n in names)
+    config = wf.write_config(text)
+    if isolation == "in_process":
+        pins = [a for f in files for a in ("--pin", str(f))]
+        r = wf.run("plugins", "--config", str(config), *wf.plugin_args(), *pins)
+        assert r.returncode == 0, r.stderr
+    return config
 
 
-def test_a_previous_minor_plugin_loads(compat_wf: Wf) -> None:
+class CompatWf:
+    """A wf with compat plugins installed, run in one isolation mode."""
+
+    def __init__(self, wf: Wf, config: Path) -> None:
+        self.wf = wf
+        self.config = config
+        self.bin = wf.bin
+        self.root = wf.root
+        self.state_dir = wf.state_dir
+        self.plugin_dir = wf.plugin_dir
+
+    def args(self) -> list[str]:
+        return ["--config", str(self.config), *self.wf.plugin_args()]
+
+    def plugins_json(self, *extra: str) -> dict:
+        return self.wf.plugins_json("--config", str(self.config), *extra)
+
+    def install(self, crate_dir: str) -> Path:
+        return self.wf.install(crate_dir)
+
+    def run_workflow(self, doc: dict, name: str):
+        path = self.root / name
+        path.write_text(json.dumps(doc))
+        return self.wf.run("run", str(path), *self.args())
+
+    def params(self) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=str(self.bin), args=["serve", *self.args()], env=self.wf.stdio_env(), cwd=str(self.root)
+        )
+
+
+@pytest.fixture(params=ISOLATIONS)
+def compat_wf(request: pytest.FixtureRequest, compat_plugin: Path, wf: Wf) -> CompatWf:
+    installed = wf.install_file(compat_plugin)
+    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-0"]))
+
+
+def test_a_previous_minor_plugin_loads(compat_wf: CompatWf) -> None:
     doc = compat_wf.plugins_json()
     ours = [p for p in doc["loaded"] if p["name"] == "compat-v1-0"]
     assert len(ours) == 1, doc
@@ -56,7 +121,7 @@ def test_a_previous_minor_plugin_loads(compat_wf: Wf) -> None:
     assert doc["refused"] == [], doc["refused"]
 
 
-def test_an_incompatible_plugin_is_refused_with_one_line(compat_wf: Wf) -> None:
+def test_an_incompatible_plugin_is_refused_with_one_line(compat_wf: CompatWf) -> None:
     compat_wf.install("bad-version")
     doc = compat_wf.plugins_json("--allow-refused")  # refused: exit 1 without it
     reasons = [r["reason"] for r in doc["refused"]]
@@ -68,13 +133,8 @@ def test_an_incompatible_plugin_is_refused_with_one_line(compat_wf: Wf) -> None:
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_a_previous_minor_plugin_serves_its_tools(compat_wf: Wf, mode: str) -> None:
-    params = StdioServerParameters(
-        command=str(compat_wf.bin),
-        args=["serve", "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir)],
-        env=compat_wf.stdio_env(),
-        cwd=str(compat_wf.root),
-    )
+async def test_a_previous_minor_plugin_serves_its_tools(compat_wf: CompatWf, mode: str) -> None:
+    params = compat_wf.params()
     with anyio.fail_after(60):
         async with Client(params, mode=mode) as c:
             names = {t.name for t in (await c.list_tools()).tools}
@@ -84,16 +144,11 @@ async def test_a_previous_minor_plugin_serves_its_tools(compat_wf: Wf, mode: str
             assert r.structured_content == {"greeting": "hello from api 1.0, Ada"}
 
 
-async def test_a_previous_minor_plugin_works_behind_a_1_2_call_context(compat_wf: Wf) -> None:
+async def test_a_previous_minor_plugin_works_behind_a_1_2_call_context(compat_wf: CompatWf) -> None:
     """Since 1.2 the host's call context has `ask_caller` and routes it to a client that
     can answer; a 1.0 plugin sees its older, shorter vtable and works unchanged."""
     a = Answerer()
-    params = StdioServerParameters(
-        command=str(compat_wf.bin),
-        args=["serve", "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir)],
-        env=compat_wf.stdio_env(),
-        cwd=str(compat_wf.root),
-    )
+    params = compat_wf.params()
     with anyio.fail_after(60):
         async with Client(params, mode="legacy", **a.callbacks()) as c:
             r = await c.call_tool("compat__hello", {"name": "Grace"})
@@ -102,7 +157,7 @@ async def test_a_previous_minor_plugin_works_behind_a_1_2_call_context(compat_wf
     assert a.elicitations == [] and a.samplings == [] and a.roots_asked == 0
 
 
-def test_a_previous_minor_plugin_runs_in_a_workflow_with_a_lease(compat_wf: Wf) -> None:
+def test_a_previous_minor_plugin_runs_in_a_workflow_with_a_lease(compat_wf: CompatWf) -> None:
     # `sessions: run` makes the 1.1 engine send OpenLease, an operation the
     # 1.0 plugin predates: it answers `unsupported` and the run goes on.
     doc = {
@@ -111,16 +166,14 @@ def test_a_previous_minor_plugin_runs_in_a_workflow_with_a_lease(compat_wf: Wf) 
         "nodes": [{"id": "h", "use": "compat.hello", "args": {"name": "Ada"}}],
         "outputs": {"greeting": {"$ref": "nodes.h.output.greeting"}},
     }
-    path = compat_wf.root / "compat.json"
-    path.write_text(json.dumps(doc))
-    r = compat_wf.run("run", str(path), "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir))
+    r = compat_wf.run_workflow(doc, "compat.json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["status"] == "succeeded", out
     assert out["outputs"] == {"greeting": "hello from api 1.0, Ada"}
 
 
-def test_a_previous_minor_plugins_state_lost_is_still_understood(compat_wf: Wf) -> None:
+def test_a_previous_minor_plugins_state_lost_is_still_understood(compat_wf: CompatWf) -> None:
     # `compat.lost` answers `upstream` with the STATE_LOST message, as a 1.1
     # source did. The 1.2 host reads it as a lost session: it is not retried
     # (attempts 1 of 3) and the run record keeps the code `state_lost`.
@@ -128,9 +181,7 @@ def test_a_previous_minor_plugins_state_lost_is_still_understood(compat_wf: Wf) 
         "name": "compat-lost",
         "nodes": [{"id": "l", "use": "compat.lost", "retry": {"attempts": 3, "backoff_ms": 10}}],
     }
-    path = compat_wf.root / "compat-lost.json"
-    path.write_text(json.dumps(doc))
-    r = compat_wf.run("run", str(path), "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir))
+    r = compat_wf.run_workflow(doc, "compat-lost.json")
     assert r.returncode == 1, (r.returncode, r.stderr)
     out = json.loads(r.stdout)
     assert out["status"] == "failed", out
@@ -149,16 +200,14 @@ def test_a_previous_minor_plugins_state_lost_is_still_understood(compat_wf: Wf) 
     assert error == 'upstream session restarted; state lost (source "compat")', error
 
 
-def test_an_upstream_error_that_is_not_state_lost_keeps_its_code(compat_wf: Wf) -> None:
+def test_an_upstream_error_that_is_not_state_lost_keeps_its_code(compat_wf: CompatWf) -> None:
     # The control: the same plugin's ordinary `upstream` error is not read as a
     # lost session: it is retried as configured and recorded as `upstream`.
     doc = {
         "name": "compat-down",
         "nodes": [{"id": "d", "use": "compat.down", "retry": {"attempts": 2, "backoff_ms": 10}}],
     }
-    path = compat_wf.root / "compat-down.json"
-    path.write_text(json.dumps(doc))
-    r = compat_wf.run("run", str(path), "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir))
+    r = compat_wf.run_workflow(doc, "compat-down.json")
     assert r.returncode == 1, (r.returncode, r.stderr)
     out = json.loads(r.stdout)
     db = sqlite3.connect(compat_wf.state_dir / "wf.db")
@@ -170,3 +219,113 @@ def test_an_upstream_error_that_is_not_state_lost_keeps_its_code(compat_wf: Wf) 
         db.close()
     assert row[:3] == ("failed", "upstream", 2), row
     assert "upstream unreachable" in row[3], row
+
+
+# ---- wf-plugin-api 1.1: sessions and leases
+
+
+@pytest.fixture(params=ISOLATIONS)
+def compat11_wf(request: pytest.FixtureRequest, wf: Wf) -> CompatWf:
+    installed = wf.install_file(compat_file("WF_COMPAT_PLUGIN_V1_1", "plugin-v1_1"))
+    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-1"]))
+
+
+def test_a_1_1_plugin_loads(compat11_wf: CompatWf) -> None:
+    doc = compat11_wf.plugins_json()
+    ours = [p for p in doc["loaded"] if p["name"] == "compat-v1-1"]
+    assert len(ours) == 1 and ours[0]["api_version"] == "1.1.0", doc
+    assert doc["refused"] == [], doc["refused"]
+
+
+async def test_a_1_1_plugin_counts_on_the_shared_session(compat11_wf: CompatWf) -> None:
+    with anyio.fail_after(60):
+        async with Client(compat11_wf.params(), mode="auto") as c:
+            first = await c.call_tool("compat11__count", {})
+            second = await c.call_tool("compat11__count", {})
+    assert not first.is_error and not second.is_error, (content_text(first.content), content_text(second.content))
+    assert first.structured_content == {"count": 1, "lease": None, "epoch": 1}
+    assert second.structured_content == {"count": 2, "lease": None, "epoch": 1}
+
+
+def test_a_1_1_plugin_runs_a_workflow_on_its_own_lease(compat11_wf: CompatWf) -> None:
+    # `sessions: run`: the engine opens a lease (the plugin's open_lease), runs
+    # both nodes on it (the call's scope names it) and closes it at the end.
+    doc = {
+        "name": "compat11",
+        "sessions": {"compat11": "run"},
+        "nodes": [
+            {"id": "a", "use": "compat11.count"},
+            {"id": "b", "use": "compat11.count", "args": {"after": {"$ref": "nodes.a.output.count"}}},
+            {"id": "open", "use": "compat11.leases", "args": {"after": {"$ref": "nodes.b.output.count"}}},
+        ],
+        "outputs": {
+            "a": {"$ref": "nodes.a.output"},
+            "b": {"$ref": "nodes.b.output"},
+            "open": {"$ref": "nodes.open.output.open"},
+        },
+    }
+    r = compat11_wf.run_workflow(doc, "compat11.json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == "succeeded", out
+    a, b = out["outputs"]["a"], out["outputs"]["b"]
+    assert isinstance(a["lease"], str) and a["lease"].startswith("lease-"), out
+    assert (a["count"], b["count"]) == (1, 2) and a["lease"] == b["lease"], out
+    assert out["outputs"]["open"] == 1, out
+
+
+# ---- wf-plugin-api 1.2: asks and completions
+
+
+@pytest.fixture(params=ISOLATIONS)
+def compat12_wf(request: pytest.FixtureRequest, wf: Wf) -> CompatWf:
+    installed = wf.install_file(compat_file("WF_COMPAT_PLUGIN_V1_2", "plugin-v1_2"))
+    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-2"]))
+
+
+def test_a_1_2_plugin_loads(compat12_wf: CompatWf) -> None:
+    doc = compat12_wf.plugins_json()
+    ours = [p for p in doc["loaded"] if p["name"] == "compat-v1-2"]
+    assert len(ours) == 1 and ours[0]["api_version"] == "1.2.0", doc
+    host_api = doc["host_api"]
+    major, minor = (int(x) for x in host_api.split(".")[:2])
+    assert (major, minor) > (1, 2), f"the host must be newer than the plugin: {host_api}"
+
+
+async def test_a_1_2_plugin_asks_the_client(compat12_wf: CompatWf) -> None:
+    a = Answerer()
+    with anyio.fail_after(60):
+        async with Client(compat12_wf.params(), mode="legacy", **a.callbacks()) as c:
+            r = await c.call_tool("compat12__ask", {})
+    assert not r.is_error, content_text(r.content)
+    assert r.structured_content == {"greeting": f"hello from api 1.2, {ANSWER_NAME}"}
+    assert len(a.elicitations) == 1 and a.elicitations[0].message == "Whom shall I greet?", a.elicitations
+
+
+async def test_a_1_2_plugin_completes_a_prompt_argument(compat12_wf: CompatWf) -> None:
+    with anyio.fail_after(60):
+        async with Client(compat12_wf.params(), mode="auto") as c:
+            prompts = {p.name for p in (await c.list_prompts()).prompts}
+            assert "compat12__greet" in prompts, sorted(prompts)
+            ref = types.PromptReference(type="ref/prompt", name="compat12__greet")
+            r = await c.complete(ref, {"name": "name", "value": "a"})
+            assert r.completion.values == ["Ada", "Alan"], r
+            r = await c.complete(ref, {"name": "name", "value": "g"})
+            assert r.completion.values == ["Grace"], r
+            got = await c.get_prompt("compat12__greet", {"name": "Ada"})
+            assert "Greet Ada, from api 1.2." in repr(got), got
+
+
+def test_a_1_2_plugins_typed_state_lost(compat12_wf: CompatWf) -> None:
+    doc = {"name": "compat12-lost", "nodes": [{"id": "l", "use": "compat12.lost", "retry": {"attempts": 3, "backoff_ms": 10}}]}
+    r = compat12_wf.run_workflow(doc, "compat12-lost.json")
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    out = json.loads(r.stdout)
+    db = sqlite3.connect(compat12_wf.state_dir / "wf.db")
+    try:
+        row = db.execute(
+            "SELECT status, error_code, attempts FROM node_runs WHERE run_id = ?", (out["run_id"],)
+        ).fetchone()
+    finally:
+        db.close()
+    assert row == ("failed", "state_lost", 1), row

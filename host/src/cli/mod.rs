@@ -220,6 +220,11 @@ pub struct PluginsArgs {
     /// Exit 0 even when files were refused (the default exit is 1 then).
     #[arg(long)]
     pub allow_refused: bool,
+    /// Pin a plugin file (repeatable): record its sha256, name and version
+    /// in plugins.lock beside the config; a pinned file that changes is
+    /// refused. The file must be in a plugin folder and load.
+    #[arg(long, value_name = "FILE")]
+    pub pin: Vec<PathBuf>,
 }
 
 impl CommonArgs {
@@ -230,6 +235,7 @@ impl CommonArgs {
             state_dir: self.state_dir.clone(),
             log_level: log_level.into(),
             allow_insecure_plugin_dir: self.allow_insecure_plugin_dir,
+            repin: Vec::new(),
         }
     }
 }

@@ -5,9 +5,12 @@ use serde_json::json;
 
 use super::PluginsArgs;
 use crate::app::load_config_and_plugins;
-use crate::plugins::supported_api_range;
+use crate::plugins::{pins, supported_api_range};
 
 pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
+    if !args.pin.is_empty() {
+        return pin(&args, log_level);
+    }
     let (config, set, _events, _rx) =
         load_config_and_plugins(&args.common.start_options(log_level))?;
     // What each plugin's default sources offer that would be left out.
@@ -30,6 +33,7 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
                     "kinds": p.manifest.kinds,
                     "description": p.manifest.description,
                     "warnings": p.warnings,
+                    "pinned": p.pinned,
                 })
             })
             .collect();
@@ -59,11 +63,12 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
     for p in &set.loaded {
         let m = &p.manifest;
         println!(
-            "  {} {} (api {}) kinds: {}  {}",
+            "  {} {} (api {}) kinds: {}{}  {}",
             m.name,
             m.version,
             m.api_version,
             m.kinds.join(", "),
+            if p.pinned { "  pinned" } else { "" },
             p.file.display()
         );
         for w in &p.warnings {
@@ -89,5 +94,54 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
             set.refused.len()
         );
     }
+    Ok(code)
+}
+
+/// `wf plugins --pin FILE…`: loads the plugin folders (the files being
+/// pinned without their old pins, so a new build can be pinned again) and
+/// records each file's sha256, name and version in plugins.lock.
+fn pin(args: &PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
+    let mut opts = args.common.start_options(log_level);
+    opts.repin = args.pin.clone();
+    let (config, set, _events, _rx) = load_config_and_plugins(&opts)?;
+    let lock = pins::lock_path(&config.base_dir());
+    let mut pins = pins::Pins::load(&lock)?;
+    let mut code = 0;
+    for file in &args.pin {
+        let want =
+            std::fs::canonicalize(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        let same = |f: &std::path::Path| std::fs::canonicalize(f).is_ok_and(|f| f == want);
+        if let Some(p) = set.loaded.iter().find(|p| same(&p.file)) {
+            let sha = pins::sha256_file(&want)?;
+            let pin = pins.pin(&want, &p.manifest.name, &p.manifest.version, sha);
+            println!(
+                "pinned {} {} sha256:{} {}",
+                pin.name,
+                pin.version,
+                pin.sha256,
+                pin.file.display()
+            );
+        } else if let Some(r) = set.refused.iter().find(|r| same(&r.file)) {
+            eprintln!(
+                "wf plugins --pin: {}: not pinned, it does not load: {}",
+                file.display(),
+                r.reason
+            );
+            code = 1;
+        } else {
+            eprintln!(
+                "wf plugins --pin: {}: not pinned, it is in no plugin folder ({}); pass its folder with --plugins DIR",
+                file.display(),
+                set.dirs
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            code = 1;
+        }
+    }
+    pins.save(&lock)?;
+    println!("wrote {}", lock.display());
     Ok(code)
 }

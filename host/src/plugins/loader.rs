@@ -22,6 +22,8 @@ pub struct LoadedPlugin {
     pub plugin: PluginBox,
     /// What the operator should fix although the plugin loaded (one line each).
     pub warnings: Vec<String>,
+    /// Its file is pinned in `plugins.lock` (and matched its hash).
+    pub pinned: bool,
     /// The file's size and modification time when it was loaded.
     stamp: Option<Stamp>,
 }
@@ -82,6 +84,8 @@ pub struct PluginSet {
     pub notes: Vec<Note>,
     pub dirs: Vec<PathBuf>,
     pub policy: LoadPolicy,
+    /// `plugins.lock`: a pinned file whose hash changed is refused.
+    pub pins: super::pins::Pins,
     /// Where rebuilt plugin files are copied before loading (see `fresh_copy`).
     copies: Copies,
 }
@@ -109,7 +113,7 @@ impl PluginSet {
         events: &HostEvents,
         log_level: &str,
     ) -> Result<String, String> {
-        let plugin = instantiate(module, Path::new(label), self, events, log_level)?;
+        let plugin = instantiate(module, Path::new(label), self, events, log_level, None)?;
         let name = plugin.manifest.name.clone();
         self.loaded.push(Arc::new(plugin));
         Ok(name)
@@ -154,8 +158,20 @@ pub fn load_plugins(
     log_level: &str,
     policy: LoadPolicy,
 ) -> PluginSet {
+    load_plugins_pinned(dirs, events, log_level, policy, Default::default())
+}
+
+/// [`load_plugins`] with the pins of `plugins.lock`.
+pub fn load_plugins_pinned(
+    dirs: &[PathBuf],
+    events: &HostEvents,
+    log_level: &str,
+    policy: LoadPolicy,
+    pins: super::pins::Pins,
+) -> PluginSet {
     let mut set = PluginSet {
         policy,
+        pins,
         ..Default::default()
     };
     set.load_new(dirs, events, log_level);
@@ -379,6 +395,17 @@ impl PluginSet {
             self.refused.remove(i);
             retry = true;
         }
+        // Before loading: loading runs the library's constructors.
+        if let Err(reason) = self.pins.check(&file) {
+            tracing::warn!("refused plugin {}: {reason}", file.display());
+            self.refused.push(Refusal {
+                file,
+                reason,
+                stamp: now,
+                rescan: false,
+            });
+            return None;
+        }
         // The refused build stays mapped (libraries are never unloaded) and
         // the OS hands out the mapped one for the same path: load a
         // changed file from a fresh copy.
@@ -387,12 +414,19 @@ impl PluginSet {
         } else {
             None
         };
-        let result = load_one(fresh.as_deref().unwrap_or(&file), self, events, log_level);
+        let result = load_one(
+            fresh.as_deref().unwrap_or(&file),
+            self,
+            events,
+            log_level,
+            None,
+        );
         match result {
             Ok(mut plugin) => {
                 plugin.file = file.clone();
                 plugin.stamp = now;
                 plugin.warnings = warnings(&file);
+                plugin.pinned = self.pins.get(&file).is_some();
                 tracing::info!(plugin = %plugin.manifest.name, version = %plugin.manifest.version, file = %file.display(), "plugin loaded");
                 for w in &plugin.warnings {
                     tracing::warn!(plugin = %plugin.manifest.name, file = %file.display(), "{w}");
@@ -451,11 +485,34 @@ impl PluginSet {
     }
 }
 
+/// Runs on a plugin's manifest after it is read and before the plugin is
+/// created; an Err refuses the plugin. A plugin child enters its second
+/// sandbox stage here (`sandbox::after_manifest`).
+pub type ManifestCheck<'a> = &'a dyn Fn(&Manifest) -> Result<(), String>;
+
+/// Loads the one library `file` (a plugin child's plugin: no folder scan,
+/// which a sandboxed child could not do), with `check` run on its manifest
+/// before the plugin is created.
+pub fn load_file(
+    file: &Path,
+    events: &HostEvents,
+    log_level: &str,
+    policy: LoadPolicy,
+    check: ManifestCheck<'_>,
+) -> Result<LoadedPlugin, String> {
+    let set = PluginSet {
+        policy,
+        ..Default::default()
+    };
+    load_one(file, &set, events, log_level, Some(check))
+}
+
 fn load_one(
     file: &Path,
     set: &PluginSet,
     events: &HostEvents,
     log_level: &str,
+    check: Option<ManifestCheck<'_>>,
 ) -> Result<LoadedPlugin, String> {
     let header = lib_header_from_path(file).map_err(|e| match e {
         LibraryError::OpenError { err, .. } => {
@@ -498,7 +555,7 @@ fn load_one(
             }
             other => format!("not a wf plugin: {}", first_line(&other.to_string())),
         })?;
-    instantiate(module, file, set, events, log_level)
+    instantiate(module, file, set, events, log_level, check)
 }
 
 /// Reads a checked root module's manifest and creates the plugin, unless
@@ -509,10 +566,14 @@ fn instantiate(
     set: &PluginSet,
     events: &HostEvents,
     log_level: &str,
+    check: Option<ManifestCheck<'_>>,
 ) -> Result<LoadedPlugin, String> {
     let manifest_text = (module.manifest())();
     let manifest: Manifest = serde_json::from_str(manifest_text.as_str())
         .map_err(|e| format!("not a wf plugin: unreadable manifest: {e}"))?;
+    if let Some(check) = check {
+        check(&manifest)?;
+    }
     if let Some(prev) = set.loaded.iter().find(|p| p.manifest.name == manifest.name) {
         return Err(format!(
             "duplicate plugin name {:?}: already loaded from {}",
@@ -556,6 +617,7 @@ fn instantiate(
         })?;
     Ok(LoadedPlugin {
         warnings: Vec::new(),
+        pinned: false,
         stamp: None,
         manifest,
         file: file.to_path_buf(),

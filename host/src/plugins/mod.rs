@@ -6,11 +6,14 @@
 mod host_context;
 mod inspect;
 mod loader;
+pub mod pins;
 mod safety;
+pub mod sandbox;
 
 pub use host_context::{AskHandler, HostEvent, HostEvents, set_ask_handler};
 pub use loader::{
-    LoadPolicy, LoadedPlugin, Note, PluginSet, Refusal, load_plugins, supported_api_range,
+    LoadPolicy, LoadedPlugin, ManifestCheck, Note, PluginSet, Refusal, load_file, load_plugins,
+    load_plugins_pinned, supported_api_range,
 };
 
 use std::path::{Path, PathBuf};

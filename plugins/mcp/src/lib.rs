@@ -55,6 +55,8 @@ impl Plugin for McpPlugin {
             .kind("mcp")
             .description("Upstream MCP servers over stdio and streamable HTTP, with a persistent session per source")
             .settings_schema("mcp", config::settings_schema())
+            // stdio upstreams are programs it starts (a sandbox allows execve).
+            .starts_programs()
     }
 
     fn new(host: Host) -> Result<Self, PluginError> {
