@@ -131,8 +131,10 @@ impl Call<'_> {
             };
         }
         // Only operations that need credentials get them (api.rs, `Security`).
+        // A token endpoint that refuses is a tool error the model reads, like
+        // the API's own refusal.
         if op.credentials {
-            request = auth::apply(
+            request = match auth::apply(
                 &self.settings.auth,
                 self.tokens,
                 self.client,
@@ -140,12 +142,15 @@ impl Call<'_> {
                 &mut parts.query,
             )
             .await
-            .map_err(|e| {
-                PluginError::upstream(redact(
-                    &format!("{}: {e}", self.source),
-                    &self.settings.auth.secrets(),
-                ))
-            })?;
+            {
+                Ok(request) => request,
+                Err(e) => {
+                    return Ok(CallResult::error(redact(
+                        &format!("{}: {e}", self.source),
+                        &self.settings.auth.secrets(),
+                    )));
+                }
+            };
         }
         // The query is written once, encoded by serialize (reqwest's own
         // `query()` would encode it again).
