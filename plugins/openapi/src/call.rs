@@ -22,6 +22,9 @@ pub struct Call<'a> {
     pub base: &'a url::Url,
 }
 
+/// What an exchange gave: status, content type, `Location`, body.
+type Exchanged = (reqwest::StatusCode, String, Option<String>, Body);
+
 /// Aborts the exchange's task when the call ends or is dropped first.
 struct AbortOnDrop(tokio::task::AbortHandle);
 
@@ -171,49 +174,37 @@ impl Call<'_> {
         }
         let limit = self.settings.max_response_bytes;
         let timeout = self.settings.timeout;
-        let client = self.client.inner.clone();
-        let reporter = progress.then(|| ctx.clone());
-        // The exchange runs as a task on the plugin's runtime, beside
-        // reqwest's connection task: the request and its answer then meet on
-        // one thread, and only the finished exchange crosses back to the
-        // host's (polled from the host's thread, each step crossed threads).
-        let exchange = tokio::spawn(async move {
-            let response = client
-                .execute(request)
-                .await
-                .map_err(|e| Failure::Send(error_text(e)))?;
-            if let Some(ctx) = &reporter {
-                ctx.progress(1.0, Some(2.0), Some("reading the response"));
+        // Plain HTTP goes on this thread (fast.rs); a cancelled call drops
+        // it, which closes its connection. An API that cannot be reached,
+        // hangs or breaks off is a tool error the model reads (and may
+        // retry), like an error status.
+        let direct = async {
+            if !self.client.direct_allowed {
+                return None;
             }
-            let status = response.status();
-            let header = |name| {
-                response
-                    .headers()
-                    .get(name)
-                    .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
-                    .map(str::to_string)
-            };
-            let mime = header(reqwest::header::CONTENT_TYPE).unwrap_or_default();
-            let location = header(reqwest::header::LOCATION);
-            let body = tokio::time::timeout(timeout, read_bounded(response, limit))
-                .await
-                .map_err(|_| Failure::Send("timed out reading the body".into()))?
-                .map_err(|e| Failure::Send(e.to_string()))?;
-            Ok::<_, Failure>((status, mime, location, body))
-        });
-        // A cancelled call aborts the task: reqwest closes the connection.
-        // An API that cannot be reached, hangs or breaks off is a tool error
-        // the model reads (and may retry), like an error status.
-        let _abort = AbortOnDrop(exchange.abort_handle());
-        let (status, mime, location, body) = tokio::select! {
-            r = exchange => match r {
-                Ok(Ok(exchange)) => exchange,
-                Ok(Err(Failure::Send(reason))) => {
-                    return Ok(CallResult::error(self.failure(&what, reason).message));
+            let reading = || {
+                if progress {
+                    ctx.progress(1.0, Some(2.0), Some("reading the response"));
                 }
-                Err(e) => return Err(PluginError::internal(format!("{}: {what}: {e}", self.source))),
-            },
+            };
+            self.client
+                .direct
+                .exchange(&request, limit, timeout, reading)
+                .await
+        };
+        let direct = tokio::select! {
+            r = direct => r,
             _ = ctx.cancelled() => return Err(PluginError::cancelled()),
+        };
+        let (status, mime, location, body) = match direct {
+            Some(Ok(a)) => (a.status, a.mime, a.location, a.body),
+            Some(Err(reason)) => {
+                return Ok(CallResult::error(self.failure(&what, reason).message));
+            }
+            None => match self.through_reqwest(request, progress, ctx, &what).await {
+                Ok(exchanged) => exchanged,
+                Err(done) => return done,
+            },
         };
         let secrets = self.settings.auth.secrets();
         if !status.is_success() {
@@ -253,6 +244,63 @@ impl Call<'_> {
             }
         };
         Ok(result(op, &url, &mime, bytes))
+    }
+
+    /// HTTPS, a proxy, a redirect: reqwest, its exchange run as a task on
+    /// the plugin's runtime beside reqwest's connection task (the request
+    /// and its answer meet on one thread; only the finished exchange
+    /// crosses back to the host's).
+    async fn through_reqwest(
+        &self,
+        request: reqwest::Request,
+        progress: bool,
+        ctx: &CallContext,
+        what: &str,
+    ) -> Result<Exchanged, Result<CallResult, PluginError>> {
+        let limit = self.settings.max_response_bytes;
+        let timeout = self.settings.timeout;
+        let client = self.client.inner.clone();
+        let reporter = progress.then(|| ctx.clone());
+        // The exchange runs as a task on the plugin's runtime, beside
+        // reqwest's connection task: the request and its answer then meet on
+        // one thread, and only the finished exchange crosses back to the
+        // host's (polled from the host's thread, each step crossed threads).
+        let exchange = tokio::spawn(async move {
+            let response = client
+                .execute(request)
+                .await
+                .map_err(|e| Failure::Send(error_text(e)))?;
+            if let Some(ctx) = &reporter {
+                ctx.progress(1.0, Some(2.0), Some("reading the response"));
+            }
+            let status = response.status();
+            let header = |name| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            let mime = header(reqwest::header::CONTENT_TYPE).unwrap_or_default();
+            let location = header(reqwest::header::LOCATION);
+            let body = tokio::time::timeout(timeout, read_bounded(response, limit))
+                .await
+                .map_err(|_| Failure::Send("timed out reading the body".into()))?
+                .map_err(|e| Failure::Send(e.to_string()))?;
+            Ok::<_, Failure>((status, mime, location, body))
+        });
+        // A cancelled call aborts the task: reqwest closes the connection.
+        let _abort = AbortOnDrop(exchange.abort_handle());
+        tokio::select! {
+            r = exchange => match r {
+                Ok(Ok(exchange)) => Ok(exchange),
+                Ok(Err(Failure::Send(reason))) => {
+                    Err(Ok(CallResult::error(self.failure(what, reason).message)))
+                }
+                Err(e) => Err(Err(PluginError::internal(format!("{}: {what}: {e}", self.source)))),
+            },
+            _ = ctx.cancelled() => Err(Err(PluginError::cancelled())),
+        }
     }
 
     fn failure(&self, what: &str, reason: String) -> PluginError {

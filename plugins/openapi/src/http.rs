@@ -51,6 +51,10 @@ pub fn error_text(e: reqwest::Error) -> String {
 #[derive(Clone)]
 pub struct Client {
     pub inner: reqwest::Client,
+    /// Plain-HTTP/1 connections driven on the caller's thread (fast.rs).
+    pub direct: std::sync::Arc<crate::fast::Pool>,
+    /// Whether calls may take that path (no proxy in the environment).
+    pub direct_allowed: bool,
 }
 
 impl Client {
@@ -71,7 +75,12 @@ impl Client {
             }
         });
         let inner = reqwest::Client::builder().redirect(policy).build()?;
-        Ok(Self { inner })
+        crate::fast::keep_timer_armed();
+        Ok(Self {
+            inner,
+            direct: Default::default(),
+            direct_allowed: crate::fast::allowed(),
+        })
     }
 
     /// GETs the OpenAPI document at `url`, bounded by `limit` bytes, with

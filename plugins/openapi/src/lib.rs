@@ -12,6 +12,7 @@ mod auth;
 mod call;
 mod docs;
 pub mod external;
+mod fast;
 mod http;
 pub mod load;
 mod multipart;

@@ -521,3 +521,78 @@ async fn a_changed_document_is_announced_by_the_periodic_refetch() {
     assert!(changed() >= 1, "{events:?}");
     assert_eq!(src.catalog().await.unwrap().tools.len(), 2);
 }
+
+/// A raw HTTP/1.1 server that counts its connections; `close` answers each
+/// request with `Connection: close` and closes, as HTTP/1.0 servers do.
+async fn raw_server(close: bool, accepted: Arc<Mutex<usize>>) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let doc = json!({"openapi": "3.1.0", "info": {"title": "raw", "version": "1"}, "servers": [{"url": base}],
+        "paths": {"/n": {"get": op("n")}}})
+    .to_string();
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            *accepted.lock().unwrap() += 1;
+            let doc = doc.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                    buf.drain(..end);
+                    let body = if head.starts_with("GET /openapi.json") {
+                        doc.clone()
+                    } else {
+                        json!({"ok": true}).to_string()
+                    };
+                    let connection = if close { "close" } else { "keep-alive" };
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: {connection}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if socket.write_all(answer.as_bytes()).await.is_err() || close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    base
+}
+
+#[tokio::test]
+async fn plain_http_keeps_its_connection_and_survives_servers_that_close() {
+    let h = Harness::start::<OpenApiPlugin>().unwrap();
+    for close in [false, true] {
+        let accepted = Arc::new(Mutex::new(0));
+        let base = raw_server(close, accepted.clone()).await;
+        let src = h
+            .source(
+                &format!("raw{close}"),
+                "openapi",
+                json!({"spec": format!("{base}/openapi.json")}),
+            )
+            .unwrap();
+        src.catalog().await.unwrap();
+        let before = *accepted.lock().unwrap();
+        for _ in 0..5 {
+            let r = src.call_tool("n", json!({})).await.unwrap();
+            assert_eq!(r.structured_content, Some(json!({"ok": true})), "{r:?}");
+        }
+        let used = *accepted.lock().unwrap() - before;
+        if close {
+            assert_eq!(used, 5, "a closed connection is not reused");
+        } else {
+            assert_eq!(used, 1, "five calls, one kept connection");
+        }
+    }
+}
