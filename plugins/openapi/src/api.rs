@@ -8,7 +8,7 @@ use wf_plugin_api::NodeSpec;
 
 use crate::load::Loaded;
 use crate::refs::{RefError, Resolver, deref, escape};
-use crate::settings::Settings;
+use crate::settings::{Auth, Settings};
 
 const METHODS: [&str; 8] = [
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
@@ -181,6 +181,24 @@ struct Security<'a> {
     /// The document declares schemes or a top-level requirement.
     documented: bool,
     root: Option<&'a Value>,
+    /// Its schemes, as [`schemes`] describes them.
+    declared: &'a BTreeMap<String, String>,
+    auth: &'a Auth,
+}
+
+/// Whether the configured credential is one a scheme of this kind takes.
+fn fits(kind: &str, auth: &Auth) -> bool {
+    match auth {
+        Auth::None => false,
+        Auth::Bearer(_) | Auth::ClientCredentials { .. } => {
+            matches!(kind, "http bearer" | "oauth2" | "openIdConnect")
+        }
+        Auth::Basic { .. } => kind == "http basic",
+        Auth::ApiKeyHeader { name, .. } => {
+            kind.eq_ignore_ascii_case(&format!("apiKey (header {name})"))
+        }
+        Auth::ApiKeyQuery { name, .. } => kind == format!("apiKey (query {name})"),
+    }
 }
 
 impl Security<'_> {
@@ -208,9 +226,16 @@ impl Security<'_> {
                 }
             }
         }
-        // `security: []` (or only `{}`): anonymous; otherwise credentials go,
-        // also when `{}` (optional) is one of the alternatives.
-        Ok((!names.is_empty(), names))
+        // `security: []` (or only `{}`): anonymous. Otherwise the
+        // credentials go when a scheme named takes them (or is not declared,
+        // so wf cannot tell), also when `{}` (optional) is an alternative;
+        // an operation that wants another kind of credential gets none.
+        let send = names.iter().any(|n| {
+            self.declared
+                .get(n)
+                .is_none_or(|kind| fits(kind, self.auth))
+        });
+        Ok((send, names))
     }
 }
 
@@ -279,6 +304,8 @@ pub fn build(loaded: &Loaded, settings: &Settings) -> Result<Api, SpecError> {
     let security = Security {
         documented: !declared.is_empty() || root.contains_key("security"),
         root: root.get("security"),
+        declared: &declared,
+        auth: &settings.auth,
     };
     let base = base_url(root, settings, loaded.url.as_ref());
     for (path, item) in paths {

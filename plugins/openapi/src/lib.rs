@@ -240,6 +240,10 @@ impl Source for OpenApiSource {
                 "auth": format!("{:?}", self.settings.auth),
                 "security_schemes": c.api.schemes,
                 "operations_with_credentials": c.api.operations.iter().filter(|o| o.credentials).count(),
+                // Operations whose schemes want another kind of credential
+                // than `auth`: they are called without any.
+                "operations_wanting_other_credentials": c.api.operations.iter()
+                    .filter(|o| !o.credentials && !o.schemes.is_empty()).count(),
                 "refresh_interval_ms": self.settings.refresh_interval.map(|d| d.as_millis() as u64),
             }),
         }

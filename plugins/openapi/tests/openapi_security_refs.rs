@@ -59,6 +59,7 @@ impl Server {
         let auth = header("authorization");
         self.hits.lock().unwrap().push(json!({
             "method": method.as_str(), "path": uri.path(), "query": uri.query(), "auth": auth,
+            "key": header("x-key"),
         }));
         let path = uri.path().to_string();
         if self.private.lock().unwrap().contains(&path)
@@ -145,6 +146,45 @@ async fn credentials_go_only_to_operations_that_need_them() {
     assert_eq!(status["operations_with_credentials"], 3, "{status}");
     assert_eq!(
         status["security_schemes"]["key"], "apiKey (header X-Key)",
+        "{status}"
+    );
+
+    // An API key: only the operation whose scheme takes that key gets it.
+    let mut keyed = op("keyed");
+    keyed["security"] = json!([{"key": []}]);
+    server.doc(
+        "/keyed.json",
+        json!({
+            "openapi": "3.1.0", "info": {"title": "k", "version": "1"}, "servers": [{"url": base}],
+            "components": {"securitySchemes": {
+                "bearerAuth": {"type": "http", "scheme": "bearer"},
+                "key": {"type": "apiKey", "in": "header", "name": "X-Key"},
+            }},
+            "paths": {"/keyed": {"get": keyed}, "/secured": {"get": {"operationId": "secured",
+                "security": [{"bearerAuth": []}], "responses": {"200": {"description": "ok"}}}}},
+        }),
+    );
+    let src = h
+        .source(
+            "keyed",
+            "openapi",
+            json!({"spec": format!("{base}/keyed.json"),
+                   "auth": {"type": "api_key", "in": "header", "name": "x-key", "value": SECRET}}),
+        )
+        .unwrap();
+    src.catalog().await.unwrap();
+    for (tool, sent) in [("keyed", true), ("secured", false)] {
+        let r = src.call_tool(tool, json!({})).await.unwrap();
+        let hit = server.hits().last().cloned().unwrap();
+        assert_eq!(hit["key"].as_str() == Some(SECRET), sent, "{tool}: {hit}");
+        assert!(!r.is_error);
+    }
+    let status: Value = src
+        .request(&wf_plugin_api::SourceRequest::Status)
+        .await
+        .unwrap();
+    assert_eq!(
+        status["operations_wanting_other_credentials"], 1,
         "{status}"
     );
 
