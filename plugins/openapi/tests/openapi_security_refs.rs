@@ -636,3 +636,81 @@ async fn plain_http_keeps_its_connection_and_survives_servers_that_close() {
         }
     }
 }
+
+#[tokio::test]
+async fn external_refs_are_bounded_in_depth_count_and_size() {
+    let dir = std::env::temp_dir().join(format!("wf-openapi-bounds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let doc = |schema: Value| {
+        json!({"openapi": "3.1.0", "info": {"title": "b", "version": "1"}, "paths": {"/a": {"get": {
+            "operationId": "a", "responses": {"200": {"description": "ok",
+                "content": {"application/json": {"schema": schema}}}}}}}})
+        .to_string()
+    };
+    let h = Harness::start::<OpenApiPlugin>().unwrap();
+    let fails = |name: &str, extra: Value| {
+        let mut config =
+            json!({"spec": dir.join(name).to_str().unwrap(), "base_url": "http://127.0.0.1:9"});
+        config
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let src = h.source(name, "openapi", config).unwrap();
+        async move { src.catalog().await }
+    };
+    // A chain of documents ten deep.
+    for i in 0..10 {
+        std::fs::write(
+            dir.join(format!("d{i}.json")),
+            json!({"S": {"$ref": format!("d{}.json#/S", i + 1)}}).to_string(),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.join("d10.json"),
+        json!({"S": {"type": "string"}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("deep.json"), doc(json!({"$ref": "d0.json#/S"}))).unwrap();
+    let e = fails("deep.json", json!({})).await.unwrap_err();
+    assert!(e.message.contains("more than 8 deep"), "{}", e.message);
+    // 40 documents referenced from one.
+    let mut props = serde_json::Map::new();
+    for i in 0..40 {
+        std::fs::write(
+            dir.join(format!("w{i}.json")),
+            json!({"S": {"type": "integer"}}).to_string(),
+        )
+        .unwrap();
+        props.insert(format!("p{i}"), json!({"$ref": format!("w{i}.json#/S")}));
+    }
+    std::fs::write(
+        dir.join("wide.json"),
+        doc(json!({"type": "object", "properties": props})),
+    )
+    .unwrap();
+    let e = fails("wide.json", json!({})).await.unwrap_err();
+    assert!(
+        e.message.contains("over 32 referenced documents"),
+        "{}",
+        e.message
+    );
+    // Together over max_spec_bytes.
+    std::fs::write(
+        dir.join("big.json"),
+        json!({"S": {"type": "string", "description": "x".repeat(4096)}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("sized.json"), doc(json!({"$ref": "big.json#/S"}))).unwrap();
+    let e = fails("sized.json", json!({"max_spec_bytes": 2048}))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("together are over max_spec_bytes"),
+        "{}",
+        e.message
+    );
+    // Within the bounds the same documents resolve.
+    assert!(fails("sized.json", json!({})).await.is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
