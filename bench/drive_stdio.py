@@ -42,6 +42,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="how long to call after the warm-up")
     parser.add_argument("--warm", type=int, default=300, help="calls before measuring")
     parser.add_argument("--message", default="hello world, a thirty byte msg")
+    parser.add_argument("--args", help="the call's arguments as JSON instead of {\"message\": ...} (the reply is then only checked for success)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the server command")
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -76,13 +77,17 @@ def main() -> int:
         server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         server.stdin.flush()
         print(f"pid {server.pid}", flush=True)
-        echo = {"name": args.tool, "arguments": {"message": args.message}}
+        arguments = json.loads(args.args) if args.args else {"message": args.message}
+        echo = {"name": args.tool, "arguments": arguments}
         for _ in range(args.warm):
             call("tools/call", echo)
         before, started, calls = cpu_ns(server.pid), time.monotonic(), 0
         while time.monotonic() - started < args.seconds:
             result = call("tools/call", echo)
-            if args.message not in json.dumps(result):
+            if args.args:
+                if result.get("isError"):
+                    raise SystemExit(f"the call failed: {result}")
+            elif args.message not in json.dumps(result):
                 raise SystemExit(f"the reply does not carry the message: {result}")
             calls += 1
         elapsed, spent = time.monotonic() - started, cpu_ns(server.pid) - before

@@ -187,14 +187,37 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         "api": {"kind": "openapi", "spec": format!("{base}/openapi.json")},
         "large": {"kind": "openapi", "spec": large, "base_url": base},
     });
-    let (cmd, log) = env.wf_command("openapi", sources)?;
+    let (cmd, log) = env.wf_command("openapi", sources.clone())?;
     let mut wf = McpProc::start("wf (openapi)", cmd, Some(&log), HANDSHAKE_TIMEOUT).await?;
-    let result = measure(env, &wf.peer(), &base).await;
+    // With --compare, the other build serves the same sources and takes its
+    // turns in the same rounds.
+    let mut other = match &env.compare {
+        Some(binary) => {
+            let (cmd, log) = env.wf_command_with(binary, "openapi-compare", sources)?;
+            Some(
+                McpProc::start("wf --compare (openapi)", cmd, Some(&log), HANDSHAKE_TIMEOUT)
+                    .await?,
+            )
+        }
+        None => None,
+    };
+    let result = measure(env, &wf.peer(), other.as_ref().map(McpProc::peer), &base).await;
     wf.stop().await;
+    if let Some(o) = other.as_mut() {
+        o.stop().await;
+    }
     drop(api.stdin.take());
     let _ = tokio::time::timeout(Duration::from_secs(3), api.wait()).await;
-    let (direct, via_wf, std, discovery, rounds, batch) = result?;
-    print(&direct, &via_wf, &std, &discovery, rounds, batch);
+    let (direct, via_wf, std, compared, discovery, rounds, batch) = result?;
+    print(
+        &direct,
+        &via_wf,
+        &std,
+        compared.as_deref().map(|c| (c, env.compare.as_deref())),
+        &discovery,
+        rounds,
+        batch,
+    );
     Ok(())
 }
 
@@ -202,12 +225,18 @@ type Measured = (
     Vec<Duration>,
     Vec<Duration>,
     Vec<Duration>,
+    Option<Vec<Duration>>,
     Vec<f64>,
     usize,
     usize,
 );
 
-async fn measure(env: &Env, peer: &Peer<RoleClient>, base: &str) -> anyhow::Result<Measured> {
+async fn measure(
+    env: &Env,
+    peer: &Peer<RoleClient>,
+    other: Option<Peer<RoleClient>>,
+    base: &str,
+) -> anyhow::Result<Measured> {
     let (warmup, batch, rounds, refreshes) = if env.quick {
         (50, 50, 4, 3)
     } else {
@@ -217,32 +246,38 @@ async fn measure(env: &Env, peer: &Peer<RoleClient>, base: &str) -> anyhow::Resu
     for i in 0..warmup {
         direct(&http, base, i).await?;
         through_wf(peer, i).await?;
+        if let Some(o) = &other {
+            through_wf(o, i).await?;
+        }
     }
     for _ in 0..warmup {
         passthrough(peer).await?;
     }
-    let mut sides: [Vec<Duration>; 3] = Default::default();
+    let mut sides: [Vec<Duration>; 4] = Default::default();
+    let paths = if other.is_some() { 4 } else { 3 };
     for round in 0..rounds {
         // The paths take turns, the order rotating and reversing round by
         // round, so drift in the machine's load hits them alike.
-        let mut order = [0, 1, 2];
-        order.rotate_left(round % 3);
+        let mut order: Vec<usize> = (0..paths).collect();
+        order.rotate_left(round % paths);
         if round % 2 == 1 {
             order.reverse();
         }
         for side in order {
             for i in 0..batch as i64 {
                 let t = Instant::now();
-                match side {
-                    0 => direct(&http, base, i).await?,
-                    1 => through_wf(peer, i).await?,
+                match (side, &other) {
+                    (0, _) => direct(&http, base, i).await?,
+                    (1, _) => through_wf(peer, i).await?,
+                    (3, Some(o)) => through_wf(o, i).await?,
                     _ => passthrough(peer).await?,
                 }
                 sides[side].push(t.elapsed());
             }
         }
     }
-    let [d, w, std] = sides;
+    let [d, w, std, c] = sides;
+    let compared = other.is_some().then_some(c);
     // Discovery as wf measures it (admin refresh_catalog's `discovery_ms`):
     // read the file, parse it, build 1,000 tools and nodes, screen them.
     let mut discovery = Vec::new();
@@ -273,13 +308,14 @@ async fn measure(env: &Env, peer: &Peer<RoleClient>, base: &str) -> anyhow::Resu
     if large != OPERATIONS {
         bail!("the large document gave {large} tools, not {OPERATIONS}");
     }
-    Ok((d, w, std, discovery, rounds, batch))
+    Ok((d, w, std, compared, discovery, rounds, batch))
 }
 
 fn print(
     d: &[Duration],
     w: &[Duration],
     std: &[Duration],
+    compared: Option<(&[Duration], Option<&std::path::Path>)>,
     discovery: &[f64],
     rounds: usize,
     batch: usize,
@@ -308,6 +344,17 @@ fn print(
         delta_us(w50, d50),
         verdict(added <= P50_BUDGET_US)
     );
+    if let Some((c, binary)) = compared {
+        let c50 = percentile(c, 0.5);
+        println!(
+            "| wf --compare `{}` | {:.0} µs | {:.0} µs | {} µs | {} |",
+            binary.map(|b| b.display().to_string()).unwrap_or_default(),
+            us(c50),
+            us(percentile(c, 0.99)),
+            delta_us(c50, d50),
+            verdict(us(c50) - us(d50) <= P50_BUDGET_US)
+        );
+    }
     println!(
         "| reference: wf.std `passthrough` through wf (the MCP round trip, no HTTP) | {:.0} µs | {:.0} µs | | |",
         us(s50),

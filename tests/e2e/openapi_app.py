@@ -12,14 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import sys
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import parse_qs
 
 import uvicorn
-from fastapi import Cookie, Depends, FastAPI, Header, HTTPException, Query, Request, Response
+from fastapi import Cookie, Depends, FastAPI, File, Form, Header, HTTPException, Query, Request, Response, UploadFile
 from fastapi.openapi.utils import get_openapi
-from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.responses import JSONResponse
+from fastapi.security import (
+    APIKeyHeader,
+    APIKeyQuery,
+    HTTPAuthorizationCredentials,
+    HTTPBasic,
+    HTTPBasicCredentials,
+    HTTPBearer,
+)
 from pydantic import BaseModel
 
 PORT = int(sys.argv[1])
@@ -27,6 +37,10 @@ EVENTS = Path(sys.argv[2])
 FLAG = Path(sys.argv[3])
 TOKEN = "bearer-secret-7a1f"
 API_KEY = "key-secret-93c2"
+QUERY_KEY = "query-key-secret-5d0e"
+BASIC_USER, BASIC_PASSWORD = "ada", "basic-secret-31f7"
+CLIENT_ID, CLIENT_SECRET = "wf-client", "client-secret-8b2c"
+ISSUED: set[str] = set()
 
 app = FastAPI(
     title="Inventory",
@@ -74,6 +88,27 @@ def need_bearer(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(be
 def need_key(key: Annotated[str | None, Depends(api_key)]) -> None:
     if key != API_KEY:
         raise HTTPException(status_code=403, detail="a valid X-API-Key is required")
+
+
+query_key = APIKeyQuery(name="api_key", auto_error=False)
+basic = HTTPBasic(auto_error=False)
+
+
+def need_query_key(key: Annotated[str | None, Depends(query_key)]) -> None:
+    if key != QUERY_KEY:
+        raise HTTPException(status_code=403, detail="a valid api_key query parameter is required")
+
+
+def need_basic(creds: Annotated[HTTPBasicCredentials | None, Depends(basic)]) -> str:
+    if creds is None or (creds.username, creds.password) != (BASIC_USER, BASIC_PASSWORD):
+        raise HTTPException(status_code=401, detail="valid basic credentials are required",
+                            headers={"WWW-Authenticate": "Basic"})
+    return creds.username
+
+
+def need_issued(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+    if creds is None or creds.credentials not in ISSUED:
+        raise HTTPException(status_code=401, detail="a token from /oauth/token is required")
 
 
 class Dimensions(BaseModel):
@@ -153,6 +188,56 @@ def logo() -> Response:
     return Response(content=b"\x89PNG\r\n\x1a\n" + bytes(range(32)), media_type="image/png")
 
 
+@app.post("/oauth/token", include_in_schema=False)
+async def token(request: Request) -> JSONResponse:
+    """OAuth 2 client credentials (RFC 6749 §4.4): the client authenticates
+    with HTTP basic; a wrong secret is echoed back (wf must redact it)."""
+    form = parse_qs((await request.body()).decode())
+    creds = await basic(request)
+    if form.get("grant_type") != ["client_credentials"]:
+        return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
+    if creds is None or (creds.username, creds.password) != (CLIENT_ID, CLIENT_SECRET):
+        got = creds.password if creds else None
+        return JSONResponse({"error": "invalid_client", "error_description": f"bad secret {got}"}, status_code=401)
+    issued = f"issued-{secrets.token_hex(8)}"
+    ISSUED.add(issued)
+    event(token="issued", scope=form.get("scope", [""])[0])
+    return JSONResponse({"access_token": issued, "token_type": "Bearer", "expires_in": 3600})
+
+
+@app.get("/reports", tags=["ops"], summary="Reports (OAuth 2 client credentials)",
+         dependencies=[Depends(need_issued)])
+def reports() -> list[dict[str, int]]:
+    return [{"month": 1, "sold": 10}, {"month": 2, "sold": 12}]
+
+
+@app.get("/me", tags=["ops"], summary="Who am I (basic)")
+def me(user: Annotated[str, Depends(need_basic)]) -> dict[str, str]:
+    return {"user": user}
+
+
+@app.get("/quota", tags=["ops"], summary="Quota (API key in the query)", dependencies=[Depends(need_query_key)])
+def quota() -> dict[str, int]:
+    return {"left": 99}
+
+
+@app.post("/notes", tags=["items"], summary="A form post")
+def note(title: Annotated[str, Form()], count: Annotated[int, Form()] = 1) -> dict[str, object]:
+    return {"title": title, "count": count}
+
+
+@app.post("/upload", tags=["items"], summary="A multipart upload")
+async def upload(file: Annotated[UploadFile, File()], label: Annotated[str, Form()]) -> dict[str, object]:
+    data = await file.read()
+    return {"label": label, "size": len(data), "head": data[:8].hex(), "filename": file.filename}
+
+
+@app.get("/feed.xml", tags=["ops"], summary="An XML feed",
+         responses={200: {"content": {"application/xml": {}}}}, response_class=Response)
+def feed() -> Response:
+    return Response(content="<feed><entry>one</entry></feed>", media_type="application/xml")
+
+
 @app.get("/v2/extra", tags=["items"], summary="Only in the second version of the document")
 def extra() -> dict[str, str]:
     return {"v": "2"}
@@ -166,6 +251,14 @@ def openapi() -> dict[str, object]:
 
 
 app.openapi = openapi  # type: ignore[method-assign]
+
+
+@app.get("/private/openapi.json", include_in_schema=False)
+def private_document(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> JSONResponse:
+    """The same document behind the bearer token (`spec_auth`)."""
+    if creds is None or creds.credentials != TOKEN:
+        raise HTTPException(status_code=401, detail="the document needs the bearer token")
+    return JSONResponse(openapi())
 
 if __name__ == "__main__":
     uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning")

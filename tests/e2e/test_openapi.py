@@ -32,6 +32,9 @@ APP = Path(__file__).parent / "openapi_app.py"
 SPECS = REPO / "tests" / "openapi" / "specs"
 TOKEN = "bearer-secret-7a1f"
 API_KEY = "key-secret-93c2"
+QUERY_KEY = "query-key-secret-5d0e"
+BASIC_PASSWORD = "basic-secret-31f7"
+CLIENT_SECRET = "client-secret-8b2c"
 OP_TIMEOUT = 60
 
 
@@ -98,6 +101,8 @@ async def test_operations_are_tools_and_calls_reach_the_app(wf: Wf, app: App) ->
         assert set(tools) == {
             "api__lookup_items__item_id__get", "api__add_items_post", "api__stock_stock_get",
             "api__error_errors__code__get", "api__slow_slow_get", "api__logo_logo_get",
+            "api__reports_reports_get", "api__me_me_get", "api__quota_quota_get", "api__note_notes_post",
+            "api__upload_upload_post", "api__feed_feed_xml_get",
         }, sorted(tools)
         lookup = tools["api__lookup_items__item_id__get"]
         assert lookup.input_schema["required"] == ["item_id"], lookup.input_schema
@@ -226,6 +231,124 @@ async def test_a_changed_document_is_picked_up_on_refresh_and_announced(wf: Wf, 
         assert r.structured_content == {"v": "2"}
 
 
+def wf_logs(wf: Wf) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in wf.logs if p.exists())
+
+
+async def test_oauth_basic_and_query_key_are_refused_without_the_secret_and_accepted_with_it(wf: Wf, app: App) -> None:
+    # No credentials: each protected route refuses, with its status.
+    config = api_config(wf, app)
+    async with wf.stdio_client("auto", "--config", str(config)) as c:
+        for tool, status in (("api__reports_reports_get", 401), ("api__me_me_get", 401), ("api__quota_quota_get", 403)):
+            r = await call(c, tool)
+            assert r.is_error and f"HTTP {status}" in content_text(r.content), (tool, content_text(r.content))
+
+    # OAuth 2 client credentials: a token from the app's token endpoint, fetched once.
+    oauth = {"type": "oauth2_client_credentials", "token_url": f"{app.base}/oauth/token", "client_id": "wf-client",
+             "client_secret": "${CLIENT_SECRET}", "scopes": ["reports:read"]}
+    config = api_config(wf, app, oauth)
+    async with wf.stdio_client("auto", "--config", str(config), env={"CLIENT_SECRET": CLIENT_SECRET}) as c:
+        tools = {t.name: t for t in await all_tools(c)}
+        reports = tools["api__reports_reports_get"]
+        # An array answer: its schema wrapped, the answer under "result".
+        assert reports.output_schema["properties"]["result"]["type"] == "array", reports.output_schema
+        assert '{"result": <answer>}' in reports.description
+        for _ in range(2):
+            r = await call(c, reports.name)
+            assert not r.is_error, content_text(r.content)
+            assert r.structured_content == {"result": [{"month": 1, "sold": 10}, {"month": 2, "sold": 12}]}
+        issued = [e for e in app.seen() if e.get("token") == "issued"]
+        assert issued == [{"token": "issued", "scope": "reports:read"}], issued
+        # An operation without a security requirement gets no credentials.
+        r = await call(c, "api__lookup_items__item_id__get", {"item_id": 4})
+        assert not r.is_error
+        assert app.seen()[-1] == {"request": "GET /items/4", "query": "", "authorization": False}, app.seen()[-1]
+    # A wrong client secret: the token endpoint's refusal, which quotes it, is redacted.
+    wrong = "wrong-client-secret-77"
+    async with wf.stdio_client("auto", "--config", str(config), env={"CLIENT_SECRET": wrong}) as c:
+        r = await call(c, "api__reports_reports_get")
+        text = content_text(r.content)
+        assert r.is_error and "401" in text and "[REDACTED]" in text and wrong not in text, text
+
+    # Basic.
+    basic = {"type": "basic", "username": "ada", "password": "${BASIC_PASSWORD}"}
+    config = api_config(wf, app, basic)
+    async with wf.stdio_client("auto", "--config", str(config), env={"BASIC_PASSWORD": BASIC_PASSWORD}) as c:
+        r = await call(c, "api__me_me_get")
+        assert not r.is_error and r.structured_content == {"user": "ada"}, content_text(r.content)
+    async with wf.stdio_client("auto", "--config", str(config), env={"BASIC_PASSWORD": "wrong-basic-pw-1"}) as c:
+        r = await call(c, "api__me_me_get")
+        assert r.is_error and "HTTP 401" in content_text(r.content)
+        assert "wrong-basic-pw-1" not in content_text(r.content)
+
+    # An API key in the query string.
+    key = {"type": "api_key", "in": "query", "name": "api_key", "value": "${QUERY_KEY}"}
+    config = api_config(wf, app, key)
+    async with wf.stdio_client("auto", "--config", str(config), env={"QUERY_KEY": QUERY_KEY}) as c:
+        r = await call(c, "api__quota_quota_get")
+        assert not r.is_error and r.structured_content == {"left": 99}, content_text(r.content)
+        assert app.seen()[-1]["query"] == f"api_key={QUERY_KEY}"
+    async with wf.stdio_client("auto", "--config", str(config), env={"QUERY_KEY": "wrong-query-key-2"}) as c:
+        r = await call(c, "api__quota_quota_get")
+        assert r.is_error and "HTTP 403" in content_text(r.content)
+
+    # No secret reached wf's logs.
+    logs = wf_logs(wf)
+    for secret in (CLIENT_SECRET, wrong, BASIC_PASSWORD, QUERY_KEY):
+        assert secret not in logs, secret
+
+
+async def test_form_and_multipart_bodies_and_xml_answers(wf: Wf, app: App) -> None:
+    config = api_config(wf, app)
+    async with wf.stdio_client("auto", "--config", str(config)) as c:
+        tools = {t.name: t for t in await all_tools(c)}
+        r = await call(c, "api__note_notes_post", {"body": {"title": "a b&c", "count": 2}})
+        assert not r.is_error and r.structured_content == {"title": "a b&c", "count": 2}, content_text(r.content)
+        upload = tools["api__upload_upload_post"]
+        body = upload.input_schema["properties"]["body"]
+        assert body["properties"]["file"]["contentEncoding"] == "base64", body
+        data = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+        r = await call(c, upload.name, {"body": {"file": base64.b64encode(data).decode(), "label": "logo"}})
+        assert not r.is_error, content_text(r.content)
+        assert r.structured_content == {"label": "logo", "size": len(data), "head": data[:8].hex(), "filename": "file"}
+        r = await call(c, "api__feed_feed_xml_get")
+        assert not r.is_error and r.structured_content is None
+        assert content_text(r.content) == "<feed><entry>one</entry></feed>"
+
+
+async def test_a_document_behind_auth_and_its_periodic_refetch(wf: Wf, app: App) -> None:
+    bearer = {"type": "bearer", "token": "${API_TOKEN}"}
+    spec = f"{app.base}/private/openapi.json"
+    config = wf.write_config(toml_config({
+        "locked": {"kind": "openapi", "spec": spec, "auth": bearer},
+        "api": {"kind": "openapi", "spec": spec, "auth": bearer, "spec_auth": True, "refresh_interval_ms": 1000},
+    }))
+    notes: list[Any] = []
+
+    async def handler(message: Any) -> None:
+        notes.append(message)
+
+    async with wf.stdio_client("legacy", "--config", str(config), env={"API_TOKEN": TOKEN}, message_handler=handler) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            rows = await sources_by_name(c)
+            while any(rows[n]["state"] == "pending" for n in ("locked", "api")):
+                await anyio.sleep(0.1)
+                rows = await sources_by_name(c)
+        # Without spec_auth the document's request carries no token.
+        assert rows["locked"]["state"] == "failed" and "HTTP status 401" in rows["locked"]["error"], rows["locked"]
+        assert rows["api"]["state"] == "ready", rows["api"]
+        names = {t.name for t in await all_tools(c)}
+        assert "api__lookup_items__item_id__get" in names and "api__extra_v2_extra_get" not in names
+        # The document changes; the refetch announces it, no refresh asked.
+        async with list_changed_waiter(c, notes) as announced:
+            app.flag.write_text("v2")
+            await announced(OP_TIMEOUT)
+        names = {t.name for t in await all_tools(c)}
+        assert "api__extra_v2_extra_get" in names
+        r = await call(c, "api__extra_v2_extra_get")
+        assert r.structured_content == {"v": "2"}
+
+
 # --------------------------------------------------------------------------- workflows
 
 
@@ -276,7 +399,12 @@ async def test_public_documents_list_every_tool_without_a_validation_error(wf: W
     sources = {f"s{i}": {"kind": "openapi", "spec": str(p), "base_url": "http://127.0.0.1:9"} for i, p in enumerate(files)}
     config = wf.write_config(toml_config(sources))
     async with wf.stdio_client("auto", "--config", str(config)) as c:
-        rows = await sources_by_name(c)
+        # Discovery runs beside the session: wait until none is pending.
+        with anyio.fail_after(120):
+            rows = await sources_by_name(c)
+            while any(rows[n]["state"] == "pending" for n in sources):
+                await anyio.sleep(0.1)
+                rows = await sources_by_name(c)
         for name, path in zip(sources, files, strict=True):
             assert rows[name]["state"] == "ready", (path.name, rows[name])
             assert not rows[name].get("rejected"), (path.name, rows[name]["rejected"])
@@ -307,6 +435,7 @@ class Hostile(BaseHTTPRequestHandler):
 
     spec: bytes = b""
     other_hits: list[str] = []
+    other_base: str = ""
 
     def log_message(self, *_: Any) -> None:
         pass
@@ -332,6 +461,12 @@ class Hostile(BaseHTTPRequestHandler):
                 pass
         elif self.path.startswith("/hang"):
             time.sleep(20)
+        elif self.path.startswith("/spec-away"):
+            # The document moved to another host: wf must not follow with the token.
+            self.send_response(302)
+            self.send_header("Location", f"{Hostile.other_base}/stolen-spec")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif self.path.startswith("/away"):
             self.send_response(302)
             self.send_header("Location", f"{self.headers['X-Other']}/steal")
@@ -361,6 +496,7 @@ def simple_op(op_id: str, path: str) -> dict[str, Any]:
 async def test_bad_inputs_each_get_a_clear_error_and_the_rest_keeps_serving(wf: Wf, tmp_path: Path) -> None:
     server, base = hostile_server()
     other, other_base = hostile_server()
+    Hostile.other_base = other_base
     try:
         paths: dict[str, Any] = {}
         for op_id, path in (("huge", "/huge"), ("hang", "/hang"), ("away", "/away")):
@@ -386,13 +522,15 @@ async def test_bad_inputs_each_get_a_clear_error_and_the_rest_keeps_serving(wf: 
             "big": {"kind": "openapi", "spec": str(big)},
             "external": {"kind": "openapi", "spec": str(external)},
             "many": {"kind": "openapi", "spec": str(many_file), "base_url": base, "exclude": ["op4*"]},
+            "moved": {"kind": "openapi", "spec": f"{base}/spec-away", "spec_auth": True,
+                      "auth": {"type": "bearer", "token": "${HOSTILE_TOKEN}"}},
         }))
         async with wf.stdio_client("auto", "--config", str(config), env={"HOSTILE_TOKEN": "hostile-secret-55"}) as c:
             # Discovery of 5,000 operations and a 50 MB file takes a while on a
             # loaded machine: wait until no source is still pending.
             with anyio.fail_after(120):
                 rows = await sources_by_name(c)
-                while any(rows[n]["state"] == "pending" for n in ("big", "external", "many", "hostile")):
+                while any(rows[n]["state"] == "pending" for n in ("big", "external", "many", "hostile", "moved")):
                     await anyio.sleep(0.2)
                     rows = await sources_by_name(c)
             assert rows["big"]["state"] == "failed", rows["big"]
@@ -401,6 +539,9 @@ async def test_bad_inputs_each_get_a_clear_error_and_the_rest_keeps_serving(wf: 
             assert "external $ref" in rows["external"]["error"], rows["external"]
             assert "/paths/~1a/get/responses/200/content/application~1json/schema/$ref" in rows["external"]["error"]
             assert rows["many"]["state"] == "ready" and rows["hostile"]["state"] == "ready", rows
+            # A document that redirects to another host: not followed, the token stays home.
+            assert rows["moved"]["state"] == "failed" and "302" in rows["moved"]["error"], rows["moved"]
+            assert "not followed" in rows["moved"]["error"], rows["moved"]
             tools = await all_tools(c)
             # 5,000 operations less op4, op40..op49, op400..op499, op4000..op4999, listed page by page.
             assert sum(1 for t in tools if t.name.startswith("many__")) == 5000 - 1111

@@ -1,14 +1,14 @@
 //! What a document offers: its operations, each with the input schema a
 //! call's arguments follow and what is needed to turn them into a request.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Map, Value, json};
 use wf_plugin_api::NodeSpec;
 
 use crate::load::Loaded;
 use crate::refs::{RefError, Resolver, deref, escape};
-use crate::settings::Settings;
+use crate::settings::{Auth, Settings};
 
 const METHODS: [&str; 8] = [
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
@@ -28,7 +28,7 @@ impl std::fmt::Display for SpecError {
 }
 
 impl SpecError {
-    fn new(pointer: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(pointer: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             pointer: pointer.into(),
             message: message.into(),
@@ -104,6 +104,9 @@ pub struct Param {
 pub struct RequestBody {
     pub arg: String,
     pub media: String,
+    /// multipart/form-data: the fields that are files (`format: binary`,
+    /// `contentEncoding`, `contentMediaType`), given base64-encoded.
+    pub files: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -117,8 +120,19 @@ pub struct Operation {
     pub params: Vec<Param>,
     pub body: Option<RequestBody>,
     pub input_schema: Value,
-    /// The first 2xx response's JSON schema, when it is an object schema.
+    /// The first 2xx response's JSON schema; one that is not an object's is
+    /// wrapped as `{"result": ...}` (MCP's structured content is an object).
     pub output_schema: Option<Value>,
+    /// The JSON answer is returned as `{"result": answer}`.
+    pub wrapped: bool,
+    /// Whether a call sends the source's credentials: the operation (or the
+    /// document) requires a security scheme, or the document declares none.
+    pub credentials: bool,
+    /// The security schemes the operation names (any alternative).
+    pub schemes: Vec<String>,
+    /// The operation's or its path's own `servers`, when it has them (and
+    /// no `base_url` overrides them).
+    pub base: Option<Result<url::Url, String>>,
 }
 
 impl Operation {
@@ -150,12 +164,100 @@ pub struct Api {
     pub base: Result<url::Url, String>,
     pub openapi: String,
     pub left_out: usize,
+    /// The document's security schemes: name → type (`http bearer`, `apiKey`, ...).
+    pub schemes: BTreeMap<String, String>,
+    /// Operation name → its place in `operations`.
+    index: HashMap<String, usize>,
 }
 
 impl Api {
     pub fn operation(&self, name: &str) -> Option<&Operation> {
-        self.operations.iter().find(|o| o.name == name)
+        self.index.get(name).map(|i| &self.operations[*i])
     }
+}
+
+/// A document's security, shared by its operations.
+struct Security<'a> {
+    /// The document declares schemes or a top-level requirement.
+    documented: bool,
+    root: Option<&'a Value>,
+    /// Its schemes, as [`schemes`] describes them.
+    declared: &'a BTreeMap<String, String>,
+    auth: &'a Auth,
+}
+
+/// Whether the configured credential is one a scheme of this kind takes.
+fn fits(kind: &str, auth: &Auth) -> bool {
+    match auth {
+        Auth::None => false,
+        Auth::Bearer(_) | Auth::ClientCredentials { .. } => {
+            matches!(kind, "http bearer" | "oauth2" | "openIdConnect")
+        }
+        Auth::Basic { .. } => kind == "http basic",
+        Auth::ApiKeyHeader { name, .. } => {
+            kind.eq_ignore_ascii_case(&format!("apiKey (header {name})"))
+        }
+        Auth::ApiKeyQuery { name, .. } => kind == format!("apiKey (query {name})"),
+    }
+}
+
+impl Security<'_> {
+    /// Whether an operation sends credentials, and the schemes it names.
+    fn of(&self, op: &Value, at: &str) -> Result<(bool, Vec<String>), SpecError> {
+        let (effective, at) = match op.get("security") {
+            Some(s) => (Some(s), format!("{at}/security")),
+            None => (self.root, "/security".to_string()),
+        };
+        let Some(effective) = effective else {
+            // No requirement: none needed, unless the document says nothing
+            // about security at all (then it cannot tell; credentials go).
+            return Ok((!self.documented, vec![]));
+        };
+        let Some(list) = effective.as_array() else {
+            return Err(SpecError::new(at, "must be an array of requirements"));
+        };
+        let mut names = Vec::new();
+        for requirement in list {
+            if let Some(r) = requirement.as_object() {
+                for name in r.keys() {
+                    if !names.contains(name) {
+                        names.push(name.clone());
+                    }
+                }
+            }
+        }
+        // `security: []` (or only `{}`): anonymous. Otherwise the
+        // credentials go when a scheme named takes them (or is not declared,
+        // so wf cannot tell), also when `{}` (optional) is an alternative;
+        // an operation that wants another kind of credential gets none.
+        let send = names.iter().any(|n| {
+            self.declared
+                .get(n)
+                .is_none_or(|kind| fits(kind, self.auth))
+        });
+        Ok((send, names))
+    }
+}
+
+/// The document's security schemes as `name → type` (`http bearer`,
+/// `apiKey (header X-Key)`, `oauth2`, ...).
+fn schemes(doc: &Value) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Some(Value::Object(declared)) = doc.pointer("/components/securitySchemes") else {
+        return out;
+    };
+    for (name, scheme) in declared {
+        let at = format!("/components/securitySchemes/{}", escape(name));
+        let scheme = deref(doc, scheme, &at).unwrap_or(scheme);
+        let field = |k: &str| scheme.get(k).and_then(Value::as_str).unwrap_or("");
+        let kind = match field("type") {
+            "http" => format!("http {}", field("scheme").to_ascii_lowercase()),
+            "apiKey" => format!("apiKey ({} {})", field("in"), field("name")),
+            other => other.to_string(),
+        };
+        out.insert(name.clone(), kind);
+    }
+    out
 }
 
 /// Understands a loaded document under `settings`.
@@ -198,6 +300,14 @@ pub fn build(loaded: &Loaded, settings: &Settings) -> Result<Api, SpecError> {
     let mut operations = Vec::new();
     let mut names = HashSet::new();
     let mut left_out = 0;
+    let declared = schemes(doc);
+    let security = Security {
+        documented: !declared.is_empty() || root.contains_key("security"),
+        root: root.get("security"),
+        declared: &declared,
+        auth: &settings.auth,
+    };
+    let base = base_url(root, settings, loaded.url.as_ref());
     for (path, item) in paths {
         let item_at = format!("/paths/{}", escape(path));
         let item = deref(doc, item, &item_at)?;
@@ -205,6 +315,7 @@ pub fn build(loaded: &Loaded, settings: &Settings) -> Result<Api, SpecError> {
             return Err(SpecError::new(item_at, "a path item must be an object"));
         };
         let shared = item_obj.get("parameters");
+        let item_servers = item_obj.get("servers");
         for method in METHODS {
             let Some(op) = item_obj.get(method) else {
                 continue;
@@ -239,9 +350,26 @@ pub fn build(loaded: &Loaded, settings: &Settings) -> Result<Api, SpecError> {
                     .map(safe_name)
                     .unwrap_or_else(|| fallback_name(method, path)),
             );
-            operations.push(operation(
-                doc, v30, op, shared, &item_at, &at, name, upper, path, tags,
-            )?);
+            let mut operation =
+                operation(doc, v30, op, shared, &item_at, &at, name, upper, path, tags)?;
+            (operation.credentials, operation.schemes) = security.of(op, &at)?;
+            if settings.base_url.is_none() {
+                operation.base = [
+                    (op.get("servers"), format!("{at}/servers")),
+                    (item_servers, format!("{item_at}/servers")),
+                ]
+                .into_iter()
+                .find_map(|(servers, at)| {
+                    let first = servers?.as_array()?.first()?;
+                    Some(server_url(
+                        first,
+                        loaded.url.as_ref(),
+                        base.as_ref().ok(),
+                        &at,
+                    ))
+                });
+            }
+            operations.push(operation);
         }
     }
     let tags = root
@@ -260,10 +388,16 @@ pub fn build(loaded: &Loaded, settings: &Settings) -> Result<Api, SpecError> {
         version: text(&info, "version"),
         description: text(&info, "description"),
         tags,
+        index: operations
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (o.name.clone(), i))
+            .collect(),
         operations,
-        base: base_url(root, settings, loaded.url.as_ref()),
+        base,
         openapi,
         left_out,
+        schemes: declared,
     })
 }
 
@@ -447,11 +581,17 @@ fn operation(
             if rb.get("required").and_then(Value::as_bool) == Some(true) {
                 required.push(json!(arg));
             }
+            let files = if media.starts_with("multipart/form-data") {
+                file_fields(&mut schema)
+            } else {
+                vec![]
+            };
             properties.insert(arg.clone(), schema);
-            body = Some(RequestBody { arg, media });
+            body = Some(RequestBody { arg, media, files });
         }
     }
     let mut output_schema = None;
+    let mut wrapped = false;
     if let Some(Value::Object(responses)) = op.get("responses") {
         let mut codes: Vec<&String> = responses.keys().filter(|c| c.starts_with('2')).collect();
         codes.sort();
@@ -464,6 +604,14 @@ fn operation(
                 let s = resolver.schema(s, &format!("{r_at}/content/{}/schema", escape(&media)))?;
                 if s.get("type").and_then(Value::as_str) == Some("object") {
                     output_schema = Some(s);
+                } else if s.get("type").is_some() || s.get("items").is_some() {
+                    // An array (or a scalar): MCP's structured content is
+                    // an object, so the answer is wrapped.
+                    output_schema = Some(json!({
+                        "type": "object",
+                        "properties": {"result": s},
+                    }));
+                    wrapped = true;
                 }
             }
         }
@@ -490,6 +638,9 @@ fn operation(
     if op.get("deprecated").and_then(Value::as_bool) == Some(true) {
         description.push_str(" (deprecated)");
     }
+    if wrapped {
+        description.push_str("\nThe JSON answer is returned as {\"result\": <answer>}.");
+    }
     for note in &resolver.notes {
         description.push_str(&format!("\nNote: {note}."));
     }
@@ -510,6 +661,10 @@ fn operation(
         body,
         input_schema,
         output_schema,
+        wrapped,
+        credentials: true,
+        schemes: vec![],
+        base: None,
     })
 }
 
@@ -536,6 +691,45 @@ pub fn is_json(media: &str) -> bool {
     m == "application/json" || m.ends_with("+json") || m == "*/*"
 }
 
+/// The file fields of a multipart body's object schema; each becomes a
+/// base64 string in the tool's input (a model writes text, not bytes).
+fn file_fields(schema: &mut Value) -> Vec<String> {
+    let mut files = Vec::new();
+    let Some(Value::Object(props)) = schema.get_mut("properties") else {
+        return files;
+    };
+    for (name, p) in props.iter_mut() {
+        let is_file = |s: &Value| {
+            s.get("format").and_then(Value::as_str) == Some("binary")
+                || s.get("contentEncoding").is_some()
+                || s.get("contentMediaType").is_some()
+        };
+        let many = p.get("type").and_then(Value::as_str) == Some("array")
+            && p.get("items").is_some_and(is_file);
+        if !is_file(p) && !many {
+            continue;
+        }
+        files.push(name.clone());
+        let file = json!({"type": "string", "contentEncoding": "base64",
+            "description": "the file's content, base64-encoded"});
+        if many {
+            if let Some(obj) = p.as_object_mut() {
+                obj.insert("items".into(), file);
+            }
+        } else {
+            let description = p.get("description").cloned();
+            *p = file;
+            if let (Some(d), Some(obj)) = (description, p.as_object_mut()) {
+                obj.insert(
+                    "description".into(),
+                    json!(format!("{} (base64-encoded)", d.as_str().unwrap_or(""))),
+                );
+            }
+        }
+    }
+    files
+}
+
 /// The media type a request or response is written in: JSON first, then a
 /// form, then anything (sent as text).
 fn pick_media(content: Option<&Value>) -> Option<(String, Option<&Value>)> {
@@ -544,9 +738,10 @@ fn pick_media(content: Option<&Value>) -> Option<(String, Option<&Value>)> {
         .iter()
         .find(|(m, _)| is_json(m) && *m != "*/*")
         .or_else(|| {
-            content
-                .iter()
-                .find(|(m, _)| m.starts_with("application/x-www-form-urlencoded"))
+            content.iter().find(|(m, _)| {
+                m.starts_with("application/x-www-form-urlencoded")
+                    || m.starts_with("multipart/form-data")
+            })
         })
         .or_else(|| content.iter().next())?;
     Some((pick.0.clone(), pick.1.get("schema")))
@@ -563,14 +758,27 @@ fn base_url(
     let server = root
         .get("servers")
         .and_then(Value::as_array)
-        .and_then(|s| s.first());
+        .and_then(|s| s.first())
+        .cloned()
+        .unwrap_or_else(|| json!({"url": "/"}));
+    server_url(&server, spec_url, None, "/servers/0")
+}
+
+/// A Server Object's URL, its variables at their defaults; a relative one
+/// is resolved against the document's URL, else against `fallback` (the
+/// document's own server, for an operation's).
+fn server_url(
+    server: &Value,
+    spec_url: Option<&url::Url>,
+    fallback: Option<&url::Url>,
+    at: &str,
+) -> Result<url::Url, String> {
     let mut raw = server
-        .and_then(|s| s.get("url"))
+        .get("url")
         .and_then(Value::as_str)
         .unwrap_or("/")
         .to_string();
-    // Server variables take their defaults.
-    if let Some(Value::Object(vars)) = server.and_then(|s| s.get("variables")) {
+    if let Some(Value::Object(vars)) = server.get("variables") {
         for (k, v) in vars {
             if let Some(d) = v.get("default").and_then(Value::as_str) {
                 raw = raw.replace(&format!("{{{k}}}"), d);
@@ -579,12 +787,12 @@ fn base_url(
     }
     match url::Url::parse(&raw) {
         Ok(u) => Ok(u),
-        Err(url::ParseError::RelativeUrlWithoutBase) => match spec_url {
-            Some(spec) => spec.join(&raw).map_err(|e| format!("servers[0].url: {e}")),
+        Err(url::ParseError::RelativeUrlWithoutBase) => match spec_url.or(fallback) {
+            Some(against) => against.join(&raw).map_err(|e| format!("{at}/url: {e}")),
             None => Err(format!(
-                "the document's server URL {raw:?} is relative and the document is a file: set base_url"
+                "the document's server URL {raw:?} ({at}) is relative and the document is a file: set base_url"
             )),
         },
-        Err(e) => Err(format!("servers[0].url {raw:?}: {e}")),
+        Err(e) => Err(format!("{at}/url {raw:?}: {e}")),
     }
 }

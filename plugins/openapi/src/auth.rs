@@ -102,6 +102,21 @@ impl TokenCache {
     }
 }
 
+/// Adds encoded `name=value` pairs to a URL's query (after any it has).
+pub fn append_query(url: &mut url::Url, pairs: &[String]) {
+    if pairs.is_empty() {
+        return;
+    }
+    let q = url
+        .query()
+        .map(str::to_string)
+        .into_iter()
+        .chain(pairs.iter().cloned())
+        .collect::<Vec<_>>()
+        .join("&");
+    url.set_query(Some(&q));
+}
+
 /// Adds the source's credentials to a request; `query` gets an API key
 /// that travels in the query string.
 pub async fn apply(

@@ -7,9 +7,9 @@ use wf_plugin_api::prelude::*;
 
 use crate::api::{Operation, is_json};
 use crate::auth::{self, TokenCache};
-use crate::http::{Body, Client, error_text, header_map, read_bounded};
-use crate::serialize;
+use crate::http::{Body, Client, error_text, read_bounded};
 use crate::settings::Settings;
+use crate::{multipart, serialize};
 
 /// The most of an error body a tool error quotes.
 const ERROR_BODY_CHARS: usize = 2_000;
@@ -20,6 +20,23 @@ pub struct Call<'a> {
     pub client: &'a Client,
     pub tokens: &'a TokenCache,
     pub base: &'a url::Url,
+}
+
+/// What an exchange gave: status, content type, `Location`, body.
+type Exchanged = (reqwest::StatusCode, String, Option<String>, Body);
+
+/// Aborts the exchange's task when the call ends or is dropped first.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Why an exchange failed before a status was read.
+enum Failure {
+    Send(String),
 }
 
 /// Replaces every secret in `text` with `[REDACTED]`.
@@ -48,7 +65,16 @@ impl Call<'_> {
         }
         let empty = serde_json::Map::new();
         let args = arguments.as_object().unwrap_or(&empty);
-        let mut url = self.base.clone();
+        let mut url = match &op.base {
+            None => self.base.clone(),
+            Some(Ok(base)) => base.clone(),
+            Some(Err(e)) => {
+                return Err(PluginError::invalid_config(format!(
+                    "sources.{}: {}: {e}",
+                    self.source, op.name
+                )));
+            }
+        };
         let path = serialize::fill_path(&op.path, &op.params, args);
         let joined = format!("{}{}", url.path().trim_end_matches('/'), path);
         url.set_path(&joined);
@@ -59,7 +85,7 @@ impl Call<'_> {
             .client
             .inner
             .request(method, url.clone())
-            .headers(header_map(&self.settings.headers))
+            .headers(self.settings.header_map.clone())
             .timeout(self.settings.timeout);
         for (name, value) in &parts.headers {
             request = request.header(name.as_str(), value.as_str());
@@ -84,6 +110,19 @@ impl Call<'_> {
                 request
                     .header(reqwest::header::CONTENT_TYPE, media)
                     .body(serialize::form_body(v))
+            } else if media.starts_with("multipart/form-data") {
+                let form = match multipart::build(v, &body.files) {
+                    Ok(form) => form,
+                    Err(e) => {
+                        return Ok(CallResult::error(format!(
+                            "invalid arguments for {}: $.{}: {e}",
+                            op.name, body.arg
+                        )));
+                    }
+                };
+                request
+                    .header(reqwest::header::CONTENT_TYPE, form.content_type)
+                    .body(form.body)
             } else {
                 let text = match v {
                     Value::String(s) => s.clone(),
@@ -94,29 +133,34 @@ impl Call<'_> {
                     .body(text)
             };
         }
-        request = auth::apply(
-            &self.settings.auth,
-            self.tokens,
-            self.client,
-            request,
-            &mut parts.query,
-        )
-        .await
-        .map_err(|e| PluginError::upstream(format!("{}: {e}", self.source)))?;
+        // Only operations that need credentials get them (api.rs, `Security`).
+        // A token endpoint that refuses is a tool error the model reads, like
+        // the API's own refusal.
+        if op.credentials {
+            request = match auth::apply(
+                &self.settings.auth,
+                self.tokens,
+                self.client,
+                request,
+                &mut parts.query,
+            )
+            .await
+            {
+                Ok(request) => request,
+                Err(e) => {
+                    return Ok(CallResult::error(redact(
+                        &format!("{}: {e}", self.source),
+                        &self.settings.auth.secrets(),
+                    )));
+                }
+            };
+        }
         // The query is written once, encoded by serialize (reqwest's own
         // `query()` would encode it again).
         let mut request = request
             .build()
             .map_err(|e| PluginError::internal(error_text(e)))?;
-        if !parts.query.is_empty() {
-            let existing = request.url().query().map(str::to_string);
-            let q = existing
-                .into_iter()
-                .chain(parts.query.iter().cloned())
-                .collect::<Vec<_>>()
-                .join("&");
-            request.url_mut().set_query(Some(&q));
-        }
+        auth::append_query(request.url_mut(), &parts.query);
         let what = format!("{} {}", op.method, op.path);
         // Reported only to a client that asked (a `progressToken`): each
         // report crosses to the host, which costs more than a fast request.
@@ -129,43 +173,38 @@ impl Call<'_> {
             ctx.progress(0.0, Some(2.0), Some(&format!("sending {what}")));
         }
         let limit = self.settings.max_response_bytes;
-        let exchange = async {
-            let response = self
-                .client
-                .inner
-                .execute(request)
-                .await
-                .map_err(|e| self.failure(&what, error_text(e)))?;
-            if progress {
-                ctx.progress(1.0, Some(2.0), Some("reading the response"));
+        let timeout = self.settings.timeout;
+        // Plain HTTP goes on this thread (fast.rs); a cancelled call drops
+        // it, which closes its connection. An API that cannot be reached,
+        // hangs or breaks off is a tool error the model reads (and may
+        // retry), like an error status.
+        let direct = async {
+            if !self.client.direct_allowed {
+                return None;
             }
-            let status = response.status();
-            let mime = response
-                .headers()
-                .get(reqwest::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_string();
-            let location = response
-                .headers()
-                .get(reqwest::header::LOCATION)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let body = tokio::time::timeout(self.settings.timeout, read_bounded(response, limit))
+            let reading = || {
+                if progress {
+                    ctx.progress(1.0, Some(2.0), Some("reading the response"));
+                }
+            };
+            self.client
+                .direct
+                .exchange(&request, limit, timeout, reading)
                 .await
-                .map_err(|_| self.failure(&what, "timed out reading the body".into()))?
-                .map_err(|e| self.failure(&what, e.to_string()))?;
-            Ok::<_, PluginError>((status, mime, location, body))
         };
-        // A cancelled call drops the exchange: reqwest closes the connection.
-        // An API that cannot be reached, hangs or breaks off is a tool error
-        // the model reads (and may retry), like an error status.
-        let (status, mime, location, body) = tokio::select! {
-            r = exchange => match r {
-                Ok(exchange) => exchange,
-                Err(e) => return Ok(CallResult::error(e.message)),
-            },
+        let direct = tokio::select! {
+            r = direct => r,
             _ = ctx.cancelled() => return Err(PluginError::cancelled()),
+        };
+        let (status, mime, location, body) = match direct {
+            Some(Ok(a)) => (a.status, a.mime, a.location, a.body),
+            Some(Err(reason)) => {
+                return Ok(CallResult::error(self.failure(&what, reason).message));
+            }
+            None => match self.through_reqwest(request, progress, ctx, &what).await {
+                Ok(exchanged) => exchanged,
+                Err(done) => return done,
+            },
         };
         let secrets = self.settings.auth.secrets();
         if !status.is_success() {
@@ -205,6 +244,63 @@ impl Call<'_> {
             }
         };
         Ok(result(op, &url, &mime, bytes))
+    }
+
+    /// HTTPS, a proxy, a redirect: reqwest, its exchange run as a task on
+    /// the plugin's runtime beside reqwest's connection task (the request
+    /// and its answer meet on one thread; only the finished exchange
+    /// crosses back to the host's).
+    async fn through_reqwest(
+        &self,
+        request: reqwest::Request,
+        progress: bool,
+        ctx: &CallContext,
+        what: &str,
+    ) -> Result<Exchanged, Result<CallResult, PluginError>> {
+        let limit = self.settings.max_response_bytes;
+        let timeout = self.settings.timeout;
+        let client = self.client.inner.clone();
+        let reporter = progress.then(|| ctx.clone());
+        // The exchange runs as a task on the plugin's runtime, beside
+        // reqwest's connection task: the request and its answer then meet on
+        // one thread, and only the finished exchange crosses back to the
+        // host's (polled from the host's thread, each step crossed threads).
+        let exchange = tokio::spawn(async move {
+            let response = client
+                .execute(request)
+                .await
+                .map_err(|e| Failure::Send(error_text(e)))?;
+            if let Some(ctx) = &reporter {
+                ctx.progress(1.0, Some(2.0), Some("reading the response"));
+            }
+            let status = response.status();
+            let header = |name| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            let mime = header(reqwest::header::CONTENT_TYPE).unwrap_or_default();
+            let location = header(reqwest::header::LOCATION);
+            let body = tokio::time::timeout(timeout, read_bounded(response, limit))
+                .await
+                .map_err(|_| Failure::Send("timed out reading the body".into()))?
+                .map_err(|e| Failure::Send(e.to_string()))?;
+            Ok::<_, Failure>((status, mime, location, body))
+        });
+        // A cancelled call aborts the task: reqwest closes the connection.
+        let _abort = AbortOnDrop(exchange.abort_handle());
+        tokio::select! {
+            r = exchange => match r {
+                Ok(Ok(exchange)) => Ok(exchange),
+                Ok(Err(Failure::Send(reason))) => {
+                    Err(Ok(CallResult::error(self.failure(what, reason).message)))
+                }
+                Err(e) => Err(Err(PluginError::internal(format!("{}: {what}: {e}", self.source)))),
+            },
+            _ = ctx.cancelled() => Err(Err(PluginError::cancelled())),
+        }
     }
 
     fn failure(&self, what: &str, reason: String) -> PluginError {
@@ -251,6 +347,8 @@ fn result(op: &Operation, url: &url::Url, mime: &str, bytes: Vec<u8>) -> CallRes
         // (a workflow node still reads it as JSON).
         return if v.is_object() {
             CallResult::structured(v)
+        } else if op.wrapped {
+            CallResult::structured(json!({"result": v}))
         } else {
             CallResult::text(v.to_string())
         };

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use thiserror::Error;
 
+use crate::auth::TokenCache;
+use crate::settings::Auth;
+
 /// How many same-origin redirects a request follows.
 const MAX_REDIRECTS: usize = 10;
 
@@ -14,10 +17,18 @@ const MAX_REDIRECTS: usize = 10;
 pub enum FetchError {
     #[error("{0}")]
     Http(String),
-    #[error("HTTP status {0}")]
+    #[error("HTTP status {}{}", .0, redirect_note(*.0))]
     Status(u16),
     #[error("the body is over {0} bytes")]
     TooLarge(u64),
+}
+
+fn redirect_note(status: u16) -> &'static str {
+    if (300..400).contains(&status) {
+        " (a redirect to another origin is not followed: credentials never reach another host)"
+    } else {
+        ""
+    }
 }
 
 /// An error's text with its causes (reqwest's own Display stops at "error
@@ -40,6 +51,10 @@ pub fn error_text(e: reqwest::Error) -> String {
 #[derive(Clone)]
 pub struct Client {
     pub inner: reqwest::Client,
+    /// Plain-HTTP/1 connections driven on the caller's thread (fast.rs).
+    pub direct: std::sync::Arc<crate::fast::Pool>,
+    /// Whether calls may take that path (no proxy in the environment).
+    pub direct_allowed: bool,
 }
 
 impl Client {
@@ -60,26 +75,45 @@ impl Client {
             }
         });
         let inner = reqwest::Client::builder().redirect(policy).build()?;
-        Ok(Self { inner })
+        crate::fast::keep_timer_armed();
+        Ok(Self {
+            inner,
+            direct: Default::default(),
+            direct_allowed: crate::fast::allowed(),
+        })
     }
 
-    /// GETs the OpenAPI document at `url`, bounded by `limit` bytes.
+    /// GETs the OpenAPI document at `url`, bounded by `limit` bytes, with
+    /// the source's credentials when `credentials` is given (`spec_auth`).
     pub async fn fetch_document(
         &self,
         url: url::Url,
-        headers: &BTreeMap<String, String>,
+        headers: &HeaderMap,
         limit: usize,
+        credentials: Option<(&Auth, &TokenCache)>,
     ) -> Result<Vec<u8>, FetchError> {
-        let response = self
+        let mut request = self
             .inner
             .get(url)
-            .headers(header_map(headers))
+            .headers(headers.clone())
             .header(
                 reqwest::header::ACCEPT,
                 "application/json, application/yaml;q=0.9, */*;q=0.5",
             )
-            .timeout(std::time::Duration::from_secs(60))
-            .send()
+            .timeout(std::time::Duration::from_secs(60));
+        let mut query = Vec::new();
+        if let Some((auth, tokens)) = credentials {
+            request = crate::auth::apply(auth, tokens, self, request, &mut query)
+                .await
+                .map_err(FetchError::Http)?;
+        }
+        let mut request = request
+            .build()
+            .map_err(|e| FetchError::Http(error_text(e)))?;
+        crate::auth::append_query(request.url_mut(), &query);
+        let response = self
+            .inner
+            .execute(request)
             .await
             .map_err(|e| FetchError::Http(error_text(e)))?;
         if !response.status().is_success() {

@@ -11,8 +11,12 @@ pub mod api;
 mod auth;
 mod call;
 mod docs;
+pub mod external;
+mod fast;
 mod http;
 pub mod load;
+mod multipart;
+mod refresh;
 pub mod refs;
 pub mod serialize;
 pub mod settings;
@@ -26,7 +30,9 @@ use crate::auth::TokenCache;
 use crate::http::Client;
 use crate::settings::Settings;
 
-pub struct OpenApiPlugin;
+pub struct OpenApiPlugin {
+    host: Host,
+}
 
 impl Plugin for OpenApiPlugin {
     type Source = OpenApiSource;
@@ -38,8 +44,8 @@ impl Plugin for OpenApiPlugin {
             .settings_schema("openapi", settings::settings_schema())
     }
 
-    fn new(_host: Host) -> Result<Self, PluginError> {
-        Ok(OpenApiPlugin)
+    fn new(host: Host) -> Result<Self, PluginError> {
+        Ok(OpenApiPlugin { host })
     }
 
     fn create_source(&self, spec: SourceSpec) -> Result<OpenApiSource, PluginError> {
@@ -50,13 +56,17 @@ impl Plugin for OpenApiPlugin {
         let client = Client::new().map_err(|e| {
             PluginError::internal(format!("sources.{}: HTTP client: {e}", spec.name))
         })?;
-        Ok(OpenApiSource {
+        let source = OpenApiSource {
             name: spec.name,
-            settings,
+            settings: Arc::new(settings),
             client,
-            tokens: TokenCache::default(),
-            current: RwLock::new(None),
-        })
+            tokens: Arc::new(TokenCache::default()),
+            current: Arc::new(RwLock::new(None)),
+        };
+        if let Some(every) = source.settings.refresh_interval {
+            refresh::watch(&source, self.host.clone(), every);
+        }
+        Ok(source)
     }
 }
 
@@ -69,22 +79,27 @@ pub struct Current {
 
 pub struct OpenApiSource {
     name: String,
-    settings: Settings,
+    settings: Arc<Settings>,
     client: Client,
-    tokens: TokenCache,
-    current: RwLock<Option<Arc<Current>>>,
+    tokens: Arc<TokenCache>,
+    /// Shared with the refresh task, which stops when the source is gone.
+    current: Arc<RwLock<Option<Arc<Current>>>>,
 }
 
 impl OpenApiSource {
     /// Reads and understands the document; the first problem fails it.
     async fn load(&self) -> Result<Arc<Current>, PluginError> {
-        let loaded = load::load(&self.settings, &self.client)
+        let mut loaded = load::load(&self.settings, &self.client, &self.tokens)
             .await
             .map_err(|e| PluginError::failed(format!("{}: {e}", self.name)))?;
-        let api = api::build(&loaded, &self.settings).map_err(|e| {
+        let spec_error = |e: api::SpecError| {
             PluginError::failed(format!("{}: {}: {e}", self.name, self.settings.spec))
                 .with_data(json!({"pointer": e.pointer, "reason": e.message}))
-        })?;
+        };
+        external::bundle(&mut loaded, &self.settings, &self.client, &self.tokens)
+            .await
+            .map_err(spec_error)?;
+        let api = api::build(&loaded, &self.settings).map_err(spec_error)?;
         let current = Arc::new(Current {
             api,
             text: loaded.text,
@@ -223,6 +238,13 @@ impl Source for OpenApiSource {
                 "left_out": c.api.left_out,
                 "base_url": c.api.base.as_ref().map(|u| u.to_string()).unwrap_or_else(|e| e.clone()),
                 "auth": format!("{:?}", self.settings.auth),
+                "security_schemes": c.api.schemes,
+                "operations_with_credentials": c.api.operations.iter().filter(|o| o.credentials).count(),
+                // Operations whose schemes want another kind of credential
+                // than `auth`: they are called without any.
+                "operations_wanting_other_credentials": c.api.operations.iter()
+                    .filter(|o| !o.credentials && !o.schemes.is_empty()).count(),
+                "refresh_interval_ms": self.settings.refresh_interval.map(|d| d.as_millis() as u64),
             }),
         }
     }

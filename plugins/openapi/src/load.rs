@@ -6,6 +6,7 @@ use std::path::Path;
 use serde_json::Value;
 use thiserror::Error;
 
+use crate::auth::TokenCache;
 use crate::http::{self, Client};
 use crate::settings::Settings;
 
@@ -38,7 +39,11 @@ pub fn is_url(spec: &str) -> bool {
     spec.starts_with("http://") || spec.starts_with("https://")
 }
 
-pub async fn load(settings: &Settings, client: &Client) -> Result<Loaded, LoadError> {
+pub async fn load(
+    settings: &Settings,
+    client: &Client,
+    tokens: &TokenCache,
+) -> Result<Loaded, LoadError> {
     let spec = &settings.spec;
     let limit = settings.max_spec_bytes;
     let (bytes, url) = if is_url(spec) {
@@ -47,7 +52,12 @@ pub async fn load(settings: &Settings, client: &Client) -> Result<Loaded, LoadEr
             reason: e.to_string(),
         })?;
         let bytes = client
-            .fetch_document(url.clone(), &settings.headers, limit)
+            .fetch_document(
+                url.clone(),
+                &settings.header_map,
+                limit,
+                settings.spec_auth.then_some((&settings.auth, tokens)),
+            )
             .await
             .map_err(|e| match e {
                 http::FetchError::TooLarge(size) => LoadError::TooLarge {
@@ -80,7 +90,7 @@ pub async fn load(settings: &Settings, client: &Client) -> Result<Loaded, LoadEr
     })
 }
 
-async fn read_file(spec: &str, limit: usize) -> Result<Vec<u8>, LoadError> {
+pub(crate) async fn read_file(spec: &str, limit: usize) -> Result<Vec<u8>, LoadError> {
     let read_err = |e: std::io::Error| LoadError::Read {
         spec: spec.to_string(),
         reason: e.to_string(),

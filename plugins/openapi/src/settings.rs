@@ -35,6 +35,8 @@ pub fn settings_schema() -> Value {
             "timeout_ms": {"type": "integer", "minimum": 1},
             "max_response_bytes": {"type": "integer", "minimum": 1024},
             "max_spec_bytes": {"type": "integer", "minimum": 1024},
+            "spec_auth": {"type": "boolean", "description": "send `auth` when fetching a URL spec (and its same-origin $ref documents)"},
+            "refresh_interval_ms": {"type": "integer", "minimum": 1000, "description": "fetch the spec again this often; a changed one is announced (list_changed)"},
             "auth": {
                 "type": "object",
                 "additionalProperties": false,
@@ -122,6 +124,11 @@ pub struct Settings {
     pub max_response_bytes: usize,
     pub max_spec_bytes: usize,
     pub auth: Auth,
+    /// `headers` as a header map, built once.
+    pub header_map: reqwest::header::HeaderMap,
+    /// Send `auth` with the spec's own requests (same origin only).
+    pub spec_auth: bool,
+    pub refresh_interval: Option<Duration>,
 }
 
 #[derive(Deserialize)]
@@ -141,6 +148,9 @@ struct Raw {
     max_response_bytes: Option<usize>,
     max_spec_bytes: Option<usize>,
     auth: Option<RawAuth>,
+    #[serde(default)]
+    spec_auth: bool,
+    refresh_interval_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -214,11 +224,16 @@ impl Settings {
             include: globs(source, "include", &raw.include)?,
             exclude: globs(source, "exclude", &raw.exclude)?,
             readonly: raw.readonly,
-            headers: raw.headers,
+            headers: raw.headers.clone(),
             timeout: Duration::from_millis(raw.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS).max(1)),
             max_response_bytes: raw.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
             max_spec_bytes: raw.max_spec_bytes.unwrap_or(DEFAULT_MAX_SPEC_BYTES),
             auth,
+            header_map: crate::http::header_map(&raw.headers),
+            spec_auth: raw.spec_auth,
+            refresh_interval: raw
+                .refresh_interval_ms
+                .map(|ms| Duration::from_millis(ms.max(1000))),
         })
     }
 }
@@ -277,11 +292,14 @@ mod tests {
             "spec": "a.json", "base_url": "http://x", "include": ["a*"], "exclude": ["b"],
             "readonly": true, "headers": {"X-A": "1"}, "timeout_ms": 5,
             "max_response_bytes": 2048, "max_spec_bytes": 2048,
+            "spec_auth": true, "refresh_interval_ms": 5000,
             "auth": {"type": "bearer", "token": "t"},
         });
         assert!(wf_plugin_api::schema::instance_problems(&schema, &all, "$").is_empty());
         let s = Settings::parse("api", &all).unwrap();
         assert!(s.readonly && s.include.is_some() && s.auth == Auth::Bearer("t".into()));
+        assert!(s.spec_auth && s.refresh_interval == Some(Duration::from_secs(5)));
+        assert_eq!(s.header_map.get("x-a").unwrap(), "1");
     }
 
     #[test]
