@@ -107,6 +107,17 @@ impl WfServer {
         }
     }
 
+    /// Whether `principal` may hear `source`'s log messages: it may use one
+    /// of the source's tools (and admin's only where this front serves admin).
+    fn may_see(&self, principal: crate::config::Principal) -> caller::MaySee {
+        let (app, surfaces) = (self.app.clone(), self.surfaces.clone());
+        Arc::new(move |source: &str| {
+            app.projection().tools.iter().any(|t| {
+                t.source == source && surfaces.isolation.access.permits(&principal, &t.name)
+            })
+        })
+    }
+
     fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, McpError> {
         self.app.sources.handle(source).ok_or_else(|| {
             McpError::internal_error(format!("source {source:?} is not available"), None)
@@ -284,11 +295,15 @@ impl ServerHandler for WfServer {
         // A 2025-11-25 client: tell it when its lists change, until its
         // session ends.
         let peer = context.peer;
+        let principal = crate::server::identity::limits::principal_of_request(
+            context.extensions.get::<http::request::Parts>(),
+        );
         caller::follow_logs(
             &self.app.source_logs,
             peer.clone(),
             self.level.clone(),
             self.ended.clone(),
+            self.may_see(principal),
         );
         let follow = notify::follow(self.app.clone(), move |kind| {
             let peer = peer.clone();
@@ -342,6 +357,18 @@ impl ServerHandler for WfServer {
             }
         });
         let _counted = Follower::new(&self.app);
+        // Log messages that belong to no call, at the level this request
+        // opted in to (`_meta` `io.modelcontextprotocol/logLevel`; none without).
+        let request = ctx.request_context();
+        let ended = CancellationToken::new();
+        let _end_logs = ended.clone().drop_guard();
+        caller::follow_logs(
+            &self.app.source_logs,
+            request.peer.clone(),
+            caller::ModernLogs::from_meta(&request.meta).level(),
+            ended,
+            self.may_see(principal_of(request)),
+        );
         // The stream's resource subscriptions end with it.
         let stream = Downstream::new(&self.app);
         if let Some(uris) = &ctx.accepted().resource_subscriptions {
@@ -670,7 +697,7 @@ impl ServerHandler for WfServer {
             let Some(route) = self.app.resource_route(&request.uri).await else {
                 return Err(McpError::resource_not_found(
                     format!("no source serves resource {:?}", request.uri),
-                    None,
+                    Some(json!({"uri": request.uri})),
                 ));
             };
             let handle = self.handle(&route.source)?;
