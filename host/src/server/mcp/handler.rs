@@ -29,6 +29,7 @@ use crate::server::identity::principals::principal_of;
 use crate::sources::sessions::{SessionCaller, SessionUse, with_caller};
 use crate::sources::{Asker, CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
+use crate::surfaces::planner::Planner;
 use crate::surfaces::proxy::page;
 
 /// A transport that answers a session's calls itself once its client has
@@ -116,6 +117,11 @@ impl WfServer {
                 t.source == source && surfaces.isolation.access.permits(&principal, &t.name)
             })
         })
+    }
+
+    /// What serving a task needs: the task table and the planner that runs.
+    fn task_room(&self) -> (&super::tasks::RunTasks, &Planner) {
+        (&self.surfaces.tasks, &self.surfaces.planner)
     }
 
     fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, McpError> {
@@ -437,6 +443,8 @@ impl ServerHandler for WfServer {
             .enable_resources_subscribe()
             .enable_completions()
             .enable_logging()
+            // MCP Tasks (SEP-2663): wf's own runs (run_workflow, run_deployment, wf_deploy__*).
+            .enable_tasks()
             .build();
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("wf", env!("CARGO_PKG_VERSION")))
@@ -444,6 +452,32 @@ impl ServerHandler for WfServer {
                 "wf serves the tools, prompts and resources of its sources. Names are `<source>__<name>`. \
                  The wf_std__ tools are builtins; the wf_std__author_workflow prompt explains workflows.",
             )
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let principal = principal_of(&context);
+        observe::Counted::new("tasks/get").finish(super::tasks::get(
+            self.task_room(),
+            principal.name(),
+            &request.task_id,
+        ))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = principal_of(&context);
+        observe::Counted::new("tasks/cancel").finish(super::tasks::cancel(
+            self.task_room(),
+            principal.name(),
+            &request.task_id,
+        ))
     }
 
     #[allow(deprecated)] // SEP-2577; 2025-11-25 clients still set levels.
@@ -518,6 +552,24 @@ impl ServerHandler for WfServer {
                 return Err(McpError::invalid_params(refused, None));
             }
             let args = Value::Object(request.arguments.unwrap_or_default());
+            // A run asked for by a client that declared MCP Tasks: a task handle at once.
+            if Planner::starts_run(&tool.source, &tool.original)
+                && context
+                    .client_capabilities()
+                    .is_some_and(|c| c.supports_tasks())
+            {
+                let caller = self.session_caller(&context)?;
+                let start = super::tasks::start(
+                    self.task_room(),
+                    &tool.source,
+                    &tool.original,
+                    args.clone(),
+                    principal.name(),
+                );
+                if let Some(started) = with_caller(caller, start).await {
+                    return counted.finish(started);
+                }
+            }
             if self.app.is_local(&tool.source) {
                 // A local tool's request span, too: a run it starts is its child.
                 let span = observe::request_span(&context, &format!("tools/call {}", request.name));

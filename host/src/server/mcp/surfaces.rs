@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::isolation::Isolation;
 use super::mrtr::Rounds;
+use super::tasks::RunTasks;
 use crate::app::App;
 use crate::server::identity::limits::Principal;
 use crate::surfaces::admin::{ADMIN_SOURCE, Admin, Caller};
@@ -19,6 +20,8 @@ pub struct Surfaces {
     pub isolation: Arc<Isolation>,
     /// 2026-07-28 clients' calls waiting for their input.
     pub rounds: Arc<Rounds>,
+    /// Runs started as MCP Tasks, by task id.
+    pub tasks: Arc<RunTasks>,
 }
 
 impl Surfaces {
@@ -28,6 +31,7 @@ impl Surfaces {
             admin: Admin::new(app.clone()),
             isolation: Arc::default(),
             rounds: Arc::new(Rounds::for_config(&app.config.config.server)),
+            tasks: Arc::new(RunTasks::for_config(&app.config.config.server)),
         }
     }
 }
