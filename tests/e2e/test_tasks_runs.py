@@ -142,3 +142,25 @@ async def test_a_run_started_as_a_task_and_cancelled_ends_cancelled_in_wf_runs(w
     assert proc.returncode == 0, proc.stderr
     runs = {r["id"]: r for r in json.loads(proc.stdout)}
     assert runs[run_id]["status"] == "cancelled", runs[run_id]
+
+
+async def test_a_deployments_tool_runs_as_a_task(wf: Wf) -> None:
+    url, tokens = start(wf)
+    async with httpx2.AsyncClient(timeout=OP_TIMEOUT) as http:
+        plain, alice = Raw(http, url, tokens["alice"], tasks=False), Raw(http, url, tokens["alice"])
+
+        async def planner(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            name = f"wf_planner__{tool}"
+            r = (await plain.request("tools/call", {"name": name, "arguments": arguments}, name))["result"]
+            assert not r.get("isError"), r
+            return r["structuredContent"]
+
+        draft = await planner("save_draft", {"workflow": QUICK})
+        published = await planner("publish_artifact", {"draft_id": draft["draft_id"]})
+        await planner("deploy", {"name": "quick", "artifact": published["artifact"]})
+        tool = "wf_deploy__quick"
+        created = (await alice.request("tools/call", {"name": tool, "arguments": {}}, tool))["result"]
+        assert created["resultType"] == "task", created
+        done = await alice.wait_status(created["taskId"], "completed")
+        reply = done["result"]["structuredContent"]
+        assert reply["run_id"] == created["_meta"]["wf/runId"] and reply["outputs"] == {"v": 42}, reply
