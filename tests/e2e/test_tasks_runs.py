@@ -6,7 +6,7 @@ the run id in `_meta` `wf/runId`); `tasks/get` follows the run and carries its
 reply once it ended; `tasks/cancel` cancels the run, which ends `cancelled` in
 `wf runs`. Tasks are bound to their principal: another's `tasks/get` or
 `tasks/cancel` on the id finds nothing. A client that declares no tasks gets the
-plain (waiting) call, as before.
+plain (waiting) call, as before. The console's run list marks a task's run.
 """
 
 from __future__ import annotations
@@ -131,6 +131,12 @@ async def test_a_run_started_as_a_task_and_cancelled_ends_cancelled_in_wf_runs(w
         created = (await alice.run_workflow(SLOW))["result"]
         task_id, run_id = created["taskId"], created["_meta"]["wf/runId"]
         assert (await alice.get(task_id))["result"]["status"] == "working"
+        # The console's run list shows it as a task's run, beside the others.
+        console = url.removesuffix("/mcp") + "/console/api/runs"
+        listed = await http.post(console, json={}, headers={"authorization": f"Bearer {tokens['alice']}"})
+        assert listed.status_code == 200, listed.text
+        rows = {r["run_id"]: r for r in listed.json()["runs"]}
+        assert rows[run_id]["task"] is True and rows[run_id]["status"] == "running", rows[run_id]
     # The client went away (every request above was its own connection); a new one
     # picks the task up and cancels it.
     async with httpx2.AsyncClient(timeout=OP_TIMEOUT) as http:

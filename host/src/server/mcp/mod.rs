@@ -13,7 +13,7 @@ mod roots;
 pub(crate) mod session_route;
 mod source_error;
 mod surfaces;
-mod tasks;
+pub(crate) mod tasks;
 mod tool_result;
 
 pub use surfaces::{Surfaces, visible};

@@ -98,6 +98,14 @@ impl RunTasks {
         Ok(id)
     }
 
+    /// The runs that live tasks follow (for the console's run list).
+    pub fn run_ids(&self, now_ms: i64) -> std::collections::HashSet<String> {
+        self.live(now_ms)
+            .values()
+            .map(|t| t.run_id.clone())
+            .collect()
+    }
+
     /// Whether `principal` holds as many tasks as it may.
     pub fn at_bound(&self, principal: &str, now_ms: i64) -> bool {
         self.live(now_ms)
