@@ -16,7 +16,10 @@ OP_TIMEOUT = 30.0
 
 
 def fixture_source(fixture_upstream_bin: Path, *args: str, **settings: Any) -> dict[str, Any]:
-    return {"command": str(fixture_upstream_bin), "args": list(args), **settings}
+    """The fixture as a stdio source, spoken to in 2025-11-25 unless `protocol` is
+    given: these tests are about what a session-era upstream does (subscriptions it
+    records, requests mid-call); test_protocol_auto.py covers the 2026-07-28 fixture."""
+    return {"command": str(fixture_upstream_bin), "args": list(args), "protocol": "2025-11-25", **settings}
 
 
 def write_config(wf: Wf, sources: dict[str, dict[str, Any]], server: dict[str, Any] | None = None) -> Path:

@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 
 def main() -> None:
@@ -62,7 +63,12 @@ def main() -> None:
         with tools_file.open("a") as f:
             f.write(name + "\n")
         register(name)
-        await ctx.session.send_tool_list_changed()
+        # A 2025-11-25 client hears it on its session; a 2026-07-28 one (wf with
+        # `protocol = "auto"`) on its `subscriptions/listen` stream.
+        if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            await ctx.notify_tools_changed()
+        else:
+            await ctx.session.send_tool_list_changed()
         return f"added {name}"
 
     @server.prompt(description="A prompt")

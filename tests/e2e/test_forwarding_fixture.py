@@ -5,7 +5,8 @@ came back for each request it sent its client (wf).
 The upstream runs over stdio as wf's child: one shared session for every client
 of that wf, and nothing in a stdio message relates a request to one of wf's
 calls. Clients reach wf over `wf serve --http` (several at once) or stdio, in
-legacy (2025-11-25) mode.
+legacy (2025-11-25) mode. wf speaks 2025-11-25 to the fixture (`protocol`), the
+generation in which an upstream asks with requests mid-call.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ ASK = "fix__ask"
 def serve(wf: Wf, fixture_upstream_bin: Path, events: UpstreamEvents, session: str = "shared") -> HttpServer:
     # "shared" unless a test says otherwise: these tests are about routing on
     # one upstream session (HTTP serving defaults to one session per client).
-    settings = {"command": str(fixture_upstream_bin), "args": ["--asks", *events.args()], "session": session}
+    settings = {"command": str(fixture_upstream_bin), "args": ["--asks", *events.args()], "session": session, "protocol": "2025-11-25"}
     config = wf.write_config(toml_config({"fix": settings}))
     return wf.start_http("127.0.0.1", None, "--config", str(config))
 
@@ -173,7 +174,7 @@ async def test_overlapping_calls_with_per_client_sessions_each_get_their_own_req
 
 async def test_stdio_client_is_asked_too(wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents) -> None:
     a = Answerer()
-    settings = {"command": str(fixture_upstream_bin), "args": ["--asks", *upstream_events.args()]}
+    settings = {"command": str(fixture_upstream_bin), "args": ["--asks", *upstream_events.args()], "protocol": "2025-11-25"}
     config = wf.write_config(toml_config({"fix": settings}))
     async with wf.stdio_client("legacy", "--config", str(config), **a.callbacks()) as c:
         await wait_listed(c, ASK)
@@ -189,7 +190,7 @@ def test_a_workflow_node_cannot_ask_and_the_error_names_it(
 ) -> None:
     """Workflow runs have no human in the loop: the upstream's request fails with an error
     naming the node (the fixture hands that error back as its result)."""
-    settings = {"command": str(fixture_upstream_bin), "args": ["--asks", *upstream_events.args()]}
+    settings = {"command": str(fixture_upstream_bin), "args": ["--asks", *upstream_events.args()], "protocol": "2025-11-25"}
     config = wf.write_config(toml_config({"fix": settings}))
     doc = {
         "name": "asks",

@@ -28,7 +28,7 @@ async def test_overlapping_calls_on_one_http_session_each_get_their_own_request(
     port = free_port()
     argv = [str(fixture_upstream_bin), "--asks", *upstream_events.args(), "--http", f"127.0.0.1:{port}"]
     url = wf.start_upstream_http("fixture-http", argv, port)
-    config = wf.write_config(toml_config({"fix": {"url": url, "session": "shared"}}))
+    config = wf.write_config(toml_config({"fix": {"url": url, "session": "shared", "protocol": "2025-11-25"}}))
     server = wf.start_http("127.0.0.1", None, "--config", str(config))
     first, second = Answerer(), Answerer()
     gate = tmp_path / "ask-now"

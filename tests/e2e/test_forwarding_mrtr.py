@@ -42,7 +42,12 @@ def client(
     sources: tuple[str, ...] = ("fix",),
     **kw: Any,
 ) -> Client:
-    settings = {"command": str(fixture_upstream_bin), "args": ["--asks", *events.args()], "session": "shared"}
+    settings = {
+        "command": str(fixture_upstream_bin),
+        "args": ["--asks", *events.args()],
+        "session": "shared",
+        "protocol": "2025-11-25",  # an upstream that asks with requests
+    }
     config = wf.write_config(toml_config({name: settings for name in sources}, server=server))
     if front == "stdio":
         return wf.stdio_client("auto", "--config", str(config), **kw)

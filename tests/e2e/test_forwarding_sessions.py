@@ -155,16 +155,16 @@ async def test_a_roots_change_reaches_the_sessions_acting_for_the_client(
 async def test_a_2026_upstream_refuses_resource_subscriptions_with_a_clear_error(
     wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
 ) -> None:
-    """Known limit (docs/operator-manual.md, "Input-required rounds"): wf talks to a
-    `protocol = "2026-07-28"` upstream statelessly and opens no `subscriptions/listen`
-    there, so a subscribe fails with an error instead of being silently dropped."""
+    """wf talks to a `protocol = "2026-07-28"` upstream statelessly and subscribes on a
+    `subscriptions/listen` stream there; the fixture serves none, so a subscribe fails
+    with the upstream's error instead of being silently dropped."""
     source = fixture_source(fixture_upstream_bin, *upstream_events.args(), session="shared", protocol="2026-07-28")
     config = write_config(wf, {"fx": source})
     async with wf.stdio_client("legacy", "--config", str(config)) as c:
         await wait_listed(c, "fx__increment")
         with anyio.fail_after(OP_TIMEOUT), pytest.raises(Exception) as refused:
             await c.subscribe_resource(COUNTER)
-        # The upstream's own answer, naming the source: `-32601: resources/subscribe`.
+        # The upstream's own answer, naming the source: `-32601: subscriptions/listen`.
         assert 'source "fx"' in str(refused.value) and "-32601" in str(refused.value), refused.value
         # wf is still serving.
         with anyio.fail_after(OP_TIMEOUT):

@@ -211,7 +211,8 @@ async def test_http_upstream_keeps_one_session(wf: Wf, fixture_upstream_bin: Pat
     all share one session there too, including concurrent ones."""
     port = free_port()
     url = wf.start_upstream_http("fixture-http", [str(fixture_upstream_bin), "--http", f"127.0.0.1:{port}"], port)
-    async with fx_client(wf, fixture_upstream_bin, via, url=url) as c:
+    # Sessions are a 2025-11-25 matter: a 2026-07-28 upstream has none.
+    async with fx_client(wf, fixture_upstream_bin, via, url=url, protocol="2025-11-25") as c:
         with anyio.fail_after(OP_TIMEOUT):
             counts = [(await structured(c, "fx__increment"))["count"] for _ in range(3)]
             assert counts == [1, 2, 3]

@@ -167,6 +167,13 @@ pub struct ServerConfig {
     /// Most such calls waiting for input at once; beyond, a call that asks is refused.
     #[serde(default = "default_max_waiting_inputs")]
     pub max_waiting_inputs: usize,
+    /// Most tasks (MCP Tasks, SEP-2663) one principal may hold at once;
+    /// beyond, a call that would start one runs as a plain call instead.
+    #[serde(default = "default_max_tasks_per_principal")]
+    pub max_tasks_per_principal: usize,
+    /// How long a task is kept after it was created (its `ttlMs`).
+    #[serde(default = "default_task_ttl_ms")]
+    pub task_ttl_ms: u64,
     /// Most calls (tool calls, prompt gets, resource reads) one client may
     /// have in progress at once, including calls it hung up on.
     #[serde(default = "default_max_calls_per_client")]
@@ -246,6 +253,12 @@ fn default_input_wait_ms() -> u64 {
 fn default_max_waiting_inputs() -> usize {
     64
 }
+fn default_max_tasks_per_principal() -> usize {
+    64
+}
+fn default_task_ttl_ms() -> u64 {
+    3_600_000
+}
 fn default_max_calls_per_client() -> usize {
     256
 }
@@ -283,6 +296,8 @@ impl Default for ServerConfig {
             http_json_response: true,
             input_wait_ms: default_input_wait_ms(),
             max_waiting_inputs: default_max_waiting_inputs(),
+            max_tasks_per_principal: default_max_tasks_per_principal(),
+            task_ttl_ms: default_task_ttl_ms(),
             max_calls_per_client: default_max_calls_per_client(),
             plugin_threads: default_plugin_threads(),
         }

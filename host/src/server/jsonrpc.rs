@@ -18,6 +18,46 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// JSON-RPC's implementation-defined server error range: wf is at a limit.
 pub const SERVER_BUSY: i64 = -32000;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+
+/// The methods the 2026-07-28 revision removed (the handshake, the session's
+/// log level and resource subscriptions, now `subscriptions/listen`).
+const REMOVED_IN_2026: [&str; 4] = [
+    "initialize",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// The `_meta` key that makes a request a 2026-07-28 one.
+const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// A request for a method 2026-07-28 removed, sent as a 2026-07-28 request
+/// (its `_meta` protocol version, or, without a session, its
+/// `MCP-Protocol-Version` header): the -32601 reply the revision asks for
+/// (over HTTP with status 404). `None` for anything else.
+pub fn removed_in_2026(bytes: &[u8], header_version: Option<&str>) -> Option<Value> {
+    let v: Value = serde_json::from_slice(bytes).ok()?;
+    let method = v.get("method")?.as_str()?;
+    if !REMOVED_IN_2026.contains(&method) {
+        return None;
+    }
+    let version = v
+        .pointer("/params/_meta")
+        .and_then(|m| m.get(PROTOCOL_VERSION_META))
+        .and_then(Value::as_str)
+        .or(header_version)?;
+    // Revisions are dates: later ones sort after.
+    if version < "2026-07-28" {
+        return None;
+    }
+    let id = v.get("id").filter(|id| valid_id(id)).cloned();
+    Some(error_reply(
+        id,
+        METHOD_NOT_FOUND,
+        &format!("{method} does not exist in MCP {version}"),
+    ))
+}
 
 /// Methods rmcp parses into typed params: if one of these arrives as a
 /// custom request, its params did not fit.
@@ -224,6 +264,31 @@ pub fn id_in_prefix(prefix: &[u8]) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn removed_methods_of_2026_requests_are_method_not_found() {
+        let meta = |m: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"{m}","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}}}}"#
+            )
+        };
+        for m in [
+            "initialize",
+            "logging/setLevel",
+            "resources/subscribe",
+            "resources/unsubscribe",
+        ] {
+            let r = super::removed_in_2026(meta(m).as_bytes(), None).unwrap();
+            assert_eq!(r["error"]["code"], -32601, "{m}");
+            assert_eq!(r["id"], 7);
+        }
+        assert!(super::removed_in_2026(meta("tools/list").as_bytes(), None).is_none());
+        let plain = br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
+        // A 2025-11-25 initialize stays what it is.
+        assert!(super::removed_in_2026(plain, None).is_none());
+        assert!(super::removed_in_2026(plain, Some("2025-11-25")).is_none());
+        assert!(super::removed_in_2026(plain, Some("2026-07-28")).is_some());
+    }
+
     use super::*;
 
     #[test]

@@ -108,6 +108,9 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> StdioTranspor
         if line.trim_ascii().is_empty() {
             return Read::Skipped;
         }
+        if let Some(reply) = jsonrpc::removed_in_2026(line, None) {
+            return Read::Refused(reply);
+        }
         match jsonrpc::check(line) {
             Ok(message) => Read::Message(message),
             Err(r) => {

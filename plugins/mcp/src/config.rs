@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -65,11 +66,26 @@ pub struct McpConfig {
     pub call_timeout: Duration,
     pub allow_tools: Option<Vec<String>>,
     pub deny_tools: Vec<String>,
-    /// `protocol = "2026-07-28"`: speak the stateless protocol to the upstream
-    /// (`server/discover`), answering its input-required rounds.
-    pub modern: bool,
+    /// Which generation of MCP to speak to the upstream (`protocol`).
+    pub protocol: Protocol,
+    /// The generation the last session opened to the upstream negotiated
+    /// (shown in the source's status), shared by discovery and the runtime.
+    pub spoken: Arc<Mutex<Option<String>>>,
     /// Where an OAuth source keeps its encrypted tokens (the source's data dir).
     pub token_dir: Option<PathBuf>,
+}
+
+/// The `protocol` setting of an `mcp` source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// `auto` (the default): `server/discover` first, then `initialize` if
+    /// the upstream does not know it, as the official clients do.
+    #[default]
+    Auto,
+    /// `2025-11-25`: the `initialize` handshake only.
+    Legacy,
+    /// `2026-07-28`: `server/discover` only (stateless, input-required rounds).
+    Modern,
 }
 
 #[derive(Deserialize)]
@@ -132,7 +148,7 @@ pub fn settings_schema() -> Value {
             "call_timeout_ms": ms,
             "allow_tools": strings.clone(),
             "deny_tools": strings,
-            "protocol": {"type": "string", "enum": ["2025-11-25", "2026-07-28"]},
+            "protocol": {"type": "string", "enum": ["auto", "2025-11-25", "2026-07-28"]},
         },
     })
 }
@@ -188,12 +204,13 @@ impl McpConfig {
                 "sources.{source}.max_message_bytes: {max_message_bytes} is below the minimum of {MIN_MAX_MESSAGE_BYTES}"
             )));
         }
-        let modern = match raw.protocol.as_deref() {
-            None | Some("2025-11-25") => false,
-            Some("2026-07-28") => true,
+        let protocol = match raw.protocol.as_deref() {
+            None | Some("auto") => Protocol::Auto,
+            Some("2025-11-25") => Protocol::Legacy,
+            Some("2026-07-28") => Protocol::Modern,
             Some(other) => {
                 return Err(PluginError::invalid_config(format!(
-                    "sources.{source}.protocol: {other:?} is not \"2025-11-25\" or \"2026-07-28\""
+                    "sources.{source}.protocol: {other:?} is not \"auto\", \"2025-11-25\" or \"2026-07-28\""
                 )));
             }
         };
@@ -209,7 +226,8 @@ impl McpConfig {
             call_timeout: Duration::from_millis(raw.call_timeout_ms.unwrap_or(300_000)),
             allow_tools: raw.allow_tools,
             deny_tools: raw.deny_tools,
-            modern,
+            protocol,
+            spoken: Arc::default(),
             token_dir: None,
         })
     }
@@ -230,10 +248,34 @@ impl McpConfig {
         if self.max_message_bytes != DEFAULT_MAX_MESSAGE_BYTES {
             self.max_message_bytes.hash(&mut h);
         }
-        if self.modern {
-            "2026-07-28".hash(&mut h);
+        // `auto` (the default) keeps the fingerprint of configs from before it.
+        match self.protocol {
+            Protocol::Auto => {}
+            Protocol::Legacy => "2025-11-25".hash(&mut h),
+            Protocol::Modern => "2026-07-28".hash(&mut h),
         }
         format!("{:016x}", h.finish())
+    }
+
+    /// The `protocol` setting as written in the config.
+    pub fn protocol_setting(&self) -> &'static str {
+        match self.protocol {
+            Protocol::Auto => "auto",
+            Protocol::Legacy => "2025-11-25",
+            Protocol::Modern => "2026-07-28",
+        }
+    }
+
+    /// The generation the last session negotiated, if one opened yet.
+    pub fn spoken(&self) -> Option<String> {
+        self.spoken
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn note_spoken(&self, version: String) {
+        *self.spoken.lock().unwrap_or_else(PoisonError::into_inner) = Some(version);
     }
 
     pub fn tool_visible(&self, name: &str) -> bool {

@@ -299,6 +299,11 @@ impl Source for McpSource {
         );
         s["lease_sessions"] = self.lease_status().await;
         s["upstream"] = self.config.describe();
+        // Which generation of MCP the upstream is spoken to in (`auto` finds out).
+        s["protocol"] = json!({
+            "setting": self.config.protocol_setting(),
+            "spoken": self.config.spoken(),
+        });
         s["fingerprint"] = json!(self.config.fingerprint());
         s
     }

@@ -20,7 +20,9 @@
 //! `echo_header` returns its `message`, whose schema has `x-mcp-header: Message`
 //! (SEP-2243: a 2026-07-28 client sends it as the `Mcp-Param-Message` header too).
 //! To a 2026-07-28 client, `ask` answers in rounds instead (`InputRequiredResult`,
-//! then the retry's `inputResponses`), recording `"round": true`.
+//! then the retry's `inputResponses`), recording `"round": true`. `confirm`
+//! is listed and served only to 2026-07-28 clients: it asks its question in a
+//! round (as `ask` with `kind: elicit`) and returns the answer.
 //!
 //! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N] [--probes] [--asks] [--stderr-bomb BYTES]
 //! [--events PATH]`: stdio by default. With `--events`, it appends one JSON line per event a
@@ -234,8 +236,11 @@ impl ServerHandler for Fixture {
     async fn list_tools(
         &self,
         _: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
         let mut tools = vec![
             tool(
                 "echo",
@@ -298,6 +303,13 @@ impl ServerHandler for Fixture {
                     ),
                 ),
             ]);
+            if modern {
+                tools.push(tool(
+                    "confirm",
+                    "Asks its question in an input-required round (2026-07-28 clients only)",
+                    obj(json!({}), &[]),
+                ));
+            }
         }
         if !self.probes {
             return Ok(ListToolsResult::with_all_items(tools));
@@ -411,11 +423,23 @@ impl ServerHandler for Fixture {
                 }
                 structured(json!({"steps": steps}))
             }
-            "ask" | "log" | "echo_header" if !self.asks => {
+            "ask" | "log" | "echo_header" | "confirm" if !self.asks => {
                 return Err(ErrorData::invalid_params(
                     format!("unknown tool {} (start with --asks)", request.name),
                     None,
                 ));
+            }
+            "confirm" => {
+                let modern = context
+                    .protocol_version()
+                    .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+                if !modern {
+                    return Err(ErrorData::invalid_params(
+                        "unknown tool confirm (2026-07-28 clients only)",
+                        None,
+                    ));
+                }
+                return Ok(ask_in_rounds(&context, "elicit", &request));
             }
             "echo_header" => {
                 let msg = args

@@ -176,7 +176,8 @@ pub async fn capabilities(
 
 /// `{"status": "...", "limit": n, "query": "words"}`: the newest runs, as
 /// the planner's `list_runs` gives them, narrowed to those whose id,
-/// workflow or principal contains every word.
+/// workflow or principal contains every word; each says whether it is an
+/// MCP task's run (`task`).
 pub async fn runs(
     State(c): State<Console>,
     Extension(v): Extension<Viewer>,
@@ -201,7 +202,7 @@ pub async fn runs(
         .split_whitespace()
         .map(str::to_lowercase)
         .collect();
-    if words.is_empty() || r.status() != StatusCode::OK {
+    if r.status() != StatusCode::OK {
         return r;
     }
     let Ok(body) = axum::body::to_bytes(r.into_body(), usize::MAX).await else {
@@ -212,7 +213,16 @@ pub async fn runs(
         );
     };
     let mut v: Value = serde_json::from_slice(&body).unwrap_or_default();
+    // Runs a client started as MCP Tasks say so (`task: true`), beside the rest.
+    let tasks = c.surfaces.tasks.run_ids(crate::clock::now_ms());
     if let Some(runs) = v.get_mut("runs").and_then(Value::as_array_mut) {
+        for run in runs.iter_mut() {
+            let is_task = run
+                .get("run_id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| tasks.contains(id));
+            run["task"] = Value::Bool(is_task);
+        }
         runs.retain(|run| {
             let hay = ["run_id", "workflow", "principal"]
                 .iter()

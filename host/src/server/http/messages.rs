@@ -1,7 +1,9 @@
 //! In front of rmcp's HTTP service: reads a POST body within the size limit
 //! and answers exactly what is wrong with it (400 -32700 for malformed JSON,
 //! 400 -32600 for a non-JSON-RPC message, -32602 for ill-typed params),
-//! refuses an `initialize` when the session bound is reached, and answers a
+//! refuses an `initialize` when the session bound is reached, answers a
+//! method 2026-07-28 removed, sent as a 2026-07-28 request, with 404 and
+//! -32601, and answers a
 //! `DELETE` of an unknown session with 404. It also holds each request to its
 //! principal's bounds (`limits`) by what the request is: a call waits for a
 //! call slot, a stream (a GET, `subscriptions/listen`) takes a stream slot,
@@ -151,6 +153,14 @@ async fn post(m: &Messages, request: Request, next: Next) -> Response {
         Ok(b) => b,
         Err(r) => return r,
     };
+    // Without a session, the header names the request's revision too.
+    let header_version = (!parts.headers.contains_key(SESSION_HEADER))
+        .then(|| parts.headers.get("mcp-protocol-version"))
+        .flatten()
+        .and_then(|v| v.to_str().ok());
+    if let Some(reply) = jsonrpc::removed_in_2026(&bytes, header_version) {
+        return json_error(StatusCode::NOT_FOUND, reply);
+    }
     match jsonrpc::check(&bytes) {
         Err(r) if r.code == INVALID_PARAMS => {
             // An unknown session is rmcp's to answer (404), whatever the body.

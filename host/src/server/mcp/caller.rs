@@ -118,6 +118,15 @@ impl ModernLogs {
     pub fn lets_through(&self, level: &str) -> bool {
         self.0.as_ref().is_some_and(|l| l.lets_through(level))
     }
+
+    /// The level to send at: the opt-in's, or nothing without one.
+    pub fn level(&self) -> Arc<ClientLevel> {
+        let rank = self
+            .0
+            .as_ref()
+            .map_or(u8::MAX, |l| l.0.load(Ordering::Relaxed));
+        Arc::new(ClientLevel(AtomicU8::new(rank)))
+    }
 }
 
 /// Why a client with `caps` cannot be asked `request`, if it cannot.
@@ -215,11 +224,8 @@ impl Asker for ClientAsker {
         let source = self.source.clone();
         let level = match &self.modern {
             None => self.level.clone(),
-            Some(ModernLogs(Some(l))) => {
-                Arc::new(ClientLevel(AtomicU8::new(l.0.load(Ordering::Relaxed))))
-            }
-            // No opt-in: the client wants no log messages.
-            Some(ModernLogs(None)) => Arc::new(ClientLevel(AtomicU8::new(u8::MAX))),
+            // Without an opt-in the client wants no log messages.
+            Some(modern) => modern.level(),
         };
         Box::pin(async move {
             match request {
@@ -243,13 +249,19 @@ impl Asker for ClientAsker {
     }
 }
 
+/// Whether a client may hear the log messages of a source (its principal
+/// may use one of the source's tools).
+pub type MaySee = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// Forwards the sources' log messages that belong to no call to `peer`,
-/// within its level, until `ended` or the client is gone.
+/// within its level and what it `may_see`, until `ended` or the client is gone.
+/// For a 2026-07-28 client `peer` is its `subscriptions/listen` request's.
 pub fn follow_logs(
     logs: &SourceLogs,
     peer: Peer<RoleServer>,
     level: Arc<ClientLevel>,
     ended: CancellationToken,
+    may_see: MaySee,
 ) {
     let mut rx = logs.subscribe();
     tokio::spawn(async move {
@@ -265,6 +277,9 @@ pub fn follow_logs(
                     Err(_) => return,
                 },
             };
+            if !may_see(&log.source) {
+                continue;
+            }
             let sent = send_log(
                 &peer,
                 &level,

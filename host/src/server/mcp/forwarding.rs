@@ -7,7 +7,6 @@ use std::sync::Arc;
 use rmcp::model::*;
 use rmcp::service::SubscriptionSink;
 use rmcp::{ErrorData as McpError, Peer, RoleServer};
-use serde_json::Value;
 use wf_plugin_api::{CompleteParams, CompletionRef};
 
 use crate::app::App;
@@ -150,7 +149,7 @@ async fn subscribe_with(
     let Some(route) = app.resource_route(uri).await else {
         return Err(McpError::resource_not_found(
             format!("no source serves resource {uri:?}"),
-            Some(Value::String(uri.to_string())),
+            Some(serde_json::json!({"uri": uri})),
         ));
     };
     // On the caller's own session when the source has per-client sessions:

@@ -31,6 +31,7 @@ use crate::server::identity::principals::principal_of;
 use crate::sources::sessions::{SessionCaller, SessionUse, with_caller};
 use crate::sources::{Asker, CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
+use crate::surfaces::planner::Planner;
 use crate::surfaces::proxy::page;
 
 /// A transport that answers a session's calls itself once its client has
@@ -110,6 +111,22 @@ impl WfServer {
             admin_token: token,
             principal: principal_of(context),
         }
+    }
+
+    /// Whether `principal` may hear `source`'s log messages: it may use one
+    /// of the source's tools (and admin's only where this front serves admin).
+    fn may_see(&self, principal: crate::config::Principal) -> caller::MaySee {
+        let (app, surfaces) = (self.app.clone(), self.surfaces.clone());
+        Arc::new(move |source: &str| {
+            app.projection().tools.iter().any(|t| {
+                t.source == source && surfaces.isolation.access.permits(&principal, &t.name)
+            })
+        })
+    }
+
+    /// What serving a task needs: the task table and the planner that runs.
+    fn task_room(&self) -> (&super::tasks::RunTasks, &Planner) {
+        (&self.surfaces.tasks, &self.surfaces.planner)
     }
 
     fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, McpError> {
@@ -380,11 +397,15 @@ impl ServerHandler for WfServer {
         // A 2025-11-25 client: tell it when its lists change, until its
         // session ends.
         let peer = context.peer;
+        let principal = crate::server::identity::limits::principal_of_request(
+            context.extensions.get::<http::request::Parts>(),
+        );
         caller::follow_logs(
             &self.app.source_logs,
             peer.clone(),
             self.level.clone(),
             self.ended.clone(),
+            self.may_see(principal),
         );
         let follow = notify::follow(self.app.clone(), move |kind| {
             let peer = peer.clone();
@@ -438,6 +459,18 @@ impl ServerHandler for WfServer {
             }
         });
         let _counted = Follower::new(&self.app);
+        // Log messages that belong to no call, at the level this request
+        // opted in to (`_meta` `io.modelcontextprotocol/logLevel`; none without).
+        let request = ctx.request_context();
+        let ended = CancellationToken::new();
+        let _end_logs = ended.clone().drop_guard();
+        caller::follow_logs(
+            &self.app.source_logs,
+            request.peer.clone(),
+            caller::ModernLogs::from_meta(&request.meta).level(),
+            ended,
+            self.may_see(principal_of(request)),
+        );
         // The stream's resource subscriptions end with it.
         let stream = Downstream::new(&self.app);
         if let Some(uris) = &ctx.accepted().resource_subscriptions {
@@ -506,6 +539,8 @@ impl ServerHandler for WfServer {
             .enable_resources_subscribe()
             .enable_completions()
             .enable_logging()
+            // MCP Tasks (SEP-2663): wf's own runs (run_workflow, run_deployment, wf_deploy__*).
+            .enable_tasks()
             .build();
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("wf", env!("CARGO_PKG_VERSION")))
@@ -518,6 +553,32 @@ impl ServerHandler for WfServer {
                 "wf serves the tools, prompts and resources of its sources. Names are `<source>__<name>`. \
                  The wf_std__ tools are builtins; the wf_std__author_workflow prompt explains workflows."
             })
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let principal = principal_of(&context);
+        observe::Counted::new("tasks/get").finish(super::tasks::get(
+            self.task_room(),
+            principal.name(),
+            &request.task_id,
+        ))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = principal_of(&context);
+        observe::Counted::new("tasks/cancel").finish(super::tasks::cancel(
+            self.task_room(),
+            principal.name(),
+            &request.task_id,
+        ))
     }
 
     #[allow(deprecated)] // SEP-2577; 2025-11-25 clients still set levels.
@@ -625,6 +686,24 @@ impl ServerHandler for WfServer {
                 usage.record(&self.app.store, &principal, &tool.name);
             }
             let args = Value::Object(request.arguments.unwrap_or_default());
+            // A run asked for by a client that declared MCP Tasks: a task handle at once.
+            if Planner::starts_run(&tool.source, &tool.original)
+                && context
+                    .client_capabilities()
+                    .is_some_and(|c| c.supports_tasks())
+            {
+                let caller = self.session_caller(&context)?;
+                let start = super::tasks::start(
+                    self.task_room(),
+                    &tool.source,
+                    &tool.original,
+                    args.clone(),
+                    principal.name(),
+                );
+                if let Some(started) = with_caller(caller, start).await {
+                    return counted.finish(started);
+                }
+            }
             if self.app.is_local(&tool.source) {
                 // A local tool's request span, too: a run it starts is its child.
                 let span = observe::request_span(&context, &format!("tools/call {}", request.name));
@@ -804,7 +883,7 @@ impl ServerHandler for WfServer {
             let Some(route) = self.app.resource_route(&request.uri).await else {
                 return Err(McpError::resource_not_found(
                     format!("no source serves resource {:?}", request.uri),
-                    None,
+                    Some(json!({"uri": request.uri})),
                 ));
             };
             let handle = self.handle(&route.source)?;

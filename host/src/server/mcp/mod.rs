@@ -15,6 +15,7 @@ mod roots;
 pub(crate) mod session_route;
 mod source_error;
 mod surfaces;
+pub(crate) mod tasks;
 mod tool_result;
 
 pub use surfaces::{Surfaces, visible};

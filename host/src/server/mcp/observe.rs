@@ -97,3 +97,4 @@ impl Outcome for ListResourceTemplatesResult {}
 impl Outcome for GetPromptResponse {}
 impl Outcome for ReadResourceResponse {}
 impl Outcome for CompleteResult {}
+impl Outcome for GetTaskResult {}

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::catalog_view::CatalogView;
 use super::isolation::Isolation;
 use super::mrtr::Rounds;
+use super::tasks::RunTasks;
 use crate::app::App;
 use crate::server::identity::limits::Principal;
 use crate::surfaces::admin::{ADMIN_SOURCE, Admin, Caller};
@@ -22,6 +23,8 @@ pub struct Surfaces {
     pub rounds: Arc<Rounds>,
     /// How much of the catalog each principal is listed; tool usage.
     pub catalog: Arc<CatalogView>,
+    /// Runs started as MCP Tasks, by task id.
+    pub tasks: Arc<RunTasks>,
 }
 
 impl Surfaces {
@@ -32,6 +35,7 @@ impl Surfaces {
             isolation: Arc::default(),
             rounds: Arc::new(Rounds::for_config(&app.config.config.server)),
             catalog: Arc::default(),
+            tasks: Arc::new(RunTasks::for_config(&app.config.config.server)),
         }
     }
 }

@@ -287,6 +287,8 @@ impl Admin {
                 "catalog_from_snapshot": st.from_snapshot,
                 "catalog_age_ms": st.discovered_at.map(|t| now - t),
                 "session_epoch": runtime.get("epoch"),
+                // An `mcp` source's generation: its `protocol` setting and what it speaks.
+                "protocol": runtime.get("protocol"),
                 "calls_in_flight": e.handle.as_ref().map(|h| h.calls_in_flight()),
                 "capabilities": counts,
                 // Capabilities left out of every surface because they fail the checks.

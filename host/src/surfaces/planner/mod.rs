@@ -46,6 +46,15 @@ impl From<StoreError> for Failure {
 
 type Reply = Result<Value, Failure>;
 
+/// What a call that waited for a run gets: its status, outputs, error and nodes.
+fn run_reply(run: &crate::store::RunRecord, nodes: &[crate::store::NodeRecord]) -> Value {
+    let nodes: Vec<Value> = nodes
+        .iter()
+        .map(|n| json!({"id": n.node_id, "use": n.capability, "status": n.status, "ms": n.finished_at.zip(n.started_at).map(|(f, s)| f - s), "error": n.error}))
+        .collect();
+    json!({"run_id": run.id, "status": run.status, "outputs": run.outputs, "error": run.error, "nodes": nodes})
+}
+
 fn arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
     args.get(key).and_then(Value::as_str)
 }
@@ -427,13 +436,62 @@ impl Planner {
             .map(Duration::from_millis)
             .unwrap_or(DEFAULT_WAIT);
         let (run, nodes) = self.engine.wait(&run_id, wait).await?;
-        let nodes: Vec<Value> = nodes
-            .iter()
-            .map(|n| json!({"id": n.node_id, "use": n.capability, "status": n.status, "ms": n.finished_at.zip(n.started_at).map(|(f, s)| f - s), "error": n.error}))
-            .collect();
-        Ok(
-            json!({"run_id": run.id, "status": run.status, "outputs": run.outputs, "error": run.error, "nodes": nodes}),
-        )
+        Ok(run_reply(&run, &nodes))
+    }
+
+    /// Whether a call to `source`'s tool `name` starts a run (and so may be
+    /// served as a task).
+    pub fn starts_run(source: &str, name: &str) -> bool {
+        source == DEPLOY_SOURCE
+            || (source == PLANNER_SOURCE && matches!(name, "run_workflow" | "run_deployment"))
+    }
+
+    /// Starts the run a call to `source`'s `name` asks for, without waiting:
+    /// its run id, or the call's failure as its result.
+    pub async fn start_run(
+        &self,
+        source: &str,
+        name: &str,
+        args: Value,
+        principal: &str,
+    ) -> Result<String, CallResult> {
+        let deployment = source == DEPLOY_SOURCE;
+        let mut args = if deployment {
+            json!({"name": name, "inputs": args})
+        } else {
+            args
+        };
+        args["wait"] = Value::Bool(false);
+        let reply = if deployment || name == "run_deployment" {
+            self.run_deployment(&args, principal).await
+        } else {
+            self.run_workflow(&args, principal).await
+        };
+        match reply {
+            Ok(v) => v["run_id"].as_str().map(str::to_string).ok_or_else(|| {
+                fail("the run did not start".to_string(), "try again").into_result()
+            }),
+            Err(f) => Err(f.into_result()),
+        }
+    }
+
+    /// A run's status, and once it ended the reply the call that waited for
+    /// it gets (an error result when the run failed or was cancelled).
+    pub fn run_outcome(&self, run_id: &str) -> Result<(RunStatus, Option<CallResult>), StoreError> {
+        let (run, nodes) = self.app.store.run(run_id)?;
+        if matches!(run.status, RunStatus::Pending | RunStatus::Running) {
+            return Ok((run.status, None));
+        }
+        let result = CallResult {
+            is_error: run.status.is_failure() || run.status == RunStatus::Interrupted,
+            ..CallResult::structured(run_reply(&run, &nodes))
+        };
+        Ok((run.status, Some(result)))
+    }
+
+    /// Cancels a run (its in-flight nodes stop); whether it was running here.
+    pub fn cancel_run(&self, run_id: &str) -> bool {
+        self.engine.cancel(run_id)
     }
 
     async fn run_deployment(&self, args: &Value, principal: &str) -> Reply {

@@ -23,6 +23,21 @@ impl Runtime {
     }
 
     pub async fn subscribe(&self, uri: &str) -> Result<(), PluginError> {
+        if let Some(peer) = self.modern_peer().await {
+            let new = self
+                .subscribed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(uri.to_string());
+            let listening = self.listen_upstream(&peer).await;
+            if listening.is_err() && new {
+                self.subscribed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(uri);
+            }
+            return listening;
+        }
         let req = ClientRequest::SubscribeRequest(Request::new(SubscribeRequestParams::new(uri)));
         self.request(req, None).await?;
         self.subscribed
@@ -41,9 +56,18 @@ impl Runtime {
         {
             return Ok(());
         }
+        if let Some(peer) = self.modern_peer().await {
+            return self.listen_upstream(&peer).await;
+        }
         let req =
             ClientRequest::UnsubscribeRequest(Request::new(UnsubscribeRequestParams::new(uri)));
         self.request(req, None).await.map(|_| ())
+    }
+
+    /// The live session's peer when it speaks 2026-07-28 (opened if needed).
+    async fn modern_peer(&self) -> Option<rmcp::Peer<rmcp::RoleClient>> {
+        let (peer, _, _) = self.peer(None).await.ok()?;
+        super::listen::is_modern(&peer).then_some(peer)
     }
 
     /// Tells the upstream its client's roots changed, if its session is open
@@ -64,6 +88,8 @@ impl Runtime {
     }
 
     /// A new session knows none of the old one's subscriptions: renews them.
+    /// A 2025-11-25 session's renewal of its resource subscriptions (a
+    /// 2026-07-28 one listens instead: [`Runtime::listen_upstream`]).
     pub(super) fn resubscribe(&self, peer: &rmcp::Peer<rmcp::RoleClient>) {
         let uris: Vec<String> = self
             .subscribed

@@ -5,6 +5,7 @@
 
 mod deadlines;
 mod forwarding;
+mod listen;
 mod tool_result;
 
 use std::sync::Arc;
@@ -57,6 +58,8 @@ pub struct Runtime {
     on_resource_updated: Option<OnResourceUpdated>,
     /// Resource URIs subscribed upstream (renewed on a new session).
     subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    /// A 2026-07-28 session's `subscriptions/listen` stream upstream.
+    listener: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 /// Counts a call in flight for status output.
@@ -172,6 +175,7 @@ impl Runtime {
             reopen: AtomicBool::new(false),
             on_resource_updated: None,
             subscribed: Default::default(),
+            listener: Default::default(),
         }
     }
 
@@ -226,7 +230,14 @@ impl Runtime {
         let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
         tracing::info!(source = %self.source, epoch, "upstream session open");
         let peer = session.peer().clone();
-        self.resubscribe(&peer);
+        if listen::is_modern(&peer) {
+            // Before the first call goes out, so no change it causes is missed.
+            if let Err(e) = self.listen_upstream(&peer).await {
+                tracing::warn!(source = %self.source, "{}", e.message);
+            }
+        } else {
+            self.resubscribe(&peer);
+        }
         *live = Some(Live {
             session,
             client: client.clone(),
@@ -550,6 +561,7 @@ impl Runtime {
     /// Closes the session (and ends a stdio server's process group).
     pub async fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        self.stop_listening();
         if let Some(live) = self.live.lock().await.take() {
             tracing::info!(source = %self.source, epoch = live.epoch, "closing upstream session");
             let _ = live.session.cancel().await;

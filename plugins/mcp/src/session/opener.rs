@@ -17,7 +17,8 @@ use wf_plugin_api::PluginError;
 use crate::transport::http::WatchedHttp;
 use crate::transport::stdio::ChildTransport;
 
-use crate::config::{Auth, McpConfig, Transport};
+use crate::config::{Auth, McpConfig, Protocol, Transport};
+use crate::oauth::NEEDS_LOGIN;
 use crate::session::client::McpClient;
 
 pub type Session = RunningService<RoleClient, McpClient>;
@@ -83,89 +84,120 @@ pub fn http_config(
     Ok(config)
 }
 
-/// Opens a session and completes the MCP handshake within the connect timeout.
+/// Opens a session and completes the MCP handshake within the connect
+/// timeout, noting the generation it speaks. With `protocol = "auto"`, an
+/// upstream whose `server/discover` fails in any way (a legacy HTTP server
+/// may answer it with a 400 and no JSON-RPC id, which rmcp cannot take for
+/// "legacy") gets a fresh connection and `initialize`.
 pub async fn open(
     source: &str,
     config: &McpConfig,
     client: McpClient,
 ) -> Result<Session, PluginError> {
     let opening = async {
-        match &config.transport {
-            Transport::Stdio { command, .. } => {
-                let cmd = stdio_command(&config.transport, &config.auth, config.inherit_env)?;
-                // Its own process group, killed as a whole: `npx` and friends
-                // start grandchildren that must not outlive the session.
-                let mut wrapped = CommandWrap::from(cmd);
-                wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-                let proc = ChildTransport::spawn(
-                    wrapped,
+        match open_as(source, config, client.clone(), config.protocol).await {
+            Err(e)
+                if config.protocol == Protocol::Auto
+                    && !e.message.contains(NEEDS_LOGIN)
+                    && e.code != wf_plugin_api::ErrorCode::InvalidConfig =>
+            {
+                tracing::info!(
                     source,
-                    crate::transport::stdio::instance_key(config),
-                    config.max_message_bytes,
-                    client.broken.clone(),
-                )
-                .map_err(|e| PluginError::upstream(format!("cannot start {command:?}: {e}")))?;
-                crate::session::rounds::handshake(client, proc, config.modern)
-                    .await
-                    .map_err(|e| {
-                        PluginError::upstream(format!("MCP handshake with {command:?} failed: {e}"))
-                    })
+                    "server/discover did not work ({}); trying initialize",
+                    e.message
+                );
+                open_as(source, config, client, Protocol::Legacy).await
             }
-            Transport::Http { url, .. } => {
-                let http = WatchedHttp::new(source, client.cut.clone()).map_err(|e| {
-                    PluginError::internal(format!("cannot build the HTTP client: {e}"))
-                })?;
-                let http_config =
-                    http_config(&config.transport, &config.auth, config.max_message_bytes)?;
-                // The transport's error may quote the URL: never its secret parts.
-                let failed = |e: rmcp::service::ClientInitializeError| {
-                    let shown = crate::config::redact_url(url);
-                    let why = e.to_string().replace(url.as_str(), &shown);
-                    let why = crate::oauth::redact(config, &why);
-                    if config.auth.oauth.is_some() && e.auth_challenge().is_some() {
-                        return crate::oauth::refused(source, config);
-                    }
-                    PluginError::upstream(format!("MCP handshake with {shown} failed: {why}"))
-                };
-                match &config.auth.oauth {
-                    Some(oauth) => {
-                        let http = crate::oauth::authorized_client(
-                            source,
-                            url,
-                            oauth,
-                            config.token_dir.as_deref(),
-                            http,
-                        )
-                        .await?;
-                        let transport =
-                            StreamableHttpClientTransport::with_client(http, http_config);
-                        crate::session::rounds::handshake(client, transport, config.modern)
-                            .await
-                            .map_err(failed)
-                    }
-                    None => {
-                        let transport =
-                            StreamableHttpClientTransport::with_client(http, http_config);
-                        crate::session::rounds::handshake(client, transport, config.modern)
-                            .await
-                            .map_err(failed)
-                    }
-                }
-            }
-            Transport::Unsupported(t) => Err(PluginError::invalid_config(format!(
-                "unsupported transport {t:?}: wf speaks stdio and streamable HTTP"
-            ))),
+            r => r,
         }
     };
-    match tokio::time::timeout(config.connect_timeout, opening).await {
-        Ok(r) => r,
-        Err(_) => Err(PluginError::new(
-            wf_plugin_api::ErrorCode::Timeout,
-            format!(
-                "connecting took longer than {} ms",
-                config.connect_timeout.as_millis()
-            ),
-        )),
+    let session = match tokio::time::timeout(config.connect_timeout, opening).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(PluginError::new(
+                wf_plugin_api::ErrorCode::Timeout,
+                format!(
+                    "connecting took longer than {} ms",
+                    config.connect_timeout.as_millis()
+                ),
+            ));
+        }
+    };
+    if let Some(info) = session.peer().peer_info() {
+        config.note_spoken(info.protocol_version.to_string());
+    }
+    Ok(session)
+}
+
+/// Opens a session speaking `protocol`.
+async fn open_as(
+    source: &str,
+    config: &McpConfig,
+    client: McpClient,
+    protocol: Protocol,
+) -> Result<Session, PluginError> {
+    match &config.transport {
+        Transport::Stdio { command, .. } => {
+            let cmd = stdio_command(&config.transport, &config.auth, config.inherit_env)?;
+            // Its own process group, killed as a whole: `npx` and friends
+            // start grandchildren that must not outlive the session.
+            let mut wrapped = CommandWrap::from(cmd);
+            wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+            let proc = ChildTransport::spawn(
+                wrapped,
+                source,
+                crate::transport::stdio::instance_key(config),
+                config.max_message_bytes,
+                client.broken.clone(),
+            )
+            .map_err(|e| PluginError::upstream(format!("cannot start {command:?}: {e}")))?;
+            crate::session::rounds::handshake(client, proc, protocol)
+                .await
+                .map_err(|e| {
+                    PluginError::upstream(format!("MCP handshake with {command:?} failed: {e}"))
+                })
+        }
+        Transport::Http { url, .. } => {
+            let http = WatchedHttp::new(source, client.cut.clone())
+                .map_err(|e| PluginError::internal(format!("cannot build the HTTP client: {e}")))?;
+            let http_config =
+                http_config(&config.transport, &config.auth, config.max_message_bytes)?;
+            // The transport's error may quote the URL: never its secret parts.
+            let failed = |e: rmcp::service::ClientInitializeError| {
+                let shown = crate::config::redact_url(url);
+                let why = e.to_string().replace(url.as_str(), &shown);
+                let why = crate::oauth::redact(config, &why);
+                if config.auth.oauth.is_some() && e.auth_challenge().is_some() {
+                    return crate::oauth::refused(source, config);
+                }
+                PluginError::upstream(format!("MCP handshake with {shown} failed: {why}"))
+            };
+            match &config.auth.oauth {
+                Some(oauth) => {
+                    let http = crate::oauth::authorized_client(
+                        source,
+                        url,
+                        oauth,
+                        config.token_dir.as_deref(),
+                        http,
+                    )
+                    .await?;
+                    let transport = StreamableHttpClientTransport::with_client(http, http_config);
+                    crate::session::rounds::handshake(client, transport, protocol)
+                        .await
+                        .map_err(failed)
+                }
+                None => {
+                    let transport = StreamableHttpClientTransport::with_client(http, http_config);
+                    crate::session::rounds::handshake(client, transport, protocol)
+                        .await
+                        .map_err(failed)
+                }
+            }
+        }
+        Transport::Unsupported(t) => Err(PluginError::invalid_config(format!(
+            "unsupported transport {t:?}: wf speaks stdio and streamable HTTP"
+        ))),
     }
 }
 

@@ -1,5 +1,5 @@
-//! An upstream that speaks MCP 2026-07-28 (`protocol = "2026-07-28"`): the
-//! handshake is `server/discover`, and a call that needs input comes back as
+//! An upstream that speaks MCP 2026-07-28 (`protocol = "2026-07-28"`, or
+//! `auto` when it answers `server/discover`): the handshake is `server/discover`, and a call that needs input comes back as
 //! an `InputRequiredResult`. Each of its requests goes to the call's caller
 //! (for a 2025-11-25 client of wf, a server-initiated request; for a
 //! 2026-07-28 one, a round of wf's own), and the call is retried with the
@@ -14,32 +14,46 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 use wf_plugin_api::{CallContext, CallerRequest, PluginError};
 
+use crate::config::Protocol;
 use crate::session::client::McpClient;
 
 /// Most input-required rounds one call may take (as the official clients).
 pub const MAX_ROUNDS: usize = 10;
 
-/// The MCP handshake: `initialize` (2025-11-25), or `server/discover` for a
-/// 2026-07-28 upstream.
+/// The MCP handshake: `initialize` (2025-11-25), `server/discover` for a
+/// 2026-07-28 upstream, or (`auto`) discover first and `initialize` when the
+/// upstream answers that it does not know `server/discover`.
 pub async fn handshake<T, E, A>(
     client: McpClient,
     transport: T,
-    modern: bool,
+    protocol: Protocol,
 ) -> Result<RunningService<RoleClient, McpClient>, ClientInitializeError>
 where
     T: IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    if modern {
-        let preferred_versions = vec![ProtocolVersion::V_2026_07_28];
-        client
-            .serve_with_lifecycle(
-                transport,
-                ClientLifecycleMode::Discover { preferred_versions },
-            )
-            .await
-    } else {
-        client.serve(transport).await
+    let preferred_versions = vec![ProtocolVersion::V_2026_07_28];
+    match protocol {
+        Protocol::Legacy => client.serve(transport).await,
+        Protocol::Modern => {
+            client
+                .serve_with_lifecycle(
+                    transport,
+                    ClientLifecycleMode::Discover { preferred_versions },
+                )
+                .await
+        }
+        Protocol::Auto => {
+            client
+                .serve_with_lifecycle(
+                    transport,
+                    ClientLifecycleMode::Auto {
+                        preferred_versions,
+                        legacy_version: None,
+                    },
+                )
+                .await
+        }
     }
 }
 
@@ -124,8 +138,11 @@ mod tests {
         let cfg = |p: Value| {
             crate::config::McpConfig::parse("s", &json!({"command": "x", "protocol": p}))
         };
-        assert!(cfg(json!("2026-07-28")).unwrap().modern);
-        assert!(!cfg(json!("2025-11-25")).unwrap().modern);
+        assert_eq!(cfg(json!("2026-07-28")).unwrap().protocol, Protocol::Modern);
+        assert_eq!(cfg(json!("2025-11-25")).unwrap().protocol, Protocol::Legacy);
+        assert_eq!(cfg(json!("auto")).unwrap().protocol, Protocol::Auto);
+        let default = crate::config::McpConfig::parse("s", &json!({"command": "x"})).unwrap();
+        assert_eq!(default.protocol, Protocol::Auto);
         let e = cfg(json!("2027-01-01")).err().unwrap();
         assert!(e.message.contains("sources.s.protocol"), "{}", e.message);
     }

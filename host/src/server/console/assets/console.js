@@ -347,7 +347,7 @@ async function runsPage() {
       const r = await api("/runs", { status: status.value, query: q.value, limit: 200 });
       const rows = r.runs.map((x) => el("tr", { "data-run": x.run_id },
         el("td", {}, el("a", { href: `#/runs/${encodeURIComponent(x.run_id)}`, text: x.run_id })),
-        el("td", { text: x.workflow }), el("td", {}, badge(x.status)), el("td", { text: x.principal || "—" }),
+        el("td", { text: x.workflow }), el("td", {}, badge(x.status), x.task ? el("span", { class: "muted", title: "started as an MCP task", text: " task" }) : null), el("td", { text: x.principal || "—" }),
         el("td", { text: when(x.started_at) }),
         el("td", { text: x.finished_at ? duration(x.finished_at - x.started_at) : "—" }),
         el("td", { class: "err", text: x.error || "" })));

@@ -1,0 +1,296 @@
+//! wf's own long work as MCP Tasks (the `io.modelcontextprotocol/tasks`
+//! extension, SEP-2663): a workflow run or a deployment's run started by a
+//! client that declared the extension is answered with a task handle at once.
+//! The task's status follows the run, its result is the run's reply, and
+//! `tasks/cancel` cancels the run. Task ids are opaque and bound to the
+//! principal that created the task: anyone else's `tasks/get` finds nothing.
+//! Bounds: tasks per principal and a time-to-live (`[server]`).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolResponse, CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, MetaObject, Task,
+    TaskPayload, TaskStatus,
+};
+use serde_json::{Value, json};
+
+use crate::config::ServerConfig;
+use crate::store::RunStatus;
+use crate::surfaces::planner::Planner;
+
+/// The `_meta` key of a task's run id.
+pub const RUN_ID_META: &str = "wf/runId";
+
+/// How often a client should poll `tasks/get` (ms).
+const POLL_INTERVAL_MS: u64 = 500;
+
+/// One task: whose it is and the run behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunTask {
+    pub principal: String,
+    pub run_id: String,
+    /// When it was created, ms since the epoch.
+    pub created_ms: i64,
+}
+
+/// Why a task was not created.
+#[derive(Debug, PartialEq, Eq)]
+pub struct TooManyTasks(pub usize);
+
+/// The tasks every client of this server created.
+pub struct RunTasks {
+    tasks: Mutex<HashMap<String, RunTask>>,
+    max_per_principal: usize,
+    ttl: Duration,
+}
+
+impl RunTasks {
+    pub fn for_config(server: &ServerConfig) -> Self {
+        Self::new(
+            server.max_tasks_per_principal,
+            Duration::from_millis(server.task_ttl_ms),
+        )
+    }
+
+    pub fn new(max_per_principal: usize, ttl: Duration) -> Self {
+        Self {
+            tasks: Mutex::default(),
+            max_per_principal,
+            ttl,
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    fn live(&self, now_ms: i64) -> std::sync::MutexGuard<'_, HashMap<String, RunTask>> {
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        let ttl = i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX);
+        tasks.retain(|_, t| now_ms.saturating_sub(t.created_ms) < ttl);
+        tasks
+    }
+
+    /// A new task for `run_id`, owned by `principal`; its opaque id.
+    pub fn create(
+        &self,
+        principal: &str,
+        run_id: &str,
+        now_ms: i64,
+    ) -> Result<String, TooManyTasks> {
+        let mut tasks = self.live(now_ms);
+        let held = tasks.values().filter(|t| t.principal == principal).count();
+        if held >= self.max_per_principal {
+            return Err(TooManyTasks(self.max_per_principal));
+        }
+        let id = format!("wft-{}", uuid::Uuid::new_v4().simple());
+        tasks.insert(
+            id.clone(),
+            RunTask {
+                principal: principal.to_string(),
+                run_id: run_id.to_string(),
+                created_ms: now_ms,
+            },
+        );
+        Ok(id)
+    }
+
+    /// The runs that live tasks follow (for the console's run list).
+    pub fn run_ids(&self, now_ms: i64) -> std::collections::HashSet<String> {
+        self.live(now_ms)
+            .values()
+            .map(|t| t.run_id.clone())
+            .collect()
+    }
+
+    /// Whether `principal` holds as many tasks as it may.
+    pub fn at_bound(&self, principal: &str, now_ms: i64) -> bool {
+        self.live(now_ms)
+            .values()
+            .filter(|t| t.principal == principal)
+            .count()
+            >= self.max_per_principal
+    }
+
+    /// The task `id` if `principal` owns it and it has not expired.
+    pub fn get(&self, principal: &str, id: &str, now_ms: i64) -> Option<RunTask> {
+        self.live(now_ms)
+            .get(id)
+            .filter(|t| t.principal == principal)
+            .cloned()
+    }
+}
+
+/// An ISO 8601 UTC timestamp of `ms` since the epoch (days to civil date:
+/// Howard Hinnant's algorithm).
+fn iso8601(ms: i64) -> String {
+    let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn meta_of(run_id: &str) -> MetaObject {
+    let mut m = MetaObject::new();
+    m.0.insert(RUN_ID_META.into(), Value::String(run_id.to_string()));
+    m
+}
+
+fn not_found(id: &str) -> McpError {
+    McpError::invalid_params(format!("no task {id:?}"), Some(json!({"taskId": id})))
+}
+
+impl RunTasks {
+    fn task(&self, id: &str, t: &RunTask, status: TaskStatus, now_ms: i64) -> Task {
+        let ttl = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
+        Task::new(id, status, iso8601(t.created_ms), iso8601(now_ms))
+            .with_ttl_ms(ttl)
+            .with_poll_interval_ms(POLL_INTERVAL_MS)
+    }
+}
+
+/// Starts the run a call to `source`'s `name` asks for as a task: the task
+/// handle at once, or the call's failure as a plain result. Beyond the
+/// principal's bound, the call runs as a plain (waiting) call.
+pub async fn start(
+    (tasks, planner): (&RunTasks, &Planner),
+    source: &str,
+    name: &str,
+    args: Value,
+    principal: &str,
+) -> Option<Result<CallToolResponse, McpError>> {
+    let now = crate::clock::now_ms();
+    if tasks.at_bound(principal, now) {
+        return None;
+    }
+    let run_id = match planner.start_run(source, name, args, principal).await {
+        Ok(id) => id,
+        Err(failed) => {
+            return Some(super::tool_result::to_mcp(failed).map(CallToolResponse::Complete));
+        }
+    };
+    let id = match tasks.create(principal, &run_id, now) {
+        Ok(id) => id,
+        // Lost a race for the last slot: the run goes on, untracked as a task.
+        Err(TooManyTasks(n)) => {
+            return Some(Err(McpError::internal_error(
+                format!(
+                    "too many tasks (server.max_tasks_per_principal = {n}); run {run_id} started anyway"
+                ),
+                Some(json!({"run_id": run_id})),
+            )));
+        }
+    };
+    let entry = tasks.get(principal, &id, now)?;
+    let task = tasks.task(&id, &entry, TaskStatus::Working, now);
+    tracing::info!(principal, task = %id, run = %run_id, "run started as a task");
+    Some(Ok(CallToolResponse::Task(
+        CreateTaskResult::new(task).with_meta(meta_of(&run_id)),
+    )))
+}
+
+/// `tasks/get`: the task's status, following its run; with the run's reply
+/// once it ended.
+pub fn get(
+    (tasks, planner): (&RunTasks, &Planner),
+    principal: &str,
+    id: &str,
+) -> Result<GetTaskResult, McpError> {
+    let now = crate::clock::now_ms();
+    let t = tasks.get(principal, id, now).ok_or_else(|| not_found(id))?;
+    let (status, outcome) = planner.run_outcome(&t.run_id).map_err(|e| {
+        McpError::internal_error(format!("cannot read run {}: {e}", t.run_id), None)
+    })?;
+    let payload = match (status, outcome) {
+        (RunStatus::Cancelled, _) => TaskPayload::Cancelled,
+        (_, Some(result)) => {
+            let result = super::tool_result::to_mcp(result)?;
+            let result: JsonObject = match serde_json::to_value(result) {
+                Ok(Value::Object(o)) => o,
+                _ => {
+                    return Err(McpError::internal_error(
+                        "cannot encode the run's result",
+                        None,
+                    ));
+                }
+            };
+            TaskPayload::Completed { result }
+        }
+        _ => TaskPayload::Working,
+    };
+    let task = tasks.task(id, &t, payload.status(), now);
+    let mut r = GetTaskResult::new(DetailedTask::new(task, payload));
+    r.meta = Some(meta_of(&t.run_id));
+    Ok(r)
+}
+
+/// `tasks/cancel`: cancels the task's run (its status follows on the next
+/// `tasks/get`).
+pub fn cancel(
+    (tasks, planner): (&RunTasks, &Planner),
+    principal: &str,
+    id: &str,
+) -> Result<(), McpError> {
+    let t = tasks
+        .get(principal, id, crate::clock::now_ms())
+        .ok_or_else(|| not_found(id))?;
+    let running = planner.cancel_run(&t.run_id);
+    tracing::info!(principal, task = %id, run = %t.run_id, running, "task cancelled");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn timestamps_are_iso_8601() {
+        assert_eq!(super::iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            super::iso8601(1_796_306_400_123),
+            "2026-12-03T14:00:00.123Z"
+        );
+        assert_eq!(super::iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    use super::*;
+
+    #[test]
+    fn tasks_are_bound_to_their_principal_bounded_and_expire() {
+        let t = RunTasks::new(2, Duration::from_millis(1000));
+        let a = t.create("alice", "run-1", 0).unwrap();
+        assert_eq!(t.get("alice", &a, 10).unwrap().run_id, "run-1");
+        // Another principal's guess (even the right id) finds nothing.
+        assert_eq!(t.get("bob", &a, 10), None);
+        t.create("alice", "run-2", 0).unwrap();
+        assert_eq!(t.create("alice", "run-3", 0), Err(TooManyTasks(2)));
+        // Bob's bound is his own.
+        t.create("bob", "run-4", 0).unwrap();
+        // After the TTL the task is gone, and its slot free.
+        assert_eq!(t.get("alice", &a, 1000), None);
+        t.create("alice", "run-5", 1000).unwrap();
+    }
+
+    #[test]
+    fn ids_are_opaque_and_unique() {
+        let t = RunTasks::new(10, Duration::from_secs(60));
+        let a = t.create("p", "run-1", 0).unwrap();
+        let b = t.create("p", "run-1", 0).unwrap();
+        assert_ne!(a, b);
+        assert!(!a.contains("run-1"), "{a}");
+    }
+}
