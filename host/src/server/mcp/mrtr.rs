@@ -29,6 +29,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use wf_plugin_api::{CallerRequest, PluginError};
 
 use super::caller::missing_capability;
+use super::progress_route::ProgressRoute;
 use crate::sources::{AskFuture, Asker};
 
 /// Most rounds one call may take (the official clients give up after 10).
@@ -96,6 +97,8 @@ struct Running {
     _stop: DropGuard,
     /// Ends the parked call's expiry timer when dropped (resumed in time).
     expiry: Option<DropGuard>,
+    /// Where its progress reports go: the request of the current round.
+    progress: ProgressRoute,
 }
 
 /// How long ending a call waits for its task to drop it.
@@ -205,6 +208,8 @@ impl Rounds {
         let (running, first) = match retry {
             (Some(state), responses) => {
                 let mut r = self.take(&state, &owner, &what)?;
+                // Before the answers let the call go on and report again.
+                r.progress.point_at(context);
                 r.answer(responses.unwrap_or_default());
                 (r, None)
             }
@@ -280,6 +285,8 @@ impl Rounds {
                 }
             }
         }
+        // This round's request gets the InputRequiredResult and closes.
+        running.progress.clear();
         running.rounds += 1;
         if running.rounds > MAX_ROUNDS {
             running.end().await;
@@ -386,10 +393,13 @@ where
         logs,
         caps,
     });
-    // Once parked, the call outlives this request: it ends with its own token.
+    // Once parked, the call outlives this request: it ends with its own token,
+    // and reports progress to whichever request resumed it last.
     let stop = CancellationToken::new();
+    let progress = ProgressRoute::to(context);
     let mut ctx = context.clone();
     ctx.ct = stop.clone();
+    ctx.extensions.insert(progress.clone());
     let mut work = Box::pin(work(ctx, asker));
     // Dropping `work` here (the client cancelled) ends the call.
     let ask = tokio::select! {
@@ -420,6 +430,7 @@ where
         rounds: 0,
         _stop: stop.drop_guard(),
         expiry: None,
+        progress,
     };
     Ok(Started::Asked(Box::new((running, ask))))
 }
