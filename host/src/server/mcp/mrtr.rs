@@ -97,8 +97,9 @@ struct Running {
     _stop: DropGuard,
     /// Ends the parked call's expiry timer when dropped (resumed in time).
     expiry: Option<DropGuard>,
-    /// Where its progress reports go: the request of the current round.
-    progress: ProgressRoute,
+    /// Where its progress reports go: the request of the current round
+    /// (none if the first request sent no progress token).
+    progress: Option<ProgressRoute>,
 }
 
 /// How long ending a call waits for its task to drop it.
@@ -209,7 +210,9 @@ impl Rounds {
             (Some(state), responses) => {
                 let mut r = self.take(&state, &owner, &what)?;
                 // Before the answers let the call go on and report again.
-                r.progress.point_at(context);
+                if let Some(route) = &r.progress {
+                    route.point_at(context);
+                }
                 r.answer(responses.unwrap_or_default());
                 (r, None)
             }
@@ -286,7 +289,9 @@ impl Rounds {
             }
         }
         // This round's request gets the InputRequiredResult and closes.
-        running.progress.clear();
+        if let Some(route) = &running.progress {
+            route.clear();
+        }
         running.rounds += 1;
         if running.rounds > MAX_ROUNDS {
             running.end().await;
@@ -396,10 +401,17 @@ where
     // Once parked, the call outlives this request: it ends with its own token,
     // and reports progress to whichever request resumed it last.
     let stop = CancellationToken::new();
-    let progress = ProgressRoute::to(context);
+    // A call without a progress token has none to route (and a plain call
+    // pays nothing for it).
+    let progress = context
+        .meta
+        .get_progress_token()
+        .map(|_| ProgressRoute::to(context));
     let mut ctx = context.clone();
     ctx.ct = stop.clone();
-    ctx.extensions.insert(progress.clone());
+    if let Some(route) = &progress {
+        ctx.extensions.insert(route.clone());
+    }
     let mut work = Box::pin(work(ctx, asker));
     // Dropping `work` here (the client cancelled) ends the call.
     let ask = tokio::select! {
