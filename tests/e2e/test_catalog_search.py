@@ -125,11 +125,10 @@ async def test_search_mode_finds_and_calls_like_a_direct_call(
                 _, err = await call_outcome(c, name, args)
                 assert err is not None and 'not available to principal "searcher"' in err, err
 
-    # Progress reaches the client's callback. A client of its own, without the
-    # input callbacks: a 2026-07-28 client that declares elicitation gets only
-    # the first progress report over HTTP, through a direct call as through
-    # wf_call (seen while writing this test; not this to fix).
-    async with as_principal(server.url, tokens["searcher"], mode) as c:
+    # Progress reaches the client's callback, all of it, for a client that
+    # declares the input capabilities too (progress across input rounds:
+    # test_http_progress.py).
+    async with as_principal(server.url, tokens["searcher"], mode, **Answerer().callbacks()) as c:
         with anyio.fail_after(OP_TIMEOUT):
             steps: list[float] = []
 

@@ -11,7 +11,7 @@ pub mod sessions;
 pub mod settings;
 mod subscriptions;
 
-pub use call::{AskFuture, Asker, CallCtx};
+pub use call::{AskFuture, Asker, CallCtx, Progress};
 pub use handle::{SourceError, SourceHandle};
 pub use logs::{SourceLog, SourceLogs};
 pub use registry::{

@@ -21,6 +21,7 @@ use super::meta_tools;
 use super::mrtr::Step;
 use super::notify::{self, Follower, ListKind};
 use super::observe;
+use super::progress_route::{ProgressRoute, notification};
 use super::session_route::{self, SESSION_SOURCE};
 use super::source_error::source_error;
 use super::{Surfaces, visible};
@@ -365,12 +366,16 @@ async fn with_progress_and_cancel<T>(
     };
     let (ctx, mut progress) = ctx.with_progress();
     let peer = context.peer.clone();
+    // A call in input rounds reports to the request of its current round.
+    let route = context.extensions.get::<ProgressRoute>().cloned();
     let forward = async move {
         while let Some(p) = progress.recv().await {
-            let mut n = ProgressNotificationParam::new(token.clone(), p.progress);
-            n.total = p.total;
-            n.message = p.message;
-            let _ = peer.notify_progress(n).await;
+            match &route {
+                Some(route) => route.send(p).await,
+                None => {
+                    let _ = peer.notify_progress(notification(token.clone(), p)).await;
+                }
+            }
         }
     };
     // `forward` ends when the call's context (and its sender) is dropped.

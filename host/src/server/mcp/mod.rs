@@ -11,6 +11,7 @@ pub(crate) mod meta_tools;
 pub(crate) mod mrtr;
 mod notify;
 mod observe;
+mod progress_route;
 mod roots;
 pub(crate) mod session_route;
 mod source_error;

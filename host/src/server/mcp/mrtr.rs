@@ -29,6 +29,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use wf_plugin_api::{CallerRequest, PluginError};
 
 use super::caller::missing_capability;
+use super::progress_route::ProgressRoute;
 use crate::sources::{AskFuture, Asker};
 
 /// Most rounds one call may take (the official clients give up after 10).
@@ -96,6 +97,9 @@ struct Running {
     _stop: DropGuard,
     /// Ends the parked call's expiry timer when dropped (resumed in time).
     expiry: Option<DropGuard>,
+    /// Where its progress reports go: the request of the current round
+    /// (none if the first request sent no progress token).
+    progress: Option<ProgressRoute>,
 }
 
 /// How long ending a call waits for its task to drop it.
@@ -205,6 +209,10 @@ impl Rounds {
         let (running, first) = match retry {
             (Some(state), responses) => {
                 let mut r = self.take(&state, &owner, &what)?;
+                // Before the answers let the call go on and report again.
+                if let Some(route) = &r.progress {
+                    route.point_at(context);
+                }
                 r.answer(responses.unwrap_or_default());
                 (r, None)
             }
@@ -279,6 +287,10 @@ impl Rounds {
                     }
                 }
             }
+        }
+        // This round's request gets the InputRequiredResult and closes.
+        if let Some(route) = &running.progress {
+            route.clear();
         }
         running.rounds += 1;
         if running.rounds > MAX_ROUNDS {
@@ -386,10 +398,20 @@ where
         logs,
         caps,
     });
-    // Once parked, the call outlives this request: it ends with its own token.
+    // Once parked, the call outlives this request: it ends with its own token,
+    // and reports progress to whichever request resumed it last.
     let stop = CancellationToken::new();
+    // A call without a progress token has none to route (and a plain call
+    // pays nothing for it).
+    let progress = context
+        .meta
+        .get_progress_token()
+        .map(|_| ProgressRoute::to(context));
     let mut ctx = context.clone();
     ctx.ct = stop.clone();
+    if let Some(route) = &progress {
+        ctx.extensions.insert(route.clone());
+    }
     let mut work = Box::pin(work(ctx, asker));
     // Dropping `work` here (the client cancelled) ends the call.
     let ask = tokio::select! {
@@ -420,6 +442,7 @@ where
         rounds: 0,
         _stop: stop.drop_guard(),
         expiry: None,
+        progress,
     };
     Ok(Started::Asked(Box::new((running, ask))))
 }
