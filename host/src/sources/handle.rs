@@ -223,6 +223,39 @@ impl SourceHandle {
         result
     }
 
+    /// Since plugin API 1.3: `name` called as a task (MCP Tasks). A plugin
+    /// that predates it answers `unsupported`.
+    pub async fn call_tool_as_task(
+        &self,
+        name: &str,
+        arguments: Value,
+        ctx: CallCtx,
+    ) -> Result<wf_plugin_api::TaskStart, SourceError> {
+        let request = SourceRequest::CallToolAsTask {
+            name: name.into(),
+            arguments,
+        };
+        self.request(&request, ctx).await
+    }
+
+    /// A task's state (MCP `tasks/get` result JSON), by the source's task id.
+    pub async fn get_task(&self, task_id: &str) -> Result<Value, SourceError> {
+        let request = SourceRequest::GetTask {
+            task_id: task_id.into(),
+        };
+        self.request(&request, CallCtx::new()).await
+    }
+
+    /// Asks the source to cancel one of its tasks.
+    pub async fn cancel_task(&self, task_id: &str) -> Result<(), SourceError> {
+        let request = SourceRequest::CancelTask {
+            task_id: task_id.into(),
+        };
+        self.request::<Value>(&request, CallCtx::new())
+            .await
+            .map(|_| ())
+    }
+
     pub async fn run_node(
         &self,
         name: &str,
