@@ -329,3 +329,26 @@ def test_a_1_2_plugins_typed_state_lost(compat12_wf: CompatWf) -> None:
     finally:
         db.close()
     assert row == ("failed", "state_lost", 1), row
+
+
+async def test_a_previous_minor_plugin_serves_a_task_declaring_clients_call_plainly(compat_wf: CompatWf) -> None:
+    """Plugin API 1.3's `call_tool_as_task` is unknown to a 1.0 plugin: it answers
+    `unsupported` and wf makes the plain call, so a client that declared MCP Tasks
+    gets the ordinary result."""
+    import httpx2
+
+    from test_tasks_runs import Raw
+
+    server = compat_wf.wf.start_http("127.0.0.1", None, "--config", str(compat_wf.config))
+    async with httpx2.AsyncClient(timeout=60) as http:
+        raw = Raw(http, server.url, "unused")
+        tool = "compat__hello"
+        with anyio.fail_after(60):
+            while True:
+                r = await raw.request("tools/call", {"name": tool, "arguments": {"name": "Tasks"}}, tool)
+                if "result" in r:
+                    break
+                assert "unknown tool" in r["error"]["message"], r
+                await anyio.sleep(0.1)
+    assert r["result"].get("resultType", "complete") == "complete", r
+    assert r["result"]["structuredContent"] == {"greeting": "hello from api 1.0, Tasks"}, r

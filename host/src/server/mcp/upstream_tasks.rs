@@ -176,3 +176,66 @@ pub async fn cancel(up: &UpstreamTask, current: Option<Arc<SourceHandle>>) -> Re
         r => r.map_err(source_error),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn up(source: &str, id: &str) -> UpstreamTask {
+        UpstreamTask {
+            source: source.into(),
+            task_id: id.into(),
+            handle: Weak::new(),
+        }
+    }
+
+    #[test]
+    fn two_sources_same_upstream_id_never_collide_and_stay_their_principals() {
+        let t = RunTasks::new(10, Duration::from_secs(60));
+        let a = t.create_upstream("alice", up("one", "1"), 0).unwrap();
+        let b = t.create_upstream("alice", up("two", "1"), 0).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(
+            t.get("alice", &a, 1).unwrap().upstream.unwrap().source,
+            "one"
+        );
+        assert_eq!(
+            t.get("alice", &b, 1).unwrap().upstream.unwrap().source,
+            "two"
+        );
+        assert_eq!(t.get("bob", &a, 1), None);
+        // The upstream's own id is no task of wf's.
+        assert_eq!(t.get("alice", "1", 1), None);
+        // Source tasks are not runs (the console lists runs).
+        assert!(t.run_ids(1).is_empty());
+    }
+
+    #[test]
+    fn source_tasks_count_against_the_principals_bound() {
+        let t = RunTasks::new(1, Duration::from_secs(60));
+        t.create_upstream("alice", up("one", "1"), 0).unwrap();
+        assert_eq!(t.create("alice", "run-1", 0), Err(TooManyTasks(1)));
+    }
+
+    #[test]
+    fn a_task_of_a_gone_source_instance_is_lost() {
+        assert!(up("one", "1").live(None).is_none());
+    }
+
+    #[test]
+    fn the_client_sees_wfs_id_and_at_most_wfs_ttl() {
+        let t = RunTasks::new(1, Duration::from_secs(60));
+        let v = ours(
+            json!({"taskId": "up-1", "status": "working", "ttlMs": 999_999_999}),
+            "wft-x",
+            &t,
+        )
+        .unwrap();
+        assert_eq!(v["taskId"], "wft-x");
+        assert_eq!(v["ttlMs"], 60_000);
+        let v = ours(json!({"taskId": "up-1", "ttlMs": 5}), "wft-x", &t).unwrap();
+        assert_eq!(v["ttlMs"], 5);
+    }
+}
