@@ -331,21 +331,18 @@ pub trait Source: Send + Sync + 'static {
     }
 
     /// Since 1.3: calls a tool as a task (the host's client declared MCP
-    /// Tasks). By default the plain call, answered as
-    /// [`TaskStart::Complete`]; a source that can run the call on answers
-    /// [`TaskStart::Task`] and serves [`Source::get_task`] and
-    /// [`Source::cancel_task`] for it.
+    /// Tasks). A source that can run the call on answers [`TaskStart::Task`]
+    /// and serves [`Source::get_task`] and [`Source::cancel_task`] for it; one
+    /// that ran it at once answers [`TaskStart::Complete`]. By default
+    /// `unsupported`: the host then makes the plain call (with the client's
+    /// progress, cancellation and asks).
     fn call_tool_as_task(
         &self,
-        name: &str,
-        arguments: Value,
-        ctx: CallContext,
+        _name: &str,
+        _arguments: Value,
+        _ctx: CallContext,
     ) -> impl Future<Output = Result<TaskStart, PluginError>> + Send {
-        async move {
-            self.call_tool(name, arguments, ctx)
-                .await
-                .map(TaskStart::Complete)
-        }
+        async { Err(PluginError::unsupported("this source serves no tasks")) }
     }
 
     /// Since 1.3: a task's state, MCP `tasks/get`'s result JSON. A task the

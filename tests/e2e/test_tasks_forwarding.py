@@ -78,6 +78,10 @@ async def test_an_upstream_task_is_created_polled_and_its_result_fetched_by_its_
         # Nor is the upstream's own id a task of wf's.
         guessed = await alice.request("tasks/get", {"taskId": upstream["task_id"]}, upstream["task_id"])
         assert guessed.get("error", {}).get("code") == -32602, guessed
+        # A tool the upstream answers at once reaches a task-declaring client as a plain result.
+        echo = await alice.request("tools/call", {"name": "fix__echo", "arguments": {"message": "hi"}}, "fix__echo")
+        assert echo["result"].get("resultType", "complete") == "complete", echo
+        assert echo["result"]["content"][0]["text"] == "hi", echo
         # A client that declares no tasks gets the plain call, which waits.
         plain = await job(Raw(http, url, tokens["alice"], tasks=False), 10, "plain")
         assert plain.get("resultType", "complete") == "complete", plain

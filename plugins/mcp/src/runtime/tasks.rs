@@ -32,6 +32,15 @@ impl Runtime {
         arguments: Map<String, Value>,
         ctx: &CallContext,
     ) -> Result<TaskStart, PluginError> {
+        // An upstream that serves no tasks gets the plain call, which carries
+        // the client's progress, cancellation and asks.
+        let (peer, _, _) = self.peer(None).await?;
+        if !peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.supports_tasks())
+        {
+            return Err(PluginError::unsupported("the upstream serves no tasks"));
+        }
         let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
         let req = ClientRequest::CallToolRequest(Request::new(params));
         match self
