@@ -6,7 +6,8 @@ the upstream's), `tasks/get` follows the upstream's task and carries its result,
 `tasks/cancel` reaches the upstream, and the task is bound to its principal: another's
 `tasks/get` or `tasks/cancel` on the id finds nothing. Every request is its own HTTP
 connection, so a client that went away picks its task up later. When the upstream
-restarts, its open tasks read `failed` with the state-lost error.
+restarts, or a reload recreates the source, its open tasks read `failed` with the
+state-lost error.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import anyio
 import httpx2
 import pytest
 
+from admin_support import write_atomic
 from conftest import UpstreamEvents, Wf, toml_config
 from test_tasks_runs import OP_TIMEOUT, Raw
 
@@ -27,17 +29,21 @@ pytestmark = pytest.mark.anyio
 JOB = "fix__job"
 
 
+def config_text(fixture_upstream_bin: Path, events: UpstreamEvents, *more: str) -> str:
+    config = toml_config(
+        {"fix": {"command": str(fixture_upstream_bin), "args": ["--tasks", *events.args(), *more]}},
+        server={"http_token": "${E2E_DEFAULT_TOKEN}"},
+    )
+    return config + "".join(
+        f'\n[[server.tokens]]\nname = "{k}"\ntoken = "${{E2E_{k.upper()}_TOKEN}}"\n' for k in ("alice", "bob")
+    )
+
+
 def start(wf: Wf, fixture_upstream_bin: Path, events: UpstreamEvents) -> tuple[str, dict[str, str]]:
     tokens = {k: f"{k}-{uuid.uuid4().hex}" for k in ("default", "alice", "bob")}
     env = {f"E2E_{k.upper()}_TOKEN": v for k, v in tokens.items()}
-    config = toml_config(
-        {"fix": {"command": str(fixture_upstream_bin), "args": ["--tasks", *events.args()]}},
-        server={"http_token": "${E2E_DEFAULT_TOKEN}"},
-    )
-    config += "".join(
-        f'\n[[server.tokens]]\nname = "{k}"\ntoken = "${{E2E_{k.upper()}_TOKEN}}"\n' for k in ("alice", "bob")
-    )
-    server = wf.start_http("127.0.0.1", None, "--config", str(wf.write_config(config)), env=env)
+    config = wf.write_config(config_text(fixture_upstream_bin, events))
+    server = wf.start_http("127.0.0.1", None, "--config", str(config), env=env)
     return server.url, tokens
 
 
@@ -124,3 +130,21 @@ async def test_an_upstream_restart_fails_its_open_tasks_with_state_lost(
         failed = await alice.wait_status(task_id, "failed")
         assert failed["error"]["data"]["code"] == "state_lost", failed
         assert "state lost" in failed["error"]["message"], failed
+
+
+async def test_a_source_recreated_by_a_reload_fails_its_open_tasks_with_state_lost(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
+) -> None:
+    url, tokens = start(wf, fixture_upstream_bin, upstream_events)
+    async with httpx2.AsyncClient(timeout=OP_TIMEOUT) as http:
+        alice = Raw(http, url, tokens["alice"])
+        task_id = (await job(alice, 600_000))["taskId"]
+        assert (await alice.get(task_id))["result"]["status"] == "working"
+        # The operator changes the source's config: wf's watcher recreates the source.
+        write_atomic(wf.root / "wf.toml", config_text(fixture_upstream_bin, upstream_events, "--probes"))
+        plain = Raw(http, url, tokens["alice"], tasks=False)
+        with anyio.fail_after(OP_TIMEOUT):
+            while "result" not in await plain.request("tools/call", {"name": "fix__env", "arguments": {}}, "fix__env"):
+                await anyio.sleep(0.1)
+        failed = await alice.wait_status(task_id, "failed")
+        assert failed["error"]["data"]["code"] == "state_lost", failed
