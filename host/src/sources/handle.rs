@@ -39,6 +39,10 @@ pub struct SourceHandle {
     /// Why the source needs a login, from the last call or discovery that
     /// failed for it (see `login_needed`).
     login: std::sync::Mutex<Option<String>>,
+    /// The source answered `call_tool_as_task` `unsupported` once: it serves
+    /// no tasks (this instance; a reload makes a new one), so a task-declaring
+    /// client's calls skip the question and make the plain call at once.
+    no_tasks: std::sync::atomic::AtomicBool,
 }
 
 /// The mcp plugin's word for "a person must log in" (plugins/mcp/src/oauth.rs).
@@ -53,6 +57,7 @@ impl SourceHandle {
             obj: Arc::new(obj),
             in_flight: Arc::default(),
             login: Default::default(),
+            no_tasks: Default::default(),
         }
     }
 
@@ -231,11 +236,19 @@ impl SourceHandle {
         arguments: Value,
         ctx: CallCtx,
     ) -> Result<wf_plugin_api::TaskStart, SourceError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.no_tasks.load(Relaxed) {
+            return Err(self.err(PluginError::unsupported("this source serves no tasks")));
+        }
         let request = SourceRequest::CallToolAsTask {
             name: name.into(),
             arguments,
         };
-        self.request(&request, ctx).await
+        let r = self.request(&request, ctx).await;
+        if matches!(&r, Err(e) if e.code() == ErrorCode::Unsupported) {
+            self.no_tasks.store(true, Relaxed);
+        }
+        r
     }
 
     /// A task's state (MCP `tasks/get` result JSON), by the source's task id.
