@@ -13,6 +13,7 @@ use crate::caller::{CallerRequest, ElicitAnswer, Root};
 use crate::error::PluginError;
 use crate::ffi::{CallContextBox, HostContextBox};
 use crate::forwarding::{CompleteParams, Completion};
+use crate::tasks::TaskStart;
 use crate::types::*;
 
 /// The host, as seen by a plugin: events and logs. Logging normally goes
@@ -327,6 +328,40 @@ pub trait Source: Send + Sync + 'static {
         _ctx: CallContext,
     ) -> impl Future<Output = Result<(), PluginError>> + Send {
         async { Err(PluginError::unsupported("this source does not watch roots")) }
+    }
+
+    /// Since 1.3: calls a tool as a task (the host's client declared MCP
+    /// Tasks). A source that can run the call on answers [`TaskStart::Task`]
+    /// and serves [`Source::get_task`] and [`Source::cancel_task`] for it; one
+    /// that ran it at once answers [`TaskStart::Complete`]. By default
+    /// `unsupported`: the host then makes the plain call (with the client's
+    /// progress, cancellation and asks).
+    fn call_tool_as_task(
+        &self,
+        _name: &str,
+        _arguments: Value,
+        _ctx: CallContext,
+    ) -> impl Future<Output = Result<TaskStart, PluginError>> + Send {
+        async { Err(PluginError::unsupported("this source serves no tasks")) }
+    }
+
+    /// Since 1.3: a task's state, MCP `tasks/get`'s result JSON. A task the
+    /// source lost (its upstream restarted) is `state_lost`.
+    fn get_task(
+        &self,
+        _task_id: &str,
+        _ctx: CallContext,
+    ) -> impl Future<Output = Result<Value, PluginError>> + Send {
+        async { Err(PluginError::unsupported("this source serves no tasks")) }
+    }
+
+    /// Since 1.3: asks for a task's cancellation (MCP `tasks/cancel`).
+    fn cancel_task(
+        &self,
+        _task_id: &str,
+        _ctx: CallContext,
+    ) -> impl Future<Output = Result<(), PluginError>> + Send {
+        async { Err(PluginError::unsupported("this source serves no tasks")) }
     }
 
     /// Health and runtime details for `wf` status output. Never include secrets.

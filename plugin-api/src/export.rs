@@ -411,6 +411,11 @@ async fn dispatch<S: Source>(
         SourceRequest::Subscribe { uri } => reply(source.subscribe(&uri, ctx)).await,
         SourceRequest::Unsubscribe { uri } => reply(source.unsubscribe(&uri, ctx)).await,
         SourceRequest::RootsListChanged => reply(source.roots_list_changed(ctx)).await,
+        SourceRequest::CallToolAsTask { name, arguments } => {
+            reply(source.call_tool_as_task(&name, arguments, ctx)).await
+        }
+        SourceRequest::GetTask { task_id } => reply(source.get_task(&task_id, ctx)).await,
+        SourceRequest::CancelTask { task_id } => reply(source.cancel_task(&task_id, ctx)).await,
         SourceRequest::Status => reply(async { Ok(source.status().await) }).await,
         SourceRequest::OpenSession { lease } => reply(source.open_session(lease.as_deref())).await,
         SourceRequest::OpenLease => reply(source.open_lease()).await,

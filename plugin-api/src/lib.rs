@@ -59,6 +59,7 @@ pub mod ffi;
 mod forwarding;
 mod logging;
 pub mod schema;
+mod tasks;
 pub mod testing;
 pub mod trace;
 mod types;
@@ -68,6 +69,7 @@ pub use caller::{CallerRequest, ElicitAction, ElicitAnswer, Root};
 pub use error::{ErrorCode, PluginError};
 pub use forwarding::{CompleteParams, Completion, CompletionArgument, CompletionRef};
 pub use logging::redact_in_logs;
+pub use tasks::TaskStart;
 pub use types::{
     CallResult, CallScope, Catalog, DefaultSource, Event, GetPromptResult, Manifest, NodeSpec,
     Prompt, PromptArgument, ReadResourceResult, Resource, ResourceTemplate, SESSION_EPOCH_META,
@@ -94,6 +96,7 @@ pub mod prelude {
     pub use crate::caller::{ElicitAction, ElicitAnswer, Root};
     pub use crate::error::{ErrorCode, PluginError};
     pub use crate::forwarding::{CompleteParams, Completion, CompletionArgument, CompletionRef};
+    pub use crate::tasks::TaskStart;
     pub use crate::types::{
         CallResult, CallScope, Catalog, Event, GetPromptResult, Manifest, NodeSpec, Prompt,
         ReadResourceResult, Resource, ResourceTemplate, SessionInfo, SourceSpec, Tool,

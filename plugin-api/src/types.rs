@@ -618,6 +618,29 @@ pub enum SourceRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<crate::PluginError>,
     },
+    /// Since 1.3: calls a tool as a task (MCP Tasks): the source answers a
+    /// [`crate::TaskStart`], a task handle or the plain result. A source
+    /// that predates it answers `unsupported` and the host makes the plain
+    /// call instead.
+    CallToolAsTask {
+        /// The tool's name within the source.
+        name: String,
+        #[serde(default)]
+        /// Its arguments.
+        arguments: Value,
+    },
+    /// Since 1.3: the state of a task this source started (MCP `tasks/get`'s
+    /// result JSON, with the source's task id).
+    GetTask {
+        /// The id the source gave the task.
+        task_id: String,
+    },
+    /// Since 1.3: asks the source to cancel a task it started (MCP
+    /// `tasks/cancel`; cooperative).
+    CancelTask {
+        /// The id the source gave the task.
+        task_id: String,
+    },
     /// Since 1.2: what an operation this plugin predates decodes to (any
     /// `op` not listed above). A host never sends it; the export glue answers
     /// it `unsupported`, so the host falls back.

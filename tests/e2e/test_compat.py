@@ -329,3 +329,40 @@ def test_a_1_2_plugins_typed_state_lost(compat12_wf: CompatWf) -> None:
     finally:
         db.close()
     assert row == ("failed", "state_lost", 1), row
+
+
+async def task_declaring_call(compat_wf: CompatWf, tool: str, arguments: dict) -> dict:
+    """`tool` called over HTTP by a 2026-07-28 client that declared MCP Tasks (plugin
+    API 1.3's `call_tool_as_task` is unknown to an older plugin: it answers
+    `unsupported` and wf makes the plain call); the JSON-RPC response."""
+    import httpx2
+
+    from test_tasks_runs import Raw
+
+    server = compat_wf.wf.start_http("127.0.0.1", None, "--config", str(compat_wf.config))
+    async with httpx2.AsyncClient(timeout=60) as http:
+        raw = Raw(http, server.url, "unused")
+        with anyio.fail_after(60):
+            while True:
+                r = await raw.request("tools/call", {"name": tool, "arguments": arguments}, tool)
+                if "result" in r or "unknown tool" not in r["error"]["message"]:
+                    return r
+                await anyio.sleep(0.1)
+
+
+async def test_a_previous_minor_plugin_serves_a_task_declaring_clients_call_plainly(compat_wf: CompatWf) -> None:
+    r = (await task_declaring_call(compat_wf, "compat__hello", {"name": "Tasks"}))["result"]
+    assert r.get("resultType", "complete") == "complete", r
+    assert r["structuredContent"] == {"greeting": "hello from api 1.0, Tasks"}, r
+
+
+async def test_a_1_1_plugin_serves_a_task_declaring_clients_call_plainly(compat11_wf: CompatWf) -> None:
+    r = (await task_declaring_call(compat11_wf, "compat11__count", {}))["result"]
+    assert r.get("resultType", "complete") == "complete", r
+    assert r["structuredContent"]["count"] == 1, r
+
+
+async def test_a_1_2_plugin_serves_a_task_declaring_clients_call_plainly(compat12_wf: CompatWf) -> None:
+    # Its typed error comes through as from a plain call.
+    r = await task_declaring_call(compat12_wf, "compat12__lost", {})
+    assert r["error"]["data"]["code"] == "state_lost", r

@@ -39,6 +39,10 @@ pub struct SourceHandle {
     /// Why the source needs a login, from the last call or discovery that
     /// failed for it (see `login_needed`).
     login: std::sync::Mutex<Option<String>>,
+    /// The source answered `call_tool_as_task` `unsupported` once: it serves
+    /// no tasks (this instance; a reload makes a new one), so a task-declaring
+    /// client's calls skip the question and make the plain call at once.
+    no_tasks: std::sync::atomic::AtomicBool,
 }
 
 /// The mcp plugin's word for "a person must log in" (plugins/mcp/src/oauth.rs).
@@ -53,6 +57,7 @@ impl SourceHandle {
             obj: Arc::new(obj),
             in_flight: Arc::default(),
             login: Default::default(),
+            no_tasks: Default::default(),
         }
     }
 
@@ -221,6 +226,47 @@ impl SourceHandle {
         };
         self.record(&request, outcome, started.elapsed());
         result
+    }
+
+    /// Since plugin API 1.3: `name` called as a task (MCP Tasks). A plugin
+    /// that predates it answers `unsupported`.
+    pub async fn call_tool_as_task(
+        &self,
+        name: &str,
+        arguments: Value,
+        ctx: CallCtx,
+    ) -> Result<wf_plugin_api::TaskStart, SourceError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.no_tasks.load(Relaxed) {
+            return Err(self.err(PluginError::unsupported("this source serves no tasks")));
+        }
+        let request = SourceRequest::CallToolAsTask {
+            name: name.into(),
+            arguments,
+        };
+        let r = self.request(&request, ctx).await;
+        if matches!(&r, Err(e) if e.code() == ErrorCode::Unsupported) {
+            self.no_tasks.store(true, Relaxed);
+        }
+        r
+    }
+
+    /// A task's state (MCP `tasks/get` result JSON), by the source's task id.
+    pub async fn get_task(&self, task_id: &str) -> Result<Value, SourceError> {
+        let request = SourceRequest::GetTask {
+            task_id: task_id.into(),
+        };
+        self.request(&request, CallCtx::new()).await
+    }
+
+    /// Asks the source to cancel one of its tasks.
+    pub async fn cancel_task(&self, task_id: &str) -> Result<(), SourceError> {
+        let request = SourceRequest::CancelTask {
+            task_id: task_id.into(),
+        };
+        self.request::<Value>(&request, CallCtx::new())
+            .await
+            .map(|_| ())
     }
 
     pub async fn run_node(

@@ -188,6 +188,34 @@ impl Source for McpSource {
         rt.call_tool(name, arguments, &ctx).await
     }
 
+    async fn call_tool_as_task(
+        &self,
+        name: &str,
+        arguments: Value,
+        ctx: CallContext,
+    ) -> Result<TaskStart, PluginError> {
+        self.check_tool(name)?;
+        let arguments = match arguments {
+            Value::Object(m) => m,
+            Value::Null => serde_json::Map::new(),
+            other => {
+                return Err(PluginError::invalid_arguments(format!(
+                    "tool arguments must be an object, got {other}"
+                )));
+            }
+        };
+        // Tasks live on the shared session: tasks/get comes without a lease.
+        self.runtime.call_tool_as_task(name, arguments, &ctx).await
+    }
+
+    async fn get_task(&self, task_id: &str, ctx: CallContext) -> Result<Value, PluginError> {
+        self.runtime.get_task(task_id, &ctx).await
+    }
+
+    async fn cancel_task(&self, task_id: &str, ctx: CallContext) -> Result<(), PluginError> {
+        self.runtime.cancel_task(task_id, &ctx).await
+    }
+
     async fn list_resources(&self) -> Result<Vec<Resource>, PluginError> {
         self.runtime.list_resources().await
     }

@@ -24,7 +24,13 @@
 //! is listed and served only to 2026-07-28 clients: it asks its question in a
 //! round (as `ask` with `kind: elicit`) and returns the answer.
 //!
-//! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N] [--probes] [--asks] [--stderr-bomb BYTES]
+//! With `--tasks`, it serves MCP Tasks (SEP-2663, the `io.modelcontextprotocol/tasks`
+//! extension): `job` (`ms`, `text`) waits `ms` milliseconds and returns `text`; to a
+//! client that declared the extension it answers with a task at once, served by
+//! `tasks/get` and `tasks/cancel` (rmcp's `TaskManager`), and records
+//! `{"event":"task_created"|"task_cancelled","task_id":..}`.
+//!
+//! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N] [--probes] [--asks] [--tasks] [--stderr-bomb BYTES]
 //! [--events PATH]`: stdio by default. With `--events`, it appends one JSON line per event a
 //! test must observe from outside: `{"event":"call","tool":"slow","request_id":..}` when a
 //! slow call starts, `{"event":"cancelled","request_id":..,"reason":..}` when a
@@ -152,6 +158,8 @@ struct Fixture {
     subscribed: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     /// Whether the tools that ask the client back are listed and served.
     asks: bool,
+    /// With `--tasks`: `job` and the tasks it runs (shared by every session).
+    tasks: Option<Arc<rmcp::task_manager::TaskManager>>,
 }
 
 /// The request `ask` sends its client for `kind`.
@@ -229,6 +237,12 @@ impl ServerHandler for Fixture {
             .enable_completions()
             .enable_logging()
             .build();
+        let mut caps = caps;
+        if self.tasks.is_some() {
+            caps.extensions
+                .get_or_insert_with(Default::default)
+                .insert(TASKS_EXTENSION_ID.to_string(), JsonObject::new());
+        }
         ServerConfig::new(caps)
             .with_server_info(Implementation::new("wf-fixture-upstream", "0.0.0"))
     }
@@ -310,6 +324,16 @@ impl ServerHandler for Fixture {
                     obj(json!({}), &[]),
                 ));
             }
+        }
+        if self.tasks.is_some() {
+            tools.push(tool(
+                "job",
+                "Waits `ms` milliseconds, then returns `text`; a task for a client that declared MCP Tasks",
+                obj(
+                    json!({"ms": {"type": "integer"}, "text": {"type": "string"}}),
+                    &[],
+                ),
+            ));
         }
         if !self.probes {
             return Ok(ListToolsResult::with_all_items(tools));
@@ -429,6 +453,23 @@ impl ServerHandler for Fixture {
                     None,
                 ));
             }
+            "job" if self.tasks.is_some() => {
+                let ms = u64::try_from(int_arg(args, "ms", 0)).unwrap_or(0);
+                let text = args
+                    .as_ref()
+                    .and_then(|a| a.get("text"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("done")
+                    .to_string();
+                let wants_task = context
+                    .client_capabilities()
+                    .is_some_and(|c| c.supports_tasks());
+                if let (true, Some(tasks)) = (wants_task, &self.tasks) {
+                    return Ok(start_job(tasks, ms, text).into());
+                }
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                structured(json!({"text": text}))
+            }
             "confirm" => {
                 let modern = context
                     .protocol_version()
@@ -519,6 +560,26 @@ impl ServerHandler for Fixture {
             }
         };
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let tasks = self.tasks.as_ref().ok_or_else(no_tasks)?;
+        Ok(GetTaskResult::new(tasks.get_task(&request.task_id)?))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = self.tasks.as_ref().ok_or_else(no_tasks)?;
+        tasks.cancel_task(&request.task_id)?;
+        record(json!({"event": "task_cancelled", "task_id": request.task_id}));
+        Ok(())
     }
 
     async fn on_cancelled(
@@ -642,6 +703,25 @@ impl ServerHandler for Fixture {
     }
 }
 
+fn no_tasks() -> ErrorData {
+    ErrorData::method_not_found::<GetTaskMethod>()
+}
+
+/// `job` as a task: done after `ms`, or cancelled when asked.
+fn start_job(tasks: &rmcp::task_manager::TaskManager, ms: u64, text: String) -> CreateTaskResult {
+    use rmcp::task_manager::{TaskExit, TaskOptions};
+    let task = tasks.spawn(TaskOptions::new().with_poll_interval_ms(100), move |ctx| {
+        Box::pin(async move {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(structured(json!({"text": text}))),
+                () = ctx.cancelled() => Err(TaskExit::Cancelled),
+            }
+        })
+    });
+    record(json!({"event": "task_created", "task_id": task.task_id}));
+    CreateTaskResult::new(task)
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -653,12 +733,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let probes = args.iter().any(|a| a == "--probes");
     let asks = args.iter().any(|a| a == "--asks");
+    let tasks = args
+        .iter()
+        .any(|a| a == "--tasks")
+        .then(|| Arc::new(rmcp::task_manager::TaskManager::new()));
     if let Some(bytes) = flag("--stderr-bomb") {
         stderr_bomb(bytes.parse()?);
     }
     let fixture = move || Fixture {
         probes,
         asks,
+        tasks: tasks.clone(),
         ..Fixture::default()
     };
     if let Some(path) = flag("--events") {

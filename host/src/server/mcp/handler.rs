@@ -566,11 +566,20 @@ impl ServerHandler for WfServer {
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
         let principal = principal_of(&context);
-        observe::Counted::new("tasks/get").finish(super::tasks::get(
-            self.task_room(),
-            principal.name(),
-            &request.task_id,
-        ))
+        let counted = observe::Counted::new("tasks/get");
+        let (tasks, planner) = self.task_room();
+        let (id, now) = (&request.task_id, crate::clock::now_ms());
+        let Some(t) = tasks.get(principal.name(), id, now) else {
+            return counted.finish(Err(super::tasks::not_found(id)));
+        };
+        let got = match &t.upstream {
+            Some(up) => {
+                let current = self.app.sources.handle(&up.source);
+                super::upstream_tasks::get(tasks, (id, &t, up), current).await
+            }
+            None => super::tasks::get_run(tasks, planner, id, &t, now),
+        };
+        counted.finish(got)
     }
 
     async fn cancel_task(
@@ -579,6 +588,16 @@ impl ServerHandler for WfServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let principal = principal_of(&context);
+        let (tasks, _) = self.task_room();
+        let up = tasks
+            .get(principal.name(), &request.task_id, crate::clock::now_ms())
+            .and_then(|t| t.upstream);
+        if let Some(up) = up {
+            let current = self.app.sources.handle(&up.source);
+            let cancelled = super::upstream_tasks::cancel(&up, current).await;
+            tracing::info!(principal = principal.name(), task = %request.task_id, source = %up.source, "task cancelled");
+            return observe::Counted::new("tasks/cancel").finish(cancelled);
+        }
         observe::Counted::new("tasks/cancel").finish(super::tasks::cancel(
             self.task_room(),
             principal.name(),
@@ -740,6 +759,23 @@ impl ServerHandler for WfServer {
                     .finish(super::tool_result::to_mcp(result).map(CallToolResponse::Complete));
             }
             let handle = self.handle(&tool.source)?;
+            // A proxied call from a client that declared MCP Tasks: the source
+            // may serve it as a task (plugin API 1.3).
+            if context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks())
+            {
+                let start = super::upstream_tasks::start(
+                    &self.surfaces.tasks,
+                    handle.clone(),
+                    (&tool.source, &tool.original),
+                    args.clone(),
+                    principal.name(),
+                );
+                if let Some(started) = start.await {
+                    return counted.finish(started);
+                }
+            }
             let session = self.session(&handle, &context).await?;
             // The projection (an Arc) rides along instead of a per-call copy of the tool.
             let (proj, exposed) = (proj.clone(), request.name.to_string());

@@ -18,5 +18,6 @@ mod source_error;
 mod surfaces;
 pub(crate) mod tasks;
 mod tool_result;
+mod upstream_tasks;
 
 pub use surfaces::{Surfaces, visible};

@@ -31,9 +31,12 @@ const POLL_INTERVAL_MS: u64 = 500;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunTask {
     pub principal: String,
+    /// The run it follows; empty for a source's task.
     pub run_id: String,
     /// When it was created, ms since the epoch.
     pub created_ms: i64,
+    /// A task a source serves instead of a run (`upstream_tasks`).
+    pub upstream: Option<super::upstream_tasks::UpstreamTask>,
 }
 
 /// Why a task was not created.
@@ -81,6 +84,27 @@ impl RunTasks {
         run_id: &str,
         now_ms: i64,
     ) -> Result<String, TooManyTasks> {
+        self.insert(principal, run_id, None, now_ms)
+    }
+
+    /// A new task that a source serves, owned by `principal`; its opaque id
+    /// (never the source's: two sources' ids cannot collide).
+    pub fn create_upstream(
+        &self,
+        principal: &str,
+        upstream: super::upstream_tasks::UpstreamTask,
+        now_ms: i64,
+    ) -> Result<String, TooManyTasks> {
+        self.insert(principal, "", Some(upstream), now_ms)
+    }
+
+    fn insert(
+        &self,
+        principal: &str,
+        run_id: &str,
+        upstream: Option<super::upstream_tasks::UpstreamTask>,
+        now_ms: i64,
+    ) -> Result<String, TooManyTasks> {
         let mut tasks = self.live(now_ms);
         let held = tasks.values().filter(|t| t.principal == principal).count();
         if held >= self.max_per_principal {
@@ -93,6 +117,7 @@ impl RunTasks {
                 principal: principal.to_string(),
                 run_id: run_id.to_string(),
                 created_ms: now_ms,
+                upstream,
             },
         );
         Ok(id)
@@ -102,6 +127,7 @@ impl RunTasks {
     pub fn run_ids(&self, now_ms: i64) -> std::collections::HashSet<String> {
         self.live(now_ms)
             .values()
+            .filter(|t| t.upstream.is_none())
             .map(|t| t.run_id.clone())
             .collect()
     }
@@ -152,12 +178,12 @@ fn meta_of(run_id: &str) -> MetaObject {
     m
 }
 
-fn not_found(id: &str) -> McpError {
+pub(super) fn not_found(id: &str) -> McpError {
     McpError::invalid_params(format!("no task {id:?}"), Some(json!({"taskId": id})))
 }
 
 impl RunTasks {
-    fn task(&self, id: &str, t: &RunTask, status: TaskStatus, now_ms: i64) -> Task {
+    pub(super) fn task(&self, id: &str, t: &RunTask, status: TaskStatus, now_ms: i64) -> Task {
         let ttl = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
         Task::new(id, status, iso8601(t.created_ms), iso8601(now_ms))
             .with_ttl_ms(ttl)
@@ -205,15 +231,15 @@ pub async fn start(
     )))
 }
 
-/// `tasks/get`: the task's status, following its run; with the run's reply
-/// once it ended.
-pub fn get(
-    (tasks, planner): (&RunTasks, &Planner),
-    principal: &str,
+/// `tasks/get` of a task that follows a run: its status; with the run's
+/// reply once it ended.
+pub(super) fn get_run(
+    tasks: &RunTasks,
+    planner: &Planner,
     id: &str,
+    t: &RunTask,
+    now: i64,
 ) -> Result<GetTaskResult, McpError> {
-    let now = crate::clock::now_ms();
-    let t = tasks.get(principal, id, now).ok_or_else(|| not_found(id))?;
     let (status, outcome) = planner.run_outcome(&t.run_id).map_err(|e| {
         McpError::internal_error(format!("cannot read run {}: {e}", t.run_id), None)
     })?;
@@ -234,7 +260,7 @@ pub fn get(
         }
         _ => TaskPayload::Working,
     };
-    let task = tasks.task(id, &t, payload.status(), now);
+    let task = tasks.task(id, t, payload.status(), now);
     let mut r = GetTaskResult::new(DetailedTask::new(task, payload));
     r.meta = Some(meta_of(&t.run_id));
     Ok(r)

@@ -6,6 +6,7 @@
 mod deadlines;
 mod forwarding;
 mod listen;
+mod tasks;
 mod tool_result;
 
 use std::sync::Arc;
@@ -60,6 +61,9 @@ pub struct Runtime {
     subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// A 2026-07-28 session's `subscriptions/listen` stream upstream.
     listener: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+    /// Upstream tasks started through this runtime, with the session epoch
+    /// they live in (a new session lost them).
+    tasks: std::sync::Mutex<std::collections::HashMap<String, u64>>,
 }
 
 /// Counts a call in flight for status output.
@@ -176,6 +180,7 @@ impl Runtime {
             on_resource_updated: None,
             subscribed: Default::default(),
             listener: Default::default(),
+            tasks: Default::default(),
         }
     }
 
@@ -339,11 +344,23 @@ impl Runtime {
     /// and cancelling upstream when dropped.
     async fn request(
         &self,
-        mut request: ClientRequest,
+        request: ClientRequest,
         ctx: Option<&CallContext>,
     ) -> Result<(ServerResult, u64), PluginError> {
+        self.request_with(request, ctx, None, None).await
+    }
+
+    /// [`Runtime::request`] with extra request `_meta` (e.g. capabilities
+    /// declared for this request only), on the session of epoch `expect` if given.
+    async fn request_with(
+        &self,
+        mut request: ClientRequest,
+        ctx: Option<&CallContext>,
+        meta: Option<RequestMetaObject>,
+        expect: Option<u64>,
+    ) -> Result<(ServerResult, u64), PluginError> {
         let mut traced = ctx.and_then(|c| trace::Upstream::start(c, &mut request, &self.source));
-        let expect = ctx.and_then(|c| c.scope().expect_epoch);
+        let expect = expect.or_else(|| ctx.and_then(|c| c.scope().expect_epoch));
         let (peer, client, epoch) = self.peer(expect).await?;
         let _in_flight = InFlight::new(&self.in_flight);
         // The call's caller answers what the upstream asks back meanwhile.
@@ -351,7 +368,11 @@ impl Runtime {
         // The timeout is ours, not rmcp's: see `deadlines`.
         let deadline = Deadline::after(self.config.call_timeout);
         let handle = peer
-            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .send_request_with_option(request, {
+                let mut options = PeerRequestOptions::no_options();
+                options.meta = meta;
+                options
+            })
             .await
             .map_err(|e| self.failure(epoch, &client, None, e))?;
         // Progress is forwarded only to a caller that asked for it: a call

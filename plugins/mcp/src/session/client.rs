@@ -142,7 +142,7 @@ fn upstream_error(method: &str, e: PluginError) -> McpError {
 
 /// What wf can route to its clients: the capabilities it declares upstream.
 /// Whether a particular client has them is checked per request.
-fn routed_capabilities() -> ClientCapabilities {
+pub(crate) fn routed_capabilities() -> ClientCapabilities {
     serde_json::from_value(json!({
         "elicitation": {"form": {}, "url": {}},
         "sampling": {"tools": {}},

@@ -1,0 +1,241 @@
+//! A source's own MCP Tasks, forwarded (plugin API 1.3,
+//! `SourceRequest::CallToolAsTask` / `GetTask` / `CancelTask`): a proxied
+//! call from a client that declared the tasks extension is asked of the
+//! source as a task; when the source answers with one, wf keeps a task entry
+//! (in [`RunTasks`], so its bounds apply) that points to the source and the
+//! source's task id. The client sees only wf's opaque id, bound to its
+//! principal. A source that was recreated since (reload) or whose upstream
+//! session restarted has lost the task: it reads `failed`, state lost.
+
+use std::sync::{Arc, Weak};
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolResponse, CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, TaskPayload,
+    TaskStatus,
+};
+use serde_json::{Value, json};
+use wf_plugin_api::{ErrorCode, TaskStart};
+
+use super::source_error::source_error;
+use super::tasks::{RunTask, RunTasks, TooManyTasks};
+use crate::sources::{CallCtx, SourceHandle};
+
+/// Where a forwarded task lives: the source, its id there, and the source
+/// instance that started it.
+#[derive(Clone)]
+pub struct UpstreamTask {
+    pub source: String,
+    pub task_id: String,
+    handle: Weak<SourceHandle>,
+}
+
+impl std::fmt::Debug for UpstreamTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamTask")
+            .field("source", &self.source)
+            .field("task_id", &self.task_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for UpstreamTask {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+            && self.task_id == other.task_id
+            && Weak::ptr_eq(&self.handle, &other.handle)
+    }
+}
+
+impl Eq for UpstreamTask {}
+
+impl UpstreamTask {
+    /// The source instance that holds the task, unless it was replaced.
+    fn live(&self, current: Option<Arc<SourceHandle>>) -> Option<Arc<SourceHandle>> {
+        let current = current?;
+        let started = self.handle.upgrade()?;
+        Arc::ptr_eq(&started, &current).then_some(current)
+    }
+}
+
+/// Starts `name` on `handle` as a task. `None`: make the plain call instead
+/// (the principal is at its bound, or the plugin predates tasks).
+pub async fn start(
+    tasks: &RunTasks,
+    handle: Arc<SourceHandle>,
+    (source, name): (&str, &str),
+    args: Value,
+    principal: &str,
+) -> Option<Result<CallToolResponse, McpError>> {
+    let now = crate::clock::now_ms();
+    if tasks.at_bound(principal, now) {
+        return None;
+    }
+    let started = match handle.call_tool_as_task(name, args, CallCtx::new()).await {
+        Err(e) if e.code() == ErrorCode::Unsupported => return None,
+        Err(e) => return Some(Err(source_error(e))),
+        Ok(TaskStart::Complete(r)) => {
+            return Some(super::tool_result::to_mcp(r).map(CallToolResponse::Complete));
+        }
+        Ok(TaskStart::Task(task)) => task,
+    };
+    let Some(theirs) = started.get("taskId").and_then(Value::as_str) else {
+        return Some(Err(McpError::internal_error(
+            format!("source {source:?} started a task without a taskId"),
+            None,
+        )));
+    };
+    let upstream = UpstreamTask {
+        source: source.to_string(),
+        task_id: theirs.to_string(),
+        handle: Arc::downgrade(&handle),
+    };
+    let id = match tasks.create_upstream(principal, upstream, now) {
+        Ok(id) => id,
+        Err(TooManyTasks(n)) => {
+            // Lost a race for the last slot: the source's task runs on, untracked.
+            let _ = handle.cancel_task(theirs).await;
+            return Some(Err(McpError::internal_error(
+                format!("too many tasks (server.max_tasks_per_principal = {n})"),
+                None,
+            )));
+        }
+    };
+    tracing::info!(principal, task = %id, source, upstream_task = theirs, "source started a task");
+    Some(ours(started, &id, tasks).and_then(|v| {
+        serde_json::from_value::<CreateTaskResult>(v)
+            .map(CallToolResponse::Task)
+            .map_err(|e| malformed(source, &e))
+    }))
+}
+
+/// The source's task JSON with wf's id, and a TTL no longer than wf keeps it.
+fn ours(mut task: Value, id: &str, tasks: &RunTasks) -> Result<Value, McpError> {
+    let Some(o) = task.as_object_mut() else {
+        return Err(McpError::internal_error(
+            "a task that is not an object",
+            None,
+        ));
+    };
+    o.insert("taskId".into(), json!(id));
+    let bound = u64::try_from(tasks.ttl().as_millis()).unwrap_or(u64::MAX);
+    let ttl = o
+        .get("ttlMs")
+        .and_then(Value::as_u64)
+        .map_or(bound, |t| t.min(bound));
+    o.insert("ttlMs".into(), json!(ttl));
+    Ok(task)
+}
+
+fn malformed(source: &str, e: &serde_json::Error) -> McpError {
+    McpError::internal_error(
+        format!("source {source:?} sent a malformed task: {e}"),
+        None,
+    )
+}
+
+/// A task whose source lost it: `failed`, with the state-lost error.
+fn lost(tasks: &RunTasks, id: &str, t: &RunTask, up: &UpstreamTask) -> GetTaskResult {
+    let now = crate::clock::now_ms();
+    let error: JsonObject = json!({
+        "code": McpError::internal_error("", None).code.0,
+        "message": wf_plugin_api::STATE_LOST,
+        "data": {"source": up.source, "code": ErrorCode::StateLost.as_str()},
+    })
+    .as_object()
+    .cloned()
+    .unwrap_or_default();
+    let task = tasks.task(id, t, TaskStatus::Failed, now);
+    GetTaskResult::new(DetailedTask::new(task, TaskPayload::Failed { error }))
+}
+
+/// `tasks/get` of a forwarded task: the source's answer, under wf's id.
+pub async fn get(
+    tasks: &RunTasks,
+    (id, t, up): (&str, &RunTask, &UpstreamTask),
+    current: Option<Arc<SourceHandle>>,
+) -> Result<GetTaskResult, McpError> {
+    let Some(handle) = up.live(current) else {
+        return Ok(lost(tasks, id, t, up));
+    };
+    match handle.get_task(&up.task_id).await {
+        Ok(v) => serde_json::from_value(ours(v, id, tasks)?).map_err(|e| malformed(&up.source, &e)),
+        Err(e) if e.code() == ErrorCode::StateLost => Ok(lost(tasks, id, t, up)),
+        Err(e) => Err(source_error(e)),
+    }
+}
+
+/// `tasks/cancel` of a forwarded task, passed on to its source.
+pub async fn cancel(up: &UpstreamTask, current: Option<Arc<SourceHandle>>) -> Result<(), McpError> {
+    // A lost task is already over: nothing to cancel.
+    let Some(handle) = up.live(current) else {
+        return Ok(());
+    };
+    match handle.cancel_task(&up.task_id).await {
+        Err(e) if e.code() == ErrorCode::StateLost => Ok(()),
+        r => r.map_err(source_error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn up(source: &str, id: &str) -> UpstreamTask {
+        UpstreamTask {
+            source: source.into(),
+            task_id: id.into(),
+            handle: Weak::new(),
+        }
+    }
+
+    #[test]
+    fn two_sources_same_upstream_id_never_collide_and_stay_their_principals() {
+        let t = RunTasks::new(10, Duration::from_secs(60));
+        let a = t.create_upstream("alice", up("one", "1"), 0).unwrap();
+        let b = t.create_upstream("alice", up("two", "1"), 0).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(
+            t.get("alice", &a, 1).unwrap().upstream.unwrap().source,
+            "one"
+        );
+        assert_eq!(
+            t.get("alice", &b, 1).unwrap().upstream.unwrap().source,
+            "two"
+        );
+        assert_eq!(t.get("bob", &a, 1), None);
+        // The upstream's own id is no task of wf's.
+        assert_eq!(t.get("alice", "1", 1), None);
+        // Source tasks are not runs (the console lists runs).
+        assert!(t.run_ids(1).is_empty());
+    }
+
+    #[test]
+    fn source_tasks_count_against_the_principals_bound() {
+        let t = RunTasks::new(1, Duration::from_secs(60));
+        t.create_upstream("alice", up("one", "1"), 0).unwrap();
+        assert_eq!(t.create("alice", "run-1", 0), Err(TooManyTasks(1)));
+    }
+
+    #[test]
+    fn a_task_of_a_gone_source_instance_is_lost() {
+        assert!(up("one", "1").live(None).is_none());
+    }
+
+    #[test]
+    fn the_client_sees_wfs_id_and_at_most_wfs_ttl() {
+        let t = RunTasks::new(1, Duration::from_secs(60));
+        let v = ours(
+            json!({"taskId": "up-1", "status": "working", "ttlMs": 999_999_999}),
+            "wft-x",
+            &t,
+        )
+        .unwrap();
+        assert_eq!(v["taskId"], "wft-x");
+        assert_eq!(v["ttlMs"], 60_000);
+        let v = ours(json!({"taskId": "up-1", "ttlMs": 5}), "wft-x", &t).unwrap();
+        assert_eq!(v["ttlMs"], 5);
+    }
+}

@@ -1,0 +1,100 @@
+//! Forwarding an upstream's MCP Tasks (SEP-2663): a call asked for as a task
+//! declares the tasks extension upstream for that request only, and an
+//! upstream that answers with a task handle gets its `tasks/get` and
+//! `tasks/cancel` on the same session. A task outlives no session: once the
+//! session it was started in is gone (the upstream restarted), the task is
+//! `state_lost`.
+
+use std::sync::PoisonError;
+
+use rmcp::model::*;
+use serde_json::{Map, Value};
+use wf_plugin_api::{CallContext, PluginError, TaskStart};
+
+use super::{Runtime, convert, unexpected, with_epoch};
+
+/// The `_meta` of a request wf sends for a task (the call and the task's
+/// methods): the capabilities wf always routes, plus the tasks extension.
+fn task_meta() -> RequestMetaObject {
+    let mut caps = crate::session::client::routed_capabilities();
+    caps.extensions
+        .get_or_insert_with(Default::default)
+        .insert(TASKS_EXTENSION_ID.to_string(), Map::new());
+    let mut meta = RequestMetaObject::new();
+    meta.set_client_capabilities(caps);
+    meta
+}
+
+impl Runtime {
+    pub async fn call_tool_as_task(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        ctx: &CallContext,
+    ) -> Result<TaskStart, PluginError> {
+        // An upstream that serves no tasks gets the plain call, which carries
+        // the client's progress, cancellation and asks.
+        let (peer, _, _) = self.peer(None).await?;
+        if !peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.supports_tasks())
+        {
+            return Err(PluginError::unsupported("the upstream serves no tasks"));
+        }
+        let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
+        let req = ClientRequest::CallToolRequest(Request::new(params));
+        match self
+            .request_with(req, Some(ctx), Some(task_meta()), None)
+            .await?
+        {
+            (ServerResult::CreateTaskResult(r), epoch) => {
+                let task: Value = convert(&r)?;
+                let id = task
+                    .get("taskId")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| PluginError::upstream("a task without a taskId"))?;
+                self.tasks
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(id.to_string(), epoch);
+                tracing::info!(source = %self.source, task = id, epoch, "upstream started a task");
+                Ok(TaskStart::Task(task))
+            }
+            (ServerResult::CallToolResult(r), epoch) => crate::runtime::tool_result::from_mcp(r)
+                .map(|r| TaskStart::Complete(with_epoch(r, epoch))),
+            (other, _) => Err(unexpected("tools/call", &other)),
+        }
+    }
+
+    /// The session epoch `task_id` lives in; `state_lost` if it is not ours.
+    fn task_epoch(&self, task_id: &str) -> Result<u64, PluginError> {
+        self.tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(task_id)
+            .copied()
+            .ok_or_else(|| {
+                PluginError::state_lost().with_data(serde_json::json!({"taskId": task_id}))
+            })
+    }
+
+    pub async fn get_task(&self, task_id: &str, ctx: &CallContext) -> Result<Value, PluginError> {
+        let epoch = self.task_epoch(task_id)?;
+        let req = ClientRequest::GetTaskRequest(Request::new(GetTaskParams::new(task_id)));
+        match self
+            .request_with(req, Some(ctx), Some(task_meta()), Some(epoch))
+            .await?
+        {
+            (ServerResult::GetTaskResult(r), _) => convert(&r),
+            (other, _) => Err(unexpected("tasks/get", &other)),
+        }
+    }
+
+    pub async fn cancel_task(&self, task_id: &str, ctx: &CallContext) -> Result<(), PluginError> {
+        let epoch = self.task_epoch(task_id)?;
+        let req = ClientRequest::CancelTaskRequest(Request::new(CancelTaskParams::new(task_id)));
+        self.request_with(req, Some(ctx), Some(task_meta()), Some(epoch))
+            .await
+            .map(|_| ())
+    }
+}
