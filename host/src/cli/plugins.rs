@@ -30,6 +30,8 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
                     "kinds": p.manifest.kinds,
                     "description": p.manifest.description,
                     "warnings": p.warnings,
+                    "isolation": p.isolation,
+                    "process": p.child.as_deref().map(crate::plugins::process::describe),
                 })
             })
             .collect();
@@ -66,6 +68,18 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
             m.kinds.join(", "),
             p.file.display()
         );
+        match &p.child {
+            Some(sup) => {
+                let d = crate::plugins::process::describe(sup);
+                println!(
+                    "    isolation: process (pid {}, restarts {}, {})",
+                    d["pid"],
+                    d["restarts"],
+                    d["state"].as_str().unwrap_or("")
+                );
+            }
+            None => println!("    isolation: in_process"),
+        }
         for w in &p.warnings {
             println!("    warning: {w}");
         }

@@ -5,7 +5,9 @@
 
 mod host_context;
 mod inspect;
+pub mod isolation;
 mod loader;
+pub mod process;
 mod safety;
 
 pub use host_context::{AskHandler, HostEvent, HostEvents, set_ask_handler};

@@ -1,0 +1,332 @@
+//! `wf-plugin-host`: the child side. Loads one plugin library with the
+//! loader's own checks, then serves wf's frames on fd 3: creates sources,
+//! runs requests (each a task; a `cancel` drops its future), and sends the
+//! plugin's progress, logs and events back. Exits when wf closes the socket.
+
+use std::collections::HashMap;
+use std::io::BufReader;
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RArc, ROption, RStr, RString};
+use tokio::sync::oneshot;
+use wf_plugin_api::ffi::{
+    CallContextFfi, CallContextFfi_TO, HostContextFfi, HostContextFfi_TO, PluginBox, SourceBox,
+};
+use wf_plugin_api::{Manifest, PluginError};
+
+use super::frame;
+use super::protocol::{Hello, PROTOCOL_VERSION, Start, ToChild, ToHost};
+use super::spawn::CHILD_FD;
+
+/// What the sandbox needs to know (helper B's `plugins::sandbox` reads it).
+pub struct SandboxSetup<'a> {
+    pub hello: &'a Hello,
+    /// The plugin's own settings, once its name is known.
+    pub start: Option<&'a Start>,
+}
+
+/// Runs before the plugin library is loaded (its constructors run at load).
+fn sandbox_before_load(_setup: &SandboxSetup<'_>) {
+    // Helper B's `plugins::sandbox` (Landlock, seccomp) is wired here at merge.
+}
+
+/// Runs once the manifest is read, before the plugin is instantiated.
+fn sandbox_after_manifest(_setup: &SandboxSetup<'_>, _manifest: &Manifest) {
+    // Helper B's `plugins::sandbox` is wired here at merge.
+}
+
+type Writer = Arc<Mutex<UnixStream>>;
+
+fn send(w: &Writer, msg: &ToHost) {
+    if let Ok(bytes) = frame::encode(msg) {
+        let mut s = w.lock().unwrap_or_else(PoisonError::into_inner);
+        if std::io::Write::write_all(&mut *s, &bytes).is_err() {
+            // wf is gone: nothing to serve.
+            std::process::exit(0);
+        }
+    }
+}
+
+/// The child's main; its exit code.
+pub fn main() -> i32 {
+    // SAFETY: fd 3 is the socket wf passed; nothing else owns it.
+    unsafe {
+        // Programs the plugin starts must not hold wf's socket.
+        if libc::fcntl(CHILD_FD, libc::F_SETFD, libc::FD_CLOEXEC) != 0 {
+            eprintln!("wf-plugin-host: no socket on fd {CHILD_FD}: run by wf only");
+            return 2;
+        }
+    }
+    close_strays();
+    // SAFETY: as above; owned from here on.
+    let stream = unsafe { UnixStream::from_raw_fd(CHILD_FD) };
+    let Ok(reader) = stream.try_clone() else {
+        return 2;
+    };
+    let writer: Writer = Arc::new(Mutex::new(stream));
+    let mut reader = BufReader::with_capacity(64 << 10, reader);
+
+    let hello = match frame::read::<ToChild>(&mut reader) {
+        Ok(ToChild::Hello(h)) => h,
+        _ => return 2,
+    };
+    if hello.protocol != PROTOCOL_VERSION {
+        send(
+            &writer,
+            &ToHost::Refused {
+                reason: format!(
+                    "wf-plugin-host speaks protocol {PROTOCOL_VERSION}, wf sent {}: install wf and wf-plugin-host from the same build",
+                    hello.protocol
+                ),
+            },
+        );
+        return 2;
+    }
+    sandbox_before_load(&SandboxSetup {
+        hello: &hello,
+        start: None,
+    });
+    let refuse = |reason: String| {
+        send(&writer, &ToHost::Refused { reason });
+        1
+    };
+    let module = match crate::plugins::loader::open_module(&hello.file) {
+        Ok(m) => m,
+        Err(e) => return refuse(e),
+    };
+    let manifest = match crate::plugins::loader::read_manifest(module) {
+        Ok(m) => m,
+        Err(e) => return refuse(e),
+    };
+    send(
+        &writer,
+        &ToHost::Manifest {
+            protocol: PROTOCOL_VERSION,
+            manifest: serde_json::to_string(&manifest).unwrap_or_default(),
+        },
+    );
+    let start = match frame::read::<ToChild>(&mut reader) {
+        Ok(ToChild::Start(s)) => s,
+        _ => return 0,
+    };
+    if let Err(e) = super::spawn::apply_limits(
+        start.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
+        start.cpu_seconds,
+    ) {
+        return refuse(format!("cannot apply the plugin's limits: {e}"));
+    }
+    sandbox_after_manifest(
+        &SandboxSetup {
+            hello: &hello,
+            start: Some(&start),
+        },
+        &manifest,
+    );
+    let host = HostContextFfi_TO::from_ptr(
+        RArc::new(ChildHost {
+            writer: writer.clone(),
+        }),
+        TD_Opaque,
+    );
+    let plugin = match crate::plugins::loader::construct(module, host, &hello.init) {
+        Ok(p) => p,
+        Err(e) => return refuse(e),
+    };
+    send(&writer, &ToHost::Ready);
+    serve(plugin, reader, writer)
+}
+
+/// Closes every descriptor but stdio and the socket (older kernels without
+/// CLOSE_RANGE_CLOEXEC may have let some through).
+fn close_strays() {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > CHILD_FD)
+        .collect();
+    for fd in fds {
+        // SAFETY: closing descriptors nothing in this process owns yet (the
+        // directory's own fd is closed already or fails harmlessly).
+        unsafe {
+            libc::close(fd);
+        }
+    }
+}
+
+fn serve(plugin: PluginBox, mut reader: BufReader<UnixStream>, writer: Writer) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("wf-plugin-host")
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("wf-plugin-host: cannot start a runtime: {e}");
+            return 2;
+        }
+    };
+    let plugin = Arc::new(plugin);
+    let sources: Arc<Mutex<HashMap<u64, Arc<SourceBox>>>> = Arc::default();
+    let calls: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>> = Arc::default();
+    // Until wf closes the socket (or breaks the protocol).
+    while let Ok(msg) = frame::read::<ToChild>(&mut reader) {
+        match msg {
+            ToChild::Create { id, source, spec } => {
+                let (plugin, sources, writer) = (plugin.clone(), sources.clone(), writer.clone());
+                runtime.spawn_blocking(move || {
+                    let err = match plugin.create_source(RString::from(spec)).into_result() {
+                        Ok(obj) => {
+                            sources
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .insert(source, Arc::new(obj));
+                            None
+                        }
+                        Err(e) => Some(e.into_string()),
+                    };
+                    send(&writer, &ToHost::Created { id, err });
+                });
+            }
+            ToChild::Request {
+                id,
+                source,
+                request,
+                info,
+            } => {
+                let obj = sources
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(&source)
+                    .cloned();
+                let Some(obj) = obj else {
+                    let err = PluginError::internal(format!("no source {source} in this child"));
+                    send(
+                        &writer,
+                        &ToHost::Reply {
+                            id,
+                            ok: None,
+                            err: serde_json::to_string(&err).ok(),
+                        },
+                    );
+                    continue;
+                };
+                let (tx, cancelled) = oneshot::channel();
+                calls
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(id, tx);
+                let ctx = CallContextFfi_TO::from_value(
+                    ChildCall {
+                        id,
+                        info,
+                        writer: writer.clone(),
+                    },
+                    TD_Opaque,
+                );
+                let (writer, calls) = (writer.clone(), calls.clone());
+                runtime.spawn(async move {
+                    let fut = obj.request(RString::from(request), ctx);
+                    tokio::select! {
+                        reply = fut => {
+                            calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+                            let (ok, err) = match reply.into_result() {
+                                Ok(ok) => (Some(ok.into_string()), None),
+                                Err(e) => (None, Some(e.into_string())),
+                            };
+                            send(&writer, &ToHost::Reply { id, ok, err });
+                        }
+                        // Cancelled: the plugin's future is dropped here.
+                        _ = cancelled => {}
+                    }
+                });
+            }
+            ToChild::Cancel { id } => {
+                calls
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&id);
+            }
+            ToChild::Shutdown { id, source } => {
+                let obj = sources
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(&source)
+                    .cloned();
+                let writer = writer.clone();
+                runtime.spawn(async move {
+                    if let Some(obj) = obj {
+                        obj.shutdown().await;
+                    }
+                    send(&writer, &ToHost::Done { id });
+                });
+            }
+            ToChild::Forget { source } => {
+                sources
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&source);
+            }
+            ToChild::Hello(_) | ToChild::Start(_) => {}
+        }
+    }
+    // Programs the plugin started go with the process group wf kills; the
+    // plugin's own destructors are not waited for.
+    std::process::exit(0)
+}
+
+/// The plugin's `HostContextFfi`: logs and events become frames.
+#[derive(Clone)]
+struct ChildHost {
+    writer: Writer,
+}
+
+impl HostContextFfi for ChildHost {
+    fn log(&self, level: u8, target: RStr<'_>, message: RStr<'_>) {
+        send(
+            &self.writer,
+            &ToHost::Log {
+                level,
+                target: target.as_str().into(),
+                message: message.as_str().into(),
+            },
+        );
+    }
+    fn emit(&self, event_json: RString) {
+        send(
+            &self.writer,
+            &ToHost::Emit {
+                event: event_json.into_string(),
+            },
+        );
+    }
+}
+
+/// A call's context in the child: progress becomes frames; the info is wf's.
+struct ChildCall {
+    id: u64,
+    info: String,
+    writer: Writer,
+}
+
+impl CallContextFfi for ChildCall {
+    fn progress(&self, progress: f64, total: ROption<f64>, message: ROption<RString>) {
+        send(
+            &self.writer,
+            &ToHost::Progress {
+                id: self.id,
+                progress,
+                total: total.into_option(),
+                message: message.into_option().map(RString::into_string),
+            },
+        );
+    }
+    fn info(&self) -> RString {
+        RString::from(self.info.as_str())
+    }
+}
