@@ -64,11 +64,12 @@ pub struct PluginSettings {
 /// one, so the config's error names the table and hints.
 pub fn deserialize_plugins<'de, D: serde::Deserializer<'de>>(
     d: D,
-) -> Result<(Vec<std::path::PathBuf>, BTreeMap<String, PluginSettings>), D::Error> {
+) -> Result<Plugins, D::Error> {
     d.deserialize_map(PluginsVisitor)
 }
 
-type Plugins = (Vec<std::path::PathBuf>, BTreeMap<String, PluginSettings>);
+/// `dirs` and the tables.
+pub type Plugins = (Vec<std::path::PathBuf>, BTreeMap<String, PluginSettings>);
 
 struct PluginsVisitor;
 
