@@ -39,9 +39,15 @@ def compat_plugin() -> Path:
     return path
 
 
-@pytest.fixture
-def compat_wf(compat_plugin: Path, wf: Wf) -> Wf:
+@pytest.fixture(params=["process", "in_process"])
+def compat_wf(compat_plugin: Path, wf: Wf, request: pytest.FixtureRequest) -> Wf:
+    """The 1.0 plugin in either isolation (issue 32): a plugin dropped into a
+    folder runs in a child by default; the config can load it into wf."""
     wf.install_file(compat_plugin)
+    config = wf.write_config(f'[plugins.compat-v1-0]\nisolation = "{request.param}"\n', "compat.toml")
+    base = wf.plugin_args()
+    wf.plugin_args = lambda: [*base, "--config", str(config)]  # type: ignore[method-assign]
+    wf.isolation = request.param  # type: ignore[attr-defined]
     return wf
 
 
@@ -50,6 +56,7 @@ def test_a_previous_minor_plugin_loads(compat_wf: Wf) -> None:
     ours = [p for p in doc["loaded"] if p["name"] == "compat-v1-0"]
     assert len(ours) == 1, doc
     assert ours[0]["api_version"] == "1.0.0"
+    assert ours[0]["isolation"] == compat_wf.isolation  # type: ignore[attr-defined]
     host_api = doc["host_api"]
     major, minor = (int(x) for x in host_api.split(".")[:2])
     assert (major, minor) > (1, 0), f"the host must be newer than the plugin for this test to mean anything: {host_api}"
@@ -71,7 +78,7 @@ def test_an_incompatible_plugin_is_refused_with_one_line(compat_wf: Wf) -> None:
 async def test_a_previous_minor_plugin_serves_its_tools(compat_wf: Wf, mode: str) -> None:
     params = StdioServerParameters(
         command=str(compat_wf.bin),
-        args=["serve", "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir)],
+        args=["serve", *compat_wf.plugin_args()],
         env=compat_wf.stdio_env(),
         cwd=str(compat_wf.root),
     )
@@ -90,7 +97,7 @@ async def test_a_previous_minor_plugin_works_behind_a_1_2_call_context(compat_wf
     a = Answerer()
     params = StdioServerParameters(
         command=str(compat_wf.bin),
-        args=["serve", "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir)],
+        args=["serve", *compat_wf.plugin_args()],
         env=compat_wf.stdio_env(),
         cwd=str(compat_wf.root),
     )
@@ -113,7 +120,7 @@ def test_a_previous_minor_plugin_runs_in_a_workflow_with_a_lease(compat_wf: Wf) 
     }
     path = compat_wf.root / "compat.json"
     path.write_text(json.dumps(doc))
-    r = compat_wf.run("run", str(path), "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir))
+    r = compat_wf.run("run", str(path), *compat_wf.plugin_args())
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["status"] == "succeeded", out
@@ -130,7 +137,7 @@ def test_a_previous_minor_plugins_state_lost_is_still_understood(compat_wf: Wf) 
     }
     path = compat_wf.root / "compat-lost.json"
     path.write_text(json.dumps(doc))
-    r = compat_wf.run("run", str(path), "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir))
+    r = compat_wf.run("run", str(path), *compat_wf.plugin_args())
     assert r.returncode == 1, (r.returncode, r.stderr)
     out = json.loads(r.stdout)
     assert out["status"] == "failed", out
@@ -158,7 +165,7 @@ def test_an_upstream_error_that_is_not_state_lost_keeps_its_code(compat_wf: Wf) 
     }
     path = compat_wf.root / "compat-down.json"
     path.write_text(json.dumps(doc))
-    r = compat_wf.run("run", str(path), "--plugins", str(compat_wf.plugin_dir), "--state-dir", str(compat_wf.state_dir))
+    r = compat_wf.run("run", str(path), *compat_wf.plugin_args())
     assert r.returncode == 1, (r.returncode, r.stderr)
     out = json.loads(r.stdout)
     db = sqlite3.connect(compat_wf.state_dir / "wf.db")

@@ -62,9 +62,7 @@ pub struct PluginSettings {
 /// table. A key whose value is no table is an unknown key (a typo of
 /// `dirs`, most likely), reported from inside its value as serde reports
 /// one, so the config's error names the table and hints.
-pub fn deserialize_plugins<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Plugins, D::Error> {
+pub fn deserialize_plugins<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Plugins, D::Error> {
     d.deserialize_map(PluginsVisitor)
 }
 

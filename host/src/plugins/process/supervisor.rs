@@ -323,9 +323,10 @@ fn begin(
     process: &mut std::process::Child,
     stream: &UnixStream,
     start: &Start,
+    host: &HostContext,
 ) -> Result<(), String> {
     let answer = frame::write(&mut &*stream, &ToChild::Start(start.clone()))
-        .and_then(|()| frame::read(&mut &*stream));
+        .and_then(|()| read_answer(stream, &host.plugin, Some(host)));
     match answer {
         Ok(ToHost::Ready) => {
             let _ = stream.set_read_timeout(None);
@@ -342,6 +343,39 @@ fn begin(
             ))
         }
         Err(e) => Err(died(process, "while instantiating the plugin", &e)),
+    }
+}
+
+/// The child's answer to a hello or start; what the plugin logs (or emits)
+/// meanwhile, from its constructor say, goes where its logs go.
+fn read_answer(
+    stream: &UnixStream,
+    label: &str,
+    host: Option<&HostContext>,
+) -> Result<ToHost, FrameError> {
+    loop {
+        match frame::read(&mut &*stream)? {
+            ToHost::Log {
+                level,
+                target,
+                message,
+            } => match host {
+                Some(h) => h.log(
+                    level,
+                    RStr::from(target.as_str()),
+                    RStr::from(message.as_str()),
+                ),
+                None => {
+                    tracing::info!(target: "wf::plugin", plugin = label, target, "{}", crate::secrets::redact(&message))
+                }
+            },
+            ToHost::Emit { event } => {
+                if let Some(h) = host {
+                    h.emit(RString::from(event));
+                }
+            }
+            other => return Ok(other),
+        }
     }
 }
 
@@ -441,11 +475,11 @@ impl Probe {
                 ));
             }
         }
-        begin(&mut process, &stream, &start)?;
         let host = HostContext {
             plugin: manifest.name.as_str().into(),
             events: events.clone(),
         };
+        begin(&mut process, &stream, &start, &host)?;
         let sup = Arc::new_cyclic(|weak: &Weak<Supervisor>| {
             let child = Child::run(process, stream, 0, weak.clone(), host.clone());
             Supervisor {
@@ -744,7 +778,7 @@ impl Supervisor {
                 manifest.name
             ));
         }
-        begin(&mut process, &stream, &start)?;
+        begin(&mut process, &stream, &start, &self.host)?;
         let child = Child::run(
             process,
             stream,
