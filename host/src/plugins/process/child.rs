@@ -4,6 +4,7 @@
 //! plugin's progress, logs and events back. Exits when wf closes the socket.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io::BufReader;
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
@@ -39,6 +40,11 @@ fn sandbox_after_manifest(_setup: &SandboxSetup<'_>, _manifest: &Manifest) {
 }
 
 type Writer = Arc<Mutex<UnixStream>>;
+
+thread_local! {
+    /// The call this thread is polling, for the logs written meanwhile.
+    static POLLING: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
 
 fn send(w: &Writer, msg: &ToHost) {
     if let Ok(bytes) = frame::encode(msg) {
@@ -231,7 +237,13 @@ fn serve(plugin: PluginBox, mut reader: BufReader<UnixStream>, writer: Writer) -
                 );
                 let (writer, calls) = (writer.clone(), calls.clone());
                 runtime.spawn(async move {
-                    let fut = obj.request(RString::from(request), ctx);
+                    let mut inner = obj.request(RString::from(request), ctx);
+                    let fut = std::future::poll_fn(move |cx| {
+                        POLLING.set(Some(id));
+                        let r = std::pin::Pin::new(&mut inner).poll(cx);
+                        POLLING.set(None);
+                        r
+                    });
                     tokio::select! {
                         reply = fut => {
                             calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
@@ -294,6 +306,7 @@ impl HostContextFfi for ChildHost {
                 level,
                 target: target.as_str().into(),
                 message: message.as_str().into(),
+                call: POLLING.get(),
             },
         );
     }

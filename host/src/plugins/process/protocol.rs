@@ -109,11 +109,14 @@ pub enum ToHost {
     Done {
         id: u64,
     },
-    /// `HostContextFfi::log`.
+    /// `HostContextFfi::log`; `call`: logged while the child polled that
+    /// call (wf logs it inside the call's span, as in process).
     Log {
         level: u8,
         target: String,
         message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<u64>,
     },
     /// `HostContextFfi::emit`: an `Event` JSON.
     Emit {

@@ -110,6 +110,8 @@ enum Pending {
     Call {
         tx: oneshot::Sender<CallReply>,
         ctx: Arc<CallContextBox>,
+        /// The call's span: what the plugin logs during the call is logged in it.
+        span: tracing::Span,
     },
     Create(std::sync::mpsc::SyncSender<Result<(), String>>),
     Done(oneshot::Sender<()>),
@@ -220,11 +222,24 @@ impl Child {
                 level,
                 target,
                 message,
-            } => host.log(
-                level,
-                RStr::from(target.as_str()),
-                RStr::from(message.as_str()),
-            ),
+                call,
+            } => {
+                let span = call.and_then(|id| match self.pending().get(&id) {
+                    Some(Pending::Call { span, .. }) => Some(span.clone()),
+                    _ => None,
+                });
+                let log = || {
+                    host.log(
+                        level,
+                        RStr::from(target.as_str()),
+                        RStr::from(message.as_str()),
+                    )
+                };
+                match span {
+                    Some(span) => span.in_scope(log),
+                    None => log(),
+                }
+            }
             ToHost::Emit { event } => host.emit(RString::from(event)),
             other => {
                 tracing::debug!(plugin = %host.plugin, "unexpected message from a plugin child: {other:?}")
@@ -359,6 +374,7 @@ fn read_answer(
                 level,
                 target,
                 message,
+                ..
             } => match host {
                 Some(h) => h.log(
                     level,
@@ -636,6 +652,7 @@ impl Supervisor {
             Pending::Call {
                 tx,
                 ctx: Arc::new(ctx),
+                span: tracing::Span::current(),
             },
         );
         let mut guard = CancelOnDrop {
