@@ -197,3 +197,18 @@ async def test_wf_plugins_shows_each_mode(wf: Wf) -> None:
     out = wf.plugins_json("--config", str(config(wf, {"isolation": "in_process"})))
     rows = {p["name"]: p for p in out["loaded"]}
     assert rows[PLUGIN]["isolation"] == "in_process"
+
+
+def test_a_bundled_plugin_runs_in_a_child_when_configured(wf: Wf) -> None:
+    """Bundled plugins default to in process; `[plugins.<name>]` and
+    `[server] plugin_isolation` move them."""
+    out = wf.plugins_json("--config", str(wf.write_config('[plugins.wf-source-mcp]\nisolation = "process"\n')))
+    rows = {p["name"]: p for p in out["loaded"]}
+    assert rows["wf-source-mcp"]["isolation"] == "process" and rows["wf-source-mcp"]["process"]["pid"] > 0
+    assert rows["wf-source-std"]["isolation"] == "in_process"
+    out = wf.plugins_json("--config", str(wf.write_config('[server]\nplugin_isolation = "process"\n', "all.toml")))
+    assert {p["name"]: p["isolation"] for p in out["loaded"]} == {
+        "wf-source-mcp": "process",
+        "wf-source-openapi": "process",
+        "wf-source-std": "process",
+    }
