@@ -67,9 +67,21 @@ async def cancel_once_started(c: Client, tool: str, arguments: dict[str, Any], m
         return time.monotonic() - started
 
 
+# The fixture plugin runs in a child by default (it is not bundled, issue 32)
+# and in wf when the config says so: every test runs both ways.
+ISOLATION = {"now": "process"}
+
+
+@pytest.fixture(autouse=True, params=["process", "in_process"])
+def isolation(request: pytest.FixtureRequest) -> str:
+    ISOLATION["now"] = request.param
+    return request.param
+
+
 def serve(wf: Wf, transport: str, mode: str) -> Client:
     wf.install("cancel")
-    return wf.client(transport, mode)
+    config = wf.write_config(f'[plugins.fixture-cancel]\nisolation = "{ISOLATION["now"]}"\n', "cancel.toml")
+    return wf.client(transport, mode, "--config", str(config))
 
 
 @pytest.mark.parametrize(("transport", "mode"), FRONTS)
