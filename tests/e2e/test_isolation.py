@@ -212,3 +212,16 @@ def test_a_bundled_plugin_runs_in_a_child_when_configured(wf: Wf) -> None:
         "wf-source-openapi": "process",
         "wf-source-std": "process",
     }
+
+
+def test_wf_check_validates_the_plugin_tables(wf: Wf) -> None:
+    bad = wf.write_config('[plugins.wf-source-mcp]\nisolation = "process"\nmemory_mb = 4\n', "bad.toml")
+    r = wf.run("check", "--config", str(bad), *wf.plugin_args())
+    assert r.returncode == 1 and "plugins.wf-source-mcp.memory_mb = 4: must be at least 16" in r.stderr, r.stderr
+    typo = wf.write_config('[plugins.wf-source-mcp]\nisolaton = "process"\n', "typo.toml")
+    r = wf.run("check", "--config", str(typo), *wf.plugin_args())
+    assert r.returncode == 1 and "isolaton" in r.stderr, r.stderr
+    other = wf.write_config('[plugins.wf-source-mpc]\nisolation = "process"\n', "other.toml")
+    r = wf.run("check", "--config", str(other), *wf.plugin_args())
+    assert r.returncode == 0, r.stderr
+    assert 'plugins.wf-source-mpc: warning: no loaded plugin is named "wf-source-mpc" (did you mean "wf-source-mcp"?)' in r.stderr
