@@ -279,7 +279,7 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
             // wf's child is the plugin's host; the upstream is its child.
             // (The host's own CPU is in neither column: see the isolation table.)
             let host = kids.first().copied();
-            isolated = Some((i, host.and_then(|h| crate::proc::rss_kib(h)).map(|r| r.0)));
+            isolated = Some((i, host.and_then(crate::proc::rss_kib).map(|r| r.0)));
             kids = host.map(children).unwrap_or_default();
         }
         let upstream = (kids.len() == 1).then(|| kids[0]);
