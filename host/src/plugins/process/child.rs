@@ -47,12 +47,30 @@ thread_local! {
 }
 
 fn send(w: &Writer, msg: &ToHost) {
-    if let Ok(bytes) = frame::encode(msg) {
-        let mut s = w.lock().unwrap_or_else(PoisonError::into_inner);
-        if std::io::Write::write_all(&mut *s, &bytes).is_err() {
-            // wf is gone: nothing to serve.
-            std::process::exit(0);
-        }
+    let bytes = match frame::encode(msg) {
+        Ok(b) => b,
+        // A reply wf would refuse (over the frame limit): the call fails
+        // instead of never being answered.
+        Err(e) => match msg {
+            ToHost::Reply { id, .. } => {
+                let err = PluginError::internal(format!("the plugin's reply cannot cross: {e}"));
+                let reply = ToHost::Reply {
+                    id: *id,
+                    ok: None,
+                    err: serde_json::to_string(&err).ok(),
+                };
+                match frame::encode(&reply) {
+                    Ok(b) => b,
+                    Err(_) => return,
+                }
+            }
+            _ => return,
+        },
+    };
+    let mut s = w.lock().unwrap_or_else(PoisonError::into_inner);
+    if std::io::Write::write_all(&mut *s, &bytes).is_err() {
+        // wf is gone: nothing to serve.
+        std::process::exit(0);
     }
 }
 

@@ -841,3 +841,27 @@ impl Supervisor {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_four_seconds() {
+        let ms: Vec<u128> = (1..=7).map(|n| backoff(n).as_millis()).collect();
+        assert_eq!(ms, [250, 500, 1000, 2000, 4000, 4000, 4000]);
+    }
+
+    #[test]
+    fn a_childs_home_and_data_dir_live_under_the_state_dir() {
+        let launch = Launch {
+            file: PathBuf::from("/p/libx.so"),
+            state_dir: Some(PathBuf::from("/s")),
+            init: String::new(),
+            known: None,
+        };
+        assert_eq!(launch.home(), PathBuf::from("/s/plugin-home/libx"));
+        assert_eq!(launch.data_dir(), PathBuf::from("/s/sources"));
+        assert_eq!(launch.limits().memory_mb, None);
+    }
+}
