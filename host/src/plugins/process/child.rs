@@ -5,10 +5,12 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+
 use std::io::BufReader;
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, PoisonError};
+use tokio::io::AsyncReadExt as _;
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RArc, ROption, RStr, RString};
@@ -39,7 +41,15 @@ fn sandbox_after_manifest(_setup: &SandboxSetup<'_>, _manifest: &Manifest) {
     // Helper B's `plugins::sandbox` is wired here at merge.
 }
 
-type Writer = Arc<Mutex<UnixStream>>;
+/// Where frames to wf go: the socket itself (blocking) until `serve` starts,
+/// then a queue its writer task drains, batching whatever queued meanwhile
+/// into one write.
+struct FrameOut {
+    sync: Mutex<UnixStream>,
+    queue: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Vec<u8>>>,
+}
+
+type Writer = Arc<FrameOut>;
 
 thread_local! {
     /// The call this thread is polling, for the logs written meanwhile.
@@ -67,7 +77,13 @@ fn send(w: &Writer, msg: &ToHost) {
             _ => return,
         },
     };
-    let mut s = w.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(q) = w.queue.get() {
+        if q.send(bytes).is_err() {
+            std::process::exit(0);
+        }
+        return;
+    }
+    let mut s = w.sync.lock().unwrap_or_else(PoisonError::into_inner);
     if std::io::Write::write_all(&mut *s, &bytes).is_err() {
         // wf is gone: nothing to serve.
         std::process::exit(0);
@@ -90,7 +106,10 @@ pub fn main() -> i32 {
     let Ok(reader) = stream.try_clone() else {
         return 2;
     };
-    let writer: Writer = Arc::new(Mutex::new(stream));
+    let writer: Writer = Arc::new(FrameOut {
+        sync: Mutex::new(stream),
+        queue: std::sync::OnceLock::new(),
+    });
     let mut reader = BufReader::with_capacity(64 << 10, reader);
 
     let hello = match frame::read::<ToChild>(&mut reader) {
@@ -182,7 +201,7 @@ fn close_strays() {
     }
 }
 
-fn serve(plugin: PluginBox, mut reader: BufReader<UnixStream>, writer: Writer) -> i32 {
+fn serve(plugin: PluginBox, reader: BufReader<UnixStream>, writer: Writer) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("wf-plugin-host")
@@ -195,15 +214,83 @@ fn serve(plugin: PluginBox, mut reader: BufReader<UnixStream>, writer: Writer) -
             return 2;
         }
     };
+    // From here the socket is read and written on the runtime: a request's
+    // task starts on the worker that read it, and replies queued meanwhile
+    // leave in one write.
+    let leftover = reader.buffer().to_vec();
+    let socket = reader.into_inner();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let _ = writer.queue.set(tx);
+    {
+        // Waits for a write in flight on the blocking path to finish.
+        let _quiet = writer.sync.lock().unwrap_or_else(PoisonError::into_inner);
+        if socket.set_nonblocking(true).is_err() {
+            return 2;
+        }
+    }
+    runtime.block_on(async move {
+        let Ok(socket) = tokio::net::UnixStream::from_std(socket) else {
+            return;
+        };
+        let (read_half, write_half) = socket.into_split();
+        tokio::spawn(write_frames(rx, write_half));
+        let mut input =
+            tokio::io::BufReader::with_capacity(64 << 10, (&leftover[..]).chain(read_half));
+        dispatch(plugin, &mut input, writer).await;
+    });
+    // wf closed the socket (or broke the protocol). Programs the plugin
+    // started go with the process group wf kills; the plugin's own
+    // destructors are not waited for.
+    std::process::exit(0)
+}
+
+/// Writes queued frames, batching what queued meanwhile into one write.
+async fn write_frames(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+    mut out: tokio::net::unix::OwnedWriteHalf,
+) {
+    use tokio::io::AsyncWriteExt;
+    while let Some(mut buf) = rx.recv().await {
+        while buf.len() < (1 << 20) {
+            match rx.try_recv() {
+                Ok(more) => buf.extend_from_slice(&more),
+                Err(_) => break,
+            }
+        }
+        if out.write_all(&buf).await.is_err() {
+            std::process::exit(0);
+        }
+    }
+}
+
+/// Reads one frame (the codec of `frame`, on the runtime).
+async fn read_frame(input: &mut (impl tokio::io::AsyncRead + Unpin)) -> Option<ToChild> {
+    use tokio::io::AsyncReadExt;
+    let mut len = [0u8; 4];
+    input.read_exact(&mut len).await.ok()?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > frame::MAX_FRAME {
+        return None;
+    }
+    let mut buf = vec![0u8; len];
+    input.read_exact(&mut buf).await.ok()?;
+    serde_json::from_slice(&buf).ok()
+}
+
+async fn dispatch(
+    plugin: PluginBox,
+    input: &mut (impl tokio::io::AsyncRead + Unpin),
+    writer: Writer,
+) {
     let plugin = Arc::new(plugin);
     let sources: Arc<Mutex<HashMap<u64, Arc<SourceBox>>>> = Arc::default();
     let calls: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>> = Arc::default();
     // Until wf closes the socket (or breaks the protocol).
-    while let Ok(msg) = frame::read::<ToChild>(&mut reader) {
+    while let Some(msg) = read_frame(input).await {
         match msg {
             ToChild::Create { id, source, spec } => {
                 let (plugin, sources, writer) = (plugin.clone(), sources.clone(), writer.clone());
-                runtime.spawn_blocking(move || {
+                tokio::task::spawn_blocking(move || {
                     let err = match plugin.create_source(RString::from(spec)).into_result() {
                         Ok(obj) => {
                             sources
@@ -254,7 +341,7 @@ fn serve(plugin: PluginBox, mut reader: BufReader<UnixStream>, writer: Writer) -
                     TD_Opaque,
                 );
                 let (writer, calls) = (writer.clone(), calls.clone());
-                runtime.spawn(async move {
+                tokio::spawn(async move {
                     let mut inner = obj.request(RString::from(request), ctx);
                     let fut = std::future::poll_fn(move |cx| {
                         POLLING.set(Some(id));
@@ -289,7 +376,7 @@ fn serve(plugin: PluginBox, mut reader: BufReader<UnixStream>, writer: Writer) -
                     .get(&source)
                     .cloned();
                 let writer = writer.clone();
-                runtime.spawn(async move {
+                tokio::spawn(async move {
                     if let Some(obj) = obj {
                         obj.shutdown().await;
                     }
@@ -305,9 +392,6 @@ fn serve(plugin: PluginBox, mut reader: BufReader<UnixStream>, writer: Writer) -
             ToChild::Hello(_) | ToChild::Start(_) => {}
         }
     }
-    // Programs the plugin started go with the process group wf kills; the
-    // plugin's own destructors are not waited for.
-    std::process::exit(0)
 }
 
 /// The plugin's `HostContextFfi`: logs and events become frames.
