@@ -97,9 +97,18 @@ pub fn load_config_and_plugins(
             config.file_label()
         );
     }
+    if let Some(first) =
+        crate::config::plugin_table_problems(&config.file_label(), &config.config.plugins.plugin)
+            .into_iter()
+            .next()
+    {
+        anyhow::bail!(first);
+    }
     let policy = LoadPolicy {
         allow_insecure: opts.allow_insecure_plugin_dir,
         runtime_threads: Some(threads),
+        isolation: crate::plugins::isolation::IsolationPolicy::from_config(&config.config),
+        state_dir: Some(state_dir(opts, &config)),
     };
     let lock = crate::plugins::pins::lock_path(&config.base_dir());
     let mut pins = crate::plugins::pins::Pins::load(&lock)?;
@@ -317,6 +326,7 @@ impl App {
             _ => {}
         }
         self.sources.shutdown(Duration::from_secs(5)).await;
+        crate::plugins::process::stop_all();
         self.plugins
             .write()
             .unwrap_or_else(PoisonError::into_inner)

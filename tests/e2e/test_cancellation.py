@@ -67,9 +67,29 @@ async def cancel_once_started(c: Client, tool: str, arguments: dict[str, Any], m
         return time.monotonic() - started
 
 
+# The fixture plugin runs in a child by default (it is not bundled, issue 32)
+# and in wf when the config says so: every test runs both ways.
+ISOLATION = {"now": "process"}
+
+
+@pytest.fixture(autouse=True, params=["process", "in_process"])
+def isolation(request: pytest.FixtureRequest) -> str:
+    ISOLATION["now"] = request.param
+    return request.param
+
+
 def serve(wf: Wf, transport: str, mode: str) -> Client:
     wf.install("cancel")
-    return wf.client(transport, mode)
+    # In process, an unpinned third party's plugin takes the operator's opt-in;
+    # in a child, the fixture writes its markers into the test's folder, which
+    # the strict sandbox closes (test_sandbox.py covers the sandbox).
+    opt_in = (
+        "allow_unpinned_in_process = true\n" if ISOLATION["now"] == "in_process" else 'sandbox = "off"\n'
+    )
+    config = wf.write_config(
+        f'[plugins.fixture-cancel]\nisolation = "{ISOLATION["now"]}"\n{opt_in}', "cancel.toml"
+    )
+    return wf.client(transport, mode, "--config", str(config))
 
 
 @pytest.mark.parametrize(("transport", "mode"), FRONTS)

@@ -38,9 +38,8 @@ from caller_support import ANSWER_NAME, Answerer
 
 pytestmark = pytest.mark.anyio
 
-# Every compat test runs in each of these plugin isolation modes (issue #32:
-# "process" joins when process mode lands).
-ISOLATIONS = ["in_process"]
+# Every compat test runs in each of these plugin isolation modes (issue #32).
+ISOLATIONS = ["in_process", "process"]
 
 
 def compat_file(variable: str, crate: str) -> Path:
@@ -76,9 +75,10 @@ def isolate(wf: Wf, isolation: str, files: list[Path], names: list[str]) -> Path
 class CompatWf:
     """A wf with compat plugins installed, run in one isolation mode."""
 
-    def __init__(self, wf: Wf, config: Path) -> None:
+    def __init__(self, wf: Wf, config: Path, isolation: str) -> None:
         self.wf = wf
         self.config = config
+        self.isolation = isolation
         self.bin = wf.bin
         self.root = wf.root
         self.state_dir = wf.state_dir
@@ -107,7 +107,7 @@ class CompatWf:
 @pytest.fixture(params=ISOLATIONS)
 def compat_wf(request: pytest.FixtureRequest, compat_plugin: Path, wf: Wf) -> CompatWf:
     installed = wf.install_file(compat_plugin)
-    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-0"]))
+    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-0"]), request.param)
 
 
 def test_a_previous_minor_plugin_loads(compat_wf: CompatWf) -> None:
@@ -115,6 +115,7 @@ def test_a_previous_minor_plugin_loads(compat_wf: CompatWf) -> None:
     ours = [p for p in doc["loaded"] if p["name"] == "compat-v1-0"]
     assert len(ours) == 1, doc
     assert ours[0]["api_version"] == "1.0.0"
+    assert ours[0]["isolation"] == compat_wf.isolation
     host_api = doc["host_api"]
     major, minor = (int(x) for x in host_api.split(".")[:2])
     assert (major, minor) > (1, 0), f"the host must be newer than the plugin for this test to mean anything: {host_api}"
@@ -227,7 +228,7 @@ def test_an_upstream_error_that_is_not_state_lost_keeps_its_code(compat_wf: Comp
 @pytest.fixture(params=ISOLATIONS)
 def compat11_wf(request: pytest.FixtureRequest, wf: Wf) -> CompatWf:
     installed = wf.install_file(compat_file("WF_COMPAT_PLUGIN_V1_1", "plugin-v1_1"))
-    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-1"]))
+    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-1"]), request.param)
 
 
 def test_a_1_1_plugin_loads(compat11_wf: CompatWf) -> None:
@@ -280,7 +281,7 @@ def test_a_1_1_plugin_runs_a_workflow_on_its_own_lease(compat11_wf: CompatWf) ->
 @pytest.fixture(params=ISOLATIONS)
 def compat12_wf(request: pytest.FixtureRequest, wf: Wf) -> CompatWf:
     installed = wf.install_file(compat_file("WF_COMPAT_PLUGIN_V1_2", "plugin-v1_2"))
-    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-2"]))
+    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-2"]), request.param)
 
 
 def test_a_1_2_plugin_loads(compat12_wf: CompatWf) -> None:

@@ -7,6 +7,8 @@ target/console-screenshots/ (CI artifacts)."""
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 import httpx2
@@ -56,6 +58,7 @@ async def run_status(console: Console, run_id: str) -> str:
 
 async def test_sources_plugins_and_capability_search_render(wf: Wf) -> None:
     refused = wf.install("bad_version")
+    wf.install("crashy")  # not bundled: runs in a child (issue 32)
     console = start_console(wf)
     await wait_sources_ready(console)
     async with browser() as b:
@@ -74,6 +77,9 @@ async def test_sources_plugins_and_capability_search_render(wf: Wf) -> None:
             std = page.locator('tr[data-plugin="wf-source-std"]')
             await std.wait_for()
             assert "1." in await std.inner_text(), await std.inner_text()  # its api version
+            assert "in_process" in await std.inner_text(), await std.inner_text()
+            child = page.locator('tr[data-plugin="fixture-crashy"]')
+            assert re.search(r"process: pid \d+, 0 restarts, running", await child.inner_text()), await child.inner_text()
             bad = page.locator(f'tr[data-refused$="{refused.name}"]')
             await bad.wait_for()
             assert "version" in (await bad.inner_text()).lower(), await bad.inner_text()

@@ -34,8 +34,20 @@ ASKING_TOOLS = {
 FRONTS = ["stdio", "http"]
 
 
+# Each test runs with the mcp plugin in wf and in a child of its own (issue 32).
+ISOLATION = {"now": "in_process"}
+
+
+@pytest.fixture(autouse=True, params=["in_process", "process"])
+def isolation(request: pytest.FixtureRequest) -> str:
+    ISOLATION["now"] = request.param
+    return request.param
+
+
 def client(wf: Wf, everything_bin: Path, front: str, mode: str = "legacy", **kw: Any) -> Client:
-    config = wf.write_config(toml_config({"everything": {"command": str(everything_bin)}}))
+    text = toml_config({"everything": {"command": str(everything_bin)}})
+    text += f'\n[plugins.wf-source-mcp]\nisolation = "{ISOLATION["now"]}"\n'
+    config = wf.write_config(text)
     if front == "stdio":
         return wf.stdio_client(mode, "--config", str(config), **kw)
     return wf.http_client(wf.start_http("127.0.0.1", None, "--config", str(config)), mode, **kw)

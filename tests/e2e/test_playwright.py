@@ -22,7 +22,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import Wf, all_tools, content_text, descendants_of, toml_config, wait_processes_gone
+from conftest import Wf, all_tools, children_of, content_text, descendants_of, toml_config, wait_processes_gone
 from planner_support import get_run, planner, publish_and_deploy
 from playwright_support import CHROMIUM, require_playwright_mcp, serve_pages
 
@@ -78,11 +78,15 @@ def counter_url() -> Iterator[str]:
         yield f"{base}/counter.html"
 
 
-def playwright_config(wf: Wf, playwright_mcp_bin: Path, name: str = "wf.toml") -> Path:
+def playwright_config(wf: Wf, playwright_mcp_bin: Path, name: str = "wf.toml", isolation: str | None = None) -> Path:
     out = wf.root / "playwright-output"
     out.mkdir(exist_ok=True)
     args = ["--headless", "--no-sandbox", "--isolated", "--executable-path", str(CHROMIUM), "--output-dir", str(out)]
-    return wf.write_config(toml_config({SOURCE: {"command": str(playwright_mcp_bin), "args": args}}), name)
+    text = toml_config({SOURCE: {"command": str(playwright_mcp_bin), "args": args}})
+    if isolation:
+        # The mcp plugin in a child of its own (issue 32): same session, same browser.
+        text += f'\n[plugins.wf-source-mcp]\nisolation = "{isolation}"\n'
+    return wf.write_config(text, name)
 
 
 async def playwright_tools(c: Client, timeout: float = 60) -> dict[str, Any]:
@@ -106,6 +110,13 @@ def check_tool_shapes(tools: dict[str, Any]) -> None:
     assert {"element", "target"} <= set(click["properties"]) and click["required"] == ["target"]
 
 
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
 def chromium_procs(pid: int) -> list[Any]:
     found = []
     for p in descendants_of(pid):
@@ -118,8 +129,11 @@ def chromium_procs(pid: int) -> list[Any]:
     return found
 
 
-async def test_workflow_clicks_on_one_live_browser(wf: Wf, playwright_mcp_bin: Path, counter_url: str) -> None:
-    config = playwright_config(wf, playwright_mcp_bin)
+@pytest.mark.parametrize("isolation", ["in_process", "process"])
+async def test_workflow_clicks_on_one_live_browser(
+    wf: Wf, playwright_mcp_bin: Path, counter_url: str, isolation: str
+) -> None:
+    config = playwright_config(wf, playwright_mcp_bin, isolation=isolation)
     server = wf.start_http("127.0.0.1", None, "--config", str(config))
     async with wf.http_client(server, read_timeout_seconds=OP_TIMEOUT) as c:
         with anyio.fail_after(OP_TIMEOUT):
@@ -174,6 +188,10 @@ async def test_workflow_clicks_on_one_live_browser(wf: Wf, playwright_mcp_bin: P
 
             browsers = chromium_procs(server.proc.pid)
             assert browsers, "no chromium below wf while the session is open"
+            hosts = [p for p in children_of(server.proc.pid) if _exe(p.pid).endswith("/wf-plugin-host")]
+            assert len(hosts) == (1 if isolation == "process" else 0), hosts
+            if hosts:
+                assert all(b in descendants_of(hosts[0].pid) for b in browsers), "the browser is not below the plugin's child"
             everything = descendants_of(server.proc.pid)
 
     # Stopping wf ends playwright-mcp and its browser.

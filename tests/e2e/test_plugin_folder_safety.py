@@ -30,8 +30,15 @@ OP_TIMEOUT = 30
 MARKER_ENV = "WF_FIXTURE_CTOR_MARKER"
 
 
+def in_process(wf: Wf) -> list[str]:
+    """The fixture's constructor reads the marker's path from the environment,
+    which a plugin in process mode does not get: these tests load in process
+    (folder safety is judged the same way before either mode loads a file)."""
+    return ["--config", str(wf.write_config('[server]\nplugin_isolation = "in_process"\n', "in-process.toml"))]
+
+
 def plugins(wf: Wf, *extra: str, env: dict[str, str]) -> tuple[int, dict[str, Any]]:
-    proc = wf.run("plugins", "--json", *wf.plugin_args(), *extra, env=env)
+    proc = wf.run("plugins", "--json", *wf.plugin_args(), *in_process(wf), *extra, env=env)
     return proc.returncode, json.loads(proc.stdout)
 
 
@@ -70,7 +77,7 @@ async def test_serve_refuses_a_world_writable_folder_and_keeps_serving(wf: Wf) -
     wf.install("no-export")
     wf.install("call-panics")
     os.chmod(wf.plugin_dir, 0o777)
-    async with wf.stdio_client("auto", env={MARKER_ENV: str(marker)}) as c:
+    async with wf.stdio_client("auto", *in_process(wf), env={MARKER_ENV: str(marker)}) as c:
         names = await tool_names(c)
         assert "wf_std__const" in names
         assert not any(n.startswith("panicky__") for n in names), "a plugin from an unsafe folder is served"
@@ -119,7 +126,7 @@ async def test_rebuilt_plugin_is_copied_into_a_private_folder_under_the_state_di
     would hand back the refused mapping for the same path)."""
     target = wf.plugin_dir / fixture_filename("call-panics")
     target.write_text("not a library yet\n")
-    async with wf.stdio_client("auto") as c:
+    async with wf.stdio_client("auto", *in_process(wf)) as c:
         with anyio.fail_after(OP_TIMEOUT):
             listed = await admin(c, "list_plugins")
             assert any(Path(r["file"]) == target for r in listed["refused"]), listed

@@ -589,3 +589,38 @@ async def test_a_run_that_cannot_open_its_sessions_leaks_no_lease(wf: Wf, fixtur
             while (leaked := fixture_procs_below(server.proc.pid, fixture_upstream_bin)) and time.monotonic() < deadline:
                 await anyio.sleep(0.1)
             assert leaked == [], f"lease processes left running after the run failed: {leaked}"
+
+
+async def test_a_plugin_child_restart_is_state_lost_too(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """Issue 32: the mcp plugin in a child of its own. The child (and with it
+    the upstream) dies between two fx nodes, while a wf.std node sleeps; wf
+    restarts the child, whose sessions start over. `second` must fail as
+    state-lost, not run silently on the new child's fresh session."""
+    text = toml_config({"fx": {"command": str(fixture_upstream_bin)}})
+    text += '\n[plugins.wf-source-mcp]\nisolation = "process"\n'
+    config = wf.write_config(text)
+    wait = {"use": "wf.std.sleep", "args": {"ms": 3000}}
+    async with wf.client("stdio", "auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            upstream = (await tool_json(c, "fx__pid"))["pid"]
+            info = proc_info(upstream)
+            assert info is not None
+            child = info.ppid
+            assert os.readlink(f"/proc/{child}/exe").endswith("/wf-plugin-host"), "the upstream is not below a plugin child"
+            started = await planner(c, "run_workflow", {"workflow": incr_slow_incr(wait), "wait": False})
+            run_id = started["run_id"]
+            await wait_node(c, run_id, "wait", "running")
+            killed_at = kill_fixture(child)
+            assert await pid_gone(child), "the killed plugin child was not reaped"
+
+            run, nodes = await wait_run(c, run_id)
+            assert run["status"] == "failed", (run, nodes)
+            assert nodes["first"]["status"] == "succeeded", nodes
+            assert nodes["second"]["status"] == "failed", nodes
+            assert STATE_LOST in nodes["second"]["error"], nodes["second"]
+            assert nodes["second"]["error_code"] == "state_lost", nodes["second"]
+            no_success_after(nodes, killed_at)
+
+            # The restarted child serves calls that do not depend on the old state.
+            assert (await tool_json(c, "fx__get_count")) == {"count": 0}
+            assert (await tool_json(c, "fx__pid"))["pid"] != upstream

@@ -90,6 +90,25 @@ pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
     for w in crate::config::sizing::warnings(&config.config.server) {
         eprintln!("{file}: {}: warning: {}", w.key, w.message);
     }
+    // A `[plugins.<name>]` table is keyed by a manifest name: one that names
+    // no loaded plugin is most likely a typo (it may also be a plugin not
+    // installed yet).
+    for name in config.config.plugins.plugin.keys() {
+        if !set.loaded.iter().any(|p| &p.manifest.name == name) {
+            let loaded: Vec<&str> = set
+                .loaded
+                .iter()
+                .map(|p| p.manifest.name.as_str())
+                .collect();
+            let hint = crate::config::did_you_mean(name, loaded.iter().copied())
+                .map(|n| format!(" (did you mean {n:?}?)"))
+                .unwrap_or_default();
+            eprintln!(
+                "{file}: plugins.{name}: warning: no loaded plugin is named {name:?}{hint}; loaded: {}",
+                loaded.join(", ")
+            );
+        }
+    }
     if problems.is_empty() {
         println!(
             "ok: {file}: {} configured sources, {} plugins loaded, {} sources tried{}",

@@ -34,6 +34,8 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
                     "description": p.manifest.description,
                     "warnings": p.warnings,
                     "pinned": p.pinned,
+                    "isolation": p.isolation,
+                    "process": p.child.as_deref().map(crate::plugins::process::describe),
                 })
             })
             .collect();
@@ -71,6 +73,18 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
             if p.pinned { "  pinned" } else { "" },
             p.file.display()
         );
+        match &p.child {
+            Some(sup) => {
+                let d = crate::plugins::process::describe(sup);
+                println!(
+                    "    isolation: process (pid {}, restarts {}, {})",
+                    d["pid"],
+                    d["restarts"],
+                    d["state"].as_str().unwrap_or("")
+                );
+            }
+            None => println!("    isolation: in_process"),
+        }
         for w in &p.warnings {
             println!("    warning: {w}");
         }

@@ -5,6 +5,7 @@
 mod catalog;
 mod edit;
 mod env;
+mod plugin_isolation;
 mod principals;
 pub mod sizing;
 mod strict;
@@ -21,6 +22,7 @@ use crate::text::one_line;
 pub use catalog::{CatalogConfig, CatalogMode};
 pub use edit::{Edit, stage};
 pub use env::{EnvError, expand_env};
+pub use plugin_isolation::{Isolation, PluginSettings, Sandbox, problems as plugin_table_problems};
 pub use principals::{Principal, TokenConfig};
 pub use strict::{FOREIGN_MCP_SERVER_KEYS, did_you_mean, unknown_key};
 pub use telemetry::TelemetryConfig;
@@ -182,6 +184,10 @@ pub struct ServerConfig {
     /// a plugin is loaded, so a change takes effect at the next start).
     #[serde(default = "default_plugin_threads")]
     pub plugin_threads: usize,
+    /// How plugins without an `isolation` of their own run (unset: bundled
+    /// ones in process, others in a child process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_isolation: Option<Isolation>,
 }
 
 /// `[server] prefix`: when a source's prefix is put before its names.
@@ -300,6 +306,7 @@ impl Default for ServerConfig {
             task_ttl_ms: default_task_ttl_ms(),
             max_calls_per_client: default_max_calls_per_client(),
             plugin_threads: default_plugin_threads(),
+            plugin_isolation: None,
         }
     }
 }
@@ -372,12 +379,24 @@ impl AdminConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `[plugins]`: `dirs`, and a `[plugins.<name>]` table per plugin (strict;
+/// any other key that is not a table is refused as unknown: see
+/// `plugin_isolation::deserialize_plugins`).
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct PluginsConfig {
     /// Extra plugin folders; relative paths are relative to the config file.
     #[serde(default)]
     pub dirs: Vec<PathBuf>,
+    /// `[plugins.<name>]`: per plugin (manifest name) isolation and limits.
+    #[serde(flatten)]
+    pub plugin: BTreeMap<String, PluginSettings>,
+}
+
+impl<'de> Deserialize<'de> for PluginsConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (dirs, plugin) = plugin_isolation::deserialize_plugins(d)?;
+        Ok(Self { dirs, plugin })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

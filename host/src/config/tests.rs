@@ -202,3 +202,50 @@ fn a_key_with_control_characters_keeps_the_error_on_one_line() {
     assert!(!e.contains('\r') && !e.contains('\n'), "{e:?}");
     assert!(e.contains("mcp\\rserv"), "{e}");
 }
+
+#[test]
+fn plugin_tables_are_read_and_strict() {
+    let p = write(
+        "plugtables.toml",
+        "[server]\nplugin_isolation = \"process\"\n[plugins]\ndirs = [\"p\"]\n[plugins.mcp]\nisolation = \"process\"\nsandbox = \"off\"\nmemory_mb = 512\ncpu_seconds = 60\n",
+    );
+    let c = LoadedConfig::load(&p).unwrap().config;
+    assert_eq!(c.server.plugin_isolation, Some(Isolation::Process));
+    assert_eq!(c.plugins.dirs, vec![PathBuf::from("p")]);
+    let mcp = &c.plugins.plugin["mcp"];
+    assert_eq!(mcp.isolation, Some(Isolation::Process));
+    assert_eq!(mcp.sandbox, Some(Sandbox::Off));
+    assert_eq!((mcp.memory_mb, mcp.cpu_seconds), (Some(512), Some(60)));
+    for (name, text, want) in [
+        (
+            "pt1.toml",
+            "[plugins.mcp]\nisolaton = \"process\"\n",
+            "isolaton",
+        ),
+        (
+            "pt2.toml",
+            "[plugins.mcp]\nisolation = \"sandboxed\"\n",
+            "sandboxed",
+        ),
+        ("pt3.toml", "[plugins.mcp]\nsandbox = \"loose\"\n", "loose"),
+        (
+            "pt4.toml",
+            "[server]\nplugin_isolation = \"child\"\n",
+            "child",
+        ),
+    ] {
+        let e = LoadedConfig::load(&write(name, text))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{name}: {e}");
+    }
+    let bad = BTreeMap::from([(
+        "x".to_string(),
+        PluginSettings {
+            memory_mb: Some(1),
+            cpu_seconds: Some(0),
+            ..Default::default()
+        },
+    )]);
+    assert_eq!(plugin_table_problems("wf.toml", &bad).len(), 2);
+}

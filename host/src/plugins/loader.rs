@@ -13,6 +13,7 @@ use wf_plugin_api::ffi::{HostContextBox, HostContextFfi_TO, PluginBox, WfPluginM
 use wf_plugin_api::{ErrorCode, Manifest, PluginError, PluginInit};
 
 use super::host_context::{HostContext, HostEvents};
+use crate::config::Isolation;
 use crate::text::{first_line, one_line};
 
 /// A plugin that loaded and instantiated.
@@ -20,6 +21,10 @@ pub struct LoadedPlugin {
     pub manifest: Manifest,
     pub file: PathBuf,
     pub plugin: PluginBox,
+    /// Where it runs.
+    pub isolation: Isolation,
+    /// Its child process, in process mode.
+    pub child: Option<Arc<super::process::Supervisor>>,
     /// What the operator should fix although the plugin loaded (one line each).
     pub warnings: Vec<String>,
     /// Its file is pinned in `plugins.lock` (and matched its hash).
@@ -67,7 +72,7 @@ pub struct Note {
 }
 
 /// How carefully plugin folders are judged before anything is loaded.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct LoadPolicy {
     /// `--allow-insecure-plugin-dir`: load from folders and files other
     /// users can write (with a warning) instead of refusing them.
@@ -75,6 +80,10 @@ pub struct LoadPolicy {
     /// `[server] plugin_threads`: each plugin's runtime size (none: the
     /// plugin's own default).
     pub runtime_threads: Option<usize>,
+    /// Which plugins run in a child process (`[plugins.<name>]`).
+    pub isolation: super::isolation::IsolationPolicy,
+    /// The state directory (children get `<state>/sources` as their data).
+    pub state_dir: Option<PathBuf>,
 }
 
 #[derive(Default)]
@@ -414,19 +423,34 @@ impl PluginSet {
         } else {
             None
         };
-        let result = load_one(
-            fresh.as_deref().unwrap_or(&file),
-            self,
-            events,
-            log_level,
-            None,
-        );
+        let path = fresh.as_deref().unwrap_or(&file);
+        let bundled = super::isolation::is_bundled(dir);
+        let pinned = self.pins.is_pinned(&file);
+        // Loaded straight into wf only when no setting can send it to a
+        // child: bundled, pinned, or the operator's folder-wide opt-in
+        // (`[server] plugin_isolation = "in_process"`), warned below.
+        let direct = !self.policy.isolation.may_be_process(bundled, pinned);
+        let result = if direct {
+            load_one(path, self, events, log_level, None)
+        } else {
+            load_in_child(path, bundled, pinned, self, events, log_level)
+        };
         match result {
             Ok(mut plugin) => {
                 plugin.file = file.clone();
                 plugin.stamp = now;
                 plugin.warnings = warnings(&file);
                 plugin.pinned = self.pins.get(&file).is_some();
+                if direct
+                    && let Ok(Some(w)) = super::pins::in_process_allowed(
+                        &plugin.manifest.name,
+                        bundled,
+                        pinned,
+                        true,
+                    )
+                {
+                    tracing::warn!(plugin = %plugin.manifest.name, file = %file.display(), "{w}");
+                }
                 tracing::info!(plugin = %plugin.manifest.name, version = %plugin.manifest.version, file = %file.display(), "plugin loaded");
                 for w in &plugin.warnings {
                     tracing::warn!(plugin = %plugin.manifest.name, file = %file.display(), "{w}");
@@ -514,6 +538,13 @@ fn load_one(
     log_level: &str,
     check: Option<ManifestCheck<'_>>,
 ) -> Result<LoadedPlugin, String> {
+    let module = open_module(file)?;
+    instantiate(module, file, set, events, log_level, check)
+}
+
+/// Loads `file` and checks it is a wf plugin this host can load (the
+/// checks a child process runs too, with the same one-line refusals).
+pub(crate) fn open_module(file: &Path) -> Result<WfPluginModRef, String> {
     let header = lib_header_from_path(file).map_err(|e| match e {
         LibraryError::OpenError { err, .. } => {
             format!("not a loadable library: {}", one_line(&err.to_string()))
@@ -547,33 +578,30 @@ fn load_one(
         ));
     }
 
-    let module = header
+    header
         .check_layout::<WfPluginModRef>()
         .map_err(|e| match e {
             LibraryError::AbiInstability(_) => {
                 format!("ABI layout mismatch: {}", abi_error_line(&e.to_string()))
             }
             other => format!("not a wf plugin: {}", first_line(&other.to_string())),
-        })?;
-    instantiate(module, file, set, events, log_level, check)
+        })
 }
 
-/// Reads a checked root module's manifest and creates the plugin, unless
-/// its name or one of its kinds is taken already.
-fn instantiate(
-    module: WfPluginModRef,
-    file: &Path,
-    set: &PluginSet,
-    events: &HostEvents,
-    log_level: &str,
-    check: Option<ManifestCheck<'_>>,
-) -> Result<LoadedPlugin, String> {
+/// A checked root module's manifest, refused when unreadable or when its
+/// settings schema is unusable.
+pub(crate) fn read_manifest(module: WfPluginModRef) -> Result<Manifest, String> {
     let manifest_text = (module.manifest())();
     let manifest: Manifest = serde_json::from_str(manifest_text.as_str())
         .map_err(|e| format!("not a wf plugin: unreadable manifest: {e}"))?;
-    if let Some(check) = check {
-        check(&manifest)?;
+    if let Some(why) = wf_plugin_api::schema::settings_schema_problems(&manifest).first() {
+        return Err(format!("unusable settings schema: {why}"));
     }
+    Ok(manifest)
+}
+
+/// Refuses a plugin whose name or one of whose kinds is taken already.
+fn check_unique(manifest: &Manifest, set: &PluginSet) -> Result<(), String> {
     if let Some(prev) = set.loaded.iter().find(|p| p.manifest.name == manifest.name) {
         return Err(format!(
             "duplicate plugin name {:?}: already loaded from {}",
@@ -590,23 +618,26 @@ fn instantiate(
             ));
         }
     }
+    Ok(())
+}
 
-    if let Some(why) = wf_plugin_api::schema::settings_schema_problems(&manifest).first() {
-        return Err(format!("unusable settings schema: {why}"));
-    }
-
-    let ctx = HostContext {
-        plugin: manifest.name.as_str().into(),
-        events: events.clone(),
-    };
-    let host: HostContextBox = HostContextFfi_TO::from_ptr(RArc::new(ctx), TD_Opaque);
+/// The `PluginInit` JSON a plugin's constructor gets.
+pub(crate) fn init_json(set: &PluginSet, log_level: &str) -> String {
     let init = PluginInit {
         host_version: env!("CARGO_PKG_VERSION").into(),
         log_level: log_level.into(),
         runtime_threads: set.policy.runtime_threads,
     };
-    let init = RString::from(serde_json::to_string(&init).unwrap_or_default());
-    let plugin = (module.instantiate())(host, init)
+    serde_json::to_string(&init).unwrap_or_default()
+}
+
+/// Runs the plugin's constructor.
+pub(crate) fn construct(
+    module: WfPluginModRef,
+    host: HostContextBox,
+    init: &str,
+) -> Result<PluginBox, String> {
+    (module.instantiate())(host, RString::from(init))
         .into_result()
         .map_err(|e| {
             let e = PluginError::from_json(e.as_str());
@@ -614,7 +645,30 @@ fn instantiate(
                 ErrorCode::Panicked => format!("constructor panicked: {}", one_line(&e.message)),
                 _ => format!("constructor failed: {}", one_line(&e.message)),
             }
-        })?;
+        })
+}
+
+/// Reads a checked root module's manifest and creates the plugin, unless
+/// its name or one of its kinds is taken already.
+fn instantiate(
+    module: WfPluginModRef,
+    file: &Path,
+    set: &PluginSet,
+    events: &HostEvents,
+    log_level: &str,
+    check: Option<ManifestCheck<'_>>,
+) -> Result<LoadedPlugin, String> {
+    let manifest = read_manifest(module)?;
+    if let Some(check) = check {
+        check(&manifest)?;
+    }
+    check_unique(&manifest, set)?;
+    let ctx = HostContext {
+        plugin: manifest.name.as_str().into(),
+        events: events.clone(),
+    };
+    let host: HostContextBox = HostContextFfi_TO::from_ptr(RArc::new(ctx), TD_Opaque);
+    let plugin = construct(module, host, &init_json(set, log_level))?;
     Ok(LoadedPlugin {
         warnings: Vec::new(),
         pinned: false,
@@ -622,6 +676,67 @@ fn instantiate(
         manifest,
         file: file.to_path_buf(),
         plugin,
+        isolation: Isolation::InProcess,
+        child: None,
+    })
+}
+
+/// Starts `file` in a child: the child loads and checks it and reads its
+/// manifest. A plugin whose settings say `in_process` after all is stopped
+/// there and loaded here instead.
+fn load_in_child(
+    file: &Path,
+    bundled: bool,
+    pinned: bool,
+    set: &PluginSet,
+    events: &HostEvents,
+    log_level: &str,
+) -> Result<LoadedPlugin, String> {
+    let launch = super::process::Launch {
+        file: file.to_path_buf(),
+        state_dir: set.policy.state_dir.clone(),
+        init: init_json(set, log_level),
+        known: None,
+        sources: set
+            .policy
+            .isolation
+            .sandbox_sources(set.policy.state_dir.as_deref()),
+    };
+    let (sup, manifest) = super::process::Supervisor::probe(launch)?;
+    if let Err(e) = check_unique(&manifest, set) {
+        sup.stop();
+        return Err(e);
+    }
+    let isolation = set
+        .policy
+        .isolation
+        .resolve(&manifest.name, bundled, pinned);
+    if isolation == Isolation::InProcess {
+        sup.stop();
+        // The opt-in: the plugin's own `allow_unpinned_in_process`, or the
+        // operator's folder-wide `[server] plugin_isolation = "in_process"`.
+        let settings = set.policy.isolation.settings(&manifest.name);
+        let opted_in = settings.allow_unpinned_in_process
+            || (settings.isolation.is_none()
+                && set.policy.isolation.folder_default == Some(Isolation::InProcess));
+        if let Some(warning) =
+            super::pins::in_process_allowed(&manifest.name, bundled, pinned, opted_in)?
+        {
+            tracing::warn!(plugin = %manifest.name, file = %file.display(), "{warning}");
+        }
+        return load_one(file, set, events, log_level, None);
+    }
+    let settings = set.policy.isolation.settings(&manifest.name);
+    let sup = sup.start(&manifest, &settings, events)?;
+    Ok(LoadedPlugin {
+        warnings: Vec::new(),
+        stamp: None,
+        plugin: super::process::plugin_box(&sup),
+        manifest,
+        file: file.to_path_buf(),
+        isolation,
+        child: Some(sup),
+        pinned,
     })
 }
 

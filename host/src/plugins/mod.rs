@@ -5,8 +5,10 @@
 
 mod host_context;
 mod inspect;
+pub mod isolation;
 mod loader;
 pub mod pins;
+pub mod process;
 mod safety;
 pub mod sandbox;
 

@@ -35,6 +35,9 @@ pub enum SourceState {
     /// which `wf auth login` to run. Other sources are unaffected.
     NeedsLogin,
     Disabled,
+    /// Its plugin's child process exited and is being restarted (process
+    /// isolation): calls fail at once until it is back.
+    Restarting,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -86,6 +89,22 @@ impl SourceEntry {
         if let Some(why) = self.handle.as_ref().and_then(|h| h.login_needed()) {
             st.state = SourceState::NeedsLogin;
             st.error = Some(why);
+        }
+        // A plugin in a child process that exited: the source waits for it.
+        if self.handle.is_some()
+            && let Some(plugin) = &self.plugin
+        {
+            match crate::plugins::process::health(plugin) {
+                Some(crate::plugins::process::Health::Restarting(why)) => {
+                    st.state = SourceState::Restarting;
+                    st.error = Some(why);
+                }
+                Some(crate::plugins::process::Health::Failed(why)) => {
+                    st.state = SourceState::Failed;
+                    st.error = Some(why);
+                }
+                _ => {}
+            }
         }
         st
     }

@@ -258,7 +258,7 @@ impl Admin {
         let loaded: Vec<Value> = plugins
             .loaded
             .iter()
-            .map(|p| json!({"name": p.manifest.name, "version": p.manifest.version, "api_version": p.manifest.api_version, "file": p.file, "kinds": p.manifest.kinds}))
+            .map(|p| json!({"name": p.manifest.name, "version": p.manifest.version, "api_version": p.manifest.api_version, "file": p.file, "kinds": p.manifest.kinds, "isolation": p.isolation, "process": p.child.as_deref().map(crate::plugins::process::describe)}))
             .collect();
         json!({
             "loaded": loaded,

@@ -273,18 +273,25 @@ async function pluginsPage() {
   main.replaceChildren(el("h2", { text: "Plugins" }), body);
   await loading(body, () => pluginsBody(body));
 }
+// "in_process", or "process: pid N, R restarts, state" for a plugin in a child.
+function isolation(x) {
+  const c = x.process;
+  if (!c) return x.isolation || "in_process";
+  return `process: pid ${c.pid ?? "–"}, ${c.restarts} restarts, ${c.state}` + (c.error ? ` (${c.error})` : "");
+}
 async function pluginsBody(body) {
   const p = await api("/plugins");
   const supported = typeof p.supported_api === "string" ? p.supported_api : json(p.supported_api);
   const loaded = p.loaded.map((x) => el("tr", { "data-plugin": x.name },
     el("th", { scope: "row", text: x.name }), el("td", { text: x.version }), el("td", { text: x.api_version }),
-    el("td", { text: (x.kinds || []).join(", ") }), el("td", {}, el("code", { text: x.file }))));
+    el("td", { text: (x.kinds || []).join(", ") }), el("td", { text: isolation(x) }),
+    el("td", {}, el("code", { text: x.file }))));
   const refused = p.refused.map((x) => el("tr", { "data-refused": x.file },
     el("td", {}, el("code", { text: x.file })), el("td", { class: "err", text: x.reason })));
   body.replaceChildren(
     el("p", { class: "muted", text: `This wf loads plugin API versions ${supported}.` }),
     el("h2", { text: `Loaded (${loaded.length})` }),
-    loaded.length ? table(["Plugin", "Version", "API version", "Kinds", "File"], loaded, "Loaded plugins") : el("p", { text: "None." }),
+    loaded.length ? table(["Plugin", "Version", "API version", "Kinds", "Isolation", "File"], loaded, "Loaded plugins") : el("p", { text: "None." }),
     el("h2", { text: `Refused (${refused.length})` }),
     refused.length ? table(["File", "Reason"], refused, "Refused plugin files") : el("p", { text: "None." }),
     (p.restart_needed || []).length ? el("p", { class: "err", text: `Restart needed for: ${p.restart_needed.join(", ")}` }) : null);

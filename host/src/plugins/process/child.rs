@@ -1,0 +1,502 @@
+//! `wf-plugin-host`: the child side. Loads one plugin library with the
+//! loader's own checks, then serves wf's frames on fd 3: creates sources,
+//! runs requests (each a task; a `cancel` drops its future), and sends the
+//! plugin's progress, logs and events back. Exits when wf closes the socket.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use std::io::BufReader;
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::io::AsyncReadExt as _;
+
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RArc, ROption, RStr, RString};
+use tokio::sync::oneshot;
+use wf_plugin_api::ffi::{
+    CallContextFfi, CallContextFfi_TO, HostContextFfi, HostContextFfi_TO, PluginBox, SourceBox,
+};
+use wf_plugin_api::{Manifest, PluginError};
+
+use super::frame;
+use super::protocol::{Hello, PROTOCOL_VERSION, Start, ToChild, ToHost};
+use super::spawn::CHILD_FD;
+use crate::plugins::sandbox;
+
+/// What the sandbox needs to know.
+pub struct SandboxSetup<'a> {
+    pub hello: &'a Hello,
+    /// The plugin's own settings, once its name is known.
+    pub start: Option<&'a Start>,
+}
+
+/// The sandbox policy: every configured source's data directory and
+/// programs before the manifest is read, only those of the plugin's kinds
+/// after; the child's own `HOME` (made by wf, private) is its too.
+fn sandbox_policy(
+    setup: &SandboxSetup<'_>,
+    manifest: Option<&Manifest>,
+) -> Result<sandbox::Policy, String> {
+    let mode = setup
+        .start
+        .map_or(setup.hello.sandbox.as_str(), |s| s.sandbox.as_str());
+    let mode: sandbox::Mode = mode.parse()?;
+    let mut policy = sandbox::Policy::new(&setup.hello.file, mode)
+        .starts_programs(manifest.is_none_or(|m| m.starts_programs));
+    if let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from)
+        && home.is_dir()
+    {
+        policy = policy.data_dir(home);
+    }
+    for s in &setup.hello.sources {
+        if manifest.is_some_and(|m| !m.kinds.contains(&s.kind)) {
+            continue;
+        }
+        policy = policy.data_dir(&s.data_dir);
+        for p in &s.programs {
+            policy = policy.program(p);
+        }
+    }
+    Ok(policy)
+}
+
+/// Runs before the plugin library is loaded (its constructors run at load),
+/// before any thread starts: the widest sandbox any plugin gets.
+fn sandbox_before_load(setup: &SandboxSetup<'_>) -> Result<(), String> {
+    let policy = sandbox_policy(setup, None)?;
+    let report = sandbox::before_load(&policy)
+        .map_err(|e| format!("cannot enter the plugin sandbox: {e}"))?;
+    for w in &report.warnings {
+        eprintln!("wf-plugin-host: warning: {w}");
+    }
+    Ok(())
+}
+
+/// Runs once the manifest is read, before the plugin is instantiated: the
+/// plugin's own, narrower sandbox. Its report says what the child may do.
+fn sandbox_after_manifest(setup: &SandboxSetup<'_>, manifest: &Manifest) -> Result<String, String> {
+    let policy = sandbox_policy(setup, Some(manifest))?;
+    let report = sandbox::after_manifest(&policy, manifest)
+        .map_err(|e| format!("cannot enter the plugin sandbox: {e}"))?;
+    for w in &report.warnings {
+        eprintln!("wf-plugin-host: warning: {w}");
+    }
+    Ok(report.to_string())
+}
+
+/// Where frames to wf go: the socket itself (blocking) until `serve` starts,
+/// then a queue its writer task drains, batching whatever queued meanwhile
+/// into one write.
+struct FrameOut {
+    sync: Mutex<UnixStream>,
+    queue: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Vec<u8>>>,
+}
+
+type Writer = Arc<FrameOut>;
+
+thread_local! {
+    /// The call this thread is polling, for the logs written meanwhile.
+    static POLLING: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+fn send(w: &Writer, msg: &ToHost) {
+    let bytes = match frame::encode(msg) {
+        Ok(b) => b,
+        // A reply wf would refuse (over the frame limit): the call fails
+        // instead of never being answered.
+        Err(e) => match msg {
+            ToHost::Reply { id, .. } => {
+                let err = PluginError::internal(format!("the plugin's reply cannot cross: {e}"));
+                let reply = ToHost::Reply {
+                    id: *id,
+                    ok: None,
+                    err: serde_json::to_string(&err).ok(),
+                };
+                match frame::encode(&reply) {
+                    Ok(b) => b,
+                    Err(_) => return,
+                }
+            }
+            _ => return,
+        },
+    };
+    if let Some(q) = w.queue.get() {
+        if q.send(bytes).is_err() {
+            std::process::exit(0);
+        }
+        return;
+    }
+    let mut s = w.sync.lock().unwrap_or_else(PoisonError::into_inner);
+    if std::io::Write::write_all(&mut *s, &bytes).is_err() {
+        // wf is gone: nothing to serve.
+        std::process::exit(0);
+    }
+}
+
+/// The child's main; its exit code.
+pub fn main() -> i32 {
+    // SAFETY: fd 3 is the socket wf passed; nothing else owns it.
+    unsafe {
+        // Programs the plugin starts must not hold wf's socket.
+        if libc::fcntl(CHILD_FD, libc::F_SETFD, libc::FD_CLOEXEC) != 0 {
+            eprintln!("wf-plugin-host: no socket on fd {CHILD_FD}: run by wf only");
+            return 2;
+        }
+    }
+    close_strays();
+    // SAFETY: as above; owned from here on.
+    let stream = unsafe { UnixStream::from_raw_fd(CHILD_FD) };
+    let Ok(reader) = stream.try_clone() else {
+        return 2;
+    };
+    let writer: Writer = Arc::new(FrameOut {
+        sync: Mutex::new(stream),
+        queue: std::sync::OnceLock::new(),
+    });
+    let mut reader = BufReader::with_capacity(64 << 10, reader);
+
+    let hello = match frame::read::<ToChild>(&mut reader) {
+        Ok(ToChild::Hello(h)) => h,
+        _ => return 2,
+    };
+    if hello.protocol != PROTOCOL_VERSION {
+        send(
+            &writer,
+            &ToHost::Refused {
+                reason: format!(
+                    "wf-plugin-host speaks protocol {PROTOCOL_VERSION}, wf sent {}: install wf and wf-plugin-host from the same build",
+                    hello.protocol
+                ),
+            },
+        );
+        return 2;
+    }
+    let refuse = |reason: String| {
+        send(&writer, &ToHost::Refused { reason });
+        1
+    };
+    if let Err(e) = sandbox_before_load(&SandboxSetup {
+        hello: &hello,
+        start: None,
+    }) {
+        return refuse(e);
+    }
+    let module = match crate::plugins::loader::open_module(&hello.file) {
+        Ok(m) => m,
+        Err(e) => return refuse(e),
+    };
+    let manifest = match crate::plugins::loader::read_manifest(module) {
+        Ok(m) => m,
+        Err(e) => return refuse(e),
+    };
+    send(
+        &writer,
+        &ToHost::Manifest {
+            protocol: PROTOCOL_VERSION,
+            manifest: serde_json::to_string(&manifest).unwrap_or_default(),
+        },
+    );
+    let start = match frame::read::<ToChild>(&mut reader) {
+        Ok(ToChild::Start(s)) => s,
+        _ => return 0,
+    };
+    if let Err(e) = super::spawn::apply_limits(
+        start.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
+        start.cpu_seconds,
+    ) {
+        return refuse(format!("cannot apply the plugin's limits: {e}"));
+    }
+    let sandbox = match sandbox_after_manifest(
+        &SandboxSetup {
+            hello: &hello,
+            start: Some(&start),
+        },
+        &manifest,
+    ) {
+        Ok(report) => report,
+        Err(e) => return refuse(e),
+    };
+    let host = HostContextFfi_TO::from_ptr(
+        RArc::new(ChildHost {
+            writer: writer.clone(),
+        }),
+        TD_Opaque,
+    );
+    let plugin = match crate::plugins::loader::construct(module, host, &hello.init) {
+        Ok(p) => p,
+        Err(e) => return refuse(e),
+    };
+    send(
+        &writer,
+        &ToHost::Ready {
+            sandbox: Some(sandbox),
+        },
+    );
+    serve(plugin, reader, writer)
+}
+
+/// Closes every descriptor but stdio and the socket (older kernels without
+/// CLOSE_RANGE_CLOEXEC may have let some through).
+fn close_strays() {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > CHILD_FD)
+        .collect();
+    for fd in fds {
+        // SAFETY: closing descriptors nothing in this process owns yet (the
+        // directory's own fd is closed already or fails harmlessly).
+        unsafe {
+            libc::close(fd);
+        }
+    }
+}
+
+fn serve(plugin: PluginBox, reader: BufReader<UnixStream>, writer: Writer) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("wf-plugin-host")
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("wf-plugin-host: cannot start a runtime: {e}");
+            return 2;
+        }
+    };
+    // From here the socket is read and written on the runtime: a request's
+    // task starts on the worker that read it, and replies queued meanwhile
+    // leave in one write.
+    let leftover = reader.buffer().to_vec();
+    let socket = reader.into_inner();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let _ = writer.queue.set(tx);
+    {
+        // Waits for a write in flight on the blocking path to finish.
+        let _quiet = writer.sync.lock().unwrap_or_else(PoisonError::into_inner);
+        if socket.set_nonblocking(true).is_err() {
+            return 2;
+        }
+    }
+    runtime.block_on(async move {
+        let Ok(socket) = tokio::net::UnixStream::from_std(socket) else {
+            return;
+        };
+        let (read_half, write_half) = socket.into_split();
+        tokio::spawn(write_frames(rx, write_half));
+        let mut input =
+            tokio::io::BufReader::with_capacity(64 << 10, (&leftover[..]).chain(read_half));
+        dispatch(plugin, &mut input, writer).await;
+    });
+    // wf closed the socket (or broke the protocol). Programs the plugin
+    // started go with the process group wf kills; the plugin's own
+    // destructors are not waited for.
+    std::process::exit(0)
+}
+
+/// Writes queued frames, batching what queued meanwhile into one write.
+async fn write_frames(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+    mut out: tokio::net::unix::OwnedWriteHalf,
+) {
+    use tokio::io::AsyncWriteExt;
+    while let Some(mut buf) = rx.recv().await {
+        while buf.len() < (1 << 20) {
+            match rx.try_recv() {
+                Ok(more) => buf.extend_from_slice(&more),
+                Err(_) => break,
+            }
+        }
+        if out.write_all(&buf).await.is_err() {
+            std::process::exit(0);
+        }
+    }
+}
+
+/// Reads one frame (the codec of `frame`, on the runtime).
+async fn read_frame(input: &mut (impl tokio::io::AsyncRead + Unpin)) -> Option<ToChild> {
+    use tokio::io::AsyncReadExt;
+    let mut len = [0u8; 4];
+    input.read_exact(&mut len).await.ok()?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > frame::MAX_FRAME {
+        return None;
+    }
+    let mut buf = vec![0u8; len];
+    input.read_exact(&mut buf).await.ok()?;
+    serde_json::from_slice(&buf).ok()
+}
+
+async fn dispatch(
+    plugin: PluginBox,
+    input: &mut (impl tokio::io::AsyncRead + Unpin),
+    writer: Writer,
+) {
+    let plugin = Arc::new(plugin);
+    let sources: Arc<Mutex<HashMap<u64, Arc<SourceBox>>>> = Arc::default();
+    let calls: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>> = Arc::default();
+    // Until wf closes the socket (or breaks the protocol).
+    while let Some(msg) = read_frame(input).await {
+        match msg {
+            ToChild::Create { id, source, spec } => {
+                let (plugin, sources, writer) = (plugin.clone(), sources.clone(), writer.clone());
+                tokio::task::spawn_blocking(move || {
+                    let err = match plugin.create_source(RString::from(spec)).into_result() {
+                        Ok(obj) => {
+                            sources
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .insert(source, Arc::new(obj));
+                            None
+                        }
+                        Err(e) => Some(e.into_string()),
+                    };
+                    send(&writer, &ToHost::Created { id, err });
+                });
+            }
+            ToChild::Request {
+                id,
+                source,
+                request,
+                info,
+            } => {
+                let obj = sources
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(&source)
+                    .cloned();
+                let Some(obj) = obj else {
+                    let err = PluginError::internal(format!("no source {source} in this child"));
+                    send(
+                        &writer,
+                        &ToHost::Reply {
+                            id,
+                            ok: None,
+                            err: serde_json::to_string(&err).ok(),
+                        },
+                    );
+                    continue;
+                };
+                let (tx, cancelled) = oneshot::channel();
+                calls
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(id, tx);
+                let ctx = CallContextFfi_TO::from_value(
+                    ChildCall {
+                        id,
+                        info,
+                        writer: writer.clone(),
+                    },
+                    TD_Opaque,
+                );
+                let (writer, calls) = (writer.clone(), calls.clone());
+                tokio::spawn(async move {
+                    let mut inner = obj.request(RString::from(request), ctx);
+                    let fut = std::future::poll_fn(move |cx| {
+                        POLLING.set(Some(id));
+                        let r = std::pin::Pin::new(&mut inner).poll(cx);
+                        POLLING.set(None);
+                        r
+                    });
+                    tokio::select! {
+                        reply = fut => {
+                            calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+                            let (ok, err) = match reply.into_result() {
+                                Ok(ok) => (Some(ok.into_string()), None),
+                                Err(e) => (None, Some(e.into_string())),
+                            };
+                            send(&writer, &ToHost::Reply { id, ok, err });
+                        }
+                        // Cancelled: the plugin's future is dropped here.
+                        _ = cancelled => {}
+                    }
+                });
+            }
+            ToChild::Cancel { id } => {
+                calls
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&id);
+            }
+            ToChild::Shutdown { id, source } => {
+                let obj = sources
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(&source)
+                    .cloned();
+                let writer = writer.clone();
+                tokio::spawn(async move {
+                    if let Some(obj) = obj {
+                        obj.shutdown().await;
+                    }
+                    send(&writer, &ToHost::Done { id });
+                });
+            }
+            ToChild::Forget { source } => {
+                sources
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&source);
+            }
+            ToChild::Hello(_) | ToChild::Start(_) => {}
+        }
+    }
+}
+
+/// The plugin's `HostContextFfi`: logs and events become frames.
+#[derive(Clone)]
+struct ChildHost {
+    writer: Writer,
+}
+
+impl HostContextFfi for ChildHost {
+    fn log(&self, level: u8, target: RStr<'_>, message: RStr<'_>) {
+        send(
+            &self.writer,
+            &ToHost::Log {
+                level,
+                target: target.as_str().into(),
+                message: message.as_str().into(),
+                call: POLLING.get(),
+            },
+        );
+    }
+    fn emit(&self, event_json: RString) {
+        send(
+            &self.writer,
+            &ToHost::Emit {
+                event: event_json.into_string(),
+            },
+        );
+    }
+}
+
+/// A call's context in the child: progress becomes frames; the info is wf's.
+struct ChildCall {
+    id: u64,
+    info: String,
+    writer: Writer,
+}
+
+impl CallContextFfi for ChildCall {
+    fn progress(&self, progress: f64, total: ROption<f64>, message: ROption<RString>) {
+        send(
+            &self.writer,
+            &ToHost::Progress {
+                id: self.id,
+                progress,
+                total: total.into_option(),
+                message: message.into_option().map(RString::into_string),
+            },
+        );
+    }
+    fn info(&self) -> RString {
+        RString::from(self.info.as_str())
+    }
+}

@@ -1,0 +1,71 @@
+//! Process mode: a plugin loaded by `wf-plugin-host`, a supervised child of
+//! its own, instead of into wf. wf never loads such a plugin's library: the
+//! child does (with the same checks and refusals), and the two speak
+//! length-prefixed JSON frames over a socketpair (`frame`, `protocol`).
+
+pub mod child;
+mod epochs;
+pub mod frame;
+pub mod protocol;
+mod proxy;
+pub mod spawn;
+mod supervisor;
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+pub use proxy::plugin_box;
+pub use supervisor::{Health, Known, Launch, MAX_CRASHES_IN_A_ROW, Probe, Supervisor, backoff};
+
+fn registry() -> &'static Mutex<Vec<Weak<Supervisor>>> {
+    static ALL: Mutex<Vec<Weak<Supervisor>>> = Mutex::new(Vec::new());
+    &ALL
+}
+
+fn register(sup: &Arc<Supervisor>) {
+    let mut all = registry().lock().unwrap_or_else(PoisonError::into_inner);
+    all.retain(|w| w.strong_count() > 0);
+    all.push(Arc::downgrade(sup));
+}
+
+fn find(plugin: &str) -> Option<Arc<Supervisor>> {
+    registry()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|s| s.name == plugin)
+}
+
+/// The health of plugin `plugin`'s child; None for a plugin in process.
+pub fn health(plugin: &str) -> Option<Health> {
+    find(plugin).map(|s| s.health())
+}
+
+/// Stops every plugin child (wf is exiting).
+pub fn stop_all() {
+    let all: Vec<Arc<Supervisor>> = registry()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    for s in all {
+        s.stop();
+    }
+}
+
+/// What `wf plugins` and the admin listing show of a plugin's child.
+pub fn describe(sup: &Supervisor) -> serde_json::Value {
+    let (state, error) = match sup.health() {
+        Health::Running => ("running", None),
+        Health::Restarting(why) => ("restarting", Some(why)),
+        Health::Failed(why) => ("failed", Some(why)),
+    };
+    serde_json::json!({
+        "pid": sup.pid(),
+        "restarts": sup.restarts(),
+        "state": state,
+        "error": error,
+        "sandbox": sup.sandbox(),
+    })
+}

@@ -1,0 +1,883 @@
+//! One child per plugin: starts it, speaks to it, notices when it dies,
+//! fails the calls it had in flight at once, and restarts it with backoff
+//! (recreating its sources). A restart bumps the child's generation, which
+//! shows in every session epoch (see `epochs`), so a call that expected the
+//! old session fails as state-lost.
+//!
+//! Restarts: after 250 ms, doubling to 4 s; a child that crashes 5 times in
+//! a row (each within 60 s of its start) is given up on: its sources stay
+//! failed until wf restarts.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufReader;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use abi_stable::std_types::{ROption, RStr, RString};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use wf_plugin_api::ffi::{CallContextBox, HostContextFfi};
+use wf_plugin_api::{ErrorCode, Event, Manifest, PluginError};
+
+use super::frame::{self, FrameError};
+use super::protocol::{Hello, PROTOCOL_VERSION, Start, ToChild, ToHost};
+use super::spawn::{self, Limits};
+use crate::config::PluginSettings;
+use crate::plugins::host_context::{HostContext, HostEvents};
+
+/// How long a child may take to load its plugin and answer.
+const HANDSHAKE: Duration = Duration::from_secs(30);
+/// How long creating a source may take in the child.
+const CREATE: Duration = Duration::from_secs(30);
+/// A write to a child that takes longer means it is stuck: it is killed.
+const WRITE: Duration = Duration::from_secs(5);
+/// A child that lived this long was healthy: its crash count starts over.
+const HEALTHY: Duration = Duration::from_secs(60);
+/// Crashes in a row before wf gives up on a plugin.
+pub const MAX_CRASHES_IN_A_ROW: u32 = 5;
+
+/// The delay before restart attempt `n` (1-based): 250 ms doubling to 4 s.
+pub fn backoff(n: u32) -> Duration {
+    Duration::from_millis(250u64 << n.saturating_sub(1).min(4))
+}
+
+/// What starting a child needs.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub file: PathBuf,
+    pub state_dir: Option<PathBuf>,
+    /// The `PluginInit` JSON.
+    pub init: String,
+    /// The plugin's name and settings, once known (restarts).
+    pub known: Option<Known>,
+    /// The configured sources, for the child's sandbox.
+    pub sources: Vec<super::protocol::SandboxSource>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Known {
+    pub name: String,
+    pub start: Start,
+}
+
+impl Launch {
+    fn home(&self) -> PathBuf {
+        let stem = self
+            .file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "plugin".into());
+        let base = match &self.state_dir {
+            Some(d) => d.join("plugin-home"),
+            // SAFETY: getuid cannot fail.
+            None => {
+                std::env::temp_dir().join(format!("wf-plugin-home-{}", unsafe { libc::getuid() }))
+            }
+        };
+        base.join(stem)
+    }
+    fn data_dir(&self) -> PathBuf {
+        match &self.state_dir {
+            Some(d) => d.join("sources"),
+            None => self.home(),
+        }
+    }
+    fn limits(&self) -> Limits {
+        self.known
+            .as_ref()
+            .map(|k| Limits {
+                memory_mb: k.start.memory_mb,
+                cpu_seconds: k.start.cpu_seconds,
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// A plugin child's health, for sources and `wf plugins`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Health {
+    Running,
+    /// It exited (why) and is being restarted.
+    Restarting(String),
+    /// It kept crashing: not restarted any more.
+    Failed(String),
+}
+
+type CallReply = Result<String, String>;
+
+enum Pending {
+    Call {
+        tx: oneshot::Sender<CallReply>,
+        ctx: Arc<CallContextBox>,
+        /// The call's span: what the plugin logs during the call is logged in it.
+        span: tracing::Span,
+    },
+    Create(std::sync::mpsc::SyncSender<Result<(), String>>),
+    Done(oneshot::Sender<()>),
+}
+
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A `PluginError` JSON naming the plugin.
+pub(crate) fn error_json(code: ErrorCode, message: String) -> String {
+    serde_json::to_string(&PluginError::new(code, message)).unwrap_or_default()
+}
+
+/// One running child process.
+pub(crate) struct Child {
+    pub pid: u32,
+    /// Restarts before this child (0: the first).
+    pub generation: u64,
+    writer: Mutex<UnixStream>,
+    pending: Mutex<HashMap<u64, Pending>>,
+    /// Why it ended, once it did.
+    ended: OnceLock<String>,
+    started: Instant,
+}
+
+impl Child {
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Pending>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends one frame; a child that does not take it in time is killed
+    /// (its reader then fails what it had in flight).
+    pub fn send(&self, msg: &ToChild) -> Result<(), String> {
+        let bytes = frame::encode(msg).map_err(|e| e.to_string())?;
+        let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        std::io::Write::write_all(&mut *w, &bytes).map_err(|e| {
+            spawn::kill_group(self.pid);
+            format!("cannot write to the plugin's child: {e}")
+        })
+    }
+
+    fn create(&self, source: u64, spec: &str) -> Result<(), String> {
+        let id = next_id();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.pending().insert(id, Pending::Create(tx));
+        if let Err(e) = self.send(&ToChild::Create {
+            id,
+            source,
+            spec: spec.to_string(),
+        }) {
+            self.pending().remove(&id);
+            return Err(error_json(ErrorCode::Internal, e));
+        }
+        match rx.recv_timeout(CREATE) {
+            Ok(r) => r,
+            Err(_) => {
+                self.pending().remove(&id);
+                Err(error_json(
+                    ErrorCode::Timeout,
+                    format!(
+                        "the plugin's child did not create the source within {} s",
+                        CREATE.as_secs()
+                    ),
+                ))
+            }
+        }
+    }
+
+    fn dispatch(&self, msg: ToHost, host: &HostContext) {
+        match msg {
+            ToHost::Reply { id, ok, err } => {
+                if let Some(Pending::Call { tx, .. }) = self.pending().remove(&id) {
+                    let _ = tx.send(match ok {
+                        Some(ok) => Ok(ok),
+                        None => Err(err.unwrap_or_default()),
+                    });
+                }
+            }
+            ToHost::Progress {
+                id,
+                progress,
+                total,
+                message,
+            } => {
+                let ctx = match self.pending().get(&id) {
+                    Some(Pending::Call { ctx, .. }) => ctx.clone(),
+                    _ => return,
+                };
+                ctx.progress(
+                    progress,
+                    ROption::from(total),
+                    ROption::from(message.map(RString::from)),
+                );
+            }
+            ToHost::Created { id, err } => {
+                if let Some(Pending::Create(tx)) = self.pending().remove(&id) {
+                    let _ = tx.send(err.map_or(Ok(()), Err));
+                }
+            }
+            ToHost::Done { id } => {
+                if let Some(Pending::Done(tx)) = self.pending().remove(&id) {
+                    let _ = tx.send(());
+                }
+            }
+            ToHost::Log {
+                level,
+                target,
+                message,
+                call,
+            } => {
+                let span = call.and_then(|id| match self.pending().get(&id) {
+                    Some(Pending::Call { span, .. }) => Some(span.clone()),
+                    _ => None,
+                });
+                let log = || {
+                    host.log(
+                        level,
+                        RStr::from(target.as_str()),
+                        RStr::from(message.as_str()),
+                    )
+                };
+                match span {
+                    Some(span) => span.in_scope(log),
+                    None => log(),
+                }
+            }
+            ToHost::Emit { event } => host.emit(RString::from(event)),
+            other => {
+                tracing::debug!(plugin = %host.plugin, "unexpected message from a plugin child: {other:?}")
+            }
+        }
+    }
+
+    /// Fails everything in flight with `reason`.
+    fn fail_all(&self, reason: &str) {
+        let pending: Vec<Pending> = self.pending().drain().map(|(_, p)| p).collect();
+        for p in pending {
+            match p {
+                Pending::Call { tx, .. } => {
+                    let _ = tx.send(Err(error_json(ErrorCode::Internal, reason.to_string())));
+                }
+                Pending::Create(tx) => {
+                    let _ = tx.send(Err(error_json(ErrorCode::Internal, reason.to_string())));
+                }
+                Pending::Done(tx) => {
+                    let _ = tx.send(());
+                }
+            }
+        }
+    }
+}
+
+/// Cancels a call in the child when the host lets go of it first.
+struct CancelOnDrop<'a> {
+    child: &'a Child,
+    id: u64,
+    done: bool,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if !self.done && self.child.pending().remove(&self.id).is_some() {
+            let _ = self.child.send(&ToChild::Cancel { id: self.id });
+        }
+    }
+}
+
+/// Starts a child and reads its manifest (the plugin is not instantiated yet).
+fn handshake(launch: &Launch) -> Result<(std::process::Child, UnixStream, Manifest), String> {
+    let home = launch.home();
+    if let Err(e) = std::fs::create_dir_all(&home) {
+        return Err(format!("cannot create {}: {e}", home.display()));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700));
+    }
+    let (mut process, stream) = spawn::spawn(&home, launch.limits())
+        .map_err(|e| format!("cannot start the plugin's child process: {e}"))?;
+    let _ = stream.set_read_timeout(Some(HANDSHAKE));
+    let _ = stream.set_write_timeout(Some(WRITE));
+    let hello = Hello {
+        protocol: PROTOCOL_VERSION,
+        file: launch.file.clone(),
+        sandbox: launch
+            .known
+            .as_ref()
+            .map(|k| k.start.sandbox.clone())
+            .unwrap_or_else(|| crate::config::Sandbox::default().as_str().into()),
+        data_dir: launch.data_dir(),
+        init: launch.init.clone(),
+        sources: launch.sources.clone(),
+    };
+    let answer =
+        frame::write(&mut &stream, &ToChild::Hello(hello)).and_then(|()| frame::read(&mut &stream));
+    match answer {
+        Ok(ToHost::Manifest { manifest, .. }) => {
+            match serde_json::from_str::<Manifest>(&manifest) {
+                Ok(m) => Ok((process, stream, m)),
+                Err(e) => {
+                    end(&mut process);
+                    Err(format!("not a wf plugin: unreadable manifest: {e}"))
+                }
+            }
+        }
+        Ok(ToHost::Refused { reason }) => {
+            end(&mut process);
+            Err(reason)
+        }
+        Ok(other) => {
+            end(&mut process);
+            Err(format!(
+                "the plugin's child answered {other:?} to its hello"
+            ))
+        }
+        Err(e) => Err(died(&mut process, "while loading the plugin", &e)),
+    }
+}
+
+/// Sends the plugin's settings and waits until it is instantiated.
+fn begin(
+    process: &mut std::process::Child,
+    stream: &UnixStream,
+    start: &Start,
+    host: &HostContext,
+) -> Result<Option<String>, String> {
+    let answer = frame::write(&mut &*stream, &ToChild::Start(start.clone()))
+        .and_then(|()| read_answer(stream, &host.plugin, Some(host)));
+    match answer {
+        Ok(ToHost::Ready { sandbox }) => {
+            let _ = stream.set_read_timeout(None);
+            Ok(sandbox)
+        }
+        Ok(ToHost::Refused { reason }) => {
+            end(process);
+            Err(reason)
+        }
+        Ok(other) => {
+            end(process);
+            Err(format!(
+                "the plugin's child answered {other:?} to its start"
+            ))
+        }
+        Err(e) => Err(died(process, "while instantiating the plugin", &e)),
+    }
+}
+
+/// The child's answer to a hello or start; what the plugin logs (or emits)
+/// meanwhile, from its constructor say, goes where its logs go.
+fn read_answer(
+    stream: &UnixStream,
+    label: &str,
+    host: Option<&HostContext>,
+) -> Result<ToHost, FrameError> {
+    loop {
+        match frame::read(&mut &*stream)? {
+            ToHost::Log {
+                level,
+                target,
+                message,
+                ..
+            } => match host {
+                Some(h) => h.log(
+                    level,
+                    RStr::from(target.as_str()),
+                    RStr::from(message.as_str()),
+                ),
+                None => {
+                    tracing::info!(target: "wf::plugin", plugin = label, target, "{}", crate::secrets::redact(&message))
+                }
+            },
+            ToHost::Emit { event } => {
+                if let Some(h) = host {
+                    h.emit(RString::from(event));
+                }
+            }
+            other => return Ok(other),
+        }
+    }
+}
+
+fn end(process: &mut std::process::Child) {
+    spawn::kill_group(process.id());
+    let _ = process.wait();
+}
+
+/// Why a child that stopped answering during its start failed.
+fn died(process: &mut std::process::Child, when: &str, e: &FrameError) -> String {
+    spawn::kill_group(process.id());
+    match process.wait() {
+        Ok(status) if !matches!(e, FrameError::Io(_)) || status.code().is_none() => format!(
+            "its child process exited ({}) {when}",
+            spawn::describe_exit(&status)
+        ),
+        _ => format!("its child process did not answer {when}: {e}"),
+    }
+}
+
+/// A plugin running in a child process.
+pub struct Supervisor {
+    pub name: String,
+    launch: Mutex<Launch>,
+    host: HostContext,
+    child: RwLock<Option<Arc<Child>>>,
+    health: Mutex<Health>,
+    restarts: AtomicU64,
+    crashes_in_a_row: AtomicU32,
+    /// Live sources (id -> spec JSON), recreated in a restarted child.
+    sources: Mutex<BTreeMap<u64, String>>,
+    next_source: AtomicU64,
+    stopping: AtomicBool,
+    /// What the child's sandbox lets it do, as the child reported it.
+    sandbox: Mutex<Option<String>>,
+}
+
+/// A child that loaded a plugin and told its manifest; wf decides next
+/// whether to keep it ([`Probe::start`]) or not ([`Probe::stop`]).
+pub struct Probe {
+    launch: Launch,
+    process: std::process::Child,
+    stream: UnixStream,
+}
+
+impl Supervisor {
+    /// What the child may do (its sandbox report), once it started.
+    pub fn sandbox(&self) -> Option<String> {
+        self.sandbox
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn probe(launch: Launch) -> Result<(Probe, Manifest), String> {
+        let (process, stream, manifest) = handshake(&launch)?;
+        Ok((
+            Probe {
+                launch,
+                process,
+                stream,
+            },
+            manifest,
+        ))
+    }
+}
+
+impl Probe {
+    pub fn stop(mut self) {
+        end(&mut self.process);
+    }
+
+    /// Instantiates the plugin in the child with its settings, and
+    /// supervises it from now on.
+    pub fn start(
+        self,
+        manifest: &Manifest,
+        settings: &PluginSettings,
+        events: &HostEvents,
+    ) -> Result<Arc<Supervisor>, String> {
+        let start = Start {
+            sandbox: settings.sandbox.unwrap_or_default().as_str().into(),
+            memory_mb: settings.memory_mb,
+            cpu_seconds: settings.cpu_seconds,
+        };
+        let Probe {
+            mut launch,
+            mut process,
+            mut stream,
+        } = self;
+        let known = Known {
+            name: manifest.name.clone(),
+            start: start.clone(),
+        };
+        launch.known = Some(known);
+        // The sandbox before loading differs from the default: start again
+        // with the plugin's own, now that its name is known.
+        if start.sandbox != crate::config::Sandbox::default().as_str() {
+            end(&mut process);
+            let (p, s, m) = handshake(&launch)?;
+            (process, stream) = (p, s);
+            if m.name != manifest.name {
+                end(&mut process);
+                return Err(format!(
+                    "the file changed while loading: it holds plugin {:?} now",
+                    m.name
+                ));
+            }
+        }
+        let host = HostContext {
+            plugin: manifest.name.as_str().into(),
+            events: events.clone(),
+        };
+        let sandbox = begin(&mut process, &stream, &start, &host)?;
+        let sup = Arc::new_cyclic(|weak: &Weak<Supervisor>| {
+            let child = Child::run(process, stream, 0, weak.clone(), host.clone());
+            Supervisor {
+                name: manifest.name.clone(),
+                launch: Mutex::new(launch),
+                host,
+                child: RwLock::new(child.ok()),
+                health: Mutex::new(Health::Running),
+                restarts: AtomicU64::new(0),
+                crashes_in_a_row: AtomicU32::new(0),
+                sources: Mutex::default(),
+                next_source: AtomicU64::new(0),
+                stopping: AtomicBool::new(false),
+                sandbox: Mutex::new(sandbox),
+            }
+        });
+        if sup.current().is_none() {
+            return Err("cannot read from the plugin's child process".into());
+        }
+        super::register(&sup);
+        Ok(sup)
+    }
+}
+
+impl Child {
+    /// Wraps a started child and starts its reader thread.
+    fn run(
+        process: std::process::Child,
+        stream: UnixStream,
+        generation: u64,
+        sup: Weak<Supervisor>,
+        host: HostContext,
+    ) -> Result<Arc<Child>, String> {
+        let reader = stream.try_clone().map_err(|e| e.to_string())?;
+        let child = Arc::new(Child {
+            pid: process.id(),
+            generation,
+            writer: Mutex::new(stream),
+            pending: Mutex::default(),
+            ended: OnceLock::new(),
+            started: Instant::now(),
+        });
+        let c = child.clone();
+        std::thread::Builder::new()
+            .name(format!("wf-plugin-{}", host.plugin))
+            .spawn(move || read_loop(c, reader, process, sup, host))
+            .map_err(|e| e.to_string())?;
+        Ok(child)
+    }
+}
+
+/// Reads the child's frames until it ends; then reaps it, fails what was in
+/// flight and tells the supervisor.
+fn read_loop(
+    child: Arc<Child>,
+    stream: UnixStream,
+    mut process: std::process::Child,
+    sup: Weak<Supervisor>,
+    host: HostContext,
+) {
+    let mut r = BufReader::with_capacity(64 << 10, &stream);
+    let broken = loop {
+        match frame::read::<ToHost>(&mut r) {
+            Ok(msg) => child.dispatch(msg, &host),
+            Err(FrameError::Closed) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    // Gone or broken: whatever it started goes with it.
+    spawn::kill_group(child.pid);
+    let status = process
+        .wait()
+        .map(|s| spawn::describe_exit(&s))
+        .unwrap_or_else(|e| format!("unknown: {e}"));
+    let reason = match broken {
+        Some(e) => format!(
+            "plugin {:?} broke the protocol ({e}) and was killed",
+            &*host.plugin
+        ),
+        None => format!("plugin {:?} exited ({status})", &*host.plugin),
+    };
+    let _ = child.ended.set(reason.clone());
+    child.fail_all(&reason);
+    if let Some(sup) = sup.upgrade() {
+        sup.on_exit(&child, reason);
+    }
+}
+
+impl Supervisor {
+    pub(crate) fn current(&self) -> Option<Arc<Child>> {
+        self.child
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn health(&self) -> Health {
+        self.health
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_health(&self, h: Health) {
+        *self.health.lock().unwrap_or_else(PoisonError::into_inner) = h;
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.current().map(|c| c.pid)
+    }
+
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// The error of a call that finds no child.
+    fn unavailable(&self) -> String {
+        let why = match self.health() {
+            Health::Running => format!("plugin {:?} has no child process", self.name),
+            Health::Restarting(why) => format!("{why}; restarting"),
+            Health::Failed(why) => why,
+        };
+        error_json(ErrorCode::Internal, why)
+    }
+
+    /// `PluginFfi::create_source` in the child; the source's id.
+    pub(crate) fn create_source(&self, spec: String) -> Result<u64, String> {
+        let child = self.current().ok_or_else(|| self.unavailable())?;
+        let source = self.next_source.fetch_add(1, Ordering::Relaxed) + 1;
+        child.create(source, &spec)?;
+        self.sources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(source, spec);
+        Ok(source)
+    }
+
+    /// One `SourceRequest` on `source`; dropping the future cancels it in the child.
+    pub(crate) async fn call(
+        &self,
+        source: u64,
+        request: String,
+        ctx: CallContextBox,
+    ) -> CallReply {
+        let child = self.current().ok_or_else(|| self.unavailable())?;
+        let generation = child.generation;
+        let info = super::epochs::outgoing(ctx.info().into_string(), generation)?;
+        let op = (generation > 0)
+            .then(|| wf_plugin_api::SourceRequest::op_name(&request))
+            .flatten();
+        let id = next_id();
+        let (tx, rx) = oneshot::channel();
+        child.pending().insert(
+            id,
+            Pending::Call {
+                tx,
+                ctx: Arc::new(ctx),
+                span: tracing::Span::current(),
+            },
+        );
+        let mut guard = CancelOnDrop {
+            child: &child,
+            id,
+            done: false,
+        };
+        child.send(&ToChild::Request {
+            id,
+            source,
+            request,
+            info,
+        })?;
+        let reply = rx.await;
+        guard.done = true;
+        match reply {
+            Ok(Ok(text)) => Ok(super::epochs::incoming(op.as_deref(), text, generation)),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(error_json(
+                ErrorCode::Internal,
+                child
+                    .ended
+                    .get()
+                    .cloned()
+                    .unwrap_or_else(|| format!("plugin {:?} dropped the call", self.name)),
+            )),
+        }
+    }
+
+    pub(crate) async fn shutdown_source(&self, source: u64) {
+        let Some(child) = self.current() else { return };
+        let id = next_id();
+        let (tx, rx) = oneshot::channel();
+        child.pending().insert(id, Pending::Done(tx));
+        if child.send(&ToChild::Shutdown { id, source }).is_ok() {
+            let _ = rx.await;
+        } else {
+            child.pending().remove(&id);
+        }
+    }
+
+    pub(crate) fn forget_source(&self, source: u64) {
+        self.sources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&source);
+        if let Some(child) = self.current() {
+            let _ = child.send(&ToChild::Forget { source });
+        }
+    }
+
+    /// Stops the child for good (wf's exit): no restart.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        if let Some(c) = self.current() {
+            spawn::kill_group(c.pid);
+        }
+    }
+
+    fn on_exit(self: Arc<Self>, child: &Arc<Child>, reason: String) {
+        {
+            let mut cur = self.child.write().unwrap_or_else(PoisonError::into_inner);
+            if !cur.as_ref().is_some_and(|c| Arc::ptr_eq(c, child)) {
+                return;
+            }
+            *cur = None;
+        }
+        if self.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let in_a_row = if child.started.elapsed() >= HEALTHY {
+            1
+        } else {
+            self.crashes_in_a_row.load(Ordering::Relaxed) + 1
+        };
+        self.crashes_in_a_row.store(in_a_row, Ordering::Relaxed);
+        if in_a_row > MAX_CRASHES_IN_A_ROW {
+            let why = format!(
+                "{reason}; it crashed {in_a_row} times in a row, so it is not restarted any more (fix the plugin, then restart wf)"
+            );
+            tracing::error!(plugin = %self.name, "{why}");
+            self.set_health(Health::Failed(why));
+            return;
+        }
+        tracing::warn!(plugin = %self.name, "{reason}; restarting in {} ms", backoff(in_a_row).as_millis());
+        self.set_health(Health::Restarting(reason.clone()));
+        let generation = child.generation + 1;
+        let sup = self.clone();
+        let _ = std::thread::Builder::new()
+            .name(format!("wf-plugin-restart-{}", self.name))
+            .spawn(move || sup.restart_loop(in_a_row, generation, reason));
+    }
+
+    fn restart_loop(self: Arc<Self>, mut attempt: u32, generation: u64, mut reason: String) {
+        loop {
+            std::thread::sleep(backoff(attempt));
+            if self.stopping.load(Ordering::Acquire) {
+                return;
+            }
+            match self.respawn(generation) {
+                Ok(child) => {
+                    let pid = child.pid;
+                    *self.child.write().unwrap_or_else(PoisonError::into_inner) = Some(child);
+                    self.restarts.fetch_add(1, Ordering::Relaxed);
+                    self.set_health(Health::Running);
+                    tracing::info!(plugin = %self.name, pid, generation, "plugin child restarted");
+                    self.announce_sources();
+                    return;
+                }
+                Err(e) => {
+                    attempt += 1;
+                    reason = format!("{reason}; restart failed: {e}");
+                    if attempt > MAX_CRASHES_IN_A_ROW {
+                        tracing::error!(plugin = %self.name, "{reason}; not restarted any more");
+                        self.set_health(Health::Failed(reason));
+                        return;
+                    }
+                    tracing::warn!(plugin = %self.name, "restart failed: {e}");
+                }
+            }
+        }
+    }
+
+    fn respawn(self: &Arc<Self>, generation: u64) -> Result<Arc<Child>, String> {
+        let launch = self
+            .launch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let start = launch
+            .known
+            .as_ref()
+            .map(|k| k.start.clone())
+            .unwrap_or_default();
+        let (mut process, stream, manifest) = handshake(&launch)?;
+        if manifest.name != self.name {
+            end(&mut process);
+            return Err(format!(
+                "the plugin file now holds plugin {:?}",
+                manifest.name
+            ));
+        }
+        let sandbox = begin(&mut process, &stream, &start, &self.host)?;
+        *self.sandbox.lock().unwrap_or_else(PoisonError::into_inner) = sandbox;
+        let child = Child::run(
+            process,
+            stream,
+            generation,
+            Arc::downgrade(self),
+            self.host.clone(),
+        )?;
+        let sources: Vec<(u64, String)> = self
+            .sources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect();
+        for (id, spec) in sources {
+            if let Err(e) = child.create(id, &spec) {
+                tracing::warn!(plugin = %self.name, "a source could not be recreated after the restart: {}", PluginError::from_json(&e));
+            }
+        }
+        Ok(child)
+    }
+
+    /// Asks wf to rediscover the recreated sources.
+    fn announce_sources(&self) {
+        let specs: Vec<String> = self
+            .sources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for spec in specs {
+            let Some(name) = serde_json::from_str::<Value>(&spec)
+                .ok()
+                .and_then(|v| v.get("name").and_then(Value::as_str).map(str::to_string))
+            else {
+                continue;
+            };
+            let event = Event::CapabilitiesChanged { source: name };
+            if let Ok(text) = serde_json::to_string(&event) {
+                self.host.emit(RString::from(text));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_four_seconds() {
+        let ms: Vec<u128> = (1..=7).map(|n| backoff(n).as_millis()).collect();
+        assert_eq!(ms, [250, 500, 1000, 2000, 4000, 4000, 4000]);
+    }
+
+    #[test]
+    fn a_childs_home_and_data_dir_live_under_the_state_dir() {
+        let launch = Launch {
+            file: PathBuf::from("/p/libx.so"),
+            state_dir: Some(PathBuf::from("/s")),
+            init: String::new(),
+            known: None,
+            sources: Vec::new(),
+        };
+        assert_eq!(launch.home(), PathBuf::from("/s/plugin-home/libx"));
+        assert_eq!(launch.data_dir(), PathBuf::from("/s/sources"));
+        assert_eq!(launch.limits().memory_mb, None);
+    }
+}
