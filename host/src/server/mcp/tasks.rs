@@ -18,8 +18,10 @@ use rmcp::model::{
 use serde_json::{Value, json};
 
 use crate::config::ServerConfig;
+use crate::sources::SourceHandle;
 use crate::store::RunStatus;
 use crate::surfaces::planner::Planner;
+use std::sync::{Arc, Weak};
 
 /// The `_meta` key of a task's run id.
 pub const RUN_ID_META: &str = "wf/runId";
@@ -36,7 +38,7 @@ pub struct RunTask {
     /// When it was created, ms since the epoch.
     pub created_ms: i64,
     /// A task a source serves instead of a run (`upstream_tasks`).
-    pub upstream: Option<super::upstream_tasks::UpstreamTask>,
+    pub upstream: Option<UpstreamTask>,
 }
 
 /// Why a task was not created.
@@ -92,7 +94,7 @@ impl RunTasks {
     pub fn create_upstream(
         &self,
         principal: &str,
-        upstream: super::upstream_tasks::UpstreamTask,
+        upstream: UpstreamTask,
         now_ms: i64,
     ) -> Result<String, TooManyTasks> {
         self.insert(principal, "", Some(upstream), now_ms)
@@ -102,7 +104,7 @@ impl RunTasks {
         &self,
         principal: &str,
         run_id: &str,
-        upstream: Option<super::upstream_tasks::UpstreamTask>,
+        upstream: Option<UpstreamTask>,
         now_ms: i64,
     ) -> Result<String, TooManyTasks> {
         let mut tasks = self.live(now_ms);
@@ -279,6 +281,43 @@ pub fn cancel(
     let running = planner.cancel_run(&t.run_id);
     tracing::info!(principal, task = %id, run = %t.run_id, running, "task cancelled");
     Ok(())
+}
+
+/// Where a forwarded task lives: the source, its id there, and the source
+/// instance that started it.
+#[derive(Clone)]
+pub struct UpstreamTask {
+    pub source: String,
+    pub task_id: String,
+    pub(super) handle: Weak<SourceHandle>,
+}
+
+impl std::fmt::Debug for UpstreamTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamTask")
+            .field("source", &self.source)
+            .field("task_id", &self.task_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for UpstreamTask {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+            && self.task_id == other.task_id
+            && Weak::ptr_eq(&self.handle, &other.handle)
+    }
+}
+
+impl Eq for UpstreamTask {}
+
+impl UpstreamTask {
+    /// The source instance that holds the task, unless it was replaced.
+    pub(super) fn live(&self, current: Option<Arc<SourceHandle>>) -> Option<Arc<SourceHandle>> {
+        let current = current?;
+        let started = self.handle.upgrade()?;
+        Arc::ptr_eq(&started, &current).then_some(current)
+    }
 }
 
 #[cfg(test)]

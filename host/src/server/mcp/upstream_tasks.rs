@@ -7,7 +7,7 @@
 //! principal. A source that was recreated since (reload) or whose upstream
 //! session restarted has lost the task: it reads `failed`, state lost.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -18,45 +18,8 @@ use serde_json::{Value, json};
 use wf_plugin_api::{ErrorCode, TaskStart};
 
 use super::source_error::source_error;
-use super::tasks::{RunTask, RunTasks, TooManyTasks};
+use super::tasks::{RunTask, RunTasks, TooManyTasks, UpstreamTask};
 use crate::sources::{CallCtx, SourceHandle};
-
-/// Where a forwarded task lives: the source, its id there, and the source
-/// instance that started it.
-#[derive(Clone)]
-pub struct UpstreamTask {
-    pub source: String,
-    pub task_id: String,
-    handle: Weak<SourceHandle>,
-}
-
-impl std::fmt::Debug for UpstreamTask {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UpstreamTask")
-            .field("source", &self.source)
-            .field("task_id", &self.task_id)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PartialEq for UpstreamTask {
-    fn eq(&self, other: &Self) -> bool {
-        self.source == other.source
-            && self.task_id == other.task_id
-            && Weak::ptr_eq(&self.handle, &other.handle)
-    }
-}
-
-impl Eq for UpstreamTask {}
-
-impl UpstreamTask {
-    /// The source instance that holds the task, unless it was replaced.
-    fn live(&self, current: Option<Arc<SourceHandle>>) -> Option<Arc<SourceHandle>> {
-        let current = current?;
-        let started = self.handle.upgrade()?;
-        Arc::ptr_eq(&started, &current).then_some(current)
-    }
-}
 
 /// Starts `name` on `handle` as a task. `None`: make the plain call instead
 /// (the principal is at its bound, or the plugin predates tasks).
@@ -179,6 +142,7 @@ pub async fn cancel(up: &UpstreamTask, current: Option<Arc<SourceHandle>>) -> Re
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Weak;
     use std::time::Duration;
 
     use super::*;
