@@ -205,7 +205,9 @@ async def test_wf_call_is_cancelled_like_a_direct_call(wf: Wf, transport: str, m
     """A client cancelling its wf_call: the plugin's `ctx.cancelled()` branch
     runs, then the call's future is dropped (tests/fixtures/cancel)."""
     wf.install("cancel")
-    config = wf.write_config('[server.catalog]\nmode = "search"\n')
+    # The fixture writes its markers into the test's folder, which a child's
+    # strict sandbox closes (test_sandbox.py covers the sandbox).
+    config = wf.write_config('[server.catalog]\nmode = "search"\n\n[plugins.fixture-cancel]\nsandbox = "off"\n')
     async with wf.client(transport, mode, "--config", str(config)) as c:
         marker = wf.root / "wait.log"
         args = {"name": "cancel__wait", "arguments": {"marker": str(marker)}}

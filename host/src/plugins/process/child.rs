@@ -32,32 +32,54 @@ pub struct SandboxSetup<'a> {
     pub start: Option<&'a Start>,
 }
 
-/// The sandbox policy: every configured source's data directory and
-/// programs before the manifest is read, only those of the plugin's kinds
-/// after; the child's own `HOME` (made by wf, private) is its too.
+/// The sandbox policy. Before the manifest is read: the whole sources
+/// folder (`<state>/sources`) and every configured source's programs.
+/// After: only the data directories of the plugin's own sources (configured
+/// ones of its kinds and its default sources; made here, inside the first
+/// stage) and their programs. The child's own `HOME` (made by wf, private)
+/// is its in both.
 fn sandbox_policy(
     setup: &SandboxSetup<'_>,
     manifest: Option<&Manifest>,
 ) -> Result<sandbox::Policy, String> {
+    let hello = setup.hello;
     let mode = setup
         .start
-        .map_or(setup.hello.sandbox.as_str(), |s| s.sandbox.as_str());
+        .map_or(hello.sandbox.as_str(), |s| s.sandbox.as_str());
     let mode: sandbox::Mode = mode.parse()?;
-    let mut policy = sandbox::Policy::new(&setup.hello.file, mode)
+    let mut policy = sandbox::Policy::new(&hello.file, mode)
         .starts_programs(manifest.is_none_or(|m| m.starts_programs));
     if let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from)
         && home.is_dir()
     {
         policy = policy.data_dir(home);
     }
-    for s in &setup.hello.sources {
-        if manifest.is_some_and(|m| !m.kinds.contains(&s.kind)) {
-            continue;
-        }
-        policy = policy.data_dir(&s.data_dir);
+    let mine = |kind: &str| manifest.is_none_or(|m| m.kinds.iter().any(|k| k == kind));
+    for s in hello.sources.iter().filter(|s| mine(&s.kind)) {
         for p in &s.programs {
             policy = policy.program(p);
         }
+    }
+    let mut dirs: Vec<std::path::PathBuf> = match manifest {
+        None => vec![hello.data_dir.clone()],
+        Some(m) => hello
+            .sources
+            .iter()
+            .filter(|s| mine(&s.kind))
+            .map(|s| s.data_dir.clone())
+            .chain(
+                m.default_sources
+                    .iter()
+                    .map(|d| hello.data_dir.join(&d.name)),
+            )
+            .collect(),
+    };
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        std::fs::create_dir_all(&d)
+            .map_err(|e| format!("cannot make the data directory {}: {e}", d.display()))?;
+        policy = policy.data_dir(d);
     }
     Ok(policy)
 }

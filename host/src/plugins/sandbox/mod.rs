@@ -304,7 +304,10 @@ pub fn after_manifest(policy: &Policy, manifest: &Manifest) -> Result<Report, Sa
     }
     let policy = policy.clone().starts_programs(manifest.starts_programs);
     if policy.starts_programs {
-        // Stage one is already this plugin's whole sandbox.
+        // Stage one's syscall filter is already this plugin's; its
+        // filesystem allowed every source's data directory, this layer
+        // only the plugin's own (its warnings were told at stage one).
+        enter_filesystem(&policy)?;
         return Ok(describe(&policy));
     }
     let syscalls = enter_syscalls(&policy)?;
