@@ -63,9 +63,17 @@ struct Scene {
 /// A token file and a data directory outside /tmp (which a plugin that
 /// starts programs may use).
 fn scene() -> Scene {
+    // Outside every folder the sandbox opens: a program-starting plugin may
+    // write /tmp, and a checkout (so CARGO_TARGET_TMPDIR) can lie under it.
+    let base = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|h| h.is_dir() && !h.starts_with("/tmp"))
+        .map(|h| h.join(".cache/wf-sandbox-tests"))
+        .unwrap_or_else(|| env!("CARGO_TARGET_TMPDIR").into());
+    std::fs::create_dir_all(&base).unwrap();
     let dir = tempfile::Builder::new()
         .prefix("sandbox-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .tempdir_in(&base)
         .unwrap();
     let token = dir.path().join("other-source-token.json");
     std::fs::write(&token, "{\"access_token\":\"other-source-secret\"}").unwrap();
