@@ -14,7 +14,9 @@ use crate::server::{
 };
 
 pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
-    let app = App::start(&args.common.start_options(log_level)).await?;
+    let mut opts = args.common.start_options(log_level);
+    opts.replica_id = args.replica_id.clone();
+    let app = App::start(&opts).await?;
     // Nothing but /metrics reads the per-call series: record them only when served.
     crate::telemetry::metrics::record_calls(app.config.config.telemetry.metrics_token.is_some());
     let telemetry = app.config.config.telemetry.traces();

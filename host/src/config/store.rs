@@ -1,0 +1,51 @@
+//! `[store]`: where wf keeps its state (docs/operator-manual.md, Running
+//! several replicas). Unset `url`: SQLite in the state directory.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `postgres://user:${PGPASSWORD}@host:port/db`: PostgreSQL, shared by
+    /// every replica (`${VAR}` expanded; the password is never logged).
+    /// Unset: SQLite (`wf.db` in the state directory).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// A PostgreSQL schema for wf's tables (created if missing); default
+    /// the user's search path (`public`).
+    #[serde(default)]
+    pub schema: Option<String>,
+    /// Connections each replica opens at most.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// A run's lease lasts this long without renewal; a replica silent for
+    /// longer loses its runs (another marks them interrupted).
+    #[serde(default = "default_lease_ttl_ms")]
+    pub lease_ttl_ms: u64,
+    /// How often a replica renews its leases and looks for expired ones
+    /// (kept under a third of `lease_ttl_ms`).
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_ms: u64,
+}
+
+fn default_max_connections() -> usize {
+    8
+}
+fn default_lease_ttl_ms() -> u64 {
+    15_000
+}
+fn default_heartbeat_ms() -> u64 {
+    5_000
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            schema: None,
+            max_connections: default_max_connections(),
+            lease_ttl_ms: default_lease_ttl_ms(),
+            heartbeat_ms: default_heartbeat_ms(),
+        }
+    }
+}
