@@ -105,8 +105,8 @@ impl Store {
             .collect();
         for id in lost {
             tracing::warn!(run = %id, "this replica lost the run's lease: stopping it");
+            self.signals.stop(&id);
             self.mine_mut().remove(&id);
-            let _ = self.stop.send(id);
         }
         let ended = self.reap_expired().await?;
         for id in &ended {
@@ -116,8 +116,25 @@ impl Store {
     }
 
     /// Runs this replica must stop executing (see [`Store::heartbeat`]).
-    pub fn stopped_runs(&self) -> tokio::sync::broadcast::Receiver<String> {
-        self.stop.subscribe()
+    pub fn stopped_runs(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.signals.stop.as_ref().map(|s| s.subscribe())
+    }
+
+    /// Asks the replica executing `run_id` to cancel it: through PostgreSQL
+    /// (`NOTIFY wf_cancel`) when another replica holds its lease. Whether a
+    /// replica holds it (false: not running anywhere, or SQLite, where runs
+    /// are cancelled in process).
+    pub async fn request_cancel(&self, run_id: &str) -> Result<bool> {
+        if self.signals.stop(run_id) {
+            return Ok(true);
+        }
+        if self.backend() != "postgres" || self.lease_holder(run_id).await?.is_none() {
+            return Ok(false);
+        }
+        self.db
+            .execute("SELECT pg_notify('wf_cancel', ?1)", args![run_id])
+            .await?;
+        Ok(true)
     }
 
     /// The replica holding `run_id`'s lease, if any.

@@ -179,10 +179,41 @@ pub struct Store {
     /// This replica, as recorded with the runs it executes and their leases.
     host: String,
     leases: LeaseTimes,
+    signals: Arc<Signals>,
+}
+
+/// What this replica's runs hear from outside the engine.
+#[derive(Default)]
+pub(crate) struct Signals {
     /// The runs this replica executes (created here, not yet finished).
     mine: Mutex<std::collections::HashSet<String>>,
-    /// Runs this replica must stop: their lease was lost.
-    stop: tokio::sync::broadcast::Sender<String>,
+    /// Runs this replica must stop: their lease was lost, or a cancel for
+    /// them reached another replica.
+    stop: Option<tokio::sync::broadcast::Sender<String>>,
+}
+
+impl Signals {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            mine: Mutex::default(),
+            stop: Some(tokio::sync::broadcast::channel(64).0),
+        })
+    }
+
+    pub(crate) fn mine(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.mine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stops `run_id` if this replica executes it; whether it does.
+    pub(crate) fn stop(&self, run_id: &str) -> bool {
+        if !self.mine().contains(run_id) {
+            return false;
+        }
+        if let Some(tx) = &self.stop {
+            let _ = tx.send(run_id.to_string());
+        }
+        true
+    }
 }
 
 /// This machine's name, for replica ids.
@@ -284,8 +315,7 @@ impl Store {
             db: Db::Sqlite(Arc::new(Mutex::new(conn))),
             host: default_replica_id(),
             leases: LeaseTimes::default(),
-            mine: Mutex::default(),
-            stop: tokio::sync::broadcast::channel(64).0,
+            signals: Signals::new(),
         };
         // SQLite's migrations never wait on anything: polled once, they finish.
         now(migrate::run(&store.db))?;
@@ -300,10 +330,12 @@ impl Store {
             db: Db::Postgres(Box::new(pool)),
             host: default_replica_id(),
             leases: LeaseTimes::default(),
-            mine: Mutex::default(),
-            stop: tokio::sync::broadcast::channel(64).0,
+            signals: Signals::new(),
         };
         migrate::run(&store.db).await?;
+        if let Db::Postgres(p) = &store.db {
+            p.listen_for_cancels(store.signals.clone());
+        }
         Ok(store)
     }
 
@@ -420,7 +452,7 @@ impl Store {
     }
 
     fn mine_mut(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
-        self.mine.lock().unwrap_or_else(|p| p.into_inner())
+        self.signals.mine()
     }
 
     // ------------------------------------------------------ catalog snapshots

@@ -346,6 +346,63 @@ impl PgPool {
     }
 }
 
+impl PgPool {
+    /// A connection of its own, outside the pool, that `LISTEN`s on
+    /// `wf_cancel` and stops the runs named there that this replica
+    /// executes. Reconnects after a second when the connection drops.
+    pub(super) fn listen_for_cancels(&self, signals: std::sync::Arc<super::Signals>) {
+        let config = self.config.clone();
+        let shown = self.shown.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = listen_once(&config, &signals).await {
+                    tracing::warn!(at = %shown, "cancel listener: {e}; reconnecting");
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if std::sync::Arc::strong_count(&signals) == 1 {
+                    return; // the store is gone
+                }
+            }
+        });
+    }
+}
+
+async fn listen_once(
+    config: &tokio_postgres::Config,
+    signals: &std::sync::Arc<super::Signals>,
+) -> Result<()> {
+    use futures::StreamExt;
+    let (client, mut connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|e| pg_error(e, "connect"))?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let driver = tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(Ok(m)) = messages.next().await {
+            if let tokio_postgres::AsyncMessage::Notification(n) = m
+                && tx.send(n.payload().to_string()).is_err()
+            {
+                return;
+            }
+        }
+    });
+    client
+        .batch_execute("LISTEN wf_cancel")
+        .await
+        .map_err(|e| pg_error(e, "LISTEN wf_cancel"))?;
+    while let Some(run_id) = rx.recv().await {
+        if signals.stop(&run_id) {
+            tracing::info!(run = %run_id, "cancel received from another replica");
+        }
+        if std::sync::Arc::strong_count(signals) == 1 {
+            break;
+        }
+    }
+    driver.abort();
+    Err(StoreError::Config("the listening connection closed".into()))
+}
+
 type Param = Box<dyn ToSql + Sync + Send>;
 
 fn params(args: &[Arg]) -> Vec<Param> {

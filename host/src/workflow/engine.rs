@@ -138,7 +138,7 @@ fn check_inputs(schema: &Value, inputs: &Value) -> Result<(), String> {
 
 impl Engine {
     pub fn new(sources: NodeSources, store: Arc<Store>) -> Arc<Self> {
-        let mut stopped = store.stopped_runs();
+        let stopped = store.stopped_runs();
         let engine = Arc::new(Self {
             sources,
             store,
@@ -147,7 +147,7 @@ impl Engine {
         });
         // A run whose lease this replica lost is another's to end: stop it here.
         let weak = Arc::downgrade(&engine);
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        let (Ok(rt), Some(mut stopped)) = (tokio::runtime::Handle::try_current(), stopped) else {
             return engine;
         };
         rt.spawn(async move {
@@ -250,10 +250,32 @@ impl Engine {
             .unwrap_or_else(PoisonError::into_inner)
             .get(run_id)
             .map(|c| c.done.clone());
-        if let Some(mut done) = done {
-            let _ = tokio::time::timeout(timeout, done.wait_for(|d| *d)).await;
+        match done {
+            Some(mut done) => {
+                let _ = tokio::time::timeout(timeout, done.wait_for(|d| *d)).await;
+            }
+            // Another replica's run (its lease is held elsewhere): its end
+            // shows in the store.
+            None if self.store.lease_holder(run_id).await?.is_some() => {
+                let until = tokio::time::Instant::now() + timeout;
+                while tokio::time::Instant::now() < until
+                    && self.store.lease_holder(run_id).await?.is_some()
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+            None => {}
         }
         self.store.run(run_id).await
+    }
+
+    /// Cancels a running run, here or, through the store, on the replica
+    /// that executes it; false when it runs nowhere.
+    pub async fn cancel_anywhere(&self, run_id: &str) -> Result<bool, crate::store::StoreError> {
+        if self.cancel(run_id) {
+            return Ok(true);
+        }
+        self.store.request_cancel(run_id).await
     }
 
     /// Cancels a running run; false when it is not running here.

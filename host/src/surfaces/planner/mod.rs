@@ -189,7 +189,7 @@ impl Planner {
             }
             "cancel_run" => {
                 let id = need(args, "run_id")?;
-                let cancelled = self.engine.cancel(id);
+                let cancelled = self.engine.cancel_anywhere(id).await?;
                 let (run, _) = self.engine.wait(id, Duration::from_secs(10)).await?;
                 Ok(json!({"run_id": id, "cancelled": cancelled, "status": run.status}))
             }
