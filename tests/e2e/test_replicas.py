@@ -16,10 +16,13 @@ import time
 import uuid
 from pathlib import Path
 
+import json
+import urllib.error
+import urllib.request
 import pytest
 
 from conftest import HttpServer, Wf, tail
-from planner_support import get_run, planner, wait_node, wait_run
+from planner_support import get_run, planner, planner_error, wait_node, wait_run
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +39,7 @@ SECRET = "pg-secret-never-logged"
 SLOW = {"name": "slow", "nodes": [{"id": "nap", "use": "wf.std.sleep", "args": {"ms": 120000}}]}
 
 
-def replica_config(wf: Wf) -> Path:
+def replica_config(wf: Wf, drain_timeout_ms: int | None = None) -> Path:
     """One database schema per test; the password comes from `${WF_E2E_PG_PASSWORD}`
     (the test cluster trusts loopback, so any password works, and none may be logged)."""
     assert PG_URL.startswith("postgres://wf@"), PG_URL
@@ -48,6 +51,7 @@ def replica_config(wf: Wf) -> Path:
         f'schema = "{schema}"\n'
         f"lease_ttl_ms = {LEASE_TTL_MS}\n"
         f"heartbeat_ms = {HEARTBEAT_MS}\n"
+        + (f"drain_timeout_ms = {drain_timeout_ms}\n" if drain_timeout_ms is not None else "")
     )
 
 
@@ -128,3 +132,41 @@ async def test_a_cancel_sent_to_one_replica_stops_a_run_on_another(wf: Wf) -> No
     assert nodes["nap"]["status"] in ("cancelled", "failed"), nodes
     assert r["a"].proc.poll() is None, "A still serves"
     assert "cancel received from another replica" in r["a"].log.read_text(errors="replace")
+
+
+def readyz(server: HttpServer) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"{server.base_url}/readyz", timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+async def test_sigterm_drains_runs_in_progress_and_readyz_says_so(wf: Wf) -> None:
+    config = replica_config(wf, drain_timeout_ms=60000)
+    r = start_replicas(wf, config, ["a", "b"])
+    deadline = time.monotonic() + 30
+    while readyz(r["a"])[0] != 200:
+        assert time.monotonic() < deadline, readyz(r["a"])
+        time.sleep(0.05)
+    assert readyz(r["a"])[1] == {"ready": True, "replica": "a"}
+    short = {"name": "short", "nodes": [{"id": "nap", "use": "wf.std.sleep", "args": {"ms": 3000}}]}
+    async with wf.http_client(r["a"]) as a:
+        started = await planner(a, "run_workflow", {"workflow": short, "wait": False})
+        run_id = started["run_id"]
+        await wait_node(a, run_id, "nap", "running")
+        r["a"].proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while (got := readyz(r["a"]))[0] != 503:
+            assert time.monotonic() < deadline, got
+            time.sleep(0.05)
+        assert "draining" in got[1]["reason"], got
+        # No new run starts on a draining replica; the one in progress goes on.
+        refused = await planner_error(a, "run_workflow", {"workflow": short, "wait": False})
+        assert "draining" in str(refused), refused
+    async with wf.http_client(r["b"]) as b:
+        run, _ = await wait_run(b, run_id, timeout=30)
+    assert run["status"] == "succeeded", run
+    assert r["a"].proc.wait(timeout=30) is not None
+    # B never drained.
+    assert readyz(r["b"])[0] == 200

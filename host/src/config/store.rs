@@ -26,6 +26,19 @@ pub struct StoreConfig {
     /// (kept under a third of `lease_ttl_ms`).
     #[serde(default = "default_heartbeat_ms")]
     pub heartbeat_ms: u64,
+    /// On SIGTERM (`wf serve --http`): how long runs in progress may take to
+    /// finish before the replica stops (new runs are refused meanwhile, and
+    /// `/readyz` answers 503). 0: stop at once. Default: 30 s with `url`,
+    /// 0 on SQLite (one machine stops as it always did).
+    #[serde(default)]
+    pub drain_timeout_ms: Option<u64>,
+}
+
+impl StoreConfig {
+    pub fn drain_timeout_ms(&self) -> u64 {
+        self.drain_timeout_ms
+            .unwrap_or(if self.url.is_some() { 30_000 } else { 0 })
+    }
 }
 
 fn default_max_connections() -> usize {
@@ -46,6 +59,7 @@ impl Default for StoreConfig {
             max_connections: default_max_connections(),
             lease_ttl_ms: default_lease_ttl_ms(),
             heartbeat_ms: default_heartbeat_ms(),
+            drain_timeout_ms: None,
         }
     }
 }

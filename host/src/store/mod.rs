@@ -190,6 +190,8 @@ pub(crate) struct Signals {
     /// Runs this replica must stop: their lease was lost, or a cancel for
     /// them reached another replica.
     stop: Option<tokio::sync::broadcast::Sender<String>>,
+    /// Shutting down: no new runs start here.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Signals {
@@ -197,6 +199,7 @@ impl Signals {
         Arc::new(Self {
             mine: Mutex::default(),
             stop: Some(tokio::sync::broadcast::channel(64).0),
+            draining: Default::default(),
         })
     }
 
@@ -350,6 +353,29 @@ impl Store {
 
     pub fn replica(&self) -> &str {
         &self.host
+    }
+
+    /// Stops new runs here (shutdown): `create_run` refuses, `/readyz` says 503.
+    pub fn set_draining(&self) {
+        self.signals
+            .draining
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.signals
+            .draining
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// How many runs this replica executes now.
+    pub fn running_here(&self) -> usize {
+        self.mine_mut().len()
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> Result<()> {
+        self.db.query("SELECT 1", args![]).await.map(drop)
     }
 
     /// `sqlite` or `postgres`.
@@ -699,6 +725,11 @@ impl Store {
         inputs: &Value,
         principal: &str,
     ) -> Result<()> {
+        if self.is_draining() {
+            return Err(StoreError::Conflict(
+                "this replica is draining (shutting down): start the run on another replica".into(),
+            ));
+        }
         let now = now_ms();
         self.db
             .batch(vec![
