@@ -189,7 +189,7 @@ pub async fn open_store(
 
 /// The heartbeat: renews this replica's run leases, and ends the runs of
 /// replicas whose leases expired. Runs this replica lost (its lease expired
-/// while it was stalled) are announced on [`crate::store::lost_runs`].
+/// while it was stalled) are announced on [`Store::stopped_runs`].
 fn keep_leases(store: &Arc<Store>) {
     let store = Arc::downgrade(store);
     let beat = store

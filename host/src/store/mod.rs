@@ -1168,6 +1168,37 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancels_and_draining() {
+        for s in test_stores().await {
+            let mut stopped = s.stopped_runs().expect("a store announces runs to stop");
+            s.create_run("mine", "wf", &json!({}), &json!({}), "p")
+                .await
+                .unwrap();
+            // A run of this replica is stopped here, through the engine's channel.
+            assert!(s.request_cancel("mine").await.unwrap());
+            assert_eq!(stopped.recv().await.unwrap(), "mine");
+            // A run nobody holds cannot be cancelled anywhere.
+            assert!(!s.request_cancel("nobody").await.unwrap());
+            s.finish_run("mine", RunStatus::Cancelled, None, None)
+                .await
+                .unwrap();
+            assert!(!s.request_cancel("mine").await.unwrap(), "ended");
+            assert_eq!(s.running_here(), 0);
+            s.ping().await.unwrap();
+            s.set_draining();
+            assert!(s.is_draining());
+            let refused = s
+                .create_run("late", "wf", &json!({}), &json!({}), "p")
+                .await;
+            assert!(
+                matches!(&refused, Err(StoreError::Conflict(m)) if m.contains("draining")),
+                "{refused:?}"
+            );
+            assert!(matches!(s.run("late").await, Err(StoreError::NotFound(_))));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_node_error_keeps_its_code() {
         for s in test_stores().await {
             s.create_run("r", "wf", &json!({}), &json!({}), "local")
