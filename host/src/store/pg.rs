@@ -281,15 +281,18 @@ impl PgPool {
             .transaction()
             .await
             .map_err(|e| pg_error(e, "BEGIN"))?;
-        let mut counts = Vec::with_capacity(stmts.len());
-        for ((sql, args), st) in stmts.iter().zip(&prepared) {
-            let params = params(args);
-            counts.push(
-                tx.execute(st, &refs(&params))
-                    .await
-                    .map_err(|e| pg_error(e, sql))?,
-            );
-        }
+        // Pipelined: every statement is sent before the first answer is
+        // awaited (in order, one transaction), so a batch of node records
+        // costs about one round trip, not one per record.
+        let all: Vec<Vec<Param>> = stmts.iter().map(|(_, args)| params(args)).collect();
+        let all_refs: Vec<Vec<&(dyn ToSql + Sync)>> = all.iter().map(|p| refs(p)).collect();
+        let counts = futures::future::try_join_all(stmts.iter().zip(&prepared).zip(&all_refs).map(
+            |(((sql, _), st), r)| {
+                let tx = &tx;
+                async move { tx.execute(st, r).await.map_err(|e| pg_error(e, sql)) }
+            },
+        ))
+        .await?;
         tx.commit().await.map_err(|e| pg_error(e, "COMMIT"))?;
         Ok(counts)
     }
