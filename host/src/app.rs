@@ -174,9 +174,15 @@ pub async fn open_store(
             )
             .map_err(|e| anyhow::anyhow!("{}: {e}", config.file_label()))?;
             let url = url.as_str().unwrap_or_default();
-            Store::connect(url, sc.max_connections, sc.schema.as_deref())
-                .await
-                .map_err(|e| anyhow::anyhow!("{}: [store] url: {e}", config.file_label()))?
+            let ca_file = sc.ca_file.as_ref().map(|f| config.base_dir().join(f));
+            Store::connect(
+                url,
+                sc.max_connections,
+                sc.schema.as_deref(),
+                ca_file.as_deref(),
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: [store] url: {e}", config.file_label()))?
         }
         None => Store::open(state_dir).map_err(|e| {
             anyhow::anyhow!("cannot open the database in {}: {e}", state_dir.display())

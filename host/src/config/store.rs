@@ -15,6 +15,10 @@ pub struct StoreConfig {
     /// the user's search path (`public`).
     #[serde(default)]
     pub schema: Option<String>,
+    /// With `sslmode=require` in `url`: a PEM file of more trusted roots (a
+    /// private CA), beside the system's; relative to the config file.
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
     /// Connections each replica opens at most.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
@@ -56,6 +60,7 @@ impl Default for StoreConfig {
         Self {
             url: None,
             schema: None,
+            ca_file: None,
             max_connections: default_max_connections(),
             lease_ttl_ms: default_lease_ttl_ms(),
             heartbeat_ms: default_heartbeat_ms(),

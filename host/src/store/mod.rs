@@ -17,6 +17,7 @@ pub mod db;
 mod leases;
 pub mod migrate;
 pub mod pg;
+mod tls;
 mod usage;
 
 use db::{Db, Row, args};
@@ -327,8 +328,14 @@ impl Store {
 
     /// Connects to PostgreSQL (`postgres://…`) and migrates its schema.
     /// `schema`: a PostgreSQL schema of its own (created if missing).
-    pub async fn connect(url: &str, max_connections: usize, schema: Option<&str>) -> Result<Self> {
-        let pool = pg::PgPool::connect(url, max_connections, schema).await?;
+    /// `ca_file`: more roots for `sslmode=require` (PEM).
+    pub async fn connect(
+        url: &str,
+        max_connections: usize,
+        schema: Option<&str>,
+        ca_file: Option<&Path>,
+    ) -> Result<Self> {
+        let pool = pg::PgPool::connect(url, max_connections, schema, ca_file).await?;
         let store = Self {
             db: Db::Postgres(Box::new(pool)),
             host: default_replica_id(),
@@ -918,7 +925,7 @@ pub(crate) async fn test_stores() -> Vec<Store> {
         Ok(url) if !url.is_empty() => {
             let schema = new_id("wf_test").replace('-', "_");
             stores.push(
-                Store::connect(&url, 4, Some(&schema))
+                Store::connect(&url, 4, Some(&schema), None)
                     .await
                     .unwrap_or_else(|e| panic!("WF_TEST_PG_URL: {e}")),
             );
@@ -1284,23 +1291,60 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_wrong_postgres_url_fails_without_showing_its_password() {
         // Nothing listens on port 1: the error names the server, not the secret.
-        let e = Store::connect("postgres://wf:s3cret-pw@127.0.0.1:1/wf", 1, None)
+        let e = Store::connect("postgres://wf:s3cret-pw@127.0.0.1:1/wf", 1, None, None)
             .await
             .err()
             .expect("no server there");
         let shown = e.to_string();
         assert!(shown.contains("127.0.0.1:1"), "{shown}");
         assert!(!shown.contains("s3cret-pw"), "{shown}");
+        let missing = Path::new("/nonexistent/ca.pem");
         let e = Store::connect(
             "postgres://wf:s3cret-pw@127.0.0.1:1/wf?sslmode=require",
             1,
             None,
+            Some(missing),
         )
         .await
         .err()
-        .expect("no TLS");
-        assert!(e.to_string().contains("sslmode=require"), "{e}");
+        .expect("no CA file");
+        assert!(e.to_string().contains("/nonexistent/ca.pem"), "{e}");
         assert!(!e.to_string().contains("s3cret-pw"), "{e}");
+    }
+
+    /// `sslmode=require` against the test cluster (tests/pg/cluster.sh turns
+    /// TLS on with a certificate of its own, `WF_TEST_PG_CA`): verified with
+    /// that CA, refused without it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tls_with_sslmode_require() {
+        let (Ok(url), Ok(ca)) = (
+            std::env::var("WF_TEST_PG_URL"),
+            std::env::var("WF_TEST_PG_CA"),
+        ) else {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("CI=true but WF_TEST_PG_URL or WF_TEST_PG_CA is unset");
+            }
+            eprintln!("WF_TEST_PG_URL / WF_TEST_PG_CA unset: skipping the TLS test");
+            return;
+        };
+        let url = format!("{url}?sslmode=require");
+        let s = Store::connect(&url, 1, None, Some(Path::new(&ca)))
+            .await
+            .unwrap();
+        let ssl =
+            s.db.query_opt(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                args![],
+            )
+            .await
+            .unwrap()
+            .and_then(|r| r.opt_int(0));
+        assert_eq!(ssl, Some(1), "the connection is encrypted");
+        let e = Store::connect(&url, 1, None, None)
+            .await
+            .err()
+            .expect("a certificate no system root signed is refused");
+        assert!(e.to_string().to_lowercase().contains("certificate"), "{e}");
     }
 
     #[test]

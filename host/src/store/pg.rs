@@ -2,15 +2,17 @@
 //! each with its own cache of prepared statements (bounded too).
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
 
 use super::db::{Arg, Cell, Row, Stmt, pg_sql};
+use super::tls::Rustls;
 use super::{Result, StoreError};
 
 /// Prepared statements kept per connection; the store has a few dozen.
@@ -23,6 +25,8 @@ const SCHEMA_LOCK: i64 = 0x7766_5f73_6368; // "wf_sch"
 
 pub struct PgPool {
     config: tokio_postgres::Config,
+    /// Some with `sslmode=require`.
+    tls: Option<Rustls>,
     idle: Mutex<Vec<Conn>>,
     permits: Semaphore,
     /// The URL with its password masked, for messages.
@@ -146,16 +150,24 @@ fn pg_error(e: tokio_postgres::Error, context: &str) -> StoreError {
 impl PgPool {
     /// Checks the URL and connects once, so a wrong URL fails at start.
     /// `schema`: tables live there (created if missing) instead of `public`.
-    pub async fn connect(url: &str, max_connections: usize, schema: Option<&str>) -> Result<Self> {
+    /// `ca_file`: more roots for `sslmode=require` (a private CA).
+    pub async fn connect(
+        url: &str,
+        max_connections: usize,
+        schema: Option<&str>,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<Self> {
         let shown = redact(url);
         let mut config = tokio_postgres::Config::from_str(url)
             .map_err(|e| StoreError::Config(format!("{shown}: {e}")))?;
-        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-            return Err(StoreError::Config(format!(
-                "{shown}: sslmode=require: this build speaks to PostgreSQL without TLS; use a \
-                 loopback or private network (sslmode=disable or prefer)"
-            )));
-        }
+        // TLS only when asked for: `prefer` (the default) stays plain, as a
+        // server's self-signed certificate would otherwise fail verification.
+        let tls = match config.get_ssl_mode() {
+            tokio_postgres::config::SslMode::Require => Some(
+                Rustls::new(ca_file).map_err(|e| StoreError::Config(format!("{shown}: {e}")))?,
+            ),
+            _ => None,
+        };
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -176,6 +188,7 @@ impl PgPool {
         }
         let pool = Self {
             config,
+            tls,
             idle: Mutex::new(Vec::new()),
             permits: Semaphore::new(max_connections.clamp(1, 64)),
             shown,
@@ -198,18 +211,25 @@ impl PgPool {
     }
 
     async fn open(&self) -> Result<Conn> {
-        let (client, connection) = self.config.connect(NoTls).await.map_err(|e| {
-            let StoreError::Pg { message, code } = pg_error(e, "connect") else {
-                unreachable!()
-            };
-            StoreError::Pg {
-                message: format!("{}: {message}", self.shown),
-                code,
-            }
-        })?;
+        let (client, mut messages) =
+            connect(&self.config, self.tls.as_ref())
+                .await
+                .map_err(|e| {
+                    let StoreError::Pg { message, code } = pg_error(e, "connect") else {
+                        unreachable!()
+                    };
+                    StoreError::Pg {
+                        message: format!("{}: {message}", self.shown),
+                        code,
+                    }
+                })?;
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!("a PostgreSQL connection closed: {e}");
+            use futures::StreamExt;
+            while let Some(m) = messages.next().await {
+                if let Err(e) = m {
+                    tracing::debug!("a PostgreSQL connection closed: {e}");
+                    return;
+                }
             }
         });
         Ok(Conn {
@@ -355,10 +375,11 @@ impl PgPool {
     /// executes. Reconnects after a second when the connection drops.
     pub(super) fn listen_for_cancels(&self, signals: std::sync::Arc<super::Signals>) {
         let config = self.config.clone();
+        let tls = self.tls.clone();
         let shown = self.shown.clone();
         tokio::spawn(async move {
             loop {
-                if let Err(e) = listen_once(&config, &signals).await {
+                if let Err(e) = listen_once(&config, tls.as_ref(), &signals).await {
                     tracing::warn!(at = %shown, "cancel listener: {e}; reconnecting");
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -370,20 +391,47 @@ impl PgPool {
     }
 }
 
+/// The server's messages outside replies (notifications, notices); the
+/// connection runs while this is polled, and it ends when the connection does.
+type Messages = Pin<
+    Box<
+        dyn futures::Stream<Item = std::result::Result<AsyncMessage, tokio_postgres::Error>> + Send,
+    >,
+>;
+
+async fn connect(
+    config: &tokio_postgres::Config,
+    tls: Option<&Rustls>,
+) -> std::result::Result<(Client, Messages), tokio_postgres::Error> {
+    Ok(match tls {
+        None => {
+            let (client, mut conn) = config.connect(NoTls).await?;
+            let messages: Messages =
+                Box::pin(futures::stream::poll_fn(move |cx| conn.poll_message(cx)));
+            (client, messages)
+        }
+        Some(tls) => {
+            let (client, mut conn) = config.connect(tls.clone()).await?;
+            let messages: Messages =
+                Box::pin(futures::stream::poll_fn(move |cx| conn.poll_message(cx)));
+            (client, messages)
+        }
+    })
+}
+
 async fn listen_once(
     config: &tokio_postgres::Config,
+    tls: Option<&Rustls>,
     signals: &std::sync::Arc<super::Signals>,
 ) -> Result<()> {
     use futures::StreamExt;
-    let (client, mut connection) = config
-        .connect(NoTls)
+    let (client, mut messages) = connect(config, tls)
         .await
         .map_err(|e| pg_error(e, "connect"))?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let driver = tokio::spawn(async move {
-        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(Ok(m)) = messages.next().await {
-            if let tokio_postgres::AsyncMessage::Notification(n) = m
+            if let AsyncMessage::Notification(n) = m
                 && tx.send(n.payload().to_string()).is_err()
             {
                 return;
