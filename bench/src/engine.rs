@@ -81,13 +81,37 @@ struct Samples {
 pub async fn run(env: &Env) -> anyhow::Result<()> {
     eprintln!("wf-bench: engine");
     // With --compare, the other build runs in the same rounds, taking turns.
-    let mut builds = vec![("wf".to_string(), env.wf.clone())];
+    // (label, binary, the config's `[store]`): SQLite unless --pg-url.
+    let mut builds = vec![("wf".to_string(), env.wf.clone(), json!({}))];
     if let Some(other) = &env.compare {
-        builds.push((format!("wf `{}`", other.display()), other.clone()));
+        builds.push((
+            format!("wf `{}`", other.display()),
+            other.clone(),
+            json!({}),
+        ));
+    }
+    if let Some(url) = &env.pg_url {
+        // A fresh schema per run of wf-bench: runs of earlier ones stay out.
+        let tag = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        let schema = format!("bench_{}_{tag}", std::process::id());
+        builds.push((
+            "wf (PostgreSQL store)".to_string(),
+            env.wf.clone(),
+            json!({"url": url, "schema": schema}),
+        ));
     }
     let mut procs = Vec::new();
-    for (i, (_, binary)) in builds.iter().enumerate() {
-        let (cmd, log) = env.wf_command_with(binary, &format!("engine-{i}"), json!({}))?;
+    for (i, (_, binary, store)) in builds.iter().enumerate() {
+        // Only the PostgreSQL row has `[store]`: an older build (--compare)
+        // refuses keys it does not know.
+        let mut config = json!({"sources": {}, "server": {}});
+        if store.as_object().is_some_and(|m| !m.is_empty()) {
+            config["store"] = store.clone();
+        }
+        let (cmd, log) = env.wf_command_with_config(binary, &format!("engine-{i}"), config)?;
         procs.push(McpProc::start("wf", cmd, Some(&log), HANDSHAKE_TIMEOUT).await?);
     }
     let rounds = if env.quick { 2 } else { 7 };
@@ -130,7 +154,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    for ((label, _), s) in builds.iter().zip(&samples) {
+    for ((label, _, _), s) in builds.iter().zip(&samples) {
         let node_us = median_f64(&s.per_node);
         let fan_ms = median_f64(&s.fans);
         println!(
@@ -142,6 +166,10 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             "| {label} | one-node run (fixed cost of a run) | {:.1} ms | {} ms | | |",
             median_f64(&s.fixed),
             each(&s.fixed)
+        );
+        println!(
+            "| {label} | node records per second (chain, one after another) | {:.0} /s | | | |",
+            1e6 / node_us.max(f64::MIN_POSITIVE)
         );
         println!(
             "| {label} | fan-out of {FAN} × wf.std.sleep({SLEEP_MS} ms) | {fan_ms:.0} ms | {} ms | < 100 ms | {} |",

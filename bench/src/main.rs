@@ -75,6 +75,10 @@ struct Args {
     /// reference row (to A/B-test a change; its plugins must sit beside it).
     #[arg(long, value_name = "PATH")]
     compare: Option<PathBuf>,
+    /// A PostgreSQL URL (`postgres://…`): the engine benchmark also runs wf
+    /// with `[store] url` there (a schema of its own), beside SQLite.
+    #[arg(long, value_name = "URL", env = "WF_BENCH_PG_URL")]
+    pg_url: Option<String>,
     /// Add peer proxies to the overhead rounds (FastMCP's `as_proxy`; see
     /// bench/requirements-fastmcp.txt). A peer that cannot run is reported.
     #[arg(long)]
@@ -131,6 +135,7 @@ pub struct Env {
     pub npm_bin: PathBuf,
     pub chromium: PathBuf,
     pub compare: Option<PathBuf>,
+    pub pg_url: Option<String>,
     /// With `--peers`: the Python to run FastMCP's proxy with.
     pub fastmcp_python: Option<PathBuf>,
     /// With `--telemetry`: the telemetry-on row in the overhead rounds.
@@ -280,6 +285,7 @@ fn resolve(args: &Args) -> anyhow::Result<Env> {
         npm_bin: absolute(npm_bin),
         chromium: args.chromium.clone(),
         compare: args.compare.clone().map(absolute),
+        pg_url: args.pg_url.clone(),
         telemetry: args.telemetry,
         fastmcp_python: args.peers.then(|| {
             args.fastmcp_python.clone().unwrap_or_else(|| {

@@ -33,6 +33,9 @@ pub struct StartOptions {
     /// Plugin files whose pins are ignored for this start (`wf plugins
     /// --pin FILE` loads a changed, pinned file to pin it again).
     pub repin: Vec<PathBuf>,
+    /// This replica's id, recorded with its runs and leases (`wf serve
+    /// --replica-id`); default `hostname:pid:start`.
+    pub replica_id: Option<String>,
 }
 
 /// The running host: the aggregate that builds its parts and hands them out.
@@ -149,6 +152,69 @@ pub fn state_dir(opts: &StartOptions, config: &LoadedConfig) -> PathBuf {
     }
 }
 
+/// The store `[store]` names: PostgreSQL at `url` (`${VAR}` expanded), or
+/// SQLite in the state directory. Migrated to this build's schema.
+pub async fn open_store(
+    config: &LoadedConfig,
+    state_dir: &std::path::Path,
+    replica_id: Option<&str>,
+) -> anyhow::Result<Store> {
+    let sc = &config.config.store;
+    let leases = crate::store::LeaseTimes::new(
+        Duration::from_millis(sc.lease_ttl_ms),
+        Duration::from_millis(sc.heartbeat_ms),
+    );
+    let store = match &sc.url {
+        Some(url) => {
+            let lookup = |k: &str| std::env::var(k).ok();
+            let url = crate::config::expand_env(
+                &serde_json::Value::String(url.clone()),
+                "store.url",
+                &lookup,
+            )
+            .map_err(|e| anyhow::anyhow!("{}: {e}", config.file_label()))?;
+            let url = url.as_str().unwrap_or_default();
+            let ca_file = sc.ca_file.as_ref().map(|f| config.base_dir().join(f));
+            Store::connect(
+                url,
+                sc.max_connections,
+                sc.schema.as_deref(),
+                ca_file.as_deref(),
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: [store] url: {e}", config.file_label()))?
+        }
+        None => Store::open(state_dir).map_err(|e| {
+            anyhow::anyhow!("cannot open the database in {}: {e}", state_dir.display())
+        })?,
+    };
+    let store = store.with_replica(replica_id, leases);
+    tracing::info!(backend = store.backend(), at = %store.location(), replica = store.replica(), "store open");
+    Ok(store)
+}
+
+/// The heartbeat: renews this replica's run leases, and ends the runs of
+/// replicas whose leases expired. Runs this replica lost (its lease expired
+/// while it was stalled) are announced on [`Store::stopped_runs`].
+fn keep_leases(store: &Arc<Store>) {
+    let store = Arc::downgrade(store);
+    let beat = store
+        .upgrade()
+        .map(|s| s.lease_times().heartbeat)
+        .unwrap_or(Duration::from_secs(5));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(beat);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(store) = store.upgrade() else { return };
+            if let Err(e) = store.heartbeat().await {
+                tracing::warn!("run leases: {e}");
+            }
+        }
+    });
+}
+
 impl App {
     /// Loads everything and starts discovery in the background; returns at
     /// once (a slow upstream never delays start).
@@ -159,12 +225,11 @@ impl App {
         plugins.set_state_dir(&state_dir);
         std::fs::create_dir_all(&state_dir)
             .map_err(|e| anyhow::anyhow!("cannot create state dir {}: {e}", state_dir.display()))?;
-        let store = Arc::new(Store::open(&state_dir).map_err(|e| {
-            anyhow::anyhow!("cannot open the database in {}: {e}", state_dir.display())
-        })?);
-        for id in store.mark_interrupted()? {
+        let store = Arc::new(open_store(&config, &state_dir, opts.replica_id.as_deref()).await?);
+        for id in store.mark_interrupted().await? {
             tracing::warn!(run = %id, "run was interrupted when the host stopped");
         }
+        keep_leases(&store);
         let sources = Arc::new(Sources::new(Some(store.clone())));
         let desired = desired_sources(configured, &plugins);
         let sessions = crate::sources::sessions::SessionTable::new();
@@ -318,7 +383,7 @@ impl App {
     }
 
     pub async fn shutdown(&self) {
-        match self.store.interrupt_own() {
+        match self.store.interrupt_own().await {
             Ok(ids) if !ids.is_empty() => {
                 tracing::warn!(runs = ?ids, "runs in progress were interrupted by the shutdown")
             }

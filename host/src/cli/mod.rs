@@ -8,6 +8,7 @@ mod plugins;
 mod run;
 mod serve;
 mod sources;
+mod store;
 
 use std::path::PathBuf;
 
@@ -70,6 +71,11 @@ pub enum Command {
     Auth {
         #[command(subcommand)]
         command: auth::AuthCommand,
+    },
+    /// The state store: `wf store migrate`.
+    Store {
+        #[command(subcommand)]
+        command: store::StoreCommand,
     },
 }
 
@@ -208,6 +214,10 @@ pub struct ServeArgs {
     /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at /mcp instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+    /// This replica's id, recorded with its runs and their leases (several
+    /// replicas on one `[store] url`); default `hostname:pid:start`.
+    #[arg(long, value_name = "ID", env = "WF_REPLICA_ID")]
+    pub replica_id: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -236,6 +246,7 @@ impl CommonArgs {
             log_level: log_level.into(),
             allow_insecure_plugin_dir: self.allow_insecure_plugin_dir,
             repin: Vec::new(),
+            replica_id: None,
         }
     }
 }
@@ -281,13 +292,14 @@ pub fn main() -> i32 {
             Command::Plugins(a) => plugins::run(a, &cli.log_level).await,
             Command::Check(a) => check::run(a, &cli.log_level).await,
             Command::Run(a) => run::run(a, &cli.log_level).await,
-            Command::Runs(a) => run::runs(a, &cli.log_level),
+            Command::Runs(a) => run::runs(a, &cli.log_level).await,
             Command::Sources(a) => sources::list(a, &cli.log_level),
             Command::Source { command } => {
                 let common = command.common();
                 sources::edit(command, &common)
             }
             Command::Auth { command } => auth::run(command, &cli.log_level).await,
+            Command::Store { command } => store::run(command, &cli.log_level).await,
         }
     });
     // Plugin runtimes and upstream clients may hold threads; do not wait for them.

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{RunArgs, RunsArgs};
 use crate::app::{App, state_dir};
-use crate::store::{NodeStatus, RunStatus, Store};
+use crate::store::{NodeStatus, RunStatus};
 use crate::workflow::engine::{OnEvent, StartError};
 use crate::workflow::{Engine, RunOrigin, Workflow};
 
@@ -109,12 +109,13 @@ pub async fn run(args: RunArgs, log_level: &str) -> anyhow::Result<i32> {
     Ok(code)
 }
 
-pub fn runs(args: RunsArgs, log_level: &str) -> anyhow::Result<i32> {
+pub async fn runs(args: RunsArgs, log_level: &str) -> anyhow::Result<i32> {
     let opts = args.common.start_options(log_level);
     let config = crate::config::LoadedConfig::open(opts.config.as_deref())?;
     let dir = state_dir(&opts, &config);
-    let store = Store::open(&dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
-    let runs = store.runs(args.limit, args.status)?;
+    // `[store] url`: the runs of every replica.
+    let store = crate::app::open_store(&config, &dir, None).await?;
+    let runs = store.runs(args.limit, args.status).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
         return Ok(0);

@@ -14,7 +14,9 @@ use crate::server::{
 };
 
 pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
-    let app = App::start(&args.common.start_options(log_level)).await?;
+    let mut opts = args.common.start_options(log_level);
+    opts.replica_id = args.replica_id.clone();
+    let app = App::start(&opts).await?;
     // Nothing but /metrics reads the per-call series: record them only when served.
     crate::telemetry::metrics::record_calls(app.config.config.telemetry.metrics_token.is_some());
     let telemetry = app.config.config.telemetry.traces();
@@ -80,8 +82,27 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
             let stop = CancellationToken::new();
             let on_signal = stop.clone();
             let signal = shutdown_signal();
+            let drain = Duration::from_millis(app.config.config.store.drain_timeout_ms());
+            let store = app.store.clone();
             tokio::spawn(async move {
                 signal.await;
+                // Drain: /readyz says 503 and no run starts here, while the
+                // runs in progress get up to `drain_timeout_ms` to finish;
+                // then the server stops and what still runs is interrupted
+                // (its leases released).
+                store.set_draining();
+                let until = tokio::time::Instant::now() + drain;
+                let left = store.running_here();
+                if left > 0 {
+                    tracing::info!(
+                        runs = left,
+                        ms = drain.as_millis() as u64,
+                        "draining: waiting for runs in progress"
+                    );
+                }
+                while store.running_here() > 0 && tokio::time::Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
                 on_signal.cancel();
             });
             serve_http(app.clone(), surfaces.clone(), opts, stop).await

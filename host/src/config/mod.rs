@@ -8,6 +8,7 @@ mod env;
 mod plugin_isolation;
 mod principals;
 pub mod sizing;
+mod store;
 mod strict;
 mod telemetry;
 
@@ -24,6 +25,7 @@ pub use edit::{Edit, stage};
 pub use env::{EnvError, expand_env};
 pub use plugin_isolation::{Isolation, PluginSettings, Sandbox, problems as plugin_table_problems};
 pub use principals::{Principal, TokenConfig};
+pub use store::StoreConfig;
 pub use strict::{FOREIGN_MCP_SERVER_KEYS, did_you_mean, unknown_key};
 pub use telemetry::TelemetryConfig;
 
@@ -59,6 +61,9 @@ pub struct Config {
     pub admin: AdminConfig,
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// Where the state lives: SQLite (default) or PostgreSQL.
+    #[serde(default)]
+    pub store: StoreConfig,
     /// Sources by name. Each has a `kind` served by some plugin.
     #[serde(default)]
     pub sources: BTreeMap<String, SourceConfig>,

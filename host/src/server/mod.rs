@@ -6,6 +6,7 @@ pub(crate) mod identity;
 mod jsonrpc;
 pub(crate) mod mcp;
 mod metrics_route;
+mod readiness;
 mod stdio;
 
 /// The meta-tools' definitions (`wf_find`, `wf_describe`, `wf_call`), as listed

@@ -377,7 +377,7 @@ impl Sources {
     /// config until discovery finishes, so clients see the tools at once.
     fn restore_snapshot(&self, entry: &SourceEntry) {
         let Some(store) = &self.store else { return };
-        match store.snapshot(&entry.name, &entry.fingerprint) {
+        match store.blocking(store.snapshot(&entry.name, &entry.fingerprint)) {
             Ok(Some((catalog, at))) => match serde_json::from_value::<Catalog>(catalog) {
                 Ok(c) => {
                     let (c, rejected) = screen(c);
@@ -452,8 +452,11 @@ impl Sources {
                 Ok(catalog) => {
                     // The snapshot keeps what the source said; it is screened again on restore.
                     if let Some(store) = &self.store
-                        && let Err(e) =
-                            store.save_snapshot(&entry.name, &entry.fingerprint, &json!(catalog))
+                        && let Err(e) = store.blocking(store.save_snapshot(
+                            &entry.name,
+                            &entry.fingerprint,
+                            &json!(catalog),
+                        ))
                     {
                         tracing::warn!(source = %entry.name, "cannot save the catalog snapshot: {e}");
                     }

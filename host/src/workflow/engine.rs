@@ -138,12 +138,33 @@ fn check_inputs(schema: &Value, inputs: &Value) -> Result<(), String> {
 
 impl Engine {
     pub fn new(sources: NodeSources, store: Arc<Store>) -> Arc<Self> {
-        Arc::new(Self {
+        let stopped = store.stopped_runs();
+        let engine = Arc::new(Self {
             sources,
             store,
             runs: Mutex::new(HashMap::new()),
             events: Default::default(),
-        })
+        });
+        // A run whose lease this replica lost is another's to end: stop it here.
+        let weak = Arc::downgrade(&engine);
+        let (Ok(rt), Some(mut stopped)) = (tokio::runtime::Handle::try_current(), stopped) else {
+            return engine;
+        };
+        rt.spawn(async move {
+            loop {
+                match stopped.recv().await {
+                    Ok(id) => match weak.upgrade() {
+                        Some(engine) => {
+                            engine.cancel(&id);
+                        }
+                        None => return,
+                    },
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(_) => return,
+                }
+            }
+        });
+        engine
     }
 
     /// The planner catalog as discovered now.
@@ -175,7 +196,8 @@ impl Engine {
             wf.name.clone()
         };
         self.store
-            .create_run(&run_id, &name, &origin, &inputs, principal)?;
+            .create_run(&run_id, &name, &origin, &inputs, principal)
+            .await?;
         self.events.run_started(&run_id, &wf);
         let cancel = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
@@ -228,10 +250,32 @@ impl Engine {
             .unwrap_or_else(PoisonError::into_inner)
             .get(run_id)
             .map(|c| c.done.clone());
-        if let Some(mut done) = done {
-            let _ = tokio::time::timeout(timeout, done.wait_for(|d| *d)).await;
+        match done {
+            Some(mut done) => {
+                let _ = tokio::time::timeout(timeout, done.wait_for(|d| *d)).await;
+            }
+            // Another replica's run (its lease is held elsewhere): its end
+            // shows in the store.
+            None if self.store.lease_holder(run_id).await?.is_some() => {
+                let until = tokio::time::Instant::now() + timeout;
+                while tokio::time::Instant::now() < until
+                    && self.store.lease_holder(run_id).await?.is_some()
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+            None => {}
         }
-        self.store.run(run_id)
+        self.store.run(run_id).await
+    }
+
+    /// Cancels a running run, here or, through the store, on the replica
+    /// that executes it; false when it runs nowhere.
+    pub async fn cancel_anywhere(&self, run_id: &str) -> Result<bool, crate::store::StoreError> {
+        if self.cancel(run_id) {
+            return Ok(true);
+        }
+        self.store.request_cancel(run_id).await
     }
 
     /// Cancels a running run; false when it is not running here.
@@ -354,13 +398,10 @@ impl NodeLog {
 
     /// Writes one batch in one transaction.
     async fn write(store: &Arc<Store>, run_id: &str, batch: Vec<NodeRecord>) {
-        // SQLite blocks: off the runtime's workers, so the run's scheduler
-        // never waits behind a commit.
-        let (db, id) = (store.clone(), run_id.to_string());
-        match tokio::task::spawn_blocking(move || db.put_nodes(&id, &batch)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(run = %run_id, "cannot record nodes: {e}"),
-            Err(e) => tracing::error!(run = %run_id, "cannot record nodes: {e}"),
+        // The store commits a batch off the runtime's workers (SQLite) or
+        // over the network (PostgreSQL): the run's scheduler never waits.
+        if let Err(e) = store.put_nodes(run_id, &batch).await {
+            tracing::error!(run = %run_id, "cannot record nodes: {e}");
         }
     }
 
@@ -591,7 +632,8 @@ impl Run {
                 let _ = self
                     .engine
                     .store
-                    .set_run_sessions(&self.id, &serde_json::to_value(&scopes).unwrap_or_default());
+                    .set_run_sessions(&self.id, &serde_json::to_value(&scopes).unwrap_or_default())
+                    .await;
                 let end = Scheduler::new(&self, &scopes).run().await;
                 for (handle, lease) in leases {
                     let _ = handle
@@ -610,6 +652,7 @@ impl Run {
         if let Err(e) = engine
             .store
             .finish_run(&id, status, outputs.as_ref(), error.as_deref())
+            .await
         {
             tracing::error!(run = %id, "cannot record the run's end: {e}");
         }

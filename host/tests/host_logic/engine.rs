@@ -336,7 +336,7 @@ fn a_running_node_is_recorded_while_it_runs() {
         // Coalesced writes still reach the store while the node hangs.
         tokio::time::timeout(PATIENCE, async {
             loop {
-                let (_, nodes) = engine.store.run(&id).unwrap();
+                let (_, nodes) = engine.store.run(&id).await.unwrap();
                 if nodes
                     .iter()
                     .any(|n| n.node_id == "a" && text(&n.status) == "running")

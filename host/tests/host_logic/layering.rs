@@ -115,13 +115,13 @@ fn the_scan_sees_a_reference_up() {
 
 /// Inside `server/`, bottom to top: its rooms (sub-folders, or files at its
 /// top). A room may use only rooms of a lower layer; `server/mod.rs` sits
-/// above them all and may use any. `http` is above `console` and
-/// `metrics_route` because it serves them.
+/// above them all and may use any. `http` is above `console`,
+/// `metrics_route` and `readiness` because it serves them.
 const SERVER_LAYERS: &[&[&str]] = &[
     &["jsonrpc"],
     &["identity"],
     &["mcp"],
-    &["stdio", "console", "metrics_route"],
+    &["stdio", "console", "metrics_route", "readiness"],
     &["http"],
 ];
 

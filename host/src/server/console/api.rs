@@ -273,11 +273,18 @@ pub async fn run(
 /// and file runs kept no document: the page then draws the recorded nodes.
 fn stored_graph(app: &App, origin: &Value) -> Option<Value> {
     let document = match origin.get("kind")?.as_str()? {
-        "draft" => app.store.draft(origin.get("id")?.as_str()?).ok()?.document,
+        "draft" => {
+            let store = &app.store;
+            store
+                .blocking(store.draft(origin.get("id")?.as_str()?))
+                .ok()?
+                .document
+        }
         "artifact" | "deployment" => {
             let (name, version) = origin.get("artifact")?.as_str()?.rsplit_once('@')?;
-            app.store
-                .artifact(name, version.parse().ok())
+            let store = &app.store;
+            store
+                .blocking(store.artifact(name, version.parse().ok()))
                 .ok()?
                 .document
         }

@@ -1,5 +1,5 @@
 //! The HTTP front: streamable HTTP at `/mcp`, and the one server that also
-//! mounts `/console` and `/metrics`.
+//! mounts `/console`, `/metrics` and `/readyz`.
 //!
 //! Streamable HTTP: the rmcp service mounted at `/mcp`, behind (outermost
 //! first) the Host/Origin/token guard and the message checks (which hold each
@@ -252,6 +252,7 @@ pub async fn serve_http(
         .layer(from_fn_with_state(g.clone(), guard))
         // Outside the /mcp guard: it has its own token and peer rule.
         .merge(metrics.unwrap_or_default())
+        .merge(crate::server::readiness::router(app.clone()))
         .merge(crate::server::console::router(
             app.clone(),
             console_surfaces,

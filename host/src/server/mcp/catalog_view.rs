@@ -199,10 +199,12 @@ impl Usage {
         principal: &Principal,
     ) -> &'m mut HashMap<String, u64> {
         all.entry(principal.name().to_string()).or_insert_with(|| {
-            store.tool_usage(principal.name()).unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "cannot read tool usage");
-                HashMap::new()
-            })
+            store
+                .blocking(store.tool_usage(principal.name()))
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "cannot read tool usage");
+                    HashMap::new()
+                })
         })
     }
 
@@ -247,8 +249,7 @@ impl Usage {
                     .into_iter()
                     .flat_map(|(p, tools)| tools.into_iter().map(move |(t, n)| (p.clone(), t, n)))
                     .collect();
-            let written = tokio::task::spawn_blocking(move || store.add_tool_usage(&batch)).await;
-            if let Ok(Err(e)) = written {
+            if let Err(e) = store.add_tool_usage(&batch).await {
                 tracing::warn!(error = %e, "cannot save tool usage");
             }
         });
@@ -324,8 +325,8 @@ mod tests {
         assert!(v.any_restricts());
     }
 
-    #[test]
-    fn a_budget_keeps_the_most_used_and_a_token_overrides_the_server() {
+    #[tokio::test]
+    async fn a_budget_keeps_the_most_used_and_a_token_overrides_the_server() {
         let store = Store::in_memory().unwrap();
         let v = view(
             CatalogConfig {
@@ -345,6 +346,7 @@ mod tests {
                 ("local".into(), "s__t7".into(), 2),
                 ("local".into(), "s__t4".into(), 5),
             ])
+            .await
             .unwrap();
         let l = v.listing(&store, &local, all.iter().collect(), &HashSet::new());
         assert_eq!(

@@ -84,11 +84,12 @@ impl Planner {
     /// Serves each deployment as a tool taking its workflow's inputs.
     pub fn refresh_deployments(&self) {
         let mut catalog = Catalog::default();
-        for d in self.app.store.deployments().unwrap_or_default() {
-            let Ok(artifact) = self
-                .app
-                .store
-                .artifact(&d.artifact_name, Some(d.artifact_version))
+        // Called where nothing awaits (the planner's construction, a sync
+        // refresh); see Store::blocking.
+        let store = &self.app.store;
+        for d in store.blocking(store.deployments()).unwrap_or_default() {
+            let Ok(artifact) =
+                store.blocking(store.artifact(&d.artifact_name, Some(d.artifact_version)))
             else {
                 continue;
             };
@@ -152,7 +153,7 @@ impl Planner {
             "validate_workflow" => self.validate(args).await,
             "save_draft" => self.save_draft(args).await,
             "get_draft" => {
-                let d = self.app.store.draft(need(args, "draft_id")?)?;
+                let d = self.app.store.draft(need(args, "draft_id")?).await?;
                 Ok(
                     json!({"draft_id": d.id, "name": d.name, "workflow": d.document, "updated_at": d.updated_at}),
                 )
@@ -161,18 +162,19 @@ impl Planner {
                 let drafts: Vec<Value> = self
                     .app
                     .store
-                    .drafts()?
+                    .drafts()
+                    .await?
                     .into_iter()
                     .map(|d| json!({"draft_id": d.id, "name": d.name, "updated_at": d.updated_at}))
                     .collect();
                 Ok(json!({"drafts": drafts}))
             }
             "publish_artifact" => self.publish(args).await,
-            "deploy" => self.deploy(args),
+            "deploy" => self.deploy(args).await,
             "run_deployment" => self.run_deployment(args, principal).await,
             "run_workflow" => self.run_workflow(args, principal).await,
             "get_run" => {
-                let (run, nodes) = self.app.store.run(need(args, "run_id")?)?;
+                let (run, nodes) = self.app.store.run(need(args, "run_id")?).await?;
                 Ok(json!({"run": run, "nodes": nodes}))
             }
             "list_runs" => {
@@ -181,13 +183,13 @@ impl Planner {
                     .map(str::parse::<RunStatus>)
                     .transpose()
                     .map_err(|e| fail(e.to_string(), "see the tool's input schema"))?;
-                let runs = self.app.store.runs(limit, status)?;
+                let runs = self.app.store.runs(limit, status).await?;
                 let runs: Vec<Value> = runs.into_iter().map(|r| json!({"run_id": r.id, "workflow": r.workflow, "status": r.status, "origin": r.origin, "principal": r.principal, "started_at": r.started_at, "finished_at": r.finished_at, "error": r.error})).collect();
                 Ok(json!({"runs": runs}))
             }
             "cancel_run" => {
                 let id = need(args, "run_id")?;
-                let cancelled = self.engine.cancel(id);
+                let cancelled = self.engine.cancel_anywhere(id).await?;
                 let (run, _) = self.engine.wait(id, Duration::from_secs(10)).await?;
                 Ok(json!({"run_id": id, "cancelled": cancelled, "status": run.status}))
             }
@@ -344,11 +346,15 @@ impl Planner {
                 wf.name.clone()
             }
         });
-        let d = self.app.store.save_draft(
-            arg(args, "draft_id"),
-            &name,
-            &serde_json::to_value(&wf).unwrap_or_default(),
-        )?;
+        let d = self
+            .app
+            .store
+            .save_draft(
+                arg(args, "draft_id"),
+                &name,
+                &serde_json::to_value(&wf).unwrap_or_default(),
+            )
+            .await?;
         let problems = validate(&wf, &self.engine.catalog().await);
         Ok(
             json!({"draft_id": d.id, "name": d.name, "valid": problems.is_empty(), "problems": problems}),
@@ -356,7 +362,7 @@ impl Planner {
     }
 
     async fn publish(&self, args: &Value) -> Reply {
-        let d = self.app.store.draft(need(args, "draft_id")?)?;
+        let d = self.app.store.draft(need(args, "draft_id")?).await?;
         let wf = Workflow::from_value(&d.document)
             .map_err(|e| fail(e, "fix the draft with save_draft"))?;
         let problems = validate(&wf, &self.engine.catalog().await);
@@ -368,13 +374,17 @@ impl Planner {
             });
         }
         let name = arg(args, "name").unwrap_or(&d.name);
-        let a = self.app.store.publish(name, &d.document, Some(&d.id))?;
+        let a = self
+            .app
+            .store
+            .publish(name, &d.document, Some(&d.id))
+            .await?;
         Ok(
             json!({"artifact": a.reference(), "name": a.name, "version": a.version, "hash": a.hash, "hint": "deploy it with deploy"}),
         )
     }
 
-    fn deploy(&self, args: &Value) -> Reply {
+    async fn deploy(&self, args: &Value) -> Reply {
         let name = need(args, "name")?;
         if !valid_deployment_name(name) {
             return Err(fail(
@@ -393,8 +403,8 @@ impl Planner {
                 ),
                 None => (spec, None),
             };
-        let artifact = self.app.store.artifact(an, av)?;
-        let d = self.app.store.deploy(name, &artifact)?;
+        let artifact = self.app.store.artifact(an, av).await?;
+        let d = self.app.store.deploy(name, &artifact).await?;
         self.refresh_deployments();
         let tool = self
             .app
@@ -478,7 +488,8 @@ impl Planner {
     /// A run's status, and once it ended the reply the call that waited for
     /// it gets (an error result when the run failed or was cancelled).
     pub fn run_outcome(&self, run_id: &str) -> Result<(RunStatus, Option<CallResult>), StoreError> {
-        let (run, nodes) = self.app.store.run(run_id)?;
+        let store = &self.app.store;
+        let (run, nodes) = store.blocking(store.run(run_id))?;
         if matches!(run.status, RunStatus::Pending | RunStatus::Running) {
             return Ok((run.status, None));
         }
@@ -496,11 +507,12 @@ impl Planner {
 
     async fn run_deployment(&self, args: &Value, principal: &str) -> Reply {
         let name = need(args, "name")?;
-        let d = self.app.store.deployment(name)?;
+        let d = self.app.store.deployment(name).await?;
         let artifact = self
             .app
             .store
-            .artifact(&d.artifact_name, Some(d.artifact_version))?;
+            .artifact(&d.artifact_name, Some(d.artifact_version))
+            .await?;
         let wf = Workflow::from_value(&artifact.document)
             .map_err(|e| fail(e, "redeploy a valid artifact"))?;
         let origin = RunOrigin::Deployment {
@@ -513,7 +525,7 @@ impl Planner {
     async fn run_workflow(&self, args: &Value, principal: &str) -> Reply {
         let (wf, origin) = match arg(args, "draft_id") {
             Some(id) => {
-                let d = self.app.store.draft(id)?;
+                let d = self.app.store.draft(id).await?;
                 (
                     Workflow::from_value(&d.document)
                         .map_err(|e| fail(e, "fix the draft with save_draft"))?,

@@ -1,0 +1,172 @@
+"""Several `wf serve --http` replicas on one PostgreSQL database (issue #35),
+driven by the official `mcp` client: what one replica saves the others see,
+a killed replica's run ends `interrupted` once its lease expires, and a
+cancel sent to one replica stops a run executing on another.
+
+Needs a PostgreSQL server: `WF_TEST_PG_URL` (tests/run starts a throwaway
+cluster with tests/pg/cluster.sh). Without it the tests skip, except under
+CI=true, where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import json
+import urllib.error
+import urllib.request
+import pytest
+
+from conftest import HttpServer, Wf, tail
+from planner_support import get_run, planner, planner_error, wait_node, wait_run
+
+pytestmark = pytest.mark.anyio
+
+PG_URL = os.environ.get("WF_TEST_PG_URL", "")
+if not PG_URL:
+    if os.environ.get("CI") == "true":
+        raise RuntimeError("CI=true but WF_TEST_PG_URL is unset: the replica tests need PostgreSQL")
+    pytest.skip("WF_TEST_PG_URL is unset: no PostgreSQL to run replicas on", allow_module_level=True)
+
+# Short leases so a dead replica is noticed within seconds.
+LEASE_TTL_MS = 2000
+HEARTBEAT_MS = 300
+SECRET = "pg-secret-never-logged"
+SLOW = {"name": "slow", "nodes": [{"id": "nap", "use": "wf.std.sleep", "args": {"ms": 120000}}]}
+
+
+def replica_config(wf: Wf, drain_timeout_ms: int | None = None) -> Path:
+    """One database schema per test; the password comes from `${WF_E2E_PG_PASSWORD}`
+    (the test cluster trusts loopback, so any password works, and none may be logged)."""
+    assert PG_URL.startswith("postgres://wf@"), PG_URL
+    url = PG_URL.replace("postgres://wf@", "postgres://wf:${WF_E2E_PG_PASSWORD}@", 1)
+    schema = "e2e_" + uuid.uuid4().hex[:12]
+    return wf.write_config(
+        "[store]\n"
+        f'url = "{url}"\n'
+        f'schema = "{schema}"\n'
+        f"lease_ttl_ms = {LEASE_TTL_MS}\n"
+        f"heartbeat_ms = {HEARTBEAT_MS}\n"
+        + (f"drain_timeout_ms = {drain_timeout_ms}\n" if drain_timeout_ms is not None else "")
+    )
+
+
+def start_replicas(wf: Wf, config: Path, names: list[str]) -> dict[str, HttpServer]:
+    env = {"WF_E2E_PG_PASSWORD": SECRET}
+    return {
+        n: wf.start_http("127.0.0.1", None, "--config", str(config), "--replica-id", n, env=env)
+        for n in names
+    }
+
+
+async def test_a_draft_saved_on_one_replica_is_published_on_another_and_run_on_a_third(wf: Wf) -> None:
+    config = replica_config(wf)
+    r = start_replicas(wf, config, ["a", "b", "c"])
+    hello = {
+        "name": "hello",
+        "inputs": {"type": "object", "properties": {"who": {"type": "string"}}},
+        "nodes": [{"id": "greet", "use": "wf.std.template", "args": {"template": "hi {{w}}", "values": {"w": {"$ref": "inputs.who"}}}}],
+        "outputs": {"text": {"$ref": "nodes.greet.output"}},
+    }
+    async with wf.http_client(r["a"]) as a:
+        draft = await planner(a, "save_draft", {"workflow": hello})
+        assert draft["valid"], draft
+    async with wf.http_client(r["b"]) as b:
+        got = await planner(b, "get_draft", {"draft_id": draft["draft_id"]})
+        assert got["name"] == "hello"
+        artifact = await planner(b, "publish_artifact", {"draft_id": draft["draft_id"]})
+        assert artifact["artifact"] == "hello@1"
+        await planner(b, "deploy", {"name": "greeter", "artifact": artifact["artifact"]})
+    async with wf.http_client(r["c"]) as c:
+        run = await planner(c, "run_deployment", {"name": "greeter", "inputs": {"who": "Ada"}})
+        assert run["status"] == "succeeded", run
+        assert "Ada" in str(run["outputs"]), run
+    # Every replica sees the run C executed.
+    async with wf.http_client(r["a"]) as a:
+        seen, _ = await get_run(a, run["run_id"])
+        assert seen["status"] == "succeeded"
+        assert seen["origin"]["kind"] == "deployment"
+    for server in r.values():
+        assert SECRET not in server.log.read_text(errors="replace"), tail(server.log)
+
+
+async def test_a_killed_replicas_run_ends_interrupted_within_the_lease_timeout(wf: Wf) -> None:
+    config = replica_config(wf)
+    r = start_replicas(wf, config, ["a", "b"])
+    async with wf.http_client(r["a"]) as a:
+        started = await planner(a, "run_workflow", {"workflow": SLOW, "wait": False})
+        run_id = started["run_id"]
+        await wait_node(a, run_id, "nap", "running")
+    r["a"].proc.send_signal(signal.SIGKILL)
+    r["a"].proc.wait(timeout=10)
+    killed_at = time.monotonic()
+    async with wf.http_client(r["b"]) as b:
+        seen, _ = await get_run(b, run_id)
+        assert seen["status"] == "running", "B sees A's run while A's lease may still be live"
+        # Generous: the lease (2 s) plus B's heartbeat, on a loaded 2-core machine.
+        run, nodes = await wait_run(b, run_id, timeout=30)
+        waited = time.monotonic() - killed_at
+    assert run["status"] == "interrupted", run
+    assert "lease" in (run["error"] or ""), run
+    assert nodes["nap"]["status"] == "interrupted", nodes
+    assert waited < 30, waited
+
+
+async def test_a_cancel_sent_to_one_replica_stops_a_run_on_another(wf: Wf) -> None:
+    config = replica_config(wf)
+    r = start_replicas(wf, config, ["a", "b"])
+    async with wf.http_client(r["a"]) as a:
+        started = await planner(a, "run_workflow", {"workflow": SLOW, "wait": False})
+        run_id = started["run_id"]
+        await wait_node(a, run_id, "nap", "running")
+        async with wf.http_client(r["b"]) as b:
+            cancelled = await planner(b, "cancel_run", {"run_id": run_id})
+            assert cancelled["cancelled"] is True, cancelled
+            assert cancelled["status"] == "cancelled", cancelled
+        run, nodes = await wait_run(a, run_id, timeout=30)
+    assert run["status"] == "cancelled", run
+    assert nodes["nap"]["status"] in ("cancelled", "failed"), nodes
+    assert r["a"].proc.poll() is None, "A still serves"
+    assert "cancel received from another replica" in r["a"].log.read_text(errors="replace")
+
+
+def readyz(server: HttpServer) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"{server.base_url}/readyz", timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+async def test_sigterm_drains_runs_in_progress_and_readyz_says_so(wf: Wf) -> None:
+    config = replica_config(wf, drain_timeout_ms=60000)
+    r = start_replicas(wf, config, ["a", "b"])
+    deadline = time.monotonic() + 30
+    while readyz(r["a"])[0] != 200:
+        assert time.monotonic() < deadline, readyz(r["a"])
+        time.sleep(0.05)
+    assert readyz(r["a"])[1] == {"ready": True, "replica": "a"}
+    short = {"name": "short", "nodes": [{"id": "nap", "use": "wf.std.sleep", "args": {"ms": 3000}}]}
+    async with wf.http_client(r["a"]) as a:
+        started = await planner(a, "run_workflow", {"workflow": short, "wait": False})
+        run_id = started["run_id"]
+        await wait_node(a, run_id, "nap", "running")
+        r["a"].proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while (got := readyz(r["a"]))[0] != 503:
+            assert time.monotonic() < deadline, got
+            time.sleep(0.05)
+        assert "draining" in got[1]["reason"], got
+        # No new run starts on a draining replica; the one in progress goes on.
+        refused = await planner_error(a, "run_workflow", {"workflow": short, "wait": False})
+        assert "draining" in str(refused), refused
+    async with wf.http_client(r["b"]) as b:
+        run, _ = await wait_run(b, run_id, timeout=30)
+    assert run["status"] == "succeeded", run
+    assert r["a"].proc.wait(timeout=30) is not None
+    # B never drained.
+    assert readyz(r["b"])[0] == 200
