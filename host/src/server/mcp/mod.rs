@@ -16,7 +16,9 @@ mod roots;
 pub(crate) mod session_route;
 mod source_error;
 mod surfaces;
+mod task_state;
 pub(crate) mod tasks;
+pub(crate) mod tasks_2025;
 mod tool_result;
 mod upstream_tasks;
 

@@ -134,6 +134,17 @@ impl RunTasks {
             .collect()
     }
 
+    /// The ids of `principal`'s live tasks, oldest first.
+    pub fn ids_of(&self, principal: &str, now_ms: i64) -> Vec<String> {
+        let tasks = self.live(now_ms);
+        let mut mine: Vec<(&String, &RunTask)> = tasks
+            .iter()
+            .filter(|(_, t)| t.principal == principal)
+            .collect();
+        mine.sort_by(|a, b| (a.1.created_ms, a.0).cmp(&(b.1.created_ms, b.0)));
+        mine.into_iter().map(|(id, _)| id.clone()).collect()
+    }
+
     /// Whether `principal` holds as many tasks as it may.
     pub fn at_bound(&self, principal: &str, now_ms: i64) -> bool {
         self.live(now_ms)
@@ -154,7 +165,7 @@ impl RunTasks {
 
 /// An ISO 8601 UTC timestamp of `ms` since the epoch (days to civil date:
 /// Howard Hinnant's algorithm).
-fn iso8601(ms: i64) -> String {
+pub(super) fn iso8601(ms: i64) -> String {
     let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let z = days + 719_468;
@@ -341,13 +352,16 @@ mod tests {
         assert_eq!(t.get("alice", &a, 10).unwrap().run_id, "run-1");
         // Another principal's guess (even the right id) finds nothing.
         assert_eq!(t.get("bob", &a, 10), None);
-        t.create("alice", "run-2", 0).unwrap();
-        assert_eq!(t.create("alice", "run-3", 0), Err(TooManyTasks(2)));
+        t.create("alice", "run-2", 1).unwrap();
+        assert_eq!(t.create("alice", "run-3", 1), Err(TooManyTasks(2)));
         // Bob's bound is his own.
         t.create("bob", "run-4", 0).unwrap();
+        // A principal lists only its own, oldest first.
+        assert_eq!(t.ids_of("bob", 10).len(), 1);
+        assert_eq!(t.ids_of("alice", 10)[0], a);
         // After the TTL the task is gone, and its slot free.
         assert_eq!(t.get("alice", &a, 1000), None);
-        t.create("alice", "run-5", 1000).unwrap();
+        t.create("alice", "run-5", 1001).unwrap();
     }
 
     #[test]
