@@ -128,16 +128,32 @@ pub const TASKS_2025_PREFIX: &str = "wf/2025-11-25/";
 
 const TASKS_2025_METHODS: [&str; 4] = ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
 
-/// A 2025-11-25 task request (not a 2026-07-28 one), renamed under
-/// [`TASKS_2025_PREFIX`]; `None` for anything else. A JSON-RPC reply does not
-/// name its method, so the client sees nothing of the rename.
-pub fn tasks_2025(bytes: &[u8]) -> Option<Vec<u8>> {
+/// Where a `subscriptions/listen` filter's `taskIds` (the tasks extension's
+/// key) travel to the handler: the request's `_meta` (rmcp's filter type has
+/// no such member and drops it).
+pub const LISTEN_TASK_IDS_META: &str = "wf/taskIds";
+
+/// The message as wf's handler is to read it, when that differs from what
+/// the client sent: a 2025-11-25 task request (not a 2026-07-28 one) renamed
+/// under [`TASKS_2025_PREFIX`] (a JSON-RPC reply does not name its method, so
+/// the client sees nothing of the rename), or a `subscriptions/listen` whose
+/// filter's `taskIds` are copied to [`LISTEN_TASK_IDS_META`]. `None` for
+/// anything else.
+pub fn rewritten(bytes: &[u8]) -> Option<Vec<u8>> {
     // Cheap first: every such message has `"task` in it.
     if !bytes.windows(5).any(|w| w == b"\"task") {
         return None;
     }
     let mut v: Value = serde_json::from_slice(bytes).ok()?;
     let method = v.get("method")?.as_str()?;
+    if method == <SubscriptionsListenRequestMethod as ConstString>::VALUE {
+        let ids = v.pointer("/params/notifications/taskIds")?.clone();
+        let params = v.get_mut("params")?.as_object_mut()?;
+        let meta = params.entry("_meta").or_insert_with(|| json!({}));
+        meta.as_object_mut()?
+            .insert(LISTEN_TASK_IDS_META.into(), ids);
+        return serde_json::to_vec(&v).ok();
+    }
     let augmented_call = method == <CallToolRequestMethod as ConstString>::VALUE
         && v.pointer("/params/task").is_some_and(Value::is_object);
     if !augmented_call && !TASKS_2025_METHODS.contains(&method) {
@@ -158,7 +174,7 @@ pub fn tasks_2025(bytes: &[u8]) -> Option<Vec<u8>> {
 /// Parses one message, or says why it is refused.
 pub fn check(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Box<Rejection>> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let renamed = tasks_2025(bytes);
+    let renamed = rewritten(bytes);
     let bytes = renamed.as_deref().unwrap_or(bytes);
     if let Some(message) = fast_call(bytes) {
         return Ok(message);
@@ -347,6 +363,13 @@ mod tests {
         // A 2026-07-28 tasks/get is rmcp's (SEP-2663).
         let modern = br#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
         assert_eq!(method(modern), json!("tasks/get"));
+        // A listen's task ids reach the handler in `_meta`.
+        let listen = br#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["wft-1"]},"_meta":{"x":1}}}"#;
+        let v: Value = serde_json::from_slice(&rewritten(listen).unwrap()).unwrap();
+        assert_eq!(
+            v["params"]["_meta"],
+            json!({"x": 1, "wf/taskIds": ["wft-1"]})
+        );
     }
 
     #[test]

@@ -532,9 +532,32 @@ impl ServerHandler for WfServer {
             &self.app.source_logs,
             request.peer.clone(),
             caller::ModernLogs::from_meta(&request.meta).level(),
-            ended,
+            ended.clone(),
             self.may_see(principal_of(request)),
         );
+        // SEP-2663 status notifications of the tasks this stream asked about
+        // (its filter's `taskIds`), the principal's own only. rmcp's sink
+        // refuses `notifications/tasks` (its filter has no task ids), so they
+        // go to the stream's peer, tagged with the subscription as the sink would.
+        for id in super::task_state::listened(&request.meta) {
+            let (peer, subscription) = (request.peer.clone(), request.id.clone());
+            let send = move |state: GetTaskResult| {
+                let (peer, subscription) = (peer.clone(), subscription.clone());
+                async move {
+                    let mut meta = NotificationMetaObject::new();
+                    meta.set_subscription_id(subscription);
+                    let params = TaskStatusNotificationParams::new(state.task).with_meta(meta);
+                    let n = TaskStatusNotification::new(params);
+                    let sent = peer
+                        .send_notification(ServerNotification::TaskStatusNotification(n))
+                        .await;
+                    sent.is_ok() && !peer.is_transport_closed()
+                }
+            };
+            let who = (principal_of(request).name().to_string(), id);
+            let room = (self.app.clone(), self.surfaces.clone());
+            super::task_state::watch(room, who, true, ended.clone(), send);
+        }
         // The stream's resource subscriptions end with it.
         let stream = Downstream::new(&self.app);
         if let Some(uris) = &ctx.accepted().resource_subscriptions {

@@ -56,3 +56,59 @@ pub(super) async fn cancel(
     }
     super::tasks::cancel((tasks.as_ref(), surfaces.planner.as_ref()), principal, id)
 }
+
+/// How often a watched task is looked at.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Calls `send` with task `id`'s state each time its status changes (and
+/// once at the start when `now`), until it ends or expires, `ended` fires,
+/// or `send` says the client is gone.
+pub(super) fn watch<F, Fut>(
+    (app, surfaces): (std::sync::Arc<App>, Surfaces),
+    (principal, id): (String, String),
+    now: bool,
+    ended: tokio_util::sync::CancellationToken,
+    send: F,
+) where
+    F: Fn(GetTaskResult) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    tokio::spawn(async move {
+        let mut last = (!now).then_some(TaskStatus::Working);
+        loop {
+            let Ok(state) = of(&app, &surfaces, &principal, &id).await else {
+                return;
+            };
+            let status = state.task.status();
+            if last != Some(status) {
+                last = Some(status);
+                if !send(state).await {
+                    return;
+                }
+            }
+            if terminal(status) {
+                return;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(WATCH_EVERY) => {}
+                () = ended.cancelled() => return,
+            }
+        }
+    });
+}
+
+/// The task ids a 2026-07-28 `subscriptions/listen` asked to hear about
+/// (its filter's `taskIds`, which the JSON-RPC boundary moved to `_meta`:
+/// rmcp's filter type drops the key).
+pub(super) fn listened(meta: &rmcp::model::RequestMetaObject) -> Vec<String> {
+    meta.0
+        .0
+        .get(crate::server::jsonrpc::LISTEN_TASK_IDS_META)
+        .and_then(serde_json::Value::as_array)
+        .map(|ids| {
+            ids.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -232,40 +232,23 @@ pub(super) fn created(task: &Task, meta: Option<Value>) -> Value {
 /// Sends `notifications/tasks/status` to `peer` whenever task `id` changes
 /// status, until it ends, expires, or the client is gone.
 pub(super) fn notify_status(
-    (app, surfaces): (Arc<App>, Surfaces),
+    room: (Arc<App>, Surfaces),
     principal: String,
     id: String,
     peer: Peer<RoleServer>,
 ) {
-    tokio::spawn(async move {
-        let mut last = Some(TaskStatus::Working);
-        loop {
-            tokio::time::sleep(WATCH_EVERY).await;
-            if peer.is_transport_closed() {
-                return;
-            }
-            let Ok(state): Result<GetTaskResult, _> =
-                task_state::of(&app, &surfaces, &principal, &id).await
-            else {
-                return;
-            };
-            let status = state.task.status();
-            if last != Some(status) {
-                last = Some(status);
-                let n = CustomNotification::new(STATUS_NOTIFICATION, Some(flat(&state.task.task)));
-                if peer
-                    .send_notification(ServerNotification::CustomNotification(n))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-            }
-            if terminal(status) {
-                return;
-            }
+    let send = move |state: GetTaskResult| {
+        let peer = peer.clone();
+        async move {
+            let n = CustomNotification::new(STATUS_NOTIFICATION, Some(flat(&state.task.task)));
+            let sent = peer
+                .send_notification(ServerNotification::CustomNotification(n))
+                .await;
+            sent.is_ok() && !peer.is_transport_closed()
         }
-    });
+    };
+    // Nothing ends it but the task or the client.
+    task_state::watch(room, (principal, id), false, CancellationToken::new(), send);
 }
 
 /// 2025-11-25's `tasks` server capability: `tasks/list`, `tasks/cancel`,
