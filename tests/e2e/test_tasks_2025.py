@@ -205,3 +205,19 @@ async def test_a_run_as_a_2025_11_25_task_survives_the_client_and_is_listed_a_pa
     assert proc.returncode == 0, proc.stderr
     statuses = sorted(r["status"] for r in json.loads(proc.stdout))
     assert statuses == ["cancelled", "succeeded", "succeeded"], statuses
+
+
+async def test_a_tokenless_clients_tasks_are_its_sessions_own(wf: Wf) -> None:
+    """Without credentials every HTTP client is the one `local` principal, so a task is
+    bound to its 2025-11-25 session as well: another session gets, fetches, cancels and
+    lists none of it (an authenticated principal's tasks follow it across sessions,
+    above)."""
+    server = wf.start_http()
+    async with wf.http_client(server, "legacy") as one, wf.http_client(server, "legacy") as two:
+        slow = (await call_as_task(one, RUN, {"workflow": SLOW})).task.task_id
+        assert await list_all(one) == [[slow]]
+        assert await list_all(two) == [[]]
+        for what in (get(two, slow), cancel(two, slow), result(two, slow)):
+            assert (await refused(what)).error.code == -32602
+        assert (await get(one, slow)).status == "working"
+        assert (await cancel(one, slow)).status == "cancelled"

@@ -265,6 +265,17 @@ impl WfServer {
         }
     }
 
+    /// Whom this request's tasks are bound to (`tasks::owner`).
+    fn task_owner(&self, context: &RequestContext<RoleServer>) -> String {
+        let session = self
+            .http
+            .then(|| context.extensions.get::<http::request::Parts>())
+            .flatten()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok());
+        super::tasks::owner(principal_of(context).name(), session)
+    }
+
     fn page_size(&self) -> usize {
         self.app.config.config.server.page_size
     }
@@ -286,7 +297,7 @@ impl WfServer {
             McpError::invalid_params(format!("invalid params for tools/call: {e}"), None)
         })?;
         context.extensions.insert(super::tasks_2025::Augmented);
-        let (peer, principal) = (context.peer.clone(), principal_of(&context));
+        let (peer, owner) = (context.peer.clone(), self.task_owner(&context));
         match self.call_tool(request, context).await? {
             CallToolResponse::Task(created) => {
                 let meta = created
@@ -295,7 +306,7 @@ impl WfServer {
                     .and_then(|m| serde_json::to_value(m).ok());
                 super::tasks_2025::notify_status(
                     (self.app.clone(), self.surfaces.clone()),
-                    principal.name().to_string(),
+                    owner,
                     created.task.task_id.clone(),
                     peer,
                 );
@@ -554,7 +565,7 @@ impl ServerHandler for WfServer {
                     sent.is_ok() && !peer.is_transport_closed()
                 }
             };
-            let who = (principal_of(request).name().to_string(), id);
+            let who = (self.task_owner(request), id);
             let room = (self.app.clone(), self.surfaces.clone());
             super::task_state::watch(room, who, true, ended.clone(), send);
         }
@@ -647,12 +658,11 @@ impl ServerHandler for WfServer {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        let principal = principal_of(&context);
         let counted = observe::Counted::new("tasks/get");
         let got = super::task_state::of(
             &self.app,
             &self.surfaces,
-            principal.name(),
+            &self.task_owner(&context),
             &request.task_id,
         )
         .await;
@@ -664,11 +674,10 @@ impl ServerHandler for WfServer {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let principal = principal_of(&context);
         let cancelled = super::task_state::cancel(
             &self.app,
             &self.surfaces,
-            principal.name(),
+            &self.task_owner(&context),
             &request.task_id,
         )
         .await;
@@ -689,24 +698,22 @@ impl ServerHandler for WfServer {
                 None,
             ));
         };
-        let principal = principal_of(&context);
+        let owner = self.task_owner(&context);
         let (app, surfaces) = (&self.app, &self.surfaces);
         let params = request.params.as_ref();
         let answer = match method {
             Method::Call => return self.call_2025(request.params, context).await,
-            Method::Get => {
-                legacy::get(app, surfaces, principal.name(), &legacy::task_id(params)?).await
-            }
+            Method::Get => legacy::get(app, surfaces, &owner, &legacy::task_id(params)?).await,
             Method::Result => {
                 let id = legacy::task_id(params)?;
-                legacy::result(app, surfaces, (principal.name(), &id), &context.ct).await
+                legacy::result(app, surfaces, (&owner, &id), &context.ct).await
             }
             Method::List => {
                 let cursor = params.and_then(|p| p.get("cursor")).and_then(Value::as_str);
-                legacy::list(app, surfaces, principal.name(), (cursor, self.page_size())).await
+                legacy::list(app, surfaces, &owner, (cursor, self.page_size())).await
             }
             Method::Cancel => {
-                legacy::cancel(app, surfaces, principal.name(), &legacy::task_id(params)?).await
+                legacy::cancel(app, surfaces, &owner, &legacy::task_id(params)?).await
             }
         };
         observe::Counted::new(method.name()).finish(answer.map(CustomResult))
@@ -821,12 +828,13 @@ impl ServerHandler for WfServer {
             let wants_task = wants_task(&context);
             if Planner::starts_run(&tool.source, &tool.original) && wants_task {
                 let caller = self.session_caller(&context)?;
+                let owner = self.task_owner(&context);
                 let start = super::tasks::start(
                     self.task_room(),
                     &tool.source,
                     &tool.original,
                     args.clone(),
-                    principal.name(),
+                    (principal.name(), &owner),
                 );
                 if let Some(started) = with_caller(caller, start).await {
                     return counted.finish(started);
@@ -866,12 +874,13 @@ impl ServerHandler for WfServer {
             // A proxied call from a client that declared MCP Tasks: the source
             // may serve it as a task (plugin API 1.3).
             if wants_task {
+                let owner = self.task_owner(&context);
                 let start = super::upstream_tasks::start(
                     &self.surfaces.tasks,
                     handle.clone(),
                     (&tool.source, &tool.original),
                     args.clone(),
-                    principal.name(),
+                    &owner,
                 );
                 if let Some(started) = start.await {
                     return counted.finish(started);

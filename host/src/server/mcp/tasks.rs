@@ -204,18 +204,34 @@ impl RunTasks {
     }
 }
 
+/// Whom a task is bound to: its principal, and, for a client without
+/// credentials over HTTP (every such client is the one `local` principal),
+/// also its 2025-11-25 session, so that no other tokenless client gets,
+/// cancels or lists it. An authenticated principal's tasks are its own
+/// across sessions: a client that went away comes back (in a new session)
+/// for the result. Principal names cannot hold `#`.
+pub(super) fn owner(principal: &str, http_session: Option<&str>) -> String {
+    match http_session {
+        Some(session) if principal == crate::config::Principal::LOCAL => {
+            format!("{principal}#session:{session}")
+        }
+        _ => principal.to_string(),
+    }
+}
+
 /// Starts the run a call to `source`'s `name` asks for as a task: the task
 /// handle at once, or the call's failure as a plain result. Beyond the
-/// principal's bound, the call runs as a plain (waiting) call.
+/// owner's bound, the call runs as a plain (waiting) call. The run is
+/// `principal`'s; the task `owner`'s ([`owner`]).
 pub async fn start(
     (tasks, planner): (&RunTasks, &Planner),
     source: &str,
     name: &str,
     args: Value,
-    principal: &str,
+    (principal, owner): (&str, &str),
 ) -> Option<Result<CallToolResponse, McpError>> {
     let now = crate::clock::now_ms();
-    if tasks.at_bound(principal, now) {
+    if tasks.at_bound(owner, now) {
         return None;
     }
     let run_id = match planner.start_run(source, name, args, principal).await {
@@ -224,7 +240,7 @@ pub async fn start(
             return Some(super::tool_result::to_mcp(failed).map(CallToolResponse::Complete));
         }
     };
-    let id = match tasks.create(principal, &run_id, now) {
+    let id = match tasks.create(owner, &run_id, now) {
         Ok(id) => id,
         // Lost a race for the last slot: the run goes on, untracked as a task.
         Err(TooManyTasks(n)) => {
@@ -236,7 +252,7 @@ pub async fn start(
             )));
         }
     };
-    let entry = tasks.get(principal, &id, now)?;
+    let entry = tasks.get(owner, &id, now)?;
     let task = tasks.task(&id, &entry, TaskStatus::Working, now);
     tracing::info!(principal, task = %id, run = %run_id, "run started as a task");
     Some(Ok(CallToolResponse::Task(
@@ -362,6 +378,16 @@ mod tests {
         // After the TTL the task is gone, and its slot free.
         assert_eq!(t.get("alice", &a, 1000), None);
         t.create("alice", "run-5", 1001).unwrap();
+    }
+
+    #[test]
+    fn a_tokenless_http_clients_tasks_are_its_sessions() {
+        assert_eq!(owner("local", Some("s1")), "local#session:s1");
+        assert_ne!(owner("local", Some("s1")), owner("local", Some("s2")));
+        // Stdio, or a 2026-07-28 (sessionless) request: the principal.
+        assert_eq!(owner("local", None), "local");
+        // An authenticated principal's tasks are its own in every session.
+        assert_eq!(owner("alice", Some("s1")), "alice");
     }
 
     #[test]
