@@ -7,6 +7,7 @@ mod epochs;
 mod forwarding;
 pub(crate) mod handler;
 pub(crate) mod isolation;
+mod log_route;
 pub(crate) mod meta_tools;
 pub(crate) mod mrtr;
 mod notify;
