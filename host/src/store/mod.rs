@@ -11,6 +11,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use wf_plugin_api::ErrorCode;
 
+mod run_tasks;
 mod status_sql;
 mod usage;
 

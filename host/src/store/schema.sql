@@ -74,3 +74,11 @@ CREATE TABLE IF NOT EXISTS tool_usage (
     last_used  INTEGER NOT NULL,
     PRIMARY KEY (principal, tool)
 );
+-- wf's own runs started as MCP Tasks: the task id, whom it is bound to, and
+-- its run, so a client comes back for the result after a restart too.
+CREATE TABLE IF NOT EXISTS run_tasks (
+    id         TEXT PRIMARY KEY,
+    owner      TEXT NOT NULL,
+    run_id     TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);

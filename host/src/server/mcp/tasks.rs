@@ -50,6 +50,8 @@ pub struct RunTasks {
     tasks: Mutex<HashMap<String, RunTask>>,
     max_per_principal: usize,
     ttl: Duration,
+    /// Where the tasks of wf's own runs are kept across restarts.
+    store: Option<Arc<crate::store::Store>>,
 }
 
 impl RunTasks {
@@ -65,7 +67,32 @@ impl RunTasks {
             tasks: Mutex::default(),
             max_per_principal,
             ttl,
+            store: None,
         }
+    }
+
+    /// Keeps the tasks of wf's own runs in `store`, and takes back those it
+    /// kept before (a restart) that have not expired.
+    pub fn kept_in(mut self, store: Arc<crate::store::Store>) -> Self {
+        let ttl = i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX);
+        let since = crate::clock::now_ms().saturating_sub(ttl);
+        match store.run_tasks_since(since) {
+            Ok(rows) => {
+                let tasks = self.tasks.get_mut().unwrap_or_else(PoisonError::into_inner);
+                for (id, owner, run_id, created_ms) in rows {
+                    let task = RunTask {
+                        principal: owner,
+                        run_id,
+                        created_ms,
+                        upstream: None,
+                    };
+                    tasks.insert(id, task);
+                }
+            }
+            Err(e) => tracing::warn!("cannot read the tasks kept before: {e}"),
+        }
+        self.store = Some(store);
+        self
     }
 
     pub fn ttl(&self) -> Duration {
@@ -113,6 +140,12 @@ impl RunTasks {
             return Err(TooManyTasks(self.max_per_principal));
         }
         let id = format!("wft-{}", uuid::Uuid::new_v4().simple());
+        if let (None, Some(store)) = (&upstream, &self.store)
+            && let Err(e) = store.save_run_task(&id, principal, run_id, now_ms)
+        {
+            // The task still works; only a restart would lose it.
+            tracing::warn!(task = %id, "cannot keep the task in the store: {e}");
+        }
         tasks.insert(
             id.clone(),
             RunTask {
@@ -388,6 +421,24 @@ mod tests {
         assert_eq!(owner("local", None), "local");
         // An authenticated principal's tasks are its own in every session.
         assert_eq!(owner("alice", Some("s1")), "alice");
+    }
+
+    #[test]
+    fn run_tasks_outlive_a_restart_and_source_tasks_do_not() {
+        let store = Arc::new(crate::store::Store::in_memory().unwrap());
+        let now = crate::clock::now_ms();
+        let before = RunTasks::new(10, Duration::from_secs(60)).kept_in(store.clone());
+        let a = before.create("alice", "run-1", now).unwrap();
+        let up = UpstreamTask {
+            source: "one".into(),
+            task_id: "1".into(),
+            handle: Weak::new(),
+        };
+        let b = before.create_upstream("alice", up, now).unwrap();
+        let after = RunTasks::new(10, Duration::from_secs(60)).kept_in(store);
+        assert_eq!(after.get("alice", &a, now).unwrap().run_id, "run-1");
+        assert_eq!(after.get("bob", &a, now), None);
+        assert_eq!(after.get("alice", &b, now), None);
     }
 
     #[test]
