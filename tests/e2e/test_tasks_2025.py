@@ -221,3 +221,19 @@ async def test_a_tokenless_clients_tasks_are_its_sessions_own(wf: Wf) -> None:
             assert (await refused(what)).error.code == -32602
         assert (await get(one, slow)).status == "working"
         assert (await cancel(one, slow)).status == "cancelled"
+
+
+async def test_the_2025_11_25_flavour_over_stdio(wf: Wf) -> None:
+    """The same requests over stdio (each line checked and renamed by wf's own stdio
+    transport), with the status notification on the connection."""
+    watch = StatusWatch()
+    async with wf.stdio_client("legacy", extensions=[watch]) as c:
+        caps = c.server_capabilities.tasks
+        assert caps is not None and caps.list is not None, caps
+        created = await call_as_task(c, RUN, {"workflow": QUICK})
+        task_id = created.task.task_id
+        reply = (await result(c, task_id)).structured_content
+        assert reply and reply["outputs"] == {"v": 42}, reply
+        await watch.wait(task_id, "completed")
+        assert await list_all(c) == [[task_id]]
+        assert (await get(c, task_id)).status == "completed"
