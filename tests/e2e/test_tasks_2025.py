@@ -29,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from conftest import UpstreamEvents, Wf, toml_config, wait_listed
-from test_tasks_runs import QUICK, SLOW
+from test_tasks_runs import QUICK, SLOW, Raw
 
 pytestmark = pytest.mark.anyio
 
@@ -237,3 +237,37 @@ async def test_the_2025_11_25_flavour_over_stdio(wf: Wf) -> None:
         await watch.wait(task_id, "completed")
         assert await list_all(c) == [[task_id]]
         assert (await get(c, task_id)).status == "completed"
+
+
+async def test_a_2025_11_25_upstreams_task_is_forwarded(wf: Wf, everything_bin: Path) -> None:
+    """Real server-everything speaks 2025-11-25 and serves `simulate-research-query`
+    only as a task (`taskSupport: "required"`). Through wf it is a task as well: wf asks
+    the upstream with `params.task` and follows it with that revision's `tasks/get` and
+    `tasks/result`, for a 2025-11-25 client as for a 2026-07-28 one."""
+    more, tokens, env = tokens_config()
+    config = toml_config({"everything": {"command": str(everything_bin)}}, server={"http_token": "${E2E_DEFAULT_TOKEN}"})
+    server = wf.start_http("127.0.0.1", None, "--config", str(wf.write_config(config + more)), env=env)
+    tool = "everything__simulate-research-query"
+    watch = StatusWatch()
+    async with legacy(server.url, tokens["alice"], watch) as alice, legacy(server.url, tokens["bob"]) as bob:
+        await wait_listed(alice, tool)
+        created = await call_as_task(alice, tool, {"topic": "tides"})
+        task_id = created.task.task_id
+        assert task_id.startswith("wft-") and created.task.status == "working", created
+        done = await result(alice, task_id)
+        assert not done.is_error and "tides" in str(done.content), done
+        await watch.wait(task_id, "completed")
+        assert (await refused(get(bob, task_id))).error.code == -32602
+        # Cancelled through wf, the upstream's task is cancelled.
+        other = (await call_as_task(alice, tool, {"topic": "moons"})).task.task_id
+        assert (await cancel(alice, other)).status == "cancelled"
+        with anyio.fail_after(OP_TIMEOUT):
+            while (await get(alice, other)).status != "cancelled":
+                await anyio.sleep(0.1)
+    # A 2026-07-28 client that declares the extension gets the same task, SEP-2663's way.
+    async with httpx2.AsyncClient(timeout=OP_TIMEOUT) as http:
+        modern = Raw(http, server.url, tokens["alice"])
+        started = (await modern.request("tools/call", {"name": tool, "arguments": {"topic": "comets"}}, tool))["result"]
+        assert started["resultType"] == "task", started
+        finished = await modern.wait_status(started["taskId"], "completed")
+        assert "comets" in json.dumps(finished["result"]["content"]), finished
