@@ -2,6 +2,8 @@
 //! wf's own runs and for a source's forwarded tasks alike: what both task
 //! flavours, `tasks/list` and the status notifications are built from.
 
+use std::time::Duration;
+
 use rmcp::ErrorData as McpError;
 use rmcp::model::{GetTaskResult, TaskStatus};
 
@@ -57,8 +59,19 @@ pub(super) async fn cancel(
     super::tasks::cancel((tasks.as_ref(), surfaces.planner.as_ref()), principal, id)
 }
 
-/// How often a watched task is looked at.
-const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+/// How often a watched task is looked at: as often as it says it may be
+/// polled (`pollIntervalMs`), within these bounds.
+const WATCH_EVERY: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(5));
+
+/// When to look at a task again.
+pub(super) fn next_look(state: &GetTaskResult) -> Duration {
+    state
+        .task
+        .task
+        .poll_interval_ms
+        .map_or(WATCH_EVERY.0, Duration::from_millis)
+        .clamp(WATCH_EVERY.0, WATCH_EVERY.1)
+}
 
 /// Calls `send` with task `id`'s state each time its status changes (and
 /// once at the start when `now`), until it ends or expires, `ended` fires,
@@ -79,7 +92,7 @@ pub(super) fn watch<F, Fut>(
             let Ok(state) = of(&app, &surfaces, &principal, &id).await else {
                 return;
             };
-            let status = state.task.status();
+            let (status, again) = (state.task.status(), next_look(&state));
             if last != Some(status) {
                 last = Some(status);
                 if !send(state).await {
@@ -90,7 +103,7 @@ pub(super) fn watch<F, Fut>(
                 return;
             }
             tokio::select! {
-                () = tokio::time::sleep(WATCH_EVERY) => {}
+                () = tokio::time::sleep(again) => {}
                 () = ended.cancelled() => return,
             }
         }

@@ -9,7 +9,6 @@
 //! inlines the result in `tasks/get`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -28,10 +27,6 @@ use crate::server::jsonrpc::TASKS_2025_PREFIX;
 pub const RELATED_TASK_META: &str = "io.modelcontextprotocol/related-task";
 /// The status notification's method.
 pub const STATUS_NOTIFICATION: &str = "notifications/tasks/status";
-
-/// How often a task is looked at while a client waits on it (`tasks/result`,
-/// status notifications).
-const WATCH_EVERY: Duration = Duration::from_millis(250);
 
 /// A `tools/call` a 2025-11-25 client augmented with `task` (in the request
 /// context's extensions): the call path serves it as a task.
@@ -121,6 +116,7 @@ pub(super) async fn result(
 ) -> Result<Value, McpError> {
     loop {
         let state = task_state::of(app, surfaces, principal, id).await?;
+        let again = task_state::next_look(&state);
         match state.task.payload {
             TaskPayload::Completed { mut result } => {
                 let meta = result
@@ -142,7 +138,7 @@ pub(super) async fn result(
             _ => {}
         }
         tokio::select! {
-            () = tokio::time::sleep(WATCH_EVERY) => {}
+            () = tokio::time::sleep(again) => {}
             () = gone.cancelled() => {
                 return Err(McpError::internal_error("cancelled by the client", None));
             }
