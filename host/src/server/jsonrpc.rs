@@ -120,9 +120,62 @@ fn valid_id(id: &Value) -> bool {
     id.is_string() || id.is_i64() || id.is_u64()
 }
 
+/// The methods of the 2025-11-25 task flavour (`tasks/*` and a
+/// task-augmented `tools/call`) arrive under this prefix: rmcp knows only the
+/// SEP-2663 flavour (its `tasks/get` and `tasks/cancel` have other shapes and
+/// need the extension declared), so wf answers these itself.
+pub const TASKS_2025_PREFIX: &str = "wf/2025-11-25/";
+
+const TASKS_2025_METHODS: [&str; 4] = ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"];
+
+/// Where a `subscriptions/listen` filter's `taskIds` (the tasks extension's
+/// key) travel to the handler: the request's `_meta` (rmcp's filter type has
+/// no such member and drops it).
+pub const LISTEN_TASK_IDS_META: &str = "wf/taskIds";
+
+/// The message as wf's handler is to read it, when that differs from what
+/// the client sent: a 2025-11-25 task request (not a 2026-07-28 one) renamed
+/// under [`TASKS_2025_PREFIX`] (a JSON-RPC reply does not name its method, so
+/// the client sees nothing of the rename), or a `subscriptions/listen` whose
+/// filter's `taskIds` are copied to [`LISTEN_TASK_IDS_META`]. `None` for
+/// anything else.
+pub fn rewritten(bytes: &[u8]) -> Option<Vec<u8>> {
+    // Cheap first: every such message has `"task` in it.
+    if !bytes.windows(5).any(|w| w == b"\"task") {
+        return None;
+    }
+    let mut v: Value = serde_json::from_slice(bytes).ok()?;
+    let method = v.get("method")?.as_str()?;
+    if method == <SubscriptionsListenRequestMethod as ConstString>::VALUE {
+        let ids = v.pointer("/params/notifications/taskIds")?.clone();
+        let params = v.get_mut("params")?.as_object_mut()?;
+        let meta = params.entry("_meta").or_insert_with(|| json!({}));
+        meta.as_object_mut()?
+            .insert(LISTEN_TASK_IDS_META.into(), ids);
+        return serde_json::to_vec(&v).ok();
+    }
+    let augmented_call = method == <CallToolRequestMethod as ConstString>::VALUE
+        && v.pointer("/params/task").is_some_and(Value::is_object);
+    if !augmented_call && !TASKS_2025_METHODS.contains(&method) {
+        return None;
+    }
+    let version = v
+        .pointer("/params/_meta")
+        .and_then(|m| m.get(PROTOCOL_VERSION_META))
+        .and_then(Value::as_str);
+    if version.is_some_and(|v| v >= "2026-07-28") {
+        return None;
+    }
+    let renamed = format!("{TASKS_2025_PREFIX}{method}");
+    v["method"] = Value::String(renamed);
+    serde_json::to_vec(&v).ok()
+}
+
 /// Parses one message, or says why it is refused.
 pub fn check(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Box<Rejection>> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let renamed = rewritten(bytes);
+    let bytes = renamed.as_deref().unwrap_or(bytes);
     if let Some(message) = fast_call(bytes) {
         return Ok(message);
     }
@@ -290,6 +343,34 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn the_2025_task_flavour_is_renamed_and_the_2026_one_is_not() {
+        let method = |bytes: &[u8]| match check(bytes).unwrap() {
+            ClientJsonRpcMessage::Request(r) => serde_json::to_value(&r).unwrap()["method"].clone(),
+            _ => Value::Null,
+        };
+        for m in ["tasks/get", "tasks/result", "tasks/list", "tasks/cancel"] {
+            let b =
+                format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}","params":{{"taskId":"t"}}}}"#);
+            assert_eq!(method(b.as_bytes()), json!(format!("wf/2025-11-25/{m}")));
+        }
+        let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","task":{"ttl":5}}}"#;
+        assert_eq!(method(call), json!("wf/2025-11-25/tools/call"));
+        // A plain call, and a call whose arguments merely mention a task.
+        let plain = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"task":{}}}}"#;
+        assert_eq!(method(plain), json!("tools/call"));
+        // A 2026-07-28 tasks/get is rmcp's (SEP-2663).
+        let modern = br#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert_eq!(method(modern), json!("tasks/get"));
+        // A listen's task ids reach the handler in `_meta`.
+        let listen = br#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["wft-1"]},"_meta":{"x":1}}}"#;
+        let v: Value = serde_json::from_slice(&rewritten(listen).unwrap()).unwrap();
+        assert_eq!(
+            v["params"]["_meta"],
+            json!({"x": 1, "wf/taskIds": ["wft-1"]})
+        );
+    }
 
     #[test]
     fn exact_codes() {

@@ -28,6 +28,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("migrations/0002_run_leases.sql"),
         postgres: include_str!("migrations/0002_run_leases.sql"),
     },
+    Migration {
+        version: 3,
+        name: "run tasks",
+        sqlite: include_str!("migrations/0003_run_tasks.sql"),
+        postgres: include_str!("migrations/0003_run_tasks.sql"),
+    },
 ];
 
 /// The schema version this build writes.

@@ -17,6 +17,7 @@ pub mod db;
 mod leases;
 pub mod migrate;
 pub mod pg;
+mod run_tasks;
 mod tls;
 mod usage;
 

@@ -22,7 +22,8 @@
 //! To a 2026-07-28 client, `ask` answers in rounds instead (`InputRequiredResult`,
 //! then the retry's `inputResponses`), recording `"round": true`. `confirm`
 //! is listed and served only to 2026-07-28 clients: it asks its question in a
-//! round (as `ask` with `kind: elicit`) and returns the answer.
+//! round (as `ask` with `kind: elicit`), logs `confirmed` (warning, logger
+//! `fixture`) on the retry's request, and returns the answer.
 //!
 //! With `--tasks`, it serves MCP Tasks (SEP-2663, the `io.modelcontextprotocol/tasks`
 //! extension): `job` (`ms`, `text`) waits `ms` milliseconds and returns `text`; to a
@@ -479,6 +480,15 @@ impl ServerHandler for Fixture {
                         "unknown tool confirm (2026-07-28 clients only)",
                         None,
                     ));
+                }
+                if request.input_responses.is_some() {
+                    // A log line after the round, on the retry's own request.
+                    let note: ServerNotification = serde_json::from_value(json!({
+                        "method": "notifications/message",
+                        "params": {"level": "warning", "logger": "fixture", "data": "confirmed"},
+                    }))
+                    .expect("notification");
+                    let _ = context.peer.send_notification(note).await;
                 }
                 return Ok(ask_in_rounds(&context, "elicit", &request));
             }

@@ -161,6 +161,8 @@ async fn post(m: &Messages, request: Request, next: Next) -> Response {
     if let Some(reply) = jsonrpc::removed_in_2026(&bytes, header_version) {
         return json_error(StatusCode::NOT_FOUND, reply);
     }
+    // rmcp reads the body again: it gets what wf's handler is to read (`rewritten`).
+    let bytes = jsonrpc::rewritten(&bytes).map_or(bytes, Bytes::from);
     match jsonrpc::check(&bytes) {
         Err(r) if r.code == INVALID_PARAMS => {
             // An unknown session is rmcp's to answer (404), whatever the body.

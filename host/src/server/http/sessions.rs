@@ -98,7 +98,8 @@ impl SessionManager for BoundedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
-        Ok(self.inner.initialize_session(id, message).await?)
+        let reply = self.inner.initialize_session(id, message).await?;
+        Ok(crate::server::mcp::tasks_2025::declare(reply))
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {

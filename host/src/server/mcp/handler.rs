@@ -265,8 +265,66 @@ impl WfServer {
         }
     }
 
+    /// Whom this request's tasks are bound to (`tasks::owner`).
+    fn task_owner(&self, context: &RequestContext<RoleServer>) -> String {
+        let session = self
+            .http
+            .then(|| context.extensions.get::<http::request::Parts>())
+            .flatten()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok());
+        super::tasks::owner(principal_of(context).name(), session)
+    }
+
     fn page_size(&self) -> usize {
         self.app.config.config.server.page_size
+    }
+
+    /// A 2025-11-25 task-augmented `tools/call`: the call's own path, asked
+    /// for a task; a task handle in 2025-11-25's shape (its status then
+    /// notified on this session), or the plain result of a tool that cannot
+    /// be served as a task.
+    async fn call_2025(
+        &self,
+        params: Option<Value>,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        let mut params = params.unwrap_or_else(|| json!({}));
+        if let Some(p) = params.as_object_mut() {
+            p.remove("task");
+        }
+        let request: CallToolRequestParams = serde_json::from_value(params).map_err(|e| {
+            McpError::invalid_params(format!("invalid params for tools/call: {e}"), None)
+        })?;
+        context.extensions.insert(super::tasks_2025::Augmented);
+        let (peer, owner) = (context.peer.clone(), self.task_owner(&context));
+        match self.call_tool(request, context).await? {
+            CallToolResponse::Task(created) => {
+                let meta = created
+                    .meta
+                    .as_ref()
+                    .and_then(|m| serde_json::to_value(m).ok());
+                super::tasks_2025::notify_status(
+                    (self.app.clone(), self.surfaces.clone()),
+                    owner,
+                    created.task.task_id.clone(),
+                    peer,
+                );
+                Ok(CustomResult(super::tasks_2025::created(
+                    &created.task,
+                    meta,
+                )))
+            }
+            CallToolResponse::Complete(r) => {
+                Ok(CustomResult(serde_json::to_value(r).map_err(|e| {
+                    McpError::internal_error(e.to_string(), None)
+                })?))
+            }
+            _ => Err(McpError::internal_error(
+                "a 2025-11-25 call cannot take input rounds",
+                None,
+            )),
+        }
     }
 }
 
@@ -334,6 +392,18 @@ fn unwrap_call(mut request: CallToolRequestParams) -> Result<CallToolRequestPara
     request.name = name.into();
     request.arguments = arguments;
     Ok(request)
+}
+
+/// Whether a call is to be served as a task: its client declared SEP-2663's
+/// extension, or augmented this 2025-11-25 call with `task`.
+fn wants_task(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .is_some_and(|c| c.supports_tasks())
+        || context
+            .extensions
+            .get::<super::tasks_2025::Augmented>()
+            .is_some()
 }
 
 /// Runs `call` while forwarding its progress reports to the client (when it
@@ -473,9 +543,32 @@ impl ServerHandler for WfServer {
             &self.app.source_logs,
             request.peer.clone(),
             caller::ModernLogs::from_meta(&request.meta).level(),
-            ended,
+            ended.clone(),
             self.may_see(principal_of(request)),
         );
+        // SEP-2663 status notifications of the tasks this stream asked about
+        // (its filter's `taskIds`), the principal's own only. rmcp's sink
+        // refuses `notifications/tasks` (its filter has no task ids), so they
+        // go to the stream's peer, tagged with the subscription as the sink would.
+        for id in super::task_state::listened(&request.meta) {
+            let (peer, subscription) = (request.peer.clone(), request.id.clone());
+            let send = move |state: GetTaskResult| {
+                let (peer, subscription) = (peer.clone(), subscription.clone());
+                async move {
+                    let mut meta = NotificationMetaObject::new();
+                    meta.set_subscription_id(subscription);
+                    let params = TaskStatusNotificationParams::new(state.task).with_meta(meta);
+                    let n = TaskStatusNotification::new(params);
+                    let sent = peer
+                        .send_notification(ServerNotification::TaskStatusNotification(n))
+                        .await;
+                    sent.is_ok() && !peer.is_transport_closed()
+                }
+            };
+            let who = (self.task_owner(request), id);
+            let room = (self.app.clone(), self.surfaces.clone());
+            super::task_state::watch(room, who, true, ended.clone(), send);
+        }
         // The stream's resource subscriptions end with it.
         let stream = Downstream::new(&self.app);
         if let Some(uris) = &ctx.accepted().resource_subscriptions {
@@ -565,20 +658,14 @@ impl ServerHandler for WfServer {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        let principal = principal_of(&context);
         let counted = observe::Counted::new("tasks/get");
-        let (tasks, planner) = self.task_room();
-        let (id, now) = (&request.task_id, crate::clock::now_ms());
-        let Some(t) = tasks.get(principal.name(), id, now) else {
-            return counted.finish(Err(super::tasks::not_found(id)));
-        };
-        let got = match &t.upstream {
-            Some(up) => {
-                let current = self.app.sources.handle(&up.source);
-                super::upstream_tasks::get(tasks, (id, &t, up), current).await
-            }
-            None => super::tasks::get_run(tasks, planner, id, &t, now),
-        };
+        let got = super::task_state::of(
+            &self.app,
+            &self.surfaces,
+            &self.task_owner(&context),
+            &request.task_id,
+        )
+        .await;
         counted.finish(got)
     }
 
@@ -587,22 +674,49 @@ impl ServerHandler for WfServer {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let principal = principal_of(&context);
-        let (tasks, _) = self.task_room();
-        let up = tasks
-            .get(principal.name(), &request.task_id, crate::clock::now_ms())
-            .and_then(|t| t.upstream);
-        if let Some(up) = up {
-            let current = self.app.sources.handle(&up.source);
-            let cancelled = super::upstream_tasks::cancel(&up, current).await;
-            tracing::info!(principal = principal.name(), task = %request.task_id, source = %up.source, "task cancelled");
-            return observe::Counted::new("tasks/cancel").finish(cancelled);
-        }
-        observe::Counted::new("tasks/cancel").finish(super::tasks::cancel(
-            self.task_room(),
-            principal.name(),
+        let cancelled = super::task_state::cancel(
+            &self.app,
+            &self.surfaces,
+            &self.task_owner(&context),
             &request.task_id,
-        ))
+        )
+        .await;
+        observe::Counted::new("tasks/cancel").finish(cancelled)
+    }
+
+    /// The 2025-11-25 task flavour (`tasks_2025`); any other method is unknown.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        use super::tasks_2025::{self as legacy, Method};
+        let Some(method) = Method::of(&request.method) else {
+            return Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                request.method,
+                None,
+            ));
+        };
+        let owner = self.task_owner(&context);
+        let (app, surfaces) = (&self.app, &self.surfaces);
+        let params = request.params.as_ref();
+        let answer = match method {
+            Method::Call => return self.call_2025(request.params, context).await,
+            Method::Get => legacy::get(app, surfaces, &owner, &legacy::task_id(params)?).await,
+            Method::Result => {
+                let id = legacy::task_id(params)?;
+                legacy::result(app, surfaces, (&owner, &id), &context.ct).await
+            }
+            Method::List => {
+                let cursor = params.and_then(|p| p.get("cursor")).and_then(Value::as_str);
+                legacy::list(app, surfaces, &owner, (cursor, self.page_size())).await
+            }
+            Method::Cancel => {
+                legacy::cancel(app, surfaces, &owner, &legacy::task_id(params)?).await
+            }
+        };
+        observe::Counted::new(method.name()).finish(answer.map(CustomResult))
     }
 
     #[allow(deprecated)] // SEP-2577; 2025-11-25 clients still set levels.
@@ -711,18 +825,16 @@ impl ServerHandler for WfServer {
             }
             let args = Value::Object(request.arguments.unwrap_or_default());
             // A run asked for by a client that declared MCP Tasks: a task handle at once.
-            if Planner::starts_run(&tool.source, &tool.original)
-                && context
-                    .client_capabilities()
-                    .is_some_and(|c| c.supports_tasks())
-            {
+            let wants_task = wants_task(&context);
+            if Planner::starts_run(&tool.source, &tool.original) && wants_task {
                 let caller = self.session_caller(&context)?;
+                let owner = self.task_owner(&context);
                 let start = super::tasks::start(
                     self.task_room(),
                     &tool.source,
                     &tool.original,
                     args.clone(),
-                    principal.name(),
+                    (principal.name(), &owner),
                 );
                 if let Some(started) = with_caller(caller, start).await {
                     return counted.finish(started);
@@ -761,16 +873,14 @@ impl ServerHandler for WfServer {
             let handle = self.handle(&tool.source)?;
             // A proxied call from a client that declared MCP Tasks: the source
             // may serve it as a task (plugin API 1.3).
-            if context
-                .client_capabilities()
-                .is_some_and(|c| c.supports_tasks())
-            {
+            if wants_task {
+                let owner = self.task_owner(&context);
                 let start = super::upstream_tasks::start(
                     &self.surfaces.tasks,
                     handle.clone(),
                     (&tool.source, &tool.original),
                     args.clone(),
-                    principal.name(),
+                    &owner,
                 );
                 if let Some(started) = start.await {
                     return counted.finish(started);

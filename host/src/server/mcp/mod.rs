@@ -7,6 +7,7 @@ mod epochs;
 mod forwarding;
 pub(crate) mod handler;
 pub(crate) mod isolation;
+mod log_route;
 pub(crate) mod meta_tools;
 pub(crate) mod mrtr;
 mod notify;
@@ -16,7 +17,9 @@ mod roots;
 pub(crate) mod session_route;
 mod source_error;
 mod surfaces;
+mod task_state;
 pub(crate) mod tasks;
+pub(crate) mod tasks_2025;
 mod tool_result;
 mod upstream_tasks;
 

@@ -29,6 +29,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use wf_plugin_api::{CallerRequest, PluginError};
 
 use super::caller::missing_capability;
+use super::log_route::LogRoute;
 use super::progress_route::ProgressRoute;
 use crate::sources::{AskFuture, Asker};
 
@@ -50,17 +51,18 @@ pub enum Step<T> {
 }
 
 /// The asker of a 2026-07-28 client's call: requests for input queue up for
-/// the next `InputRequiredResult`; log messages go as for any call.
+/// the next `InputRequiredResult`; log messages go to the current round's
+/// request.
 struct RoundAsker {
     asks: mpsc::UnboundedSender<Ask>,
-    logs: Arc<dyn Asker>,
+    logs: LogRoute,
     caps: Option<ClientCapabilities>,
 }
 
 impl Asker for RoundAsker {
     fn ask(&self, request: CallerRequest) -> AskFuture {
         if matches!(request, CallerRequest::Log { .. }) {
-            return self.logs.ask(request);
+            return self.logs.log(request);
         }
         if let Some(why) = missing_capability(self.caps.as_ref(), &request) {
             let e = PluginError::unsupported(format!("cannot {}: {why}", request.kind()));
@@ -100,6 +102,8 @@ struct Running {
     /// Where its progress reports go: the request of the current round
     /// (none if the first request sent no progress token).
     progress: Option<ProgressRoute>,
+    /// Where its log messages go: the request of the current round.
+    logs: LogRoute,
 }
 
 /// How long ending a call waits for its task to drop it.
@@ -213,6 +217,7 @@ impl Rounds {
                 if let Some(route) = &r.progress {
                     route.point_at(context);
                 }
+                r.logs.point_at(logs);
                 r.answer(responses.unwrap_or_default());
                 (r, None)
             }
@@ -292,6 +297,7 @@ impl Rounds {
         if let Some(route) = &running.progress {
             route.clear();
         }
+        running.logs.clear();
         running.rounds += 1;
         if running.rounds > MAX_ROUNDS {
             running.end().await;
@@ -393,9 +399,10 @@ where
         .meta
         .client_capabilities()
         .or_else(|| context.peer.peer_info().map(|i| i.capabilities.clone()));
+    let logs = LogRoute::to(logs);
     let asker = Arc::new(RoundAsker {
         asks: tx,
-        logs,
+        logs: logs.clone(),
         caps,
     });
     // Once parked, the call outlives this request: it ends with its own token,
@@ -443,6 +450,7 @@ where
         _stop: stop.drop_guard(),
         expiry: None,
         progress,
+        logs,
     };
     Ok(Started::Asked(Box::new((running, ask))))
 }
@@ -485,7 +493,7 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let asker = RoundAsker {
             asks: tx,
-            logs: Arc::new(NoLogs),
+            logs: LogRoute::to(Arc::new(NoLogs)),
             caps: caps(json!({"roots": {}})),
         };
         let answer = asker.ask(CallerRequest::ListRoots);
@@ -504,7 +512,7 @@ mod tests {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let asker = RoundAsker {
             asks: tx,
-            logs: Arc::new(NoLogs),
+            logs: LogRoute::to(Arc::new(NoLogs)),
             caps: caps(json!({})),
         };
         let e = asker

@@ -98,3 +98,4 @@ impl Outcome for GetPromptResponse {}
 impl Outcome for ReadResourceResponse {}
 impl Outcome for CompleteResult {}
 impl Outcome for GetTaskResult {}
+impl Outcome for CustomResult {}

@@ -35,7 +35,9 @@ impl Surfaces {
             isolation: Arc::default(),
             rounds: Arc::new(Rounds::for_config(&app.config.config.server)),
             catalog: Arc::default(),
-            tasks: Arc::new(RunTasks::for_config(&app.config.config.server)),
+            tasks: Arc::new(
+                RunTasks::for_config(&app.config.config.server).kept_in(app.store.clone()),
+            ),
         }
     }
 }

@@ -50,6 +50,8 @@ pub struct RunTasks {
     tasks: Mutex<HashMap<String, RunTask>>,
     max_per_principal: usize,
     ttl: Duration,
+    /// Where the tasks of wf's own runs are kept across restarts.
+    store: Option<Arc<crate::store::Store>>,
 }
 
 impl RunTasks {
@@ -65,7 +67,32 @@ impl RunTasks {
             tasks: Mutex::default(),
             max_per_principal,
             ttl,
+            store: None,
         }
+    }
+
+    /// Keeps the tasks of wf's own runs in `store`, and takes back those it
+    /// kept before (a restart) that have not expired.
+    pub fn kept_in(mut self, store: Arc<crate::store::Store>) -> Self {
+        let ttl = i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX);
+        let since = crate::clock::now_ms().saturating_sub(ttl);
+        match store.blocking(store.run_tasks_since(since)) {
+            Ok(rows) => {
+                let tasks = self.tasks.get_mut().unwrap_or_else(PoisonError::into_inner);
+                for (id, owner, run_id, created_ms) in rows {
+                    let task = RunTask {
+                        principal: owner,
+                        run_id,
+                        created_ms,
+                        upstream: None,
+                    };
+                    tasks.insert(id, task);
+                }
+            }
+            Err(e) => tracing::warn!("cannot read the tasks kept before: {e}"),
+        }
+        self.store = Some(store);
+        self
     }
 
     pub fn ttl(&self) -> Duration {
@@ -113,6 +140,12 @@ impl RunTasks {
             return Err(TooManyTasks(self.max_per_principal));
         }
         let id = format!("wft-{}", uuid::Uuid::new_v4().simple());
+        if let (None, Some(store)) = (&upstream, &self.store)
+            && let Err(e) = store.blocking(store.save_run_task(&id, principal, run_id, now_ms))
+        {
+            // The task still works; only a restart would lose it.
+            tracing::warn!(task = %id, "cannot keep the task in the store: {e}");
+        }
         tasks.insert(
             id.clone(),
             RunTask {
@@ -132,6 +165,17 @@ impl RunTasks {
             .filter(|t| t.upstream.is_none())
             .map(|t| t.run_id.clone())
             .collect()
+    }
+
+    /// The ids of `principal`'s live tasks, oldest first.
+    pub fn ids_of(&self, principal: &str, now_ms: i64) -> Vec<String> {
+        let tasks = self.live(now_ms);
+        let mut mine: Vec<(&String, &RunTask)> = tasks
+            .iter()
+            .filter(|(_, t)| t.principal == principal)
+            .collect();
+        mine.sort_by(|a, b| (a.1.created_ms, a.0).cmp(&(b.1.created_ms, b.0)));
+        mine.into_iter().map(|(id, _)| id.clone()).collect()
     }
 
     /// Whether `principal` holds as many tasks as it may.
@@ -154,7 +198,7 @@ impl RunTasks {
 
 /// An ISO 8601 UTC timestamp of `ms` since the epoch (days to civil date:
 /// Howard Hinnant's algorithm).
-fn iso8601(ms: i64) -> String {
+pub(super) fn iso8601(ms: i64) -> String {
     let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let z = days + 719_468;
@@ -193,18 +237,34 @@ impl RunTasks {
     }
 }
 
+/// Whom a task is bound to: its principal, and, for a client without
+/// credentials over HTTP (every such client is the one `local` principal),
+/// also its 2025-11-25 session, so that no other tokenless client gets,
+/// cancels or lists it. An authenticated principal's tasks are its own
+/// across sessions: a client that went away comes back (in a new session)
+/// for the result. Principal names cannot hold `#`.
+pub(super) fn owner(principal: &str, http_session: Option<&str>) -> String {
+    match http_session {
+        Some(session) if principal == crate::config::Principal::LOCAL => {
+            format!("{principal}#session:{session}")
+        }
+        _ => principal.to_string(),
+    }
+}
+
 /// Starts the run a call to `source`'s `name` asks for as a task: the task
 /// handle at once, or the call's failure as a plain result. Beyond the
-/// principal's bound, the call runs as a plain (waiting) call.
+/// owner's bound, the call runs as a plain (waiting) call. The run is
+/// `principal`'s; the task `owner`'s ([`owner`]).
 pub async fn start(
     (tasks, planner): (&RunTasks, &Planner),
     source: &str,
     name: &str,
     args: Value,
-    principal: &str,
+    (principal, owner): (&str, &str),
 ) -> Option<Result<CallToolResponse, McpError>> {
     let now = crate::clock::now_ms();
-    if tasks.at_bound(principal, now) {
+    if tasks.at_bound(owner, now) {
         return None;
     }
     let run_id = match planner.start_run(source, name, args, principal).await {
@@ -213,7 +273,7 @@ pub async fn start(
             return Some(super::tool_result::to_mcp(failed).map(CallToolResponse::Complete));
         }
     };
-    let id = match tasks.create(principal, &run_id, now) {
+    let id = match tasks.create(owner, &run_id, now) {
         Ok(id) => id,
         // Lost a race for the last slot: the run goes on, untracked as a task.
         Err(TooManyTasks(n)) => {
@@ -225,7 +285,7 @@ pub async fn start(
             )));
         }
     };
-    let entry = tasks.get(principal, &id, now)?;
+    let entry = tasks.get(owner, &id, now)?;
     let task = tasks.task(&id, &entry, TaskStatus::Working, now);
     tracing::info!(principal, task = %id, run = %run_id, "run started as a task");
     Some(Ok(CallToolResponse::Task(
@@ -341,13 +401,44 @@ mod tests {
         assert_eq!(t.get("alice", &a, 10).unwrap().run_id, "run-1");
         // Another principal's guess (even the right id) finds nothing.
         assert_eq!(t.get("bob", &a, 10), None);
-        t.create("alice", "run-2", 0).unwrap();
-        assert_eq!(t.create("alice", "run-3", 0), Err(TooManyTasks(2)));
+        t.create("alice", "run-2", 1).unwrap();
+        assert_eq!(t.create("alice", "run-3", 1), Err(TooManyTasks(2)));
         // Bob's bound is his own.
         t.create("bob", "run-4", 0).unwrap();
+        // A principal lists only its own, oldest first.
+        assert_eq!(t.ids_of("bob", 10).len(), 1);
+        assert_eq!(t.ids_of("alice", 10)[0], a);
         // After the TTL the task is gone, and its slot free.
         assert_eq!(t.get("alice", &a, 1000), None);
-        t.create("alice", "run-5", 1000).unwrap();
+        t.create("alice", "run-5", 1001).unwrap();
+    }
+
+    #[test]
+    fn a_tokenless_http_clients_tasks_are_its_sessions() {
+        assert_eq!(owner("local", Some("s1")), "local#session:s1");
+        assert_ne!(owner("local", Some("s1")), owner("local", Some("s2")));
+        // Stdio, or a 2026-07-28 (sessionless) request: the principal.
+        assert_eq!(owner("local", None), "local");
+        // An authenticated principal's tasks are its own in every session.
+        assert_eq!(owner("alice", Some("s1")), "alice");
+    }
+
+    #[test]
+    fn run_tasks_outlive_a_restart_and_source_tasks_do_not() {
+        let store = Arc::new(crate::store::Store::in_memory().unwrap());
+        let now = crate::clock::now_ms();
+        let before = RunTasks::new(10, Duration::from_secs(60)).kept_in(store.clone());
+        let a = before.create("alice", "run-1", now).unwrap();
+        let up = UpstreamTask {
+            source: "one".into(),
+            task_id: "1".into(),
+            handle: Weak::new(),
+        };
+        let b = before.create_upstream("alice", up, now).unwrap();
+        let after = RunTasks::new(10, Duration::from_secs(60)).kept_in(store);
+        assert_eq!(after.get("alice", &a, now).unwrap().run_id, "run-1");
+        assert_eq!(after.get("bob", &a, now), None);
+        assert_eq!(after.get("alice", &b, now), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod deadlines;
 mod forwarding;
 mod listen;
 mod tasks;
+mod tasks_2025;
 mod tool_result;
 
 use std::sync::Arc;
@@ -64,6 +65,10 @@ pub struct Runtime {
     /// Upstream tasks started through this runtime, with the session epoch
     /// they live in (a new session lost them).
     tasks: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+    /// Those of `tasks` that are 2025-11-25 tasks (`tasks_2025`).
+    legacy_tasks: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Whether the upstream serves 2025-11-25 tasks, asked once per session epoch.
+    legacy_tasks_probe: std::sync::Mutex<Option<(u64, bool)>>,
 }
 
 /// Counts a call in flight for status output.
@@ -181,6 +186,8 @@ impl Runtime {
             subscribed: Default::default(),
             listener: Default::default(),
             tasks: Default::default(),
+            legacy_tasks: Default::default(),
+            legacy_tasks_probe: Default::default(),
         }
     }
 

@@ -34,7 +34,15 @@ impl Runtime {
     ) -> Result<TaskStart, PluginError> {
         // An upstream that serves no tasks gets the plain call, which carries
         // the client's progress, cancellation and asks.
-        let (peer, _, _) = self.peer(None).await?;
+        let (peer, _, epoch) = self.peer(None).await?;
+        if peer
+            .peer_info()
+            .is_some_and(|i| super::tasks_2025::legacy(i.protocol_version.as_str()))
+        {
+            return self
+                .call_tool_as_legacy_task(name, arguments, ctx, epoch)
+                .await;
+        }
         if !peer
             .peer_info()
             .is_some_and(|i| i.capabilities.supports_tasks())
@@ -66,6 +74,47 @@ impl Runtime {
         }
     }
 
+    /// `call_tool_as_task` for an upstream spoken to at 2025-11-25.
+    async fn call_tool_as_legacy_task(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        ctx: &CallContext,
+        epoch: u64,
+    ) -> Result<TaskStart, PluginError> {
+        if !self.serves_legacy_tasks(epoch).await {
+            return Err(PluginError::unsupported("the upstream serves no tasks"));
+        }
+        match self.call_as_legacy_task(name, arguments, ctx).await? {
+            (Ok(task), epoch) => {
+                let id = task
+                    .get("taskId")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| PluginError::upstream("a task without a taskId"))?
+                    .to_string();
+                self.tasks
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(id.clone(), epoch);
+                tracing::info!(source = %self.source, task = %id, epoch, "upstream started a 2025-11-25 task");
+                self.legacy_tasks
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(id);
+                Ok(TaskStart::Task(task))
+            }
+            (Err(plain), epoch) => crate::runtime::tool_result::from_mcp(plain)
+                .map(|r| TaskStart::Complete(with_epoch(r, epoch))),
+        }
+    }
+
+    fn is_legacy_task(&self, task_id: &str) -> bool {
+        self.legacy_tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(task_id)
+    }
+
     /// The session epoch `task_id` lives in; `state_lost` if it is not ours.
     fn task_epoch(&self, task_id: &str) -> Result<u64, PluginError> {
         self.tasks
@@ -80,6 +129,9 @@ impl Runtime {
 
     pub async fn get_task(&self, task_id: &str, ctx: &CallContext) -> Result<Value, PluginError> {
         let epoch = self.task_epoch(task_id)?;
+        if self.is_legacy_task(task_id) {
+            return self.get_legacy_task(task_id, ctx, epoch).await;
+        }
         let req = ClientRequest::GetTaskRequest(Request::new(GetTaskParams::new(task_id)));
         match self
             .request_with(req, Some(ctx), Some(task_meta()), Some(epoch))
@@ -92,6 +144,9 @@ impl Runtime {
 
     pub async fn cancel_task(&self, task_id: &str, ctx: &CallContext) -> Result<(), PluginError> {
         let epoch = self.task_epoch(task_id)?;
+        if self.is_legacy_task(task_id) {
+            return self.cancel_legacy_task(task_id, ctx, epoch).await;
+        }
         let req = ClientRequest::CancelTaskRequest(Request::new(CancelTaskParams::new(task_id)));
         self.request_with(req, Some(ctx), Some(task_meta()), Some(epoch))
             .await

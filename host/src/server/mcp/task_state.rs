@@ -1,0 +1,127 @@
+//! A task's state as `tasks/get` reads it (SEP-2663's detailed task), for
+//! wf's own runs and for a source's forwarded tasks alike: what both task
+//! flavours, `tasks/list` and the status notifications are built from.
+
+use std::time::Duration;
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{GetTaskResult, TaskStatus};
+
+use super::Surfaces;
+use crate::app::App;
+
+/// The task `id` of `principal`, as it stands now; "not found" for anyone
+/// else's, or an expired one.
+pub(super) async fn of(
+    app: &App,
+    surfaces: &Surfaces,
+    principal: &str,
+    id: &str,
+) -> Result<GetTaskResult, McpError> {
+    let (tasks, now) = (&surfaces.tasks, crate::clock::now_ms());
+    let Some(t) = tasks.get(principal, id, now) else {
+        return Err(super::tasks::not_found(id));
+    };
+    match &t.upstream {
+        Some(up) => {
+            let current = app.sources.handle(&up.source);
+            super::upstream_tasks::get(tasks, (id, &t, up), current).await
+        }
+        None => super::tasks::get_run(tasks, &surfaces.planner, id, &t, now),
+    }
+}
+
+/// Whether `status` is final.
+pub(super) fn terminal(status: TaskStatus) -> bool {
+    matches!(
+        status,
+        TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+    )
+}
+
+/// Cancels task `id` of `principal`: its run, or the source's task.
+pub(super) async fn cancel(
+    app: &App,
+    surfaces: &Surfaces,
+    principal: &str,
+    id: &str,
+) -> Result<(), McpError> {
+    let tasks = &surfaces.tasks;
+    let up = tasks
+        .get(principal, id, crate::clock::now_ms())
+        .and_then(|t| t.upstream);
+    if let Some(up) = up {
+        let current = app.sources.handle(&up.source);
+        let cancelled = super::upstream_tasks::cancel(&up, current).await;
+        tracing::info!(principal, task = %id, source = %up.source, "task cancelled");
+        return cancelled;
+    }
+    super::tasks::cancel((tasks.as_ref(), surfaces.planner.as_ref()), principal, id)
+}
+
+/// How often a watched task is looked at: as often as it says it may be
+/// polled (`pollIntervalMs`), within these bounds.
+const WATCH_EVERY: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(5));
+
+/// When to look at a task again.
+pub(super) fn next_look(state: &GetTaskResult) -> Duration {
+    state
+        .task
+        .task
+        .poll_interval_ms
+        .map_or(WATCH_EVERY.0, Duration::from_millis)
+        .clamp(WATCH_EVERY.0, WATCH_EVERY.1)
+}
+
+/// Calls `send` with task `id`'s state each time its status changes (and
+/// once at the start when `now`), until it ends or expires, `ended` fires,
+/// or `send` says the client is gone.
+pub(super) fn watch<F, Fut>(
+    (app, surfaces): (std::sync::Arc<App>, Surfaces),
+    (principal, id): (String, String),
+    now: bool,
+    ended: tokio_util::sync::CancellationToken,
+    send: F,
+) where
+    F: Fn(GetTaskResult) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    tokio::spawn(async move {
+        let mut last = (!now).then_some(TaskStatus::Working);
+        loop {
+            let Ok(state) = of(&app, &surfaces, &principal, &id).await else {
+                return;
+            };
+            let (status, again) = (state.task.status(), next_look(&state));
+            if last != Some(status) {
+                last = Some(status);
+                if !send(state).await {
+                    return;
+                }
+            }
+            if terminal(status) {
+                return;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(again) => {}
+                () = ended.cancelled() => return,
+            }
+        }
+    });
+}
+
+/// The task ids a 2026-07-28 `subscriptions/listen` asked to hear about
+/// (its filter's `taskIds`, which the JSON-RPC boundary moved to `_meta`:
+/// rmcp's filter type drops the key).
+pub(super) fn listened(meta: &rmcp::model::RequestMetaObject) -> Vec<String> {
+    meta.0
+        .0
+        .get(crate::server::jsonrpc::LISTEN_TASK_IDS_META)
+        .and_then(serde_json::Value::as_array)
+        .map(|ids| {
+            ids.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
