@@ -20,6 +20,11 @@ mod refresh;
 pub mod refs;
 pub mod serialize;
 pub mod settings;
+#[cfg(unix)]
+mod socket;
+#[cfg(not(unix))]
+#[path = "socket_portable.rs"]
+mod socket;
 
 use std::sync::{Arc, PoisonError, RwLock};
 
