@@ -17,7 +17,7 @@ use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -53,8 +53,20 @@ struct Conn {
     ended: bool,
 }
 
+/// Counts an exchange out when it ends or is dropped.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
 pub struct Pool {
     idle: Mutex<Vec<Conn>>,
+    /// Exchanges under way: only a lone one waits inline, so concurrent
+    /// calls never queue behind each other's waits on the host's threads.
+    in_flight: AtomicUsize,
     /// The last 16 answers, one bit each (newest lowest): 1 when it came
     /// within [`INLINE_WAIT`].
     answers: AtomicU32,
@@ -64,6 +76,7 @@ impl Default for Pool {
     fn default() -> Self {
         Pool {
             idle: Mutex::default(),
+            in_flight: AtomicUsize::new(0),
             answers: AtomicU32::new(0xffff),
         }
     }
@@ -307,10 +320,12 @@ impl Pool {
         on_headers: impl FnOnce(),
     ) -> Option<Result<Answer, String>> {
         let (key, hyper_request) = convert(request)?;
+        let alone = self.in_flight.fetch_add(1, Relaxed) == 0;
+        let _in_flight = InFlight(&self.in_flight);
         let work = async {
             let mut conn = self.checkout(&key, timeout).await?;
             ready(&mut conn).await?;
-            let wait = if self.answers_fast() {
+            let wait = if self.answers_fast() && alone {
                 INLINE_WAIT
             } else {
                 Duration::ZERO
