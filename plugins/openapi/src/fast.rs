@@ -6,17 +6,20 @@
 //! thread hand-offs a call, each a scheduling delay on a busy machine
 //! (docs/benchmarks.md, "OpenAPI source"). Here the connection is driven in
 //! the call's own future instead: the request is written from the caller's
-//! thread, and only the socket's readiness crosses from the plugin's I/O
-//! driver. Idle connections are kept per host and port.
+//! thread, and a fast API's answer is waited for on that thread too
+//! (socket.rs): no other thread takes part in the exchange. Idle
+//! connections are kept per host and port.
 //!
 //! Only for `http://` without a proxy in the environment; anything else, and
 //! any redirect, goes through reqwest (its same-origin redirect policy).
 
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
@@ -25,23 +28,58 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use crate::http::Body;
+use crate::socket::{Mode, Socket};
 
 /// Idle connections kept per source.
 const MAX_IDLE: usize = 8;
 
-type Driver = Pin<Box<http1::Connection<TokioIo<TcpStream>, Full<Bytes>>>>;
+/// The longest a call's thread (the host's) waits in the kernel for an
+/// answer before it parks the call as any future does (socket.rs).
+const INLINE_WAIT: Duration = Duration::from_millis(1);
+
+/// Of the last 16 answers, how many must have come within [`INLINE_WAIT`]
+/// for the next to be waited for inline: an API that answers slower (a
+/// remote or slow one) does not block the host's thread at all.
+const INLINE_IF_FAST: u32 = 8;
+
+type Driver = Pin<Box<http1::Connection<TokioIo<Socket>, Full<Bytes>>>>;
 
 struct Conn {
     key: String,
     send: http1::SendRequest<Full<Bytes>>,
     driver: Driver,
+    mode: Arc<Mode>,
     /// The driver finished (the connection is closed); never polled again.
     ended: bool,
 }
 
-#[derive(Default)]
+/// Counts an exchange out when it ends or is dropped.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
 pub struct Pool {
     idle: Mutex<Vec<Conn>>,
+    /// Exchanges under way: only a lone one waits inline, so concurrent
+    /// calls never queue behind each other's waits on the host's threads.
+    in_flight: AtomicUsize,
+    /// The last 16 answers, one bit each (newest lowest): 1 when it came
+    /// within [`INLINE_WAIT`].
+    answers: AtomicU32,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool {
+            idle: Mutex::default(),
+            in_flight: AtomicUsize::new(0),
+            answers: AtomicU32::new(0xffff),
+        }
+    }
 }
 
 /// What the exchange gave: the status, content type, `Location` and body.
@@ -120,24 +158,38 @@ fn convert(request: &reqwest::Request) -> Option<(String, http::Request<Full<Byt
 async fn driving<T>(conn: &mut Conn, work: impl Future<Output = T>) -> Result<T, String> {
     let mut work = std::pin::pin!(work);
     poll_fn(|cx| {
-        if let Poll::Ready(out) = work.as_mut().poll(cx) {
-            return Poll::Ready(Ok(out));
-        }
-        if conn.ended {
-            // Its last poll finished it: never polled again.
-            return Poll::Ready(Err("the connection closed".to_string()));
-        }
-        match conn.driver.as_mut().poll(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(end) => {
-                conn.ended = true;
-                if let Poll::Ready(out) = work.as_mut().poll(cx) {
-                    return Poll::Ready(Ok(out));
+        loop {
+            if let Poll::Ready(out) = work.as_mut().poll(cx) {
+                return Poll::Ready(Ok(out));
+            }
+            if conn.ended {
+                // Its last poll finished it: never polled again.
+                return Poll::Ready(Err("the connection closed".to_string()));
+            }
+            match conn.driver.as_mut().poll(cx) {
+                Poll::Pending => {
+                    // What the driver just read may have finished `work` (its
+                    // wake-up would only bring the task back here).
+                    if let Poll::Ready(out) = work.as_mut().poll(cx) {
+                        return Poll::Ready(Ok(out));
+                    }
+                    // Both wait: for the answer, inline or registered (socket.rs).
+                    match conn.mode.poll_starved(cx) {
+                        Poll::Ready(Ok(())) => continue,
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e.to_string())),
+                        Poll::Pending => return Poll::Pending,
+                    }
                 }
-                Poll::Ready(Err(match end {
-                    Ok(()) => "the connection closed".to_string(),
-                    Err(e) => hyper_text(&e),
-                }))
+                Poll::Ready(end) => {
+                    conn.ended = true;
+                    if let Poll::Ready(out) = work.as_mut().poll(cx) {
+                        return Poll::Ready(Ok(out));
+                    }
+                    return Poll::Ready(Err(match end {
+                        Ok(()) => "the connection closed".to_string(),
+                        Err(e) => hyper_text(&e),
+                    }));
+                }
             }
         }
     })
@@ -156,7 +208,15 @@ async fn ready(conn: &mut Conn) -> Result<(), String> {
             return Poll::Ready(Err("the connection closed".to_string()));
         }
         match conn.driver.as_mut().poll(cx) {
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => match conn.mode.poll_starved(cx) {
+                // Readiness to read (a close): let the driver see it.
+                Poll::Ready(Ok(())) => {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e.to_string())),
+                Poll::Pending => Poll::Pending,
+            },
             Poll::Ready(_) => {
                 conn.ended = true;
                 Poll::Ready(Err("the connection closed".to_string()))
@@ -209,15 +269,36 @@ impl Pool {
             .map_err(|_| "timed out connecting".to_string())?
             .map_err(|e| format!("cannot connect: {e}"))?;
         let _ = stream.set_nodelay(true);
-        let (send, driver) = http1::handshake(TokioIo::new(stream))
+        // Off the plugin's reactor (it stays non-blocking): socket.rs.
+        let stream = stream
+            .into_std()
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let (socket, mode) = Socket::new(stream).map_err(|e| format!("cannot connect: {e}"))?;
+        let (send, driver) = http1::handshake(TokioIo::new(socket))
             .await
             .map_err(|e| hyper_text(&e))?;
         Ok(Conn {
             key: key.to_string(),
             send,
             driver: Box::pin(driver),
+            mode,
             ended: false,
         })
+    }
+
+    /// Counts an answer's time to its first byte (the head, as hyper has
+    /// it) into the history that decides whether the next one is waited
+    /// for inline.
+    fn answered_in(&self, took: Duration) {
+        let fast = u32::from(took <= INLINE_WAIT);
+        let _ = self
+            .answers
+            .fetch_update(Relaxed, Relaxed, |h| Some(((h << 1) | fast) & 0xffff));
+    }
+
+    /// Whether enough recent answers came within [`INLINE_WAIT`].
+    fn answers_fast(&self) -> bool {
+        self.answers.load(Relaxed).count_ones() >= INLINE_IF_FAST
     }
 
     fn checkin(&self, conn: Conn) {
@@ -239,15 +320,25 @@ impl Pool {
         on_headers: impl FnOnce(),
     ) -> Option<Result<Answer, String>> {
         let (key, hyper_request) = convert(request)?;
+        let alone = self.in_flight.fetch_add(1, Relaxed) == 0;
+        let _in_flight = InFlight(&self.in_flight);
         let work = async {
             let mut conn = self.checkout(&key, timeout).await?;
             ready(&mut conn).await?;
+            let wait = if self.answers_fast() && alone {
+                INLINE_WAIT
+            } else {
+                Duration::ZERO
+            };
+            conn.mode.exchange(wait);
+            let asked = Instant::now();
             let response = {
                 let sent = conn.send.send_request(hyper_request);
                 driving(&mut conn, sent)
                     .await?
                     .map_err(|e| hyper_text(&e))?
             };
+            self.answered_in(asked.elapsed());
             let status = response.status();
             if status.is_redirection() {
                 return Ok(None);
@@ -303,6 +394,7 @@ impl Pool {
                 out.extend_from_slice(&chunk);
             }
             // Let the connection settle to idle before it is kept.
+            conn.mode.idle();
             settle(&mut conn).await;
             if !conn.ended && !conn.send.is_closed() {
                 self.checkin(conn);

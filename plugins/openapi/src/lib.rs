@@ -20,8 +20,21 @@ mod refresh;
 pub mod refs;
 pub mod serialize;
 pub mod settings;
+#[cfg(unix)]
+mod socket;
+#[cfg(not(unix))]
+#[path = "socket_portable.rs"]
+mod socket;
 
 use std::sync::{Arc, PoisonError, RwLock};
+
+/// The plugin's own allocator. Discovery builds and frees hundreds of
+/// thousands of small JSON values, and glibc's malloc spent over half of the
+/// plugin's discovery time on them (consolidating its fast bins on each
+/// large free); the host already uses mimalloc (docs/benchmarks.md,
+/// "OpenAPI source").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use wf_plugin_api::prelude::*;
 
@@ -70,6 +83,17 @@ impl Plugin for OpenApiPlugin {
     }
 }
 
+/// Frees `garbage` on the plugin's runtime, after the caller has its answer:
+/// a large document's parsed tree and the last discovery's operations are
+/// hundreds of thousands of small allocations, a good part of a discovery's
+/// time if freed before it answers (docs/benchmarks.md, "OpenAPI source").
+fn drop_later<T: Send + 'static>(garbage: T) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn(async move { drop(garbage) })),
+        Err(_) => drop(garbage),
+    }
+}
+
 /// The document of the last discovery, understood.
 pub struct Current {
     pub api: Api,
@@ -105,7 +129,12 @@ impl OpenApiSource {
             text: loaded.text,
             mime: loaded.mime,
         });
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Some(current.clone());
+        let old = self
+            .current
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(current.clone());
+        drop_later((loaded.value, old));
         Ok(current)
     }
 
