@@ -305,15 +305,21 @@ fn serve(plugin: PluginBox, reader: BufReader<UnixStream>, writer: Writer) -> i3
             return 2;
         }
     }
+    // The reading loop runs on the runtime's worker, not on this thread
+    // (block_on's): a request's task then starts on the thread that read it,
+    // with no wake-up of another thread in between.
     runtime.block_on(async move {
-        let Ok(socket) = tokio::net::UnixStream::from_std(socket) else {
-            return;
-        };
-        let (read_half, write_half) = socket.into_split();
-        tokio::spawn(write_frames(rx, write_half));
-        let mut input =
-            tokio::io::BufReader::with_capacity(64 << 10, (&leftover[..]).chain(read_half));
-        dispatch(plugin, &mut input, writer).await;
+        let served = tokio::spawn(async move {
+            let Ok(socket) = tokio::net::UnixStream::from_std(socket) else {
+                return;
+            };
+            let (read_half, write_half) = socket.into_split();
+            tokio::spawn(write_frames(rx, write_half));
+            let mut input =
+                tokio::io::BufReader::with_capacity(64 << 10, (&leftover[..]).chain(read_half));
+            dispatch(plugin, &mut input, writer).await;
+        });
+        let _ = served.await;
     });
     // wf closed the socket (or broke the protocol). Programs the plugin
     // started go with the process group wf kills; the plugin's own
