@@ -6,6 +6,7 @@
 pub mod child;
 mod epochs;
 pub mod frame;
+mod io;
 pub mod protocol;
 mod proxy;
 pub mod spawn;

@@ -9,7 +9,6 @@
 //! failed until wf restarts.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::BufReader;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -33,7 +32,7 @@ const HANDSHAKE: Duration = Duration::from_secs(30);
 /// How long creating a source may take in the child.
 const CREATE: Duration = Duration::from_secs(30);
 /// A write to a child that takes longer means it is stuck: it is killed.
-const WRITE: Duration = Duration::from_secs(5);
+pub(super) const WRITE: Duration = Duration::from_secs(5);
 /// A child that lived this long was healthy: its crash count starts over.
 const HEALTHY: Duration = Duration::from_secs(60);
 /// Crashes in a row before wf gives up on a plugin.
@@ -134,7 +133,8 @@ pub(crate) struct Child {
     pub pid: u32,
     /// Restarts before this child (0: the first).
     pub generation: u64,
-    writer: Mutex<UnixStream>,
+    /// Frames for the child: its writer task drains them (`io`).
+    out: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
     pending: Mutex<HashMap<u64, Pending>>,
     /// Why it ended, once it did.
     ended: OnceLock<String>,
@@ -146,15 +146,13 @@ impl Child {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Sends one frame; a child that does not take it in time is killed
-    /// (its reader then fails what it had in flight).
+    /// Queues one frame for the writer task; a child that does not take it
+    /// in time is killed (its reader then fails what it had in flight).
     pub fn send(&self, msg: &ToChild) -> Result<(), String> {
         let bytes = frame::encode(msg).map_err(|e| e.to_string())?;
-        let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        std::io::Write::write_all(&mut *w, &bytes).map_err(|e| {
-            spawn::kill_group(self.pid);
-            format!("cannot write to the plugin's child: {e}")
-        })
+        self.out
+            .send(bytes)
+            .map_err(|_| "cannot write to the plugin's child: it is gone".to_string())
     }
 
     fn create(&self, source: u64, spec: &str) -> Result<(), String> {
@@ -169,7 +167,7 @@ impl Child {
             self.pending().remove(&id);
             return Err(error_json(ErrorCode::Internal, e));
         }
-        match rx.recv_timeout(CREATE) {
+        match super::io::wait_blocking(|| rx.recv_timeout(CREATE)) {
             Ok(r) => r,
             Err(_) => {
                 self.pending().remove(&id);
@@ -184,7 +182,7 @@ impl Child {
         }
     }
 
-    fn dispatch(&self, msg: ToHost, host: &HostContext) {
+    pub(super) fn dispatch(&self, msg: ToHost, host: &HostContext) {
         match msg {
             ToHost::Reply { id, ok, err } => {
                 if let Some(Pending::Call { tx, .. }) = self.pending().remove(&id) {
@@ -250,7 +248,7 @@ impl Child {
     }
 
     /// Fails everything in flight with `reason`.
-    fn fail_all(&self, reason: &str) {
+    pub(super) fn fail_all(&self, reason: &str) {
         let pending: Vec<Pending> = self.pending().drain().map(|(_, p)| p).collect();
         for p in pending {
             match p {
@@ -430,6 +428,8 @@ pub struct Supervisor {
     stopping: AtomicBool,
     /// What the child's sandbox lets it do, as the child reported it.
     sandbox: Mutex<Option<String>>,
+    /// Where its socket is read and written (`io::runtime`).
+    rt: tokio::runtime::Handle,
 }
 
 /// A child that loaded a plugin and told its manifest; wf decides next
@@ -509,8 +509,9 @@ impl Probe {
             events: events.clone(),
         };
         let sandbox = begin(&mut process, &stream, &start, &host)?;
+        let rt = super::io::runtime();
         let sup = Arc::new_cyclic(|weak: &Weak<Supervisor>| {
-            let child = Child::run(process, stream, 0, weak.clone(), host.clone());
+            let child = Child::run(process, stream, 0, weak.clone(), host.clone(), &rt);
             Supervisor {
                 name: manifest.name.clone(),
                 launch: Mutex::new(launch),
@@ -523,6 +524,7 @@ impl Probe {
                 next_source: AtomicU64::new(0),
                 stopping: AtomicBool::new(false),
                 sandbox: Mutex::new(sandbox),
+                rt,
             }
         });
         if sup.current().is_none() {
@@ -534,66 +536,51 @@ impl Probe {
 }
 
 impl Child {
-    /// Wraps a started child and starts its reader thread.
+    /// Wraps a started child and starts its reader and writer tasks on
+    /// `rt` (wf's runtime: a reply wakes the waiting call on the worker
+    /// that read it, with no thread in between).
     fn run(
         process: std::process::Child,
         stream: UnixStream,
         generation: u64,
         sup: Weak<Supervisor>,
         host: HostContext,
+        rt: &tokio::runtime::Handle,
     ) -> Result<Arc<Child>, String> {
-        let reader = stream.try_clone().map_err(|e| e.to_string())?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let child = Arc::new(Child {
             pid: process.id(),
             generation,
-            writer: Mutex::new(stream),
+            out: tx,
             pending: Mutex::default(),
             ended: OnceLock::new(),
             started: Instant::now(),
         });
-        let c = child.clone();
-        std::thread::Builder::new()
-            .name(format!("wf-plugin-{}", host.plugin))
-            .spawn(move || read_loop(c, reader, process, sup, host))
-            .map_err(|e| e.to_string())?;
+        super::io::start(child.clone(), stream, rx, process, sup, host, rt)?;
         Ok(child)
     }
-}
 
-/// Reads the child's frames until it ends; then reaps it, fails what was in
-/// flight and tells the supervisor.
-fn read_loop(
-    child: Arc<Child>,
-    stream: UnixStream,
-    mut process: std::process::Child,
-    sup: Weak<Supervisor>,
-    host: HostContext,
-) {
-    let mut r = BufReader::with_capacity(64 << 10, &stream);
-    let broken = loop {
-        match frame::read::<ToHost>(&mut r) {
-            Ok(msg) => child.dispatch(msg, &host),
-            Err(FrameError::Closed) => break None,
-            Err(e) => break Some(e),
+    /// The child ended (or broke the protocol): reaped by the caller; fails
+    /// what was in flight and tells the supervisor.
+    pub(super) fn ended(
+        self: &Arc<Self>,
+        status: String,
+        broken: Option<FrameError>,
+        sup: &Weak<Supervisor>,
+        host: &HostContext,
+    ) {
+        let reason = match broken {
+            Some(e) => format!(
+                "plugin {:?} broke the protocol ({e}) and was killed",
+                &*host.plugin
+            ),
+            None => format!("plugin {:?} exited ({status})", &*host.plugin),
+        };
+        let _ = self.ended.set(reason.clone());
+        self.fail_all(&reason);
+        if let Some(sup) = sup.upgrade() {
+            sup.on_exit(self, reason);
         }
-    };
-    // Gone or broken: whatever it started goes with it.
-    spawn::kill_group(child.pid);
-    let status = process
-        .wait()
-        .map(|s| spawn::describe_exit(&s))
-        .unwrap_or_else(|e| format!("unknown: {e}"));
-    let reason = match broken {
-        Some(e) => format!(
-            "plugin {:?} broke the protocol ({e}) and was killed",
-            &*host.plugin
-        ),
-        None => format!("plugin {:?} exited ({status})", &*host.plugin),
-    };
-    let _ = child.ended.set(reason.clone());
-    child.fail_all(&reason);
-    if let Some(sup) = sup.upgrade() {
-        sup.on_exit(&child, reason);
     }
 }
 
@@ -817,6 +804,7 @@ impl Supervisor {
             generation,
             Arc::downgrade(self),
             self.host.clone(),
+            &self.rt,
         )?;
         let sources: Vec<(u64, String)> = self
             .sources
