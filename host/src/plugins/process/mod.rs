@@ -61,6 +61,7 @@ pub fn describe(sup: &Supervisor) -> serde_json::Value {
         Health::Running => ("running", None),
         Health::Restarting(why) => ("restarting", Some(why)),
         Health::Failed(why) => ("failed", Some(why)),
+        Health::Stopped(why) => ("stopped", Some(why)),
     };
     serde_json::json!({
         "pid": sup.pid(),

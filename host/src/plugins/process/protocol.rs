@@ -40,7 +40,7 @@ pub struct SandboxSource {
 }
 
 /// The plugin's own settings, sent once its name is known.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Start {
     pub sandbox: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

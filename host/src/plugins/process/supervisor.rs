@@ -103,6 +103,9 @@ pub enum Health {
     Restarting(String),
     /// It kept crashing: not restarted any more.
     Failed(String),
+    /// A reload stopped it (why): the plugin has no source left. A source
+    /// created later starts it again.
+    Stopped(String),
 }
 
 type CallReply = Result<String, String>;
@@ -430,6 +433,10 @@ pub struct Supervisor {
     sandbox: Mutex<Option<String>>,
     /// Where its socket is read and written (`io::runtime`).
     rt: tokio::runtime::Handle,
+    /// The generation of the newest child (restarts bump it).
+    generation: AtomicU64,
+    /// One planned start (a resume or a restart with new settings) at a time.
+    starting: Mutex<()>,
 }
 
 /// A child that loaded a plugin and told its manifest; wf decides next
@@ -525,6 +532,8 @@ impl Probe {
                 stopping: AtomicBool::new(false),
                 sandbox: Mutex::new(sandbox),
                 rt,
+                generation: AtomicU64::new(0),
+                starting: Mutex::new(()),
             }
         });
         if sup.current().is_none() {
@@ -616,14 +625,20 @@ impl Supervisor {
         let why = match self.health() {
             Health::Running => format!("plugin {:?} has no child process", self.name),
             Health::Restarting(why) => format!("{why}; restarting"),
-            Health::Failed(why) => why,
+            Health::Failed(why) | Health::Stopped(why) => why,
         };
         error_json(ErrorCode::Internal, why)
     }
 
     /// `PluginFfi::create_source` in the child; the source's id.
-    pub(crate) fn create_source(&self, spec: String) -> Result<u64, String> {
-        let child = self.current().ok_or_else(|| self.unavailable())?;
+    pub(crate) fn create_source(self: &Arc<Self>, spec: String) -> Result<u64, String> {
+        let child = match self.current() {
+            Some(c) => c,
+            None if matches!(self.health(), Health::Stopped(_)) => self
+                .resume()
+                .map_err(|e| error_json(ErrorCode::Internal, e))?,
+            None => return Err(self.unavailable()),
+        };
         let source = self.next_source.fetch_add(1, Ordering::Relaxed) + 1;
         child.create(source, &spec)?;
         self.sources
@@ -713,6 +728,119 @@ impl Supervisor {
         }
     }
 
+    /// The settings its child runs with (sandbox and limits).
+    pub fn start_settings(&self) -> Start {
+        self.launch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .known
+            .as_ref()
+            .map(|k| k.start.clone())
+            .unwrap_or_default()
+    }
+
+    /// Stops the child without restarting it (a reload left the plugin no
+    /// source); its reader task reaps it. A source created later starts a
+    /// new child ([`Self::resume`]).
+    pub fn park(&self, why: &str) {
+        let _one = self.starting.lock().unwrap_or_else(PoisonError::into_inner);
+        self.stopping.store(true, Ordering::Release);
+        self.set_health(Health::Stopped(why.to_string()));
+        if let Some(c) = self.current() {
+            spawn::kill_group(c.pid);
+        }
+    }
+
+    /// Starts a new child for a parked plugin.
+    fn resume(self: &Arc<Self>) -> Result<Arc<Child>, String> {
+        let _one = self.starting.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = self.current() {
+            return Ok(c);
+        }
+        self.stopping.store(false, Ordering::Release);
+        let generation = self.generation.load(Ordering::Relaxed) + 1;
+        match self.respawn(generation) {
+            Ok(child) => {
+                self.install(child.clone());
+                tracing::info!(plugin = %self.name, pid = child.pid, generation, "plugin child started again for a new source");
+                Ok(child)
+            }
+            Err(e) => {
+                let why = format!("plugin {:?} could not be started again: {e}", self.name);
+                self.stopping.store(true, Ordering::Release);
+                self.set_health(Health::Stopped(why.clone()));
+                Err(why)
+            }
+        }
+    }
+
+    /// Replaces the child with one started with new settings (a reload
+    /// changed `[plugins.<name>]`): the old one is killed (its calls in
+    /// flight fail), the sources are recreated in the new one, with a bumped
+    /// epoch, and rediscovered. A parked plugin only keeps the settings for
+    /// its next start.
+    pub fn restart_with(
+        self: &Arc<Self>,
+        start: Start,
+        sources: Vec<super::protocol::SandboxSource>,
+    ) -> Result<(), String> {
+        let _one = self.starting.lock().unwrap_or_else(PoisonError::into_inner);
+        {
+            let mut launch = self.launch.lock().unwrap_or_else(PoisonError::into_inner);
+            match launch.known.as_mut() {
+                Some(k) => k.start = start,
+                None => {
+                    launch.known = Some(Known {
+                        name: self.name.clone(),
+                        start,
+                    })
+                }
+            }
+            launch.sources = sources;
+        }
+        if matches!(self.health(), Health::Stopped(_)) {
+            return Ok(());
+        }
+        // Not current any more: its exit is no crash to restart from.
+        let old = self
+            .child
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(old) = &old {
+            spawn::kill_group(old.pid);
+        }
+        self.stopping.store(false, Ordering::Release);
+        self.set_health(Health::Restarting(format!(
+            "plugin {:?} is restarting with new settings",
+            self.name
+        )));
+        let generation = self.generation.load(Ordering::Relaxed) + 1;
+        match self.respawn(generation) {
+            Ok(child) => {
+                let pid = child.pid;
+                self.install(child);
+                tracing::info!(plugin = %self.name, pid, generation, "plugin child restarted with new settings");
+                self.announce_sources();
+                Ok(())
+            }
+            Err(e) => {
+                let why = format!(
+                    "plugin {:?} could not be restarted with its new settings: {e}",
+                    self.name
+                );
+                self.set_health(Health::Failed(why.clone()));
+                Err(why)
+            }
+        }
+    }
+
+    fn install(&self, child: Arc<Child>) {
+        self.generation.store(child.generation, Ordering::Relaxed);
+        *self.child.write().unwrap_or_else(PoisonError::into_inner) = Some(child);
+        self.set_health(Health::Running);
+    }
+
     fn on_exit(self: Arc<Self>, child: &Arc<Child>, reason: String) {
         {
             let mut cur = self.child.write().unwrap_or_else(PoisonError::into_inner);
@@ -750,15 +878,16 @@ impl Supervisor {
     fn restart_loop(self: Arc<Self>, mut attempt: u32, generation: u64, mut reason: String) {
         loop {
             std::thread::sleep(backoff(attempt));
-            if self.stopping.load(Ordering::Acquire) {
+            // A reload may have parked it or started another child meanwhile.
+            let _one = self.starting.lock().unwrap_or_else(PoisonError::into_inner);
+            if self.stopping.load(Ordering::Acquire) || self.current().is_some() {
                 return;
             }
             match self.respawn(generation) {
                 Ok(child) => {
                     let pid = child.pid;
-                    *self.child.write().unwrap_or_else(PoisonError::into_inner) = Some(child);
+                    self.install(child);
                     self.restarts.fetch_add(1, Ordering::Relaxed);
-                    self.set_health(Health::Running);
                     tracing::info!(plugin = %self.name, pid, generation, "plugin child restarted");
                     self.announce_sources();
                     return;
