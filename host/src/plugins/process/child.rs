@@ -124,7 +124,7 @@ thread_local! {
 }
 
 fn send(w: &Writer, msg: &ToHost) {
-    let bytes = match frame::encode(msg) {
+    let bytes = match super::wire::encode_to_host(msg) {
         Ok(b) => b,
         // A reply wf would refuse (over the frame limit): the call fails
         // instead of never being answered.
@@ -136,7 +136,7 @@ fn send(w: &Writer, msg: &ToHost) {
                     ok: None,
                     err: serde_json::to_string(&err).ok(),
                 };
-                match frame::encode(&reply) {
+                match super::wire::encode_to_host(&reply) {
                     Ok(b) => b,
                     Err(_) => return,
                 }
@@ -357,7 +357,7 @@ async fn read_frame(input: &mut (impl tokio::io::AsyncRead + Unpin)) -> Option<T
     }
     let mut buf = vec![0u8; len];
     input.read_exact(&mut buf).await.ok()?;
-    serde_json::from_slice(&buf).ok()
+    super::wire::decode_to_child(&buf).ok()
 }
 
 async fn dispatch(

@@ -11,7 +11,6 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::frame::{FrameError, MAX_FRAME};
-use super::protocol::ToHost;
 use super::spawn;
 use super::supervisor::{Child, Supervisor, WRITE};
 use crate::plugins::host_context::HostContext;
@@ -115,9 +114,9 @@ async fn read_frames(
             if buf.len() - at - 4 < len {
                 break;
             }
-            match serde_json::from_slice::<ToHost>(&buf[at + 4..at + 4 + len]) {
+            match super::wire::decode_to_host(&buf[at + 4..at + 4 + len]) {
                 Ok(msg) => child.dispatch(msg, &host),
-                Err(e) => break 'read Some(FrameError::Malformed(e)),
+                Err(e) => break 'read Some(e),
             }
             at += 4 + len;
         }

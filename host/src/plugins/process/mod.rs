@@ -11,6 +11,7 @@ pub mod protocol;
 mod proxy;
 pub mod spawn;
 mod supervisor;
+pub mod wire;
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 

@@ -152,7 +152,7 @@ impl Child {
     /// Queues one frame for the writer task; a child that does not take it
     /// in time is killed (its reader then fails what it had in flight).
     pub fn send(&self, msg: &ToChild) -> Result<(), String> {
-        let bytes = frame::encode(msg).map_err(|e| e.to_string())?;
+        let bytes = super::wire::encode_to_child(msg).map_err(|e| e.to_string())?;
         self.out
             .send(bytes)
             .map_err(|_| "cannot write to the plugin's child: it is gone".to_string())
