@@ -46,7 +46,7 @@ fn sandbox_policy(
     let mode = setup
         .start
         .map_or(hello.sandbox.as_str(), |s| s.sandbox.as_str());
-    let mode: sandbox::Mode = mode.parse()?;
+    let mode: sandbox::Sandbox = mode.parse()?;
     let mut policy = sandbox::Policy::new(&hello.file, mode)
         .starts_programs(manifest.is_none_or(|m| m.starts_programs));
     if let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from)
