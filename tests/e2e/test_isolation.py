@@ -316,3 +316,20 @@ async def test_a_changed_memory_limit_restarts_the_child_with_it(wf: Wf) -> None
         assert await wait_processes_gone_async([first], timeout=RELOAD_WITHIN_S) == []
         # Its source is served by the new child.
         assert await echo_until_back(c) == "back"
+
+
+async def test_a_reload_after_its_file_is_gone_reaps_the_child(wf: Wf) -> None:
+    lib = wf.install("crashy")
+    path = config(wf)
+    server = wf.start_http("127.0.0.1", None, "--config", str(path))
+    async with wf.http_client(server) as c:
+        await wait_listed(c, "crashy__echo")
+        children = crashy_children(server.proc.pid)
+        assert len(children) == 1, children
+        lib.unlink()
+        # The same text, a new modification time: the watcher reloads.
+        write_atomic(path, config_text() + "# touched\n")
+        left = await wait_processes_gone_async(children, timeout=RELOAD_WITHIN_S)
+        assert left == [], f"the plugin's child outlived its file: {left}"
+        _, err = await call_outcome(c, "wf_std__const", {"value": 1})
+        assert err is None, err
