@@ -26,6 +26,8 @@ const CONCURRENCY: usize = 16;
 const TELEMETRY_ON: &str = "wf (telemetry on)";
 /// The path with the mcp plugin in a child of its own (issue 32).
 const ISOLATED: &str = "wf (mcp plugin in process isolation)";
+/// With `--compare`: the other build, its mcp plugin in a child too.
+const ISOLATED_COMPARED: &str = "wf --compare (mcp plugin in process isolation)";
 /// Issue 32's targets: process isolation adds at most this much to the p50
 /// over in process, and keeps at least this share of its calls/s at 16.
 const ISOLATED_P50_BUDGET_US: f64 = 60.0;
@@ -221,12 +223,34 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
         procs.push(McpProc::start(ISOLATED, cmd, Some(&log), HANDSHAKE_TIMEOUT).await?);
         names.push(ISOLATED.into());
         tools.push(wf_tool.clone());
+        // The A/B of a change to process mode: the other build isolated too.
+        if let Some(other) = &env.compare {
+            let config = json!({
+                "sources": source,
+                "plugins": {"wf-source-mcp": {"isolation": "process"}},
+            });
+            let (cmd, log) = env.wf_command_with_config(
+                other,
+                &format!("overhead-{}-process-compare", up.source),
+                config,
+            )?;
+            procs
+                .push(McpProc::start(ISOLATED_COMPARED, cmd, Some(&log), HANDSHAKE_TIMEOUT).await?);
+            names.push(ISOLATED_COMPARED.into());
+            tools.push(wf_tool.clone());
+        }
     }
+    // WF_BENCH_ISOLATION_ONLY=1: only direct, wf and the isolated paths (a
+    // shorter run for A/B tests of process mode).
+    let isolation_only = std::env::var_os("WF_BENCH_ISOLATION_ONLY").is_some_and(|v| v == "1");
     for (transport, name) in [
         ("stdio", "relay (stdio)"),
         ("pipes", "relay (stdio_pipes)"),
         ("split", "relay (two runtimes)"),
-    ] {
+    ]
+    .into_iter()
+    .filter(|_| !isolation_only)
+    {
         let mut cmd = tokio::process::Command::new(std::env::current_exe()?);
         cmd.args(["--relay", transport, "--"])
             .arg(&up.command)
@@ -237,7 +261,7 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
     }
 
     let mut missing_peers = Vec::new();
-    if let Some(python) = &env.fastmcp_python {
+    if let Some(python) = env.fastmcp_python.as_ref().filter(|_| !isolation_only) {
         let name = "FastMCP proxy (stdio)";
         let mut cmd = tokio::process::Command::new(python);
         cmd.arg(crate::peers::fastmcp_script())
@@ -275,11 +299,13 @@ async fn measure(env: &Env, plan: &Plan, up: &Upstream) -> anyhow::Result<Outcom
     for (i, p) in procs.iter().enumerate().skip(1) {
         settle_children(p.pid, 1).await;
         let mut kids = children(p.pid);
-        if names[i] == ISOLATED {
+        if names[i] == ISOLATED || names[i] == ISOLATED_COMPARED {
             // wf's child is the plugin's host; the upstream is its child.
             // (The host's own CPU is in neither column: see the isolation table.)
             let host = kids.first().copied();
-            isolated = Some((i, host.and_then(crate::proc::rss_kib).map(|r| r.0)));
+            if names[i] == ISOLATED {
+                isolated = Some((i, host.and_then(crate::proc::rss_kib).map(|r| r.0)));
+            }
             kids = host.map(children).unwrap_or_default();
         }
         let upstream = (kids.len() == 1).then(|| kids[0]);
@@ -583,6 +609,38 @@ fn print_isolation(outcomes: &[Outcome]) {
             verdict(share >= ISOLATED_RATE_SHARE),
             rss.map(|kib| format!("{:.1} MiB", kib as f64 / 1024.0))
                 .unwrap_or_else(|| "–".into()),
+        );
+    }
+    if !outcomes
+        .iter()
+        .any(|o| o.names.iter().any(|n| n == ISOLATED_COMPARED))
+    {
+        return;
+    }
+    println!(
+        "\nA/B of process mode: this build's isolated path against the `--compare` build's, \
+         in the same rounds. Change: the median over rounds of this build's isolated p50 \
+         minus the compared build's.\n"
+    );
+    println!(
+        "| upstream | this build p50 | compared p50 | change | this build calls/s at {CONCURRENCY} | compared calls/s | ratio |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for o in outcomes {
+        let Some((k, _)) = o.isolated else { continue };
+        let Some(c) = o.names.iter().position(|n| n == ISOLATED_COMPARED) else {
+            continue;
+        };
+        let change = median_f64(&o.round_p50s.iter().map(|r| r[k] - r[c]).collect::<Vec<_>>());
+        let (a, b) = (&o.sides[k], &o.sides[c]);
+        println!(
+            "| {} | {:.0} µs | {:.0} µs | {change:+.0} µs | {:.0} | {:.0} | {:.2} |",
+            o.label,
+            us(percentile(&a.latencies, 0.5)),
+            us(percentile(&b.latencies, 0.5)),
+            a.rate(),
+            b.rate(),
+            a.rate() / b.rate().max(1e-9),
         );
     }
 }

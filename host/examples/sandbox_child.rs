@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 
 use abi_stable::std_types::RString;
-use wf_host::plugins::sandbox::{self, Mode, Policy, Report};
+use wf_host::plugins::sandbox::{self, Policy, Report, Sandbox};
 use wf_host::plugins::{HostEvents, LoadPolicy, load_file};
 use wf_host::sources::{CallCtx, SourceHandle};
 
@@ -29,8 +29,8 @@ fn main() {
     let (mode, plugin, data_dir, tool) = (&args[1], PathBuf::from(&args[2]), &args[3], &args[4]);
     let arguments: serde_json::Value = serde_json::from_str(&args[5]).expect("ARGS_JSON is JSON");
     let programs = mode == "strict-programs";
-    let mode: Mode = if programs {
-        Mode::Strict
+    let mode: Sandbox = if programs {
+        Sandbox::Strict
     } else {
         mode.parse().expect("MODE")
     };

@@ -23,8 +23,17 @@ import anyio
 import pytest
 from mcp import Client
 
-from admin_support import wait_for
-from conftest import Wf, call_outcome, content_text, descendants_of, proc_info, wait_listed, wait_processes_gone
+from admin_support import wait_for, write_atomic
+from conftest import (
+    Wf,
+    call_outcome,
+    content_text,
+    descendants_of,
+    proc_info,
+    wait_listed,
+    wait_processes_gone,
+    wait_processes_gone_async,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -47,6 +56,27 @@ def plugin_children(wf_pid: int) -> list[Any]:
     return out
 
 
+def crashy_children(wf_pid: int) -> list[Any]:
+    """wf's wf-plugin-host children that hold the crashy plugin's library."""
+    out = []
+    for p in plugin_children(wf_pid):
+        try:
+            maps = Path(f"/proc/{p.pid}/maps").read_text()
+        except OSError:
+            continue
+        if "fixture_crashy" in maps:
+            out.append(p)
+    return out
+
+
+def data_limit(pid: int) -> int:
+    """The soft RLIMIT_DATA of `pid`, in bytes, from /proc/<pid>/limits."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max data size"):
+            return int(line.split()[3])
+    raise AssertionError(f"no data limit for {pid}")
+
+
 def rss_kb(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -54,12 +84,18 @@ def rss_kb(pid: int) -> int:
     raise AssertionError(f"no VmRSS for {pid}")
 
 
-def config(wf: Wf, table: dict[str, Any] | None = None) -> Path:
+def config_text(table: dict[str, Any] | None = None, crashy_enabled: bool = True) -> str:
     lines = []
     if table:
         lines.append(f'[plugins."{PLUGIN}"]')
         lines += [f"{k} = {json.dumps(v)}" for k, v in table.items()]
-    return wf.write_config("\n".join(lines) + "\n")
+    if not crashy_enabled:
+        lines += ["[sources.crashy]", 'kind = "crashy"', "enabled = false"]
+    return "\n".join(lines) + "\n"
+
+
+def config(wf: Wf, table: dict[str, Any] | None = None) -> Path:
+    return wf.write_config(config_text(table))
 
 
 async def echo_until_back(c: Client) -> str:
@@ -232,3 +268,68 @@ def test_wf_check_validates_the_plugin_tables(wf: Wf) -> None:
     r = wf.run("check", "--config", str(other), *wf.plugin_args())
     assert r.returncode == 0, r.stderr
     assert 'plugins.wf-source-mpc: warning: no loaded plugin is named "wf-source-mpc" (did you mean "wf-source-mcp"?)' in r.stderr
+
+
+# Reloads (docs/operator-manual.md "Plugin isolation"): wf watches its config
+# file; a bound generous enough for the watcher, the reload and the reaping.
+RELOAD_WITHIN_S = 30
+
+
+async def test_a_reload_that_removes_its_sources_reaps_the_child(wf: Wf) -> None:
+    wf.install("crashy")
+    path = config(wf)
+    server = wf.start_http("127.0.0.1", None, "--config", str(path))
+    async with wf.http_client(server) as c:
+        await wait_listed(c, "crashy__echo")
+        children = crashy_children(server.proc.pid)
+        assert len(children) == 1, children
+        write_atomic(path, config_text(crashy_enabled=False))
+        # Gone, not even a zombie: wf reaped it.
+        left = await wait_processes_gone_async(children, timeout=RELOAD_WITHIN_S)
+        assert left == [], f"the plugin's child outlived its sources: {left}"
+        assert crashy_children(server.proc.pid) == []
+        # wf and its other sources serve on.
+        _, err = await call_outcome(c, "wf_std__const", {"value": 1})
+        assert err is None, err
+        # A source of the plugin again: a new child serves it.
+        write_atomic(path, config_text())
+        assert await echo_until_back(c) == "back"
+        again = crashy_children(server.proc.pid)
+        assert len(again) == 1 and again[0].pid != children[0].pid, again
+
+
+async def test_a_changed_memory_limit_restarts_the_child_with_it(wf: Wf) -> None:
+    wf.install("crashy")
+    path = config(wf, {"memory_mb": 512})
+    server = wf.start_http("127.0.0.1", None, "--config", str(path))
+    async with wf.http_client(server) as c:
+        await wait_listed(c, "crashy__echo")
+        [first] = crashy_children(server.proc.pid)
+        assert data_limit(first.pid) == 512 << 20
+        write_atomic(path, config_text({"memory_mb": 768}))
+
+        async def new_child() -> list[Any]:
+            return [p for p in crashy_children(server.proc.pid) if p.pid != first.pid]
+
+        [second] = await wait_for(new_child, lambda l: len(l) == 1, "a new child", RELOAD_WITHIN_S, 0.1)
+        assert data_limit(second.pid) == 768 << 20
+        assert await wait_processes_gone_async([first], timeout=RELOAD_WITHIN_S) == []
+        # Its source is served by the new child.
+        assert await echo_until_back(c) == "back"
+
+
+async def test_a_reload_after_its_file_is_gone_reaps_the_child(wf: Wf) -> None:
+    lib = wf.install("crashy")
+    path = config(wf)
+    server = wf.start_http("127.0.0.1", None, "--config", str(path))
+    async with wf.http_client(server) as c:
+        await wait_listed(c, "crashy__echo")
+        children = crashy_children(server.proc.pid)
+        assert len(children) == 1, children
+        lib.unlink()
+        # The same text, a new modification time: the watcher reloads.
+        write_atomic(path, config_text() + "# touched\n")
+        left = await wait_processes_gone_async(children, timeout=RELOAD_WITHIN_S)
+        assert left == [], f"the plugin's child outlived its file: {left}"
+        _, err = await call_outcome(c, "wf_std__const", {"value": 1})
+        assert err is None, err

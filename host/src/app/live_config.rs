@@ -24,8 +24,11 @@ pub struct ReloadOutcome {
     pub sources: ApplyReport,
     /// Plugin files loaded by this reload.
     pub plugins_loaded: Vec<String>,
-    /// Loaded plugin files that changed on disk: they take effect after a restart.
+    /// Loaded plugin files that changed on disk, and plugins whose isolation
+    /// changed: they take effect after a restart.
     pub restart_needed: Vec<String>,
+    /// Plugin children stopped or restarted by this reload.
+    pub plugin_children: crate::plugins::children::Outcome,
 }
 
 /// What a reload needs besides the file: where to find it and its plugins,
@@ -127,13 +130,28 @@ impl LiveConfig {
                 return outcome;
             }
         };
-        // New plugin files are loaded; loaded ones are never unloaded.
-        let dirs = plugin_dirs(&config, &t.extra_plugin_dirs);
+        if let Some(first) = crate::config::plugin_table_problems(
+            &config.file_label(),
+            &config.config.plugins.plugin,
+        )
+        .into_iter()
+        .next()
         {
+            outcome.error = Some(first);
+            return outcome;
+        }
+        // New plugin files are loaded with the new `[plugins.<name>]` tables;
+        // plugins in process are never unloaded, children of plugins whose
+        // file is gone are stopped (`plugins::children`).
+        let dirs = plugin_dirs(&config, &t.extra_plugin_dirs);
+        let children = {
             let mut plugins = t.plugins.write().unwrap_or_else(PoisonError::into_inner);
+            let policy = crate::plugins::isolation::IsolationPolicy::from_config(&config.config);
+            let children = crate::plugins::children::adopt_policy(&mut plugins, policy);
             outcome.plugins_loaded = plugins.load_new(&dirs, &t.events, &t.log_level);
             outcome.restart_needed = plugins.changed_files();
-        }
+            children
+        };
         let (report, retired) = {
             let plugins = t.plugins.read().unwrap_or_else(PoisonError::into_inner);
             let desired = desired_sources(configured, &plugins);
@@ -145,6 +163,21 @@ impl LiveConfig {
             .set_naming(Naming::from_config(&config));
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = config;
         crate::sources::close(retired, Duration::from_secs(5)).await;
+        // Children: stop those left with no source, restart those whose
+        // settings changed (their sources come back with a bumped epoch).
+        let children = {
+            let plugins = t.plugins.read().unwrap_or_else(PoisonError::into_inner);
+            let running = t.sources.list();
+            crate::plugins::children::plan(&plugins, children, |plugin| {
+                running
+                    .iter()
+                    .any(|e| e.handle.is_some() && e.plugin.as_deref() == Some(plugin))
+            })
+        };
+        outcome
+            .restart_needed
+            .extend(children.restart_needed.iter().cloned());
+        outcome.plugin_children = children.carry_out().await;
         let fresh: Vec<_> = report
             .added
             .iter()

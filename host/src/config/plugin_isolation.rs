@@ -24,7 +24,8 @@ impl Isolation {
     }
 }
 
-/// What the child may do (process mode only; the Linux sandbox applies it).
+/// What the child may do (process mode only; the Linux sandbox,
+/// `plugins::sandbox`, applies it and names it `Sandbox` too).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Sandbox {
@@ -38,6 +39,19 @@ impl Sandbox {
         match self {
             Sandbox::Strict => "strict",
             Sandbox::Off => "off",
+        }
+    }
+}
+
+impl std::str::FromStr for Sandbox {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "strict" => Ok(Sandbox::Strict),
+            "off" => Ok(Sandbox::Off),
+            other => Err(format!(
+                "sandbox = {other:?}: expected \"strict\" or \"off\""
+            )),
         }
     }
 }

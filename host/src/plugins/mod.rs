@@ -3,6 +3,7 @@
 //! A folder or file other users can write is refused before anything in it
 //! is loaded (loading runs a library's constructors).
 
+pub mod children;
 mod host_context;
 mod inspect;
 pub mod isolation;

@@ -46,7 +46,7 @@ fn sandbox_policy(
     let mode = setup
         .start
         .map_or(hello.sandbox.as_str(), |s| s.sandbox.as_str());
-    let mode: sandbox::Mode = mode.parse()?;
+    let mode: sandbox::Sandbox = mode.parse()?;
     let mut policy = sandbox::Policy::new(&hello.file, mode)
         .starts_programs(manifest.is_none_or(|m| m.starts_programs));
     if let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from)
@@ -124,7 +124,7 @@ thread_local! {
 }
 
 fn send(w: &Writer, msg: &ToHost) {
-    let bytes = match frame::encode(msg) {
+    let bytes = match super::wire::encode_to_host(msg) {
         Ok(b) => b,
         // A reply wf would refuse (over the frame limit): the call fails
         // instead of never being answered.
@@ -136,7 +136,7 @@ fn send(w: &Writer, msg: &ToHost) {
                     ok: None,
                     err: serde_json::to_string(&err).ok(),
                 };
-                match frame::encode(&reply) {
+                match super::wire::encode_to_host(&reply) {
                     Ok(b) => b,
                     Err(_) => return,
                 }
@@ -305,15 +305,21 @@ fn serve(plugin: PluginBox, reader: BufReader<UnixStream>, writer: Writer) -> i3
             return 2;
         }
     }
+    // The reading loop runs on the runtime's worker, not on this thread
+    // (block_on's): a request's task then starts on the thread that read it,
+    // with no wake-up of another thread in between.
     runtime.block_on(async move {
-        let Ok(socket) = tokio::net::UnixStream::from_std(socket) else {
-            return;
-        };
-        let (read_half, write_half) = socket.into_split();
-        tokio::spawn(write_frames(rx, write_half));
-        let mut input =
-            tokio::io::BufReader::with_capacity(64 << 10, (&leftover[..]).chain(read_half));
-        dispatch(plugin, &mut input, writer).await;
+        let served = tokio::spawn(async move {
+            let Ok(socket) = tokio::net::UnixStream::from_std(socket) else {
+                return;
+            };
+            let (read_half, write_half) = socket.into_split();
+            tokio::spawn(write_frames(rx, write_half));
+            let mut input =
+                tokio::io::BufReader::with_capacity(64 << 10, (&leftover[..]).chain(read_half));
+            dispatch(plugin, &mut input, writer).await;
+        });
+        let _ = served.await;
     });
     // wf closed the socket (or broke the protocol). Programs the plugin
     // started go with the process group wf kills; the plugin's own
@@ -351,7 +357,7 @@ async fn read_frame(input: &mut (impl tokio::io::AsyncRead + Unpin)) -> Option<T
     }
     let mut buf = vec![0u8; len];
     input.read_exact(&mut buf).await.ok()?;
-    serde_json::from_slice(&buf).ok()
+    super::wire::decode_to_child(&buf).ok()
 }
 
 async fn dispatch(

@@ -19,6 +19,8 @@ pub enum FrameError {
     TooLarge(usize),
     #[error("malformed frame: {0}")]
     Malformed(#[from] serde_json::Error),
+    #[error("malformed frame: {0}")]
+    Binary(&'static str),
     #[error("i/o: {0}")]
     Io(#[from] io::Error),
 }

@@ -6,10 +6,12 @@
 pub mod child;
 mod epochs;
 pub mod frame;
+mod io;
 pub mod protocol;
 mod proxy;
 pub mod spawn;
 mod supervisor;
+pub mod wire;
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
@@ -60,6 +62,7 @@ pub fn describe(sup: &Supervisor) -> serde_json::Value {
         Health::Running => ("running", None),
         Health::Restarting(why) => ("restarting", Some(why)),
         Health::Failed(why) => ("failed", Some(why)),
+        Health::Stopped(why) => ("stopped", Some(why)),
     };
     serde_json::json!({
         "pid": sup.pid(),

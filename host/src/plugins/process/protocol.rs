@@ -1,12 +1,13 @@
 //! The messages between wf and a plugin's child (`wf-plugin-host`), one per
 //! frame (see `frame`). Source requests, replies and events are the same
-//! JSON the in-process ABI carries, passed through as text.
+//! JSON the in-process ABI carries, passed through as text (requests and
+//! replies as raw bytes in a binary frame: `wire`).
 
 use serde::{Deserialize, Serialize};
 
 /// Bumped when a message changes incompatibly; the child refuses a hello of
 /// another version (wf and wf-plugin-host ship together).
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The first frame wf sends.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -40,7 +41,7 @@ pub struct SandboxSource {
 }
 
 /// The plugin's own settings, sent once its name is known.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Start {
     pub sandbox: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

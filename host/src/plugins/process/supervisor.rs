@@ -9,7 +9,6 @@
 //! failed until wf restarts.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::BufReader;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -33,7 +32,7 @@ const HANDSHAKE: Duration = Duration::from_secs(30);
 /// How long creating a source may take in the child.
 const CREATE: Duration = Duration::from_secs(30);
 /// A write to a child that takes longer means it is stuck: it is killed.
-const WRITE: Duration = Duration::from_secs(5);
+pub(super) const WRITE: Duration = Duration::from_secs(5);
 /// A child that lived this long was healthy: its crash count starts over.
 const HEALTHY: Duration = Duration::from_secs(60);
 /// Crashes in a row before wf gives up on a plugin.
@@ -104,6 +103,9 @@ pub enum Health {
     Restarting(String),
     /// It kept crashing: not restarted any more.
     Failed(String),
+    /// A reload stopped it (why): the plugin has no source left. A source
+    /// created later starts it again.
+    Stopped(String),
 }
 
 type CallReply = Result<String, String>;
@@ -134,7 +136,8 @@ pub(crate) struct Child {
     pub pid: u32,
     /// Restarts before this child (0: the first).
     pub generation: u64,
-    writer: Mutex<UnixStream>,
+    /// Frames for the child: its writer task drains them (`io`).
+    out: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
     pending: Mutex<HashMap<u64, Pending>>,
     /// Why it ended, once it did.
     ended: OnceLock<String>,
@@ -146,15 +149,13 @@ impl Child {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Sends one frame; a child that does not take it in time is killed
-    /// (its reader then fails what it had in flight).
+    /// Queues one frame for the writer task; a child that does not take it
+    /// in time is killed (its reader then fails what it had in flight).
     pub fn send(&self, msg: &ToChild) -> Result<(), String> {
-        let bytes = frame::encode(msg).map_err(|e| e.to_string())?;
-        let mut w = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        std::io::Write::write_all(&mut *w, &bytes).map_err(|e| {
-            spawn::kill_group(self.pid);
-            format!("cannot write to the plugin's child: {e}")
-        })
+        let bytes = super::wire::encode_to_child(msg).map_err(|e| e.to_string())?;
+        self.out
+            .send(bytes)
+            .map_err(|_| "cannot write to the plugin's child: it is gone".to_string())
     }
 
     fn create(&self, source: u64, spec: &str) -> Result<(), String> {
@@ -169,7 +170,7 @@ impl Child {
             self.pending().remove(&id);
             return Err(error_json(ErrorCode::Internal, e));
         }
-        match rx.recv_timeout(CREATE) {
+        match super::io::wait_blocking(|| rx.recv_timeout(CREATE)) {
             Ok(r) => r,
             Err(_) => {
                 self.pending().remove(&id);
@@ -184,7 +185,7 @@ impl Child {
         }
     }
 
-    fn dispatch(&self, msg: ToHost, host: &HostContext) {
+    pub(super) fn dispatch(&self, msg: ToHost, host: &HostContext) {
         match msg {
             ToHost::Reply { id, ok, err } => {
                 if let Some(Pending::Call { tx, .. }) = self.pending().remove(&id) {
@@ -250,7 +251,7 @@ impl Child {
     }
 
     /// Fails everything in flight with `reason`.
-    fn fail_all(&self, reason: &str) {
+    pub(super) fn fail_all(&self, reason: &str) {
         let pending: Vec<Pending> = self.pending().drain().map(|(_, p)| p).collect();
         for p in pending {
             match p {
@@ -430,6 +431,12 @@ pub struct Supervisor {
     stopping: AtomicBool,
     /// What the child's sandbox lets it do, as the child reported it.
     sandbox: Mutex<Option<String>>,
+    /// Where its socket is read and written (`io::runtime`).
+    rt: tokio::runtime::Handle,
+    /// The generation of the newest child (restarts bump it).
+    generation: AtomicU64,
+    /// One planned start (a resume or a restart with new settings) at a time.
+    starting: Mutex<()>,
 }
 
 /// A child that loaded a plugin and told its manifest; wf decides next
@@ -509,8 +516,9 @@ impl Probe {
             events: events.clone(),
         };
         let sandbox = begin(&mut process, &stream, &start, &host)?;
+        let rt = super::io::runtime();
         let sup = Arc::new_cyclic(|weak: &Weak<Supervisor>| {
-            let child = Child::run(process, stream, 0, weak.clone(), host.clone());
+            let child = Child::run(process, stream, 0, weak.clone(), host.clone(), &rt);
             Supervisor {
                 name: manifest.name.clone(),
                 launch: Mutex::new(launch),
@@ -523,6 +531,9 @@ impl Probe {
                 next_source: AtomicU64::new(0),
                 stopping: AtomicBool::new(false),
                 sandbox: Mutex::new(sandbox),
+                rt,
+                generation: AtomicU64::new(0),
+                starting: Mutex::new(()),
             }
         });
         if sup.current().is_none() {
@@ -534,66 +545,51 @@ impl Probe {
 }
 
 impl Child {
-    /// Wraps a started child and starts its reader thread.
+    /// Wraps a started child and starts its reader and writer tasks on
+    /// `rt` (wf's runtime: a reply wakes the waiting call on the worker
+    /// that read it, with no thread in between).
     fn run(
         process: std::process::Child,
         stream: UnixStream,
         generation: u64,
         sup: Weak<Supervisor>,
         host: HostContext,
+        rt: &tokio::runtime::Handle,
     ) -> Result<Arc<Child>, String> {
-        let reader = stream.try_clone().map_err(|e| e.to_string())?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let child = Arc::new(Child {
             pid: process.id(),
             generation,
-            writer: Mutex::new(stream),
+            out: tx,
             pending: Mutex::default(),
             ended: OnceLock::new(),
             started: Instant::now(),
         });
-        let c = child.clone();
-        std::thread::Builder::new()
-            .name(format!("wf-plugin-{}", host.plugin))
-            .spawn(move || read_loop(c, reader, process, sup, host))
-            .map_err(|e| e.to_string())?;
+        super::io::start(child.clone(), stream, rx, process, sup, host, rt)?;
         Ok(child)
     }
-}
 
-/// Reads the child's frames until it ends; then reaps it, fails what was in
-/// flight and tells the supervisor.
-fn read_loop(
-    child: Arc<Child>,
-    stream: UnixStream,
-    mut process: std::process::Child,
-    sup: Weak<Supervisor>,
-    host: HostContext,
-) {
-    let mut r = BufReader::with_capacity(64 << 10, &stream);
-    let broken = loop {
-        match frame::read::<ToHost>(&mut r) {
-            Ok(msg) => child.dispatch(msg, &host),
-            Err(FrameError::Closed) => break None,
-            Err(e) => break Some(e),
+    /// The child ended (or broke the protocol): reaped by the caller; fails
+    /// what was in flight and tells the supervisor.
+    pub(super) fn ended(
+        self: &Arc<Self>,
+        status: String,
+        broken: Option<FrameError>,
+        sup: &Weak<Supervisor>,
+        host: &HostContext,
+    ) {
+        let reason = match broken {
+            Some(e) => format!(
+                "plugin {:?} broke the protocol ({e}) and was killed",
+                &*host.plugin
+            ),
+            None => format!("plugin {:?} exited ({status})", &*host.plugin),
+        };
+        let _ = self.ended.set(reason.clone());
+        self.fail_all(&reason);
+        if let Some(sup) = sup.upgrade() {
+            sup.on_exit(self, reason);
         }
-    };
-    // Gone or broken: whatever it started goes with it.
-    spawn::kill_group(child.pid);
-    let status = process
-        .wait()
-        .map(|s| spawn::describe_exit(&s))
-        .unwrap_or_else(|e| format!("unknown: {e}"));
-    let reason = match broken {
-        Some(e) => format!(
-            "plugin {:?} broke the protocol ({e}) and was killed",
-            &*host.plugin
-        ),
-        None => format!("plugin {:?} exited ({status})", &*host.plugin),
-    };
-    let _ = child.ended.set(reason.clone());
-    child.fail_all(&reason);
-    if let Some(sup) = sup.upgrade() {
-        sup.on_exit(&child, reason);
     }
 }
 
@@ -629,14 +625,20 @@ impl Supervisor {
         let why = match self.health() {
             Health::Running => format!("plugin {:?} has no child process", self.name),
             Health::Restarting(why) => format!("{why}; restarting"),
-            Health::Failed(why) => why,
+            Health::Failed(why) | Health::Stopped(why) => why,
         };
         error_json(ErrorCode::Internal, why)
     }
 
     /// `PluginFfi::create_source` in the child; the source's id.
-    pub(crate) fn create_source(&self, spec: String) -> Result<u64, String> {
-        let child = self.current().ok_or_else(|| self.unavailable())?;
+    pub(crate) fn create_source(self: &Arc<Self>, spec: String) -> Result<u64, String> {
+        let child = match self.current() {
+            Some(c) => c,
+            None if matches!(self.health(), Health::Stopped(_)) => self
+                .resume()
+                .map_err(|e| error_json(ErrorCode::Internal, e))?,
+            None => return Err(self.unavailable()),
+        };
         let source = self.next_source.fetch_add(1, Ordering::Relaxed) + 1;
         child.create(source, &spec)?;
         self.sources
@@ -726,6 +728,119 @@ impl Supervisor {
         }
     }
 
+    /// The settings its child runs with (sandbox and limits).
+    pub fn start_settings(&self) -> Start {
+        self.launch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .known
+            .as_ref()
+            .map(|k| k.start.clone())
+            .unwrap_or_default()
+    }
+
+    /// Stops the child without restarting it (a reload left the plugin no
+    /// source); its reader task reaps it. A source created later starts a
+    /// new child ([`Self::resume`]).
+    pub fn park(&self, why: &str) {
+        let _one = self.starting.lock().unwrap_or_else(PoisonError::into_inner);
+        self.stopping.store(true, Ordering::Release);
+        self.set_health(Health::Stopped(why.to_string()));
+        if let Some(c) = self.current() {
+            spawn::kill_group(c.pid);
+        }
+    }
+
+    /// Starts a new child for a parked plugin.
+    fn resume(self: &Arc<Self>) -> Result<Arc<Child>, String> {
+        let _one = self.starting.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = self.current() {
+            return Ok(c);
+        }
+        self.stopping.store(false, Ordering::Release);
+        let generation = self.generation.load(Ordering::Relaxed) + 1;
+        match self.respawn(generation) {
+            Ok(child) => {
+                self.install(child.clone());
+                tracing::info!(plugin = %self.name, pid = child.pid, generation, "plugin child started again for a new source");
+                Ok(child)
+            }
+            Err(e) => {
+                let why = format!("plugin {:?} could not be started again: {e}", self.name);
+                self.stopping.store(true, Ordering::Release);
+                self.set_health(Health::Stopped(why.clone()));
+                Err(why)
+            }
+        }
+    }
+
+    /// Replaces the child with one started with new settings (a reload
+    /// changed `[plugins.<name>]`): the old one is killed (its calls in
+    /// flight fail), the sources are recreated in the new one, with a bumped
+    /// epoch, and rediscovered. A parked plugin only keeps the settings for
+    /// its next start.
+    pub fn restart_with(
+        self: &Arc<Self>,
+        start: Start,
+        sources: Vec<super::protocol::SandboxSource>,
+    ) -> Result<(), String> {
+        let _one = self.starting.lock().unwrap_or_else(PoisonError::into_inner);
+        {
+            let mut launch = self.launch.lock().unwrap_or_else(PoisonError::into_inner);
+            match launch.known.as_mut() {
+                Some(k) => k.start = start,
+                None => {
+                    launch.known = Some(Known {
+                        name: self.name.clone(),
+                        start,
+                    })
+                }
+            }
+            launch.sources = sources;
+        }
+        if matches!(self.health(), Health::Stopped(_)) {
+            return Ok(());
+        }
+        // Not current any more: its exit is no crash to restart from.
+        let old = self
+            .child
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(old) = &old {
+            spawn::kill_group(old.pid);
+        }
+        self.stopping.store(false, Ordering::Release);
+        self.set_health(Health::Restarting(format!(
+            "plugin {:?} is restarting with new settings",
+            self.name
+        )));
+        let generation = self.generation.load(Ordering::Relaxed) + 1;
+        match self.respawn(generation) {
+            Ok(child) => {
+                let pid = child.pid;
+                self.install(child);
+                tracing::info!(plugin = %self.name, pid, generation, "plugin child restarted with new settings");
+                self.announce_sources();
+                Ok(())
+            }
+            Err(e) => {
+                let why = format!(
+                    "plugin {:?} could not be restarted with its new settings: {e}",
+                    self.name
+                );
+                self.set_health(Health::Failed(why.clone()));
+                Err(why)
+            }
+        }
+    }
+
+    fn install(&self, child: Arc<Child>) {
+        self.generation.store(child.generation, Ordering::Relaxed);
+        *self.child.write().unwrap_or_else(PoisonError::into_inner) = Some(child);
+        self.set_health(Health::Running);
+    }
+
     fn on_exit(self: Arc<Self>, child: &Arc<Child>, reason: String) {
         {
             let mut cur = self.child.write().unwrap_or_else(PoisonError::into_inner);
@@ -763,15 +878,16 @@ impl Supervisor {
     fn restart_loop(self: Arc<Self>, mut attempt: u32, generation: u64, mut reason: String) {
         loop {
             std::thread::sleep(backoff(attempt));
-            if self.stopping.load(Ordering::Acquire) {
+            // A reload may have parked it or started another child meanwhile.
+            let _one = self.starting.lock().unwrap_or_else(PoisonError::into_inner);
+            if self.stopping.load(Ordering::Acquire) || self.current().is_some() {
                 return;
             }
             match self.respawn(generation) {
                 Ok(child) => {
                     let pid = child.pid;
-                    *self.child.write().unwrap_or_else(PoisonError::into_inner) = Some(child);
+                    self.install(child);
                     self.restarts.fetch_add(1, Ordering::Relaxed);
-                    self.set_health(Health::Running);
                     tracing::info!(plugin = %self.name, pid, generation, "plugin child restarted");
                     self.announce_sources();
                     return;
@@ -817,6 +933,7 @@ impl Supervisor {
             generation,
             Arc::downgrade(self),
             self.host.clone(),
+            &self.rt,
         )?;
         let sources: Vec<(u64, String)> = self
             .sources

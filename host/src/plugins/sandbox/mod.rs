@@ -25,32 +25,11 @@ mod syscalls;
 use std::fmt;
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wf_plugin_api::Manifest;
 
-/// `[plugins.<name>] sandbox`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Landlock + seccomp where the kernel has them (the default).
-    #[default]
-    Strict,
-    /// No sandbox: the child may do whatever wf's user may.
-    Off,
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "strict" => Ok(Mode::Strict),
-            "off" => Ok(Mode::Off),
-            other => Err(format!(
-                "sandbox = {other:?}: expected \"strict\" or \"off\""
-            )),
-        }
-    }
-}
+/// `[plugins.<name>] sandbox`: the config's own type.
+pub use crate::config::Sandbox;
 
 /// What one plugin child may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,11 +45,11 @@ pub struct Policy {
     /// its sources' configured commands and the folders they live in (e.g.
     /// a `node_modules`). Ignored unless `starts_programs`.
     pub programs: Vec<PathBuf>,
-    pub mode: Mode,
+    pub mode: Sandbox,
 }
 
 impl Policy {
-    pub fn new(plugin_file: impl Into<PathBuf>, mode: Mode) -> Self {
+    pub fn new(plugin_file: impl Into<PathBuf>, mode: Sandbox) -> Self {
         Self {
             plugin_file: plugin_file.into(),
             data_dirs: Vec::new(),
@@ -286,7 +265,7 @@ pub enum SandboxError {
 /// Stage one, before the library is loaded: the widest sandbox (that of
 /// a plugin that starts programs).
 pub fn before_load(policy: &Policy) -> Result<Report, SandboxError> {
-    if policy.mode == Mode::Off {
+    if policy.mode == Sandbox::Off {
         return Ok(Report::off());
     }
     let wide = policy.clone().starts_programs(true);
@@ -299,7 +278,7 @@ pub fn before_load(policy: &Policy) -> Result<Report, SandboxError> {
 /// narrows stage one for a plugin that does not declare `starts_programs`.
 /// The report is the whole sandbox's.
 pub fn after_manifest(policy: &Policy, manifest: &Manifest) -> Result<Report, SandboxError> {
-    if policy.mode == Mode::Off {
+    if policy.mode == Sandbox::Off {
         return Ok(Report::off());
     }
     let policy = policy.clone().starts_programs(manifest.starts_programs);
@@ -317,7 +296,7 @@ pub fn after_manifest(policy: &Policy, manifest: &Manifest) -> Result<Report, Sa
 
 /// What `policy` allows, without entering anything.
 pub fn describe(policy: &Policy) -> Report {
-    if policy.mode == Mode::Off {
+    if policy.mode == Sandbox::Off {
         return Report::off();
     }
     Report::default()
@@ -358,7 +337,7 @@ fn describe_syscalls(policy: &Policy) -> String {
 /// `PR_SET_NO_NEW_PRIVS`, then the Landlock ruleset of `policy`.
 #[cfg(target_os = "linux")]
 pub fn enter_filesystem(policy: &Policy) -> Result<Report, SandboxError> {
-    if policy.mode == Mode::Off {
+    if policy.mode == Sandbox::Off {
         return Ok(Report::off());
     }
     single_threaded()?;
@@ -373,7 +352,7 @@ pub fn enter_filesystem(policy: &Policy) -> Result<Report, SandboxError> {
 /// The seccomp-BPF filter of `policy` (denied syscalls answer `EPERM`).
 #[cfg(target_os = "linux")]
 pub fn enter_syscalls(policy: &Policy) -> Result<Report, SandboxError> {
-    if policy.mode == Mode::Off {
+    if policy.mode == Sandbox::Off {
         return Ok(Report::off());
     }
     no_new_privs()?;
@@ -466,7 +445,7 @@ const UNSUPPORTED: &str =
 
 #[cfg(not(target_os = "linux"))]
 pub fn enter_filesystem(policy: &Policy) -> Result<Report, SandboxError> {
-    if policy.mode == Mode::Off {
+    if policy.mode == Sandbox::Off {
         return Ok(Report::off());
     }
     Ok(Report {
@@ -477,7 +456,7 @@ pub fn enter_filesystem(policy: &Policy) -> Result<Report, SandboxError> {
 
 #[cfg(not(target_os = "linux"))]
 pub fn enter_syscalls(policy: &Policy) -> Result<Report, SandboxError> {
-    if policy.mode == Mode::Off {
+    if policy.mode == Sandbox::Off {
         return Ok(Report::off());
     }
     // The one warning line comes from enter_filesystem.
@@ -515,14 +494,19 @@ mod tests {
 
     #[test]
     fn modes_parse() {
-        assert_eq!("strict".parse::<Mode>(), Ok(Mode::Strict));
-        assert_eq!("off".parse::<Mode>(), Ok(Mode::Off));
-        assert!("loose".parse::<Mode>().unwrap_err().contains("\"strict\""));
+        assert_eq!("strict".parse::<Sandbox>(), Ok(Sandbox::Strict));
+        assert_eq!("off".parse::<Sandbox>(), Ok(Sandbox::Off));
+        assert!(
+            "loose"
+                .parse::<Sandbox>()
+                .unwrap_err()
+                .contains("\"strict\"")
+        );
     }
 
     #[test]
     fn the_report_says_what_the_child_may_do() {
-        let p = Policy::new("/p/libx.so", Mode::Strict).data_dir("/s/sources/x");
+        let p = Policy::new("/p/libx.so", Sandbox::Strict).data_dir("/s/sources/x");
         let r = describe(&p).to_string();
         assert_eq!(
             r,
@@ -530,7 +514,7 @@ mod tests {
         );
         let r = describe(&p.clone().starts_programs(true)).to_string();
         assert!(r.contains("exec allowed"), "{r}");
-        let off = describe(&Policy::new("/p/libx.so", Mode::Off)).to_string();
+        let off = describe(&Policy::new("/p/libx.so", Sandbox::Off)).to_string();
         assert!(off.starts_with("sandbox off"), "{off}");
     }
 }

@@ -81,7 +81,7 @@ mod tests {
         for name in DENIED_SYSCALLS.iter().chain(EXEC_SYSCALLS) {
             assert!(number(name).is_some(), "{name}");
         }
-        let p = Policy::new("/x.so", super::super::Mode::Strict);
+        let p = Policy::new("/x.so", super::super::Sandbox::Strict);
         assert!(denied(&p).contains(&"execve"));
         assert!(!denied(&p.starts_programs(true)).contains(&"execve"));
     }

@@ -1,0 +1,150 @@
+//! wf's end of a child's socket, on wf's tokio runtime: a reader task that
+//! decodes every frame a read brought and hands each reply to its waiting
+//! call (woken on the same worker, no thread in between), and a writer task
+//! that sends whatever frames queued meanwhile in one write.
+
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, OnceLock, Weak};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::runtime::{Handle, RuntimeFlavor};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::frame::{FrameError, MAX_FRAME};
+use super::spawn;
+use super::supervisor::{Child, Supervisor, WRITE};
+use crate::plugins::host_context::HostContext;
+
+/// The runtime children's sockets live on: wf's own (multi-threaded) one
+/// when there is one, else a small one of their own (tools and tests that
+/// start children outside a runtime, or on a single-threaded one that a
+/// blocking source creation would stall).
+pub(super) fn runtime() -> Handle {
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => h,
+        _ => fallback(),
+    }
+}
+
+fn fallback() -> Handle {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("wf-plugin-io")
+            .enable_all()
+            .build()
+            .expect("cannot start the plugin i/o runtime")
+    })
+    .handle()
+    .clone()
+}
+
+/// Runs `f`, which blocks until the child answers: on a worker of wf's
+/// runtime the worker's other tasks (the reader among them) move elsewhere
+/// meanwhile.
+pub(super) fn wait_blocking<R>(f: impl FnOnce() -> R) -> R {
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+/// Starts the reader and writer tasks of a child on `rt`.
+pub(super) fn start(
+    child: Arc<Child>,
+    stream: UnixStream,
+    rx: UnboundedReceiver<Vec<u8>>,
+    process: std::process::Child,
+    sup: Weak<Supervisor>,
+    host: HostContext,
+    rt: &Handle,
+) -> Result<(), String> {
+    stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let _enter = rt.enter();
+    let stream = tokio::net::UnixStream::from_std(stream).map_err(|e| e.to_string())?;
+    let (read_half, write_half) = stream.into_split();
+    rt.spawn(write_frames(rx, write_half, child.pid));
+    rt.spawn(read_frames(child, read_half, process, sup, host));
+    Ok(())
+}
+
+/// Writes queued frames, batching what queued meanwhile into one write; a
+/// child that takes none for [`WRITE`] is stuck and killed.
+async fn write_frames(
+    mut rx: UnboundedReceiver<Vec<u8>>,
+    mut out: tokio::net::unix::OwnedWriteHalf,
+    pid: u32,
+) {
+    while let Some(mut buf) = rx.recv().await {
+        while buf.len() < (1 << 20) {
+            match rx.try_recv() {
+                Ok(more) => buf.extend_from_slice(&more),
+                Err(_) => break,
+            }
+        }
+        match tokio::time::timeout(WRITE, out.write_all(&buf)).await {
+            Ok(Ok(())) => {}
+            _ => {
+                spawn::kill_group(pid);
+                return;
+            }
+        }
+    }
+}
+
+/// Reads the child's frames until it ends; then reaps it and lets the
+/// child fail what was in flight.
+async fn read_frames(
+    child: Arc<Child>,
+    mut input: tokio::net::unix::OwnedReadHalf,
+    mut process: std::process::Child,
+    sup: Weak<Supervisor>,
+    host: HostContext,
+) {
+    let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
+    let broken = 'read: loop {
+        // Every whole frame the buffer holds, then read more.
+        let mut at = 0;
+        while buf.len() - at >= 4 {
+            let len = u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;
+            if len > MAX_FRAME {
+                break 'read Some(FrameError::TooLarge(len));
+            }
+            if buf.len() - at - 4 < len {
+                break;
+            }
+            match super::wire::decode_to_host(&buf[at + 4..at + 4 + len]) {
+                Ok(msg) => child.dispatch(msg, &host),
+                Err(e) => break 'read Some(e),
+            }
+            at += 4 + len;
+        }
+        buf.drain(..at);
+        if buf.capacity() - buf.len() < 16 << 10 {
+            buf.reserve(64 << 10);
+        }
+        match input.read_buf(&mut buf).await {
+            Ok(0) if buf.is_empty() => break None,
+            Ok(0) => {
+                break Some(FrameError::Io(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the connection ended inside a frame",
+                )));
+            }
+            Ok(_) => {}
+            Err(e) => break Some(e.into()),
+        }
+    };
+    // Gone or broken: whatever it started goes with it.
+    spawn::kill_group(child.pid);
+    let status = tokio::task::spawn_blocking(move || {
+        process
+            .wait()
+            .map(|s| spawn::describe_exit(&s))
+            .unwrap_or_else(|e| format!("unknown: {e}"))
+    })
+    .await
+    .unwrap_or_else(|e| format!("unknown: {e}"));
+    child.ended(status, broken, &sup, &host);
+}
