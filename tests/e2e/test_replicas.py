@@ -21,7 +21,9 @@ import urllib.error
 import urllib.request
 import pytest
 
+from admin_support import admin, admin_outcome
 from conftest import HttpServer, Wf, tail
+from list_changed_support import list_changed_waiter
 from planner_support import get_run, planner, planner_error, wait_node, wait_run
 
 pytestmark = pytest.mark.anyio
@@ -39,7 +41,7 @@ SECRET = "pg-secret-never-logged"
 SLOW = {"name": "slow", "nodes": [{"id": "nap", "use": "wf.std.sleep", "args": {"ms": 120000}}]}
 
 
-def replica_config(wf: Wf, drain_timeout_ms: int | None = None) -> Path:
+def replica_config(wf: Wf, drain_timeout_ms: int | None = None, extra: str = "") -> Path:
     """One database schema per test; the password comes from `${WF_E2E_PG_PASSWORD}`
     (the test cluster trusts loopback, so any password works, and none may be logged)."""
     assert PG_URL.startswith("postgres://wf@"), PG_URL
@@ -52,6 +54,7 @@ def replica_config(wf: Wf, drain_timeout_ms: int | None = None) -> Path:
         f"lease_ttl_ms = {LEASE_TTL_MS}\n"
         f"heartbeat_ms = {HEARTBEAT_MS}\n"
         + (f"drain_timeout_ms = {drain_timeout_ms}\n" if drain_timeout_ms is not None else "")
+        + extra
     )
 
 
@@ -170,3 +173,47 @@ async def test_sigterm_drains_runs_in_progress_and_readyz_says_so(wf: Wf) -> Non
     assert r["a"].proc.wait(timeout=30) is not None
     # B never drained.
     assert readyz(r["b"])[0] == 200
+
+
+async def test_admin_config_edits_are_refused_with_several_replicas(wf: Wf) -> None:
+    config = replica_config(wf, extra='\n[admin]\nover_http = "open"\n')
+    before = config.read_text()
+    r = start_replicas(wf, config, ["a"])
+    async with wf.http_client(r["a"]) as a:
+        failed, why = await admin_outcome(a, "add_source", {"name": "extra", "config": {"url": "http://127.0.0.1:9/mcp"}})
+        assert failed, why
+        assert "several replicas" in str(why) and "source of truth" in str(why), why
+        failed, why = await admin_outcome(a, "disable_source", {"name": "anything"})
+        assert failed and "several replicas" in str(why), why
+        # Reading and reloading the file still work.
+        status = await admin(a, "status")
+        assert status is not None
+    assert config.read_text() == before, "nothing was written"
+
+
+async def test_a_deploy_on_one_replica_refreshes_the_others_tools_and_tells_their_clients(wf: Wf) -> None:
+    config = replica_config(wf)
+    r = start_replicas(wf, config, ["a", "b"])
+    doc = {"name": "greet", "nodes": [{"id": "hi", "use": "wf.std.template", "args": {"template": "hi", "values": {}}}]}
+    notes: list = []
+
+    async def handler(message: object) -> None:
+        notes.append(message)
+
+    async with wf.http_client(r["b"], "legacy", message_handler=handler) as b:
+        async with list_changed_waiter(b, notes) as announced:
+            before = {t.name for t in (await b.list_tools()).tools}
+            async with wf.http_client(r["a"]) as a:
+                draft = await planner(a, "save_draft", {"workflow": doc})
+                artifact = await planner(a, "publish_artifact", {"draft_id": draft["draft_id"]})
+                deployed = await planner(a, "deploy", {"name": "greeter", "artifact": artifact["artifact"]})
+            tool = deployed["tool"]
+            assert tool and tool not in before, (tool, before)
+            # B never saw the deploy call: PostgreSQL's NOTIFY told it.
+            await announced(30)
+            after = {t.name for t in (await b.list_tools()).tools}
+            assert tool in after, after
+            result = await b.call_tool(tool, {})
+            assert not result.is_error, result
+    assert "deployments changed" in r["b"].log.read_text(errors="replace")
+
