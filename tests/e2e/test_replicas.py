@@ -18,12 +18,16 @@ from pathlib import Path
 
 import json
 import urllib.error
+
+import httpx2
 import urllib.request
 import pytest
 
 from admin_support import admin, admin_outcome
 from conftest import HttpServer, Wf, tail
 from list_changed_support import list_changed_waiter
+from test_http_direct import HEADERS, META, post, wait_listed
+from test_tasks_runs import Raw
 from planner_support import get_run, planner, planner_error, wait_node, wait_run
 
 pytestmark = pytest.mark.anyio
@@ -38,6 +42,7 @@ if not PG_URL:
 LEASE_TTL_MS = 2000
 HEARTBEAT_MS = 300
 SECRET = "pg-secret-never-logged"
+HANDLE_SECRET = "handle-key-" + uuid.uuid4().hex
 SLOW = {"name": "slow", "nodes": [{"id": "nap", "use": "wf.std.sleep", "args": {"ms": 120000}}]}
 
 
@@ -53,13 +58,14 @@ def replica_config(wf: Wf, drain_timeout_ms: int | None = None, extra: str = "")
         f'schema = "{schema}"\n'
         f"lease_ttl_ms = {LEASE_TTL_MS}\n"
         f"heartbeat_ms = {HEARTBEAT_MS}\n"
+        'handle_secret = "${WF_E2E_HANDLE_SECRET}"\n'
         + (f"drain_timeout_ms = {drain_timeout_ms}\n" if drain_timeout_ms is not None else "")
         + extra
     )
 
 
 def start_replicas(wf: Wf, config: Path, names: list[str]) -> dict[str, HttpServer]:
-    env = {"WF_E2E_PG_PASSWORD": SECRET}
+    env = {"WF_E2E_PG_PASSWORD": SECRET, "WF_E2E_HANDLE_SECRET": HANDLE_SECRET}
     return {
         n: wf.start_http("127.0.0.1", None, "--config", str(config), "--replica-id", n, env=env)
         for n in names
@@ -217,3 +223,110 @@ async def test_a_deploy_on_one_replica_refreshes_the_others_tools_and_tells_thei
             assert not result.is_error, result
     assert "deployments changed" in r["b"].log.read_text(errors="replace")
 
+
+WRONG_REPLICA = -32050
+
+
+async def test_a_task_id_or_session_id_of_one_replica_used_on_another_names_its_owner(wf: Wf) -> None:
+    config = replica_config(wf)
+    r = start_replicas(wf, config, ["a", "b"])
+    async with httpx2.AsyncClient(timeout=60) as http:
+        # A task (a 2026-07-28 client) started on A, polled on B.
+        on_a, on_b = Raw(http, r["a"].url, "none"), Raw(http, r["b"].url, "none")
+        created = (await on_a.run_workflow(SLOW))["result"]
+        assert created["resultType"] == "task", created
+        task_id = created["taskId"]
+        assert task_id.startswith("wft-") and "a".encode().hex() in task_id, task_id
+        for method in ("tasks/get", "tasks/cancel"):
+            refused = await on_b.request(method, {"taskId": task_id}, task_id)
+            error = refused.get("error", {})
+            assert error.get("code") == WRONG_REPLICA, (method, refused)
+            assert error["data"]["replica"] == "a" and error["data"]["retryable"] is True, refused
+            assert '"a"' in error["message"], refused
+        # On its own replica the same id works; a forged one is just unknown.
+        assert (await on_a.get(task_id))["result"]["status"] == "working"
+        forged = task_id[:-4] + ("0000" if not task_id.endswith("0000") else "1111")
+        refused = await on_b.request("tasks/get", {"taskId": forged}, forged)
+        assert refused["error"]["code"] == -32602, refused
+        await on_a.request("tasks/cancel", {"taskId": task_id}, task_id)
+
+        # A session handle (wf_session__open, for 2026-07-28 clients) opened on A, used on B.
+        tool = "wf_session__open"
+        opened = (await on_a.request("tools/call", {"name": tool, "arguments": {}}, tool))["result"]
+        handle = opened["structuredContent"]["handle"]
+        assert "a".encode().hex() in handle, opened
+
+        async def const_with(url: str, presented: str) -> dict:
+            params = {"name": "wf_std__const", "arguments": {"value": 7}, "_meta": {**META, "wf/session": presented}}
+            body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}
+            got = await http.post(url, json=body, headers={**HEADERS, "mcp-name": "wf_std__const"})
+            assert got.status_code == 200, got.text
+            return got.json()
+
+        refused = await const_with(r["b"].url, handle)
+        assert refused["error"]["code"] == WRONG_REPLICA and refused["error"]["data"]["replica"] == "a", refused
+        served = await const_with(r["a"].url, handle)
+        assert "result" in served and not served["result"].get("isError"), served
+
+        # A 2025-11-25 session opened on A, used on B.
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+        }
+        head = {"accept": "application/json, text/event-stream"}
+        opened = await http.post(r["a"].url, json=init, headers=head)
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        head = {**head, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+        elsewhere = await http.post(r["b"].url, json=listing, headers=head)
+        assert elsewhere.status_code == 421, (elsewhere.status_code, elsewhere.text)
+        assert elsewhere.headers["wf-replica"] == "a", elsewhere.headers
+        error = elsewhere.json()["error"]
+        assert error["code"] == WRONG_REPLICA and error["data"] == {"replica": "a", "retryable": True}, error
+        # The same request on A is served.
+        await http.post(r["a"].url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=head)
+        served = await http.post(r["a"].url, json=listing, headers=head)
+        assert served.status_code == 200, served.text
+        assert "wf_planner__run_workflow" in served.text
+        # Altered (moved to B without the key): B does not know it at all.
+        moved = session.replace("a".encode().hex() + ".", "b".encode().hex() + ".")
+        lost = await http.post(r["b"].url, json=listing, headers={**head, "mcp-session-id": moved})
+        assert lost.status_code == 404, (lost.status_code, lost.text)
+
+
+async def test_an_mrtr_retry_on_the_wrong_replica_names_the_replica_that_waits(wf: Wf, fixture_upstream_bin: Path) -> None:
+    source = f'\n[sources.fix]\ncommand = "{fixture_upstream_bin}"\nargs = ["--asks"]\nsession = "shared"\n'
+    config = replica_config(wf, extra=source)
+    r = start_replicas(wf, config, ["a", "b"])
+    await wait_listed(r["a"].url, "fix__echo")
+    await wait_listed(r["b"].url, "fix__echo")
+    caps = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    asked = post(r["a"].url, "fix__ask", {"kind": "elicit"}, meta=caps)
+    assert asked.status_code == 200, asked.text
+    result = asked.json()["result"]
+    assert result["resultType"] == "input_required", result
+    state = result["requestState"]
+    assert "a".encode().hex() in state, state
+    key = next(iter(result["inputRequests"]))
+    params = {
+        "name": "fix__ask",
+        "arguments": {"kind": "elicit"},
+        "requestState": state,
+        "inputResponses": {key: {"action": "decline"}},
+        "_meta": {**META, **caps},
+    }
+    retry = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+    head = {**HEADERS, "mcp-name": "fix__ask"}
+    async with httpx2.AsyncClient(timeout=60) as http:
+        elsewhere = await http.post(r["b"].url, json=retry, headers=head)
+        assert elsewhere.status_code == 200, elsewhere.text
+        error = elsewhere.json()["error"]
+        assert error["code"] == WRONG_REPLICA and error["data"]["replica"] == "a", error
+        assert error["data"]["retryable"] is True, error
+        # The retry on A, the replica that waits, completes the call.
+        served = await http.post(r["a"].url, json=retry, headers=head)
+        assert served.status_code == 200, served.text
+        assert "result" in served.json(), served.text

@@ -570,7 +570,7 @@ impl ServerHandler for WfServer {
         let (tasks, planner) = self.task_room();
         let (id, now) = (&request.task_id, crate::clock::now_ms());
         let Some(t) = tasks.get(principal.name(), id, now) else {
-            return counted.finish(Err(super::tasks::not_found(id)));
+            return counted.finish(Err(tasks.missing(id)));
         };
         let got = match &t.upstream {
             Some(up) => {

@@ -50,6 +50,8 @@ pub struct RunTasks {
     tasks: Mutex<HashMap<String, RunTask>>,
     max_per_principal: usize,
     ttl: Duration,
+    /// With several replicas: task ids carry this replica (handles.rs).
+    seal: Option<crate::server::handles::Seal>,
 }
 
 impl RunTasks {
@@ -65,6 +67,22 @@ impl RunTasks {
             tasks: Mutex::default(),
             max_per_principal,
             ttl,
+            seal: None,
+        }
+    }
+
+    pub fn with_seal(mut self, seal: Option<crate::server::handles::Seal>) -> Self {
+        self.seal = seal;
+        self
+    }
+
+    /// The error for task `id` not held here: "held by replica X" when
+    /// another replica sealed it, else "no task".
+    pub(super) fn missing(&self, id: &str) -> McpError {
+        use crate::server::handles::{Owner, wrong_replica};
+        match self.seal.as_ref().map(|s| s.owner(id)) {
+            Some(Owner::Elsewhere(owner)) => wrong_replica("task", id, &owner),
+            _ => not_found(id),
         }
     }
 
@@ -113,6 +131,10 @@ impl RunTasks {
             return Err(TooManyTasks(self.max_per_principal));
         }
         let id = format!("wft-{}", uuid::Uuid::new_v4().simple());
+        let id = match &self.seal {
+            Some(seal) => seal.issue(&id),
+            None => id,
+        };
         tasks.insert(
             id.clone(),
             RunTask {
@@ -277,7 +299,7 @@ pub fn cancel(
 ) -> Result<(), McpError> {
     let t = tasks
         .get(principal, id, crate::clock::now_ms())
-        .ok_or_else(|| not_found(id))?;
+        .ok_or_else(|| tasks.missing(id))?;
     let running = planner.cancel_run(&t.run_id);
     tracing::info!(principal, task = %id, run = %t.run_id, running, "task cancelled");
     Ok(())
