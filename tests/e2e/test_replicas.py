@@ -1,7 +1,10 @@
 """Several `wf serve --http` replicas on one PostgreSQL database (issue #35),
-driven by the official `mcp` client: what one replica saves the others see,
-a killed replica's run ends `interrupted` once its lease expires, and a
-cancel sent to one replica stops a run executing on another.
+driven by the official `mcp` client (and raw HTTP where it has no API): what
+one replica saves the others see, a killed replica's run ends `interrupted`
+once its lease expires, a cancel sent to one replica stops a run executing on
+another, a deploy on one is announced to another's clients, `wf_admin` config
+edits are refused, and a task id, MRTR `requestState`, session handle or
+`Mcp-Session-Id` of one replica used on another gets an error naming its owner.
 
 Needs a PostgreSQL server: `WF_TEST_PG_URL` (tests/run starts a throwaway
 cluster with tests/pg/cluster.sh). Without it the tests skip, except under
