@@ -268,6 +268,7 @@ async def test_a_task_id_or_session_id_of_one_replica_used_on_another_names_its_
 
         refused = await const_with(r["b"].url, handle)
         assert refused["error"]["code"] == WRONG_REPLICA and refused["error"]["data"]["replica"] == "a", refused
+        assert handle not in json.dumps(refused), "a session handle is a credential: never echoed"
         served = await const_with(r["a"].url, handle)
         assert "result" in served and not served["result"].get("isError"), served
 

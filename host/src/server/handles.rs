@@ -121,14 +121,15 @@ impl Seal {
     }
 }
 
-/// The retryable error of a `what` (`task`, `session`) held by `owner`.
-pub fn wrong_replica(what: &str, handle: &str, owner: &str) -> rmcp::ErrorData {
+/// The retryable error of a `what` (`task`, `session`) held by `owner`. The
+/// handle is not echoed: some (session ids, session handles) are credentials.
+pub fn wrong_replica(what: &str, owner: &str) -> rmcp::ErrorData {
     rmcp::ErrorData::new(
         rmcp::model::ErrorCode(WRONG_REPLICA),
         format!(
             "this {what} is held by replica {owner:?}, not this one: send the request to replica {owner:?} (retryable there; route by the handle's replica, or keep the client on one replica)"
         ),
-        Some(serde_json::json!({"replica": owner, "retryable": true, "handle": handle})),
+        Some(serde_json::json!({"replica": owner, "retryable": true})),
     )
 }
 

@@ -68,7 +68,7 @@ fn json_error(status: StatusCode, body: serde_json::Value) -> Response {
 /// JSON-RPC error, rather than rmcp's 404 (which tells the client its session
 /// is gone and it must start over).
 fn wrong_replica(owner: &str) -> Response {
-    let e = crate::server::handles::wrong_replica("session", "", owner);
+    let e = crate::server::handles::wrong_replica("session", owner);
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,

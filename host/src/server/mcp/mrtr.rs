@@ -248,7 +248,6 @@ impl Rounds {
             {
                 return Err(crate::server::handles::wrong_replica(
                     "requestState",
-                    state,
                     &replica,
                 ));
             }

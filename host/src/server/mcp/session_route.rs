@@ -166,7 +166,7 @@ fn unseal(app: &App, presented: &str) -> Result<String, McpError> {
     };
     match seal.owner(presented) {
         Owner::Here(inner) => Ok(inner.to_string()),
-        Owner::Elsewhere(owner) => Err(wrong_replica("session handle", presented, &owner)),
+        Owner::Elsewhere(owner) => Err(wrong_replica("session handle", &owner)),
         Owner::Forged => Ok(presented.to_string()),
     }
 }

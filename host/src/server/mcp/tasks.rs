@@ -81,7 +81,7 @@ impl RunTasks {
     pub(super) fn missing(&self, id: &str) -> McpError {
         use crate::server::handles::{Owner, wrong_replica};
         match self.seal.as_ref().map(|s| s.owner(id)) {
-            Some(Owner::Elsewhere(owner)) => wrong_replica("task", id, &owner),
+            Some(Owner::Elsewhere(owner)) => wrong_replica("task", &owner),
             _ => not_found(id),
         }
     }
