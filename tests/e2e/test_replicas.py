@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -334,3 +335,34 @@ async def test_an_mrtr_retry_on_the_wrong_replica_names_the_replica_that_waits(w
         served = await http.post(r["a"].url, json=retry, headers=head)
         assert served.status_code == 200, served.text
         assert "result" in served.json(), served.text
+
+
+def terminate_listeners() -> int:
+    """Ends every replica's listening connection (as a network drop would); how many."""
+    bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/psql"), key=lambda p: int(p.parts[-3]))
+    assert bins, "psql from Debian's postgresql package"
+    sql = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE 'LISTEN wf_cancel%'"
+    out = subprocess.run([str(bins[-1]), PG_URL, "-Atc", sql], capture_output=True, text=True, check=True, timeout=30)
+    return int(out.stdout.strip())
+
+
+async def test_a_replica_whose_listener_dropped_catches_up_on_deployments(wf: Wf) -> None:
+    config = replica_config(wf)
+    r = start_replicas(wf, config, ["a", "b"])
+    doc = {"name": "late", "nodes": [{"id": "hi", "use": "wf.std.template", "args": {"template": "hi", "values": {}}}]}
+    notes: list = []
+
+    async def handler(message: object) -> None:
+        notes.append(message)
+
+    async with wf.http_client(r["b"], "legacy", message_handler=handler) as b:
+        async with list_changed_waiter(b, notes) as announced:
+            async with wf.http_client(r["a"]) as a:
+                draft = await planner(a, "save_draft", {"workflow": doc})
+                artifact = await planner(a, "publish_artifact", {"draft_id": draft["draft_id"]})
+                assert terminate_listeners() >= 2
+                # B is not listening now: this NOTIFY does not reach it.
+                deployed = await planner(a, "deploy", {"name": "later", "artifact": artifact["artifact"]})
+            await announced(30)
+            assert deployed["tool"] in {t.name for t in (await b.list_tools()).tools}
+    assert "replica event listener reconnected" in r["b"].log.read_text(errors="replace")

@@ -40,6 +40,15 @@ impl Store {
 }
 
 impl super::Signals {
+    /// The listening connection is back after a drop: refresh what
+    /// announcements may have been missed meanwhile.
+    pub(crate) fn resync(&self) {
+        tracing::info!("replica event listener reconnected: refreshing deployments");
+        if let Some(tx) = &self.deployments {
+            let _ = tx.send(());
+        }
+    }
+
     /// A notification that reached this replica's listening connection.
     pub(crate) fn heard(&self, channel: &str, payload: &str) {
         match channel {

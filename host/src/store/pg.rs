@@ -379,10 +379,12 @@ impl PgPool {
         let tls = self.tls.clone();
         let shown = self.shown.clone();
         tokio::spawn(async move {
+            let mut again = false;
             loop {
-                if let Err(e) = listen_once(&config, tls.as_ref(), &signals).await {
+                if let Err(e) = listen_once(&config, tls.as_ref(), &signals, again).await {
                     tracing::warn!(at = %shown, "replica event listener: {e}; reconnecting");
                 }
+                again = true;
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 if std::sync::Arc::strong_count(&signals) == 1 {
                     return; // the store is gone
@@ -424,6 +426,7 @@ async fn listen_once(
     config: &tokio_postgres::Config,
     tls: Option<&Rustls>,
     signals: &std::sync::Arc<super::Signals>,
+    again: bool,
 ) -> Result<()> {
     use futures::StreamExt;
     let (client, mut messages) = connect(config, tls)
@@ -445,6 +448,11 @@ async fn listen_once(
         .batch_execute("LISTEN wf_cancel; LISTEN wf_deployments")
         .await
         .map_err(|e| pg_error(e, "LISTEN"))?;
+    if again {
+        // Announcements made while this replica was not listening are lost:
+        // catch up on what they would have said.
+        signals.resync();
+    }
     while let Some((channel, payload)) = rx.recv().await {
         signals.heard(&channel, &payload);
         if std::sync::Arc::strong_count(signals) == 1 {
