@@ -152,6 +152,29 @@ pub fn state_dir(opts: &StartOptions, config: &LoadedConfig) -> PathBuf {
     }
 }
 
+/// A server on PostgreSQL needs the key its replicas seal handles with
+/// (server/handles.rs); `wf store migrate` and `wf run` do not.
+fn require_handle_secret(config: &LoadedConfig) -> anyhow::Result<()> {
+    let sc = &config.config.store;
+    if sc.url.is_none() {
+        return Ok(());
+    }
+    // Replicas seal their handles with one shared key (server/handles.rs).
+    if sc.handle_secret.is_none() {
+        anyhow::bail!(
+            "{}: [store] url needs [store] handle_secret = \"${{VAR}}\": the key every replica seals task and session handles with (the same on every replica)",
+            config.file_label()
+        );
+    }
+    if sc.handle_secret().is_none_or(|s| s.len() < 16) {
+        anyhow::bail!(
+            "{}: [store] handle_secret is empty, unset in the environment or shorter than 16 characters",
+            config.file_label()
+        );
+    }
+    Ok(())
+}
+
 /// The store `[store]` names: PostgreSQL at `url` (`${VAR}` expanded), or
 /// SQLite in the state directory. Migrated to this build's schema.
 pub async fn open_store(
@@ -225,6 +248,7 @@ impl App {
         plugins.set_state_dir(&state_dir);
         std::fs::create_dir_all(&state_dir)
             .map_err(|e| anyhow::anyhow!("cannot create state dir {}: {e}", state_dir.display()))?;
+        require_handle_secret(&config)?;
         let store = Arc::new(open_store(&config, &state_dir, opts.replica_id.as_deref()).await?);
         for id in store.mark_interrupted().await? {
             tracing::warn!(run = %id, "run was interrupted when the host stopped");

@@ -1,7 +1,10 @@
 """Several `wf serve --http` replicas on one PostgreSQL database (issue #35),
-driven by the official `mcp` client: what one replica saves the others see,
-a killed replica's run ends `interrupted` once its lease expires, and a
-cancel sent to one replica stops a run executing on another.
+driven by the official `mcp` client (and raw HTTP where it has no API): what
+one replica saves the others see, a killed replica's run ends `interrupted`
+once its lease expires, a cancel sent to one replica stops a run executing on
+another, a deploy on one is announced to another's clients, `wf_admin` config
+edits are refused, and a task id, MRTR `requestState`, session handle or
+`Mcp-Session-Id` of one replica used on another gets an error naming its owner.
 
 Needs a PostgreSQL server: `WF_TEST_PG_URL` (tests/run starts a throwaway
 cluster with tests/pg/cluster.sh). Without it the tests skip, except under
@@ -12,16 +15,23 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import json
 import urllib.error
+
+import httpx2
 import urllib.request
 import pytest
 
+from admin_support import admin, admin_outcome
 from conftest import HttpServer, Wf, tail
+from list_changed_support import list_changed_waiter
+from test_http_direct import HEADERS, META, post, wait_listed
+from test_tasks_runs import Raw
 from planner_support import get_run, planner, planner_error, wait_node, wait_run
 
 pytestmark = pytest.mark.anyio
@@ -36,10 +46,11 @@ if not PG_URL:
 LEASE_TTL_MS = 2000
 HEARTBEAT_MS = 300
 SECRET = "pg-secret-never-logged"
+HANDLE_SECRET = "handle-key-" + uuid.uuid4().hex
 SLOW = {"name": "slow", "nodes": [{"id": "nap", "use": "wf.std.sleep", "args": {"ms": 120000}}]}
 
 
-def replica_config(wf: Wf, drain_timeout_ms: int | None = None) -> Path:
+def replica_config(wf: Wf, drain_timeout_ms: int | None = None, extra: str = "") -> Path:
     """One database schema per test; the password comes from `${WF_E2E_PG_PASSWORD}`
     (the test cluster trusts loopback, so any password works, and none may be logged)."""
     assert PG_URL.startswith("postgres://wf@"), PG_URL
@@ -51,12 +62,14 @@ def replica_config(wf: Wf, drain_timeout_ms: int | None = None) -> Path:
         f'schema = "{schema}"\n'
         f"lease_ttl_ms = {LEASE_TTL_MS}\n"
         f"heartbeat_ms = {HEARTBEAT_MS}\n"
+        'handle_secret = "${WF_E2E_HANDLE_SECRET}"\n'
         + (f"drain_timeout_ms = {drain_timeout_ms}\n" if drain_timeout_ms is not None else "")
+        + extra
     )
 
 
 def start_replicas(wf: Wf, config: Path, names: list[str]) -> dict[str, HttpServer]:
-    env = {"WF_E2E_PG_PASSWORD": SECRET}
+    env = {"WF_E2E_PG_PASSWORD": SECRET, "WF_E2E_HANDLE_SECRET": HANDLE_SECRET}
     return {
         n: wf.start_http("127.0.0.1", None, "--config", str(config), "--replica-id", n, env=env)
         for n in names
@@ -170,3 +183,186 @@ async def test_sigterm_drains_runs_in_progress_and_readyz_says_so(wf: Wf) -> Non
     assert r["a"].proc.wait(timeout=30) is not None
     # B never drained.
     assert readyz(r["b"])[0] == 200
+
+
+async def test_admin_config_edits_are_refused_with_several_replicas(wf: Wf) -> None:
+    config = replica_config(wf, extra='\n[admin]\nover_http = "open"\n')
+    before = config.read_text()
+    r = start_replicas(wf, config, ["a"])
+    async with wf.http_client(r["a"]) as a:
+        failed, why = await admin_outcome(a, "add_source", {"name": "extra", "config": {"url": "http://127.0.0.1:9/mcp"}})
+        assert failed, why
+        assert "several replicas" in str(why) and "source of truth" in str(why), why
+        failed, why = await admin_outcome(a, "disable_source", {"name": "anything"})
+        assert failed and "several replicas" in str(why), why
+        # Reading and reloading the file still work.
+        status = await admin(a, "status")
+        assert status is not None
+    assert config.read_text() == before, "nothing was written"
+
+
+async def test_a_deploy_on_one_replica_refreshes_the_others_tools_and_tells_their_clients(wf: Wf) -> None:
+    config = replica_config(wf)
+    r = start_replicas(wf, config, ["a", "b"])
+    doc = {"name": "greet", "nodes": [{"id": "hi", "use": "wf.std.template", "args": {"template": "hi", "values": {}}}]}
+    notes: list = []
+
+    async def handler(message: object) -> None:
+        notes.append(message)
+
+    async with wf.http_client(r["b"], "legacy", message_handler=handler) as b:
+        async with list_changed_waiter(b, notes) as announced:
+            before = {t.name for t in (await b.list_tools()).tools}
+            async with wf.http_client(r["a"]) as a:
+                draft = await planner(a, "save_draft", {"workflow": doc})
+                artifact = await planner(a, "publish_artifact", {"draft_id": draft["draft_id"]})
+                deployed = await planner(a, "deploy", {"name": "greeter", "artifact": artifact["artifact"]})
+            tool = deployed["tool"]
+            assert tool and tool not in before, (tool, before)
+            # B never saw the deploy call: PostgreSQL's NOTIFY told it.
+            await announced(30)
+            after = {t.name for t in (await b.list_tools()).tools}
+            assert tool in after, after
+            result = await b.call_tool(tool, {})
+            assert not result.is_error, result
+    assert "deployments changed" in r["b"].log.read_text(errors="replace")
+
+
+WRONG_REPLICA = -32050
+
+
+async def test_a_task_id_or_session_id_of_one_replica_used_on_another_names_its_owner(wf: Wf) -> None:
+    config = replica_config(wf)
+    r = start_replicas(wf, config, ["a", "b"])
+    async with httpx2.AsyncClient(timeout=60) as http:
+        # A task (a 2026-07-28 client) started on A, polled on B.
+        on_a, on_b = Raw(http, r["a"].url, "none"), Raw(http, r["b"].url, "none")
+        created = (await on_a.run_workflow(SLOW))["result"]
+        assert created["resultType"] == "task", created
+        task_id = created["taskId"]
+        assert task_id.startswith("wft-") and "a".encode().hex() in task_id, task_id
+        for method in ("tasks/get", "tasks/cancel"):
+            refused = await on_b.request(method, {"taskId": task_id}, task_id)
+            error = refused.get("error", {})
+            assert error.get("code") == WRONG_REPLICA, (method, refused)
+            assert error["data"]["replica"] == "a" and error["data"]["retryable"] is True, refused
+            assert '"a"' in error["message"], refused
+        # On its own replica the same id works; a forged one is just unknown.
+        assert (await on_a.get(task_id))["result"]["status"] == "working"
+        forged = task_id[:-4] + ("0000" if not task_id.endswith("0000") else "1111")
+        refused = await on_b.request("tasks/get", {"taskId": forged}, forged)
+        assert refused["error"]["code"] == -32602, refused
+        await on_a.request("tasks/cancel", {"taskId": task_id}, task_id)
+
+        # A session handle (wf_session__open, for 2026-07-28 clients) opened on A, used on B.
+        tool = "wf_session__open"
+        opened = (await on_a.request("tools/call", {"name": tool, "arguments": {}}, tool))["result"]
+        handle = opened["structuredContent"]["handle"]
+        assert "a".encode().hex() in handle, opened
+
+        async def const_with(url: str, presented: str) -> dict:
+            params = {"name": "wf_std__const", "arguments": {"value": 7}, "_meta": {**META, "wf/session": presented}}
+            body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params}
+            got = await http.post(url, json=body, headers={**HEADERS, "mcp-name": "wf_std__const"})
+            assert got.status_code == 200, got.text
+            return got.json()
+
+        refused = await const_with(r["b"].url, handle)
+        assert refused["error"]["code"] == WRONG_REPLICA and refused["error"]["data"]["replica"] == "a", refused
+        assert handle not in json.dumps(refused), "a session handle is a credential: never echoed"
+        served = await const_with(r["a"].url, handle)
+        assert "result" in served and not served["result"].get("isError"), served
+
+        # A 2025-11-25 session opened on A, used on B.
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+        }
+        head = {"accept": "application/json, text/event-stream"}
+        opened = await http.post(r["a"].url, json=init, headers=head)
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        head = {**head, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+        elsewhere = await http.post(r["b"].url, json=listing, headers=head)
+        assert elsewhere.status_code == 421, (elsewhere.status_code, elsewhere.text)
+        assert elsewhere.headers["wf-replica"] == "a", elsewhere.headers
+        error = elsewhere.json()["error"]
+        assert error["code"] == WRONG_REPLICA and error["data"] == {"replica": "a", "retryable": True}, error
+        # The same request on A is served.
+        await http.post(r["a"].url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=head)
+        served = await http.post(r["a"].url, json=listing, headers=head)
+        assert served.status_code == 200, served.text
+        assert "wf_planner__run_workflow" in served.text
+        # Altered (moved to B without the key): B does not know it at all.
+        moved = session.replace("a".encode().hex() + ".", "b".encode().hex() + ".")
+        lost = await http.post(r["b"].url, json=listing, headers={**head, "mcp-session-id": moved})
+        assert lost.status_code == 404, (lost.status_code, lost.text)
+
+
+async def test_an_mrtr_retry_on_the_wrong_replica_names_the_replica_that_waits(wf: Wf, fixture_upstream_bin: Path) -> None:
+    source = f'\n[sources.fix]\ncommand = "{fixture_upstream_bin}"\nargs = ["--asks"]\nsession = "shared"\n'
+    config = replica_config(wf, extra=source)
+    r = start_replicas(wf, config, ["a", "b"])
+    await wait_listed(r["a"].url, "fix__echo")
+    await wait_listed(r["b"].url, "fix__echo")
+    caps = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    asked = post(r["a"].url, "fix__ask", {"kind": "elicit"}, meta=caps)
+    assert asked.status_code == 200, asked.text
+    result = asked.json()["result"]
+    assert result["resultType"] == "input_required", result
+    state = result["requestState"]
+    assert "a".encode().hex() in state, state
+    key = next(iter(result["inputRequests"]))
+    params = {
+        "name": "fix__ask",
+        "arguments": {"kind": "elicit"},
+        "requestState": state,
+        "inputResponses": {key: {"action": "decline"}},
+        "_meta": {**META, **caps},
+    }
+    retry = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+    head = {**HEADERS, "mcp-name": "fix__ask"}
+    async with httpx2.AsyncClient(timeout=60) as http:
+        elsewhere = await http.post(r["b"].url, json=retry, headers=head)
+        assert elsewhere.status_code == 200, elsewhere.text
+        error = elsewhere.json()["error"]
+        assert error["code"] == WRONG_REPLICA and error["data"]["replica"] == "a", error
+        assert error["data"]["retryable"] is True, error
+        # The retry on A, the replica that waits, completes the call.
+        served = await http.post(r["a"].url, json=retry, headers=head)
+        assert served.status_code == 200, served.text
+        assert "result" in served.json(), served.text
+
+
+def terminate_listeners() -> int:
+    """Ends every replica's listening connection (as a network drop would); how many."""
+    bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/psql"), key=lambda p: int(p.parts[-3]))
+    assert bins, "psql from Debian's postgresql package"
+    sql = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE 'LISTEN wf_cancel%'"
+    out = subprocess.run([str(bins[-1]), PG_URL, "-Atc", sql], capture_output=True, text=True, check=True, timeout=30)
+    return int(out.stdout.strip())
+
+
+async def test_a_replica_whose_listener_dropped_catches_up_on_deployments(wf: Wf) -> None:
+    config = replica_config(wf)
+    r = start_replicas(wf, config, ["a", "b"])
+    doc = {"name": "late", "nodes": [{"id": "hi", "use": "wf.std.template", "args": {"template": "hi", "values": {}}}]}
+    notes: list = []
+
+    async def handler(message: object) -> None:
+        notes.append(message)
+
+    async with wf.http_client(r["b"], "legacy", message_handler=handler) as b:
+        async with list_changed_waiter(b, notes) as announced:
+            async with wf.http_client(r["a"]) as a:
+                draft = await planner(a, "save_draft", {"workflow": doc})
+                artifact = await planner(a, "publish_artifact", {"draft_id": draft["draft_id"]})
+                assert terminate_listeners() >= 2
+                # B is not listening now: this NOTIFY does not reach it.
+                deployed = await planner(a, "deploy", {"name": "later", "artifact": artifact["artifact"]})
+            await announced(30)
+            assert deployed["tool"] in {t.name for t in (await b.list_tools()).tools}
+    assert "replica event listener reconnected" in r["b"].log.read_text(errors="replace")

@@ -36,12 +36,31 @@ pub struct StoreConfig {
     /// 0 on SQLite (one machine stops as it always did).
     #[serde(default)]
     pub drain_timeout_ms: Option<u64>,
+    /// With `url`: the key every replica seals its handles with (task ids,
+    /// `Mcp-Session-Id`s), so a replica knows another's handle and no client
+    /// can forge one. The same value on every replica, from `${VAR}`.
+    /// Required with `url`.
+    #[serde(default)]
+    pub handle_secret: Option<String>,
 }
 
 impl StoreConfig {
     pub fn drain_timeout_ms(&self) -> u64 {
         self.drain_timeout_ms
             .unwrap_or(if self.url.is_some() { 30_000 } else { 0 })
+    }
+
+    /// `handle_secret` with `${VAR}` expanded; None when unset or empty.
+    pub fn handle_secret(&self) -> Option<String> {
+        let raw = self.handle_secret.as_ref()?;
+        let lookup = |k: &str| std::env::var(k).ok();
+        let v = super::expand_env(
+            &serde_json::Value::String(raw.clone()),
+            "store.handle_secret",
+            &lookup,
+        )
+        .ok()?;
+        v.as_str().filter(|s| !s.is_empty()).map(str::to_string)
     }
 }
 
@@ -65,6 +84,7 @@ impl Default for StoreConfig {
             lease_ttl_ms: default_lease_ttl_ms(),
             heartbeat_ms: default_heartbeat_ms(),
             drain_timeout_ms: None,
+            handle_secret: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The MCP front: one rmcp server handler over stdio or streamable HTTP.
 
 mod console;
+pub(crate) mod handles;
 mod http;
 pub(crate) mod identity;
 mod jsonrpc;

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use wf_plugin_api::ErrorCode;
 
 pub mod db;
+mod events;
 mod leases;
 pub mod migrate;
 pub mod pg;
@@ -194,6 +195,8 @@ pub(crate) struct Signals {
     stop: Option<tokio::sync::broadcast::Sender<String>>,
     /// Shutting down: no new runs start here.
     draining: std::sync::atomic::AtomicBool,
+    /// A replica (this one or another) changed the deployments.
+    deployments: Option<tokio::sync::broadcast::Sender<()>>,
 }
 
 impl Signals {
@@ -202,6 +205,7 @@ impl Signals {
             mine: Mutex::default(),
             stop: Some(tokio::sync::broadcast::channel(64).0),
             draining: Default::default(),
+            deployments: Some(tokio::sync::broadcast::channel(16).0),
         })
     }
 
@@ -345,7 +349,7 @@ impl Store {
         };
         migrate::run(&store.db).await?;
         if let Db::Postgres(p) = &store.db {
-            p.listen_for_cancels(store.signals.clone());
+            p.listen(store.signals.clone());
         }
         Ok(store)
     }
@@ -691,6 +695,7 @@ impl Store {
                 args![name, &artifact.name, artifact.version, now_ms()],
             )
             .await?;
+        self.announce_deployments(name).await;
         self.deployment(name).await
     }
 

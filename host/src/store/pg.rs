@@ -371,17 +371,20 @@ impl PgPool {
 
 impl PgPool {
     /// A connection of its own, outside the pool, that `LISTEN`s on
-    /// `wf_cancel` and stops the runs named there that this replica
-    /// executes. Reconnects after a second when the connection drops.
-    pub(super) fn listen_for_cancels(&self, signals: std::sync::Arc<super::Signals>) {
+    /// `wf_cancel` (stops the runs named there that this replica executes)
+    /// and `wf_deployments` (see events.rs). Reconnects after a second when
+    /// the connection drops.
+    pub(super) fn listen(&self, signals: std::sync::Arc<super::Signals>) {
         let config = self.config.clone();
         let tls = self.tls.clone();
         let shown = self.shown.clone();
         tokio::spawn(async move {
+            let mut again = false;
             loop {
-                if let Err(e) = listen_once(&config, tls.as_ref(), &signals).await {
-                    tracing::warn!(at = %shown, "cancel listener: {e}; reconnecting");
+                if let Err(e) = listen_once(&config, tls.as_ref(), &signals, again).await {
+                    tracing::warn!(at = %shown, "replica event listener: {e}; reconnecting");
                 }
+                again = true;
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 if std::sync::Arc::strong_count(&signals) == 1 {
                     return; // the store is gone
@@ -423,29 +426,35 @@ async fn listen_once(
     config: &tokio_postgres::Config,
     tls: Option<&Rustls>,
     signals: &std::sync::Arc<super::Signals>,
+    again: bool,
 ) -> Result<()> {
     use futures::StreamExt;
     let (client, mut messages) = connect(config, tls)
         .await
         .map_err(|e| pg_error(e, "connect"))?;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, String)>();
     let driver = tokio::spawn(async move {
         while let Some(Ok(m)) = messages.next().await {
             if let AsyncMessage::Notification(n) = m
-                && tx.send(n.payload().to_string()).is_err()
+                && tx
+                    .send((n.channel().to_string(), n.payload().to_string()))
+                    .is_err()
             {
                 return;
             }
         }
     });
     client
-        .batch_execute("LISTEN wf_cancel")
+        .batch_execute("LISTEN wf_cancel; LISTEN wf_deployments")
         .await
-        .map_err(|e| pg_error(e, "LISTEN wf_cancel"))?;
-    while let Some(run_id) = rx.recv().await {
-        if signals.stop(&run_id) {
-            tracing::info!(run = %run_id, "cancel received from another replica");
-        }
+        .map_err(|e| pg_error(e, "LISTEN"))?;
+    if again {
+        // Announcements made while this replica was not listening are lost:
+        // catch up on what they would have said.
+        signals.resync();
+    }
+    while let Some((channel, payload)) = rx.recv().await {
+        signals.heard(&channel, &payload);
         if std::sync::Arc::strong_count(signals) == 1 {
             break;
         }

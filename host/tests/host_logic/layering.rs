@@ -118,7 +118,7 @@ fn the_scan_sees_a_reference_up() {
 /// above them all and may use any. `http` is above `console`,
 /// `metrics_route` and `readiness` because it serves them.
 const SERVER_LAYERS: &[&[&str]] = &[
-    &["jsonrpc"],
+    &["jsonrpc", "handles"],
     &["identity"],
     &["mcp"],
     &["stdio", "console", "metrics_route", "readiness"],

@@ -63,6 +63,25 @@ fn json_error(status: StatusCode, body: serde_json::Value) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
+/// A 2025-11-25 session another replica holds: 421 Misdirected Request (the
+/// request may be retried, on that replica), naming it in a header and in a
+/// JSON-RPC error, rather than rmcp's 404 (which tells the client its session
+/// is gone and it must start over).
+fn wrong_replica(owner: &str) -> Response {
+    let e = crate::server::handles::wrong_replica("session", owner);
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": e.code.0, "message": e.message, "data": {"replica": owner, "retryable": true}},
+    });
+    let mut r = json_error(StatusCode::MISDIRECTED_REQUEST, body);
+    if let Ok(v) = header::HeaderValue::from_str(owner) {
+        r.headers_mut()
+            .insert(crate::server::handles::REPLICA_HEADER, v);
+    }
+    r
+}
+
 fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
@@ -86,6 +105,14 @@ pub async fn check_messages(
     request: Request,
     next: Next,
 ) -> Response {
+    if let Some(owner) = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|id| m.sessions.held_elsewhere(id))
+    {
+        return wrong_replica(&owner);
+    }
     match *request.method() {
         Method::DELETE => {
             if known_session(&m, request.headers()).await == Some(false) {

@@ -202,11 +202,14 @@ pub async fn serve_http(
         .with_json_response(opts.json_response)
         .with_max_request_body_bytes(opts.max_request_bytes)
         .with_cancellation_token(shutdown.child_token());
-    let sessions = Arc::new(BoundedSessions::new(
-        opts.max_sessions,
-        opts.session_idle_timeout,
-        app.front.clone(),
-    ));
+    let sessions = Arc::new(
+        BoundedSessions::new(
+            opts.max_sessions,
+            opts.session_idle_timeout,
+            app.front.clone(),
+        )
+        .with_seal(crate::server::handles::Seal::for_app(&app)),
+    );
     app.set_local(
         crate::server::mcp::session_route::SESSION_SOURCE,
         crate::server::mcp::session_route::catalog(),

@@ -17,6 +17,9 @@ use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 
 use super::session_calls::SessionCalls;
 use crate::app::FrontStats;
+use crate::server::handles::{Owner, Seal};
+use rmcp::transport::WorkerTransport;
+use rmcp::transport::streamable_http_server::session::local::create_local_session;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionsError {
@@ -34,6 +37,8 @@ pub struct BoundedSessions {
     stats: Arc<FrontStats>,
     /// The sessions whose calls wf answers itself; let go as each ends.
     calls: Arc<SessionCalls>,
+    /// With several replicas: session ids carry this replica (handles.rs).
+    seal: Option<Seal>,
 }
 
 impl BoundedSessions {
@@ -46,6 +51,20 @@ impl BoundedSessions {
             creating: tokio::sync::Mutex::new(()),
             stats,
             calls: Arc::new(SessionCalls::new(idle)),
+            seal: None,
+        }
+    }
+
+    pub fn with_seal(mut self, seal: Option<Seal>) -> Self {
+        self.seal = seal;
+        self
+    }
+
+    /// The replica holding session `id`, when another replica sealed it.
+    pub fn held_elsewhere(&self, id: &str) -> Option<String> {
+        match self.seal.as_ref()?.owner(id) {
+            Owner::Elsewhere(owner) => Some(owner),
+            _ => None,
         }
     }
 
@@ -88,7 +107,17 @@ impl SessionManager for BoundedSessions {
         if self.open().await >= self.max {
             return Err(SessionsError::Full(self.max));
         }
-        let created = self.inner.create_session().await?;
+        let created = match &self.seal {
+            // rmcp's manager with an id of ours: its random id, sealed.
+            Some(seal) => {
+                let id: SessionId = seal.issue(&uuid::Uuid::new_v4().to_string()).into();
+                let (handle, worker) =
+                    create_local_session(id.clone(), self.inner.session_config.clone());
+                self.inner.sessions.write().await.insert(id.clone(), handle);
+                (id, WorkerTransport::spawn(worker))
+            }
+            None => self.inner.create_session().await?,
+        };
         self.publish().await;
         Ok(created)
     }

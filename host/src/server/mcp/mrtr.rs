@@ -168,6 +168,8 @@ pub struct Rounds {
     parked: Mutex<HashMap<String, Running>>,
     wait: Duration,
     max: usize,
+    /// With several replicas: `requestState`s carry this replica (handles.rs).
+    seal: Option<crate::server::handles::Seal>,
 }
 
 impl Rounds {
@@ -176,7 +178,13 @@ impl Rounds {
             parked: Mutex::default(),
             wait,
             max,
+            seal: None,
         }
+    }
+
+    pub fn with_seal(mut self, seal: Option<crate::server::handles::Seal>) -> Self {
+        self.seal = seal;
+        self
     }
 
     pub fn for_config(server: &crate::config::ServerConfig) -> Self {
@@ -240,6 +248,14 @@ impl Rounds {
             .is_some_and(|r| r.owner == owner && r.what == what);
         let taken = mine.then(|| parked.remove(state)).flatten();
         let Some(mut running) = taken else {
+            if let Some(crate::server::handles::Owner::Elsewhere(replica)) =
+                self.seal.as_ref().map(|s| s.owner(state))
+            {
+                return Err(crate::server::handles::wrong_replica(
+                    "requestState",
+                    &replica,
+                ));
+            }
             return Err(McpError::invalid_params(
                 "unknown requestState: no call of yours waits for input under it \
                  (its wait may have expired); make the call again",
@@ -307,6 +323,10 @@ impl Rounds {
             ));
         }
         let state = uuid::Uuid::new_v4().simple().to_string();
+        let state = match &self.seal {
+            Some(seal) => seal.issue(&state),
+            None => state,
+        };
         let expiry = CancellationToken::new();
         running.expiry = Some(expiry.clone().drop_guard());
         let refused = {

@@ -65,10 +65,11 @@ pub fn caller(
     let principal = principal(context);
     let presented = context.meta.get(HANDLE_META_KEY);
     let (client, gone) = match presented {
-        Some(Value::String(secret)) => {
+        Some(Value::String(sealed)) => {
+            let secret = unseal(app, sealed)?;
             let label = app
                 .sessions
-                .check_handle(&principal, secret)
+                .check_handle(&principal, &secret)
                 .map_err(refusal)?;
             (Some(label), None)
         }
@@ -147,19 +148,46 @@ pub fn catalog() -> Catalog {
         ))
 }
 
+/// A session handle as the client sees it: with several replicas, sealed
+/// with this replica's id (handles.rs).
+fn seal(app: &App, handle: String) -> String {
+    match crate::server::handles::Seal::for_app(app) {
+        Some(seal) => seal.issue(&handle),
+        None => handle,
+    }
+}
+
+/// The handle inside what a client presents; another replica's handle is a
+/// retryable error naming it. A forged one is passed on as is (unknown).
+fn unseal(app: &App, presented: &str) -> Result<String, McpError> {
+    use crate::server::handles::{Owner, Seal, wrong_replica};
+    let Some(seal) = Seal::for_app(app) else {
+        return Ok(presented.to_string());
+    };
+    match seal.owner(presented) {
+        Owner::Here(inner) => Ok(inner.to_string()),
+        Owner::Elsewhere(owner) => Err(wrong_replica("session handle", &owner)),
+        Owner::Forged => Ok(presented.to_string()),
+    }
+}
+
 /// Runs one of the handle tools for `principal`.
 pub async fn call(app: &App, name: &str, args: Value, principal: &str) -> CallResult {
     let result = match name {
-        "open" => app
-            .sessions
-            .open_handle(principal)
-            .map(|(handle, label)| json!({"handle": handle, "label": label, "meta_key": HANDLE_META_KEY})),
+        "open" => app.sessions.open_handle(principal).map(|(handle, label)| {
+            json!({"handle": seal(app, handle), "label": label, "meta_key": HANDLE_META_KEY})
+        }),
         "close" => match args.get("handle").and_then(Value::as_str) {
-            Some(h) => app
-                .sessions
-                .close_handle(principal, h)
-                .await
-                .map(|n| json!({"closed": true, "sessions_closed": n})),
+            Some(h) => {
+                let h = match unseal(app, h) {
+                    Ok(h) => h,
+                    Err(e) => return CallResult::error(e.message.to_string()),
+                };
+                app.sessions
+                    .close_handle(principal, &h)
+                    .await
+                    .map(|n| json!({"closed": true, "sessions_closed": n}))
+            }
             None => return CallResult::error("close needs a \"handle\" (a string)"),
         },
         other => return CallResult::error(format!("unknown tool {other:?}")),

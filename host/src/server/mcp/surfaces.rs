@@ -33,10 +33,15 @@ impl Surfaces {
             planner: Planner::new(app.clone()),
             admin: Admin::new(app.clone()),
             isolation: Arc::default(),
-            rounds: Arc::new(Rounds::for_config(&app.config.config.server)),
+            rounds: Arc::new(
+                Rounds::for_config(&app.config.config.server)
+                    .with_seal(crate::server::handles::Seal::for_app(app)),
+            ),
             catalog: Arc::default(),
             tasks: Arc::new(
-                RunTasks::for_config(&app.config.config.server).kept_in(app.store.clone()),
+                RunTasks::for_config(&app.config.config.server)
+                    .with_seal(crate::server::handles::Seal::for_app(app))
+                    .kept_in(app.store.clone()),
             ),
         }
     }

@@ -20,7 +20,7 @@ pub(super) async fn of(
 ) -> Result<GetTaskResult, McpError> {
     let (tasks, now) = (&surfaces.tasks, crate::clock::now_ms());
     let Some(t) = tasks.get(principal, id, now) else {
-        return Err(super::tasks::not_found(id));
+        return Err(tasks.missing(id));
     };
     match &t.upstream {
         Some(up) => {

@@ -52,6 +52,8 @@ pub struct RunTasks {
     ttl: Duration,
     /// Where the tasks of wf's own runs are kept across restarts.
     store: Option<Arc<crate::store::Store>>,
+    /// With several replicas: task ids carry this replica (handles.rs).
+    seal: Option<crate::server::handles::Seal>,
 }
 
 impl RunTasks {
@@ -68,6 +70,22 @@ impl RunTasks {
             max_per_principal,
             ttl,
             store: None,
+            seal: None,
+        }
+    }
+
+    pub fn with_seal(mut self, seal: Option<crate::server::handles::Seal>) -> Self {
+        self.seal = seal;
+        self
+    }
+
+    /// The error for task `id` not held here: "held by replica X" when
+    /// another replica sealed it, else "no task".
+    pub(super) fn missing(&self, id: &str) -> McpError {
+        use crate::server::handles::{Owner, wrong_replica};
+        match self.seal.as_ref().map(|s| s.owner(id)) {
+            Some(Owner::Elsewhere(owner)) => wrong_replica("task", &owner),
+            _ => not_found(id),
         }
     }
 
@@ -79,6 +97,13 @@ impl RunTasks {
         match store.blocking(store.run_tasks_since(since)) {
             Ok(rows) => {
                 let tasks = self.tasks.get_mut().unwrap_or_else(PoisonError::into_inner);
+                // With several replicas the table is shared: take back only
+                // this replica's tasks (another's answer "held by replica X").
+                let ours = |id: &str| match &self.seal {
+                    Some(seal) => matches!(seal.owner(id), crate::server::handles::Owner::Here(_)),
+                    None => true,
+                };
+                let rows: Vec<_> = rows.into_iter().filter(|r| ours(&r.0)).collect();
                 for (id, owner, run_id, created_ms) in rows {
                     let task = RunTask {
                         principal: owner,
@@ -140,6 +165,10 @@ impl RunTasks {
             return Err(TooManyTasks(self.max_per_principal));
         }
         let id = format!("wft-{}", uuid::Uuid::new_v4().simple());
+        let id = match &self.seal {
+            Some(seal) => seal.issue(&id),
+            None => id,
+        };
         if let (None, Some(store)) = (&upstream, &self.store)
             && let Err(e) = store.blocking(store.save_run_task(&id, principal, run_id, now_ms))
         {
@@ -337,7 +366,7 @@ pub fn cancel(
 ) -> Result<(), McpError> {
     let t = tasks
         .get(principal, id, crate::clock::now_ms())
-        .ok_or_else(|| not_found(id))?;
+        .ok_or_else(|| tasks.missing(id))?;
     let running = planner.cancel_run(&t.run_id);
     tracing::info!(principal, task = %id, run = %t.run_id, running, "task cancelled");
     Ok(())

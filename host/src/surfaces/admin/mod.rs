@@ -230,6 +230,16 @@ impl Admin {
     }
 
     fn stage(&self, edit: Edit, caller: &Caller) -> CallResult {
+        // Replicas on one PostgreSQL each read their own copy of the same
+        // file; an edit here would make this replica's copy differ from the
+        // others', so the file stays the operator's to change everywhere.
+        if self.app.store.backend() == "postgres" {
+            tracing::warn!(principal = caller.principal().name(), edit = %describe(&edit), "admin change refused: several replicas");
+            return refuse(
+                "admin call refused: config edits are off with several replicas ([store] url is PostgreSQL); the config file on every replica is the source of truth, and nothing was written",
+                "edit the config file on every replica (the same file everywhere), then call reload on each or let the file watcher apply it",
+            );
+        }
         let config = self.app.live_config.current();
         let staged = config.stage(&edit);
         if staged.is_ok() {

@@ -78,6 +78,7 @@ impl Planner {
         let planner = Arc::new(Self { app, engine });
         planner.app.set_local(PLANNER_SOURCE, tools::catalog());
         planner.refresh_deployments();
+        follow_deployments(&planner);
         planner
     }
 
@@ -581,4 +582,28 @@ impl Planner {
             )),
         }
     }
+}
+
+/// With several replicas, a deploy on any of them refreshes this one's
+/// deployment tools (and so its clients hear `tools/list_changed`).
+fn follow_deployments(planner: &Arc<Planner>) {
+    let Some(mut changes) = planner.app.store.deployment_changes() else {
+        return;
+    };
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let planner = Arc::downgrade(planner);
+    rt.spawn(async move {
+        loop {
+            match changes.recv().await {
+                Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+            let Some(planner) = planner.upgrade() else {
+                return;
+            };
+            planner.refresh_deployments();
+        }
+    });
 }
