@@ -741,7 +741,7 @@ impl Supervisor {
 
     /// Stops the child without restarting it (a reload left the plugin no
     /// source); its reader task reaps it. A source created later starts a
-    /// new child ([`Self::resume`]).
+    /// new child (`resume`).
     pub fn park(&self, why: &str) {
         let _one = self.starting.lock().unwrap_or_else(PoisonError::into_inner);
         self.stopping.store(true, Ordering::Release);
