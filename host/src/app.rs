@@ -406,6 +406,48 @@ impl App {
         self.live_config.watch(debounce)
     }
 
+    /// Re-reads the config file and applies it, then tells the other
+    /// replicas to do the same with theirs (an operator's `reload`; the file
+    /// watcher does not announce: each replica watches its own file).
+    pub async fn reload_everywhere(&self) -> ReloadOutcome {
+        let mut outcome = self.live_config.reload().await;
+        if outcome.error.is_none() {
+            outcome.replicas_told = self.store.announce_reload().await;
+        }
+        outcome
+    }
+
+    /// With several replicas, a reload announced by another one reloads this
+    /// replica's own copy of the file (see [`Self::reload_everywhere`]).
+    pub fn follow_replica_reloads(&self) {
+        let Some(mut heard) = self.store.reload_requests() else {
+            return;
+        };
+        let live = Arc::downgrade(&self.live_config);
+        let me = self.store.replica().to_string();
+        tokio::spawn(async move {
+            loop {
+                let by = match heard.recv().await {
+                    Ok(by) => by,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => String::new(),
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                if by == me {
+                    continue;
+                }
+                let Some(live) = live.upgrade() else { return };
+                if by.is_empty() {
+                    tracing::info!(
+                        "reloading the config: a replica's announcement may have been missed"
+                    );
+                } else {
+                    tracing::info!(by = %by, "reloading the config: replica {by} reloaded its own");
+                }
+                live.reload().await;
+            }
+        });
+    }
+
     pub async fn shutdown(&self) {
         match self.store.interrupt_own().await {
             Ok(ids) if !ids.is_empty() => {

@@ -2,8 +2,8 @@
 driven by the official `mcp` client (and raw HTTP where it has no API): what
 one replica saves the others see, a killed replica's run ends `interrupted`
 once its lease expires, a cancel sent to one replica stops a run executing on
-another, a deploy on one is announced to another's clients, `wf_admin` config
-edits are refused, and a task id, MRTR `requestState`, session handle or
+another, a deploy on one is announced to another's clients, an operator's
+`reload` on one reloads the others, `wf_admin` config edits are refused, and a task id, MRTR `requestState`, session handle or
 `Mcp-Session-Id` of one replica used on another gets an error naming its owner.
 
 Needs a PostgreSQL server: `WF_TEST_PG_URL` (tests/run starts a throwaway
@@ -226,6 +226,69 @@ async def test_a_deploy_on_one_replica_refreshes_the_others_tools_and_tells_thei
             result = await b.call_tool(tool, {})
             assert not result.is_error, result
     assert "deployments changed" in r["b"].log.read_text(errors="replace")
+
+
+async def test_a_reload_on_one_replica_reloads_the_others(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """With the file watcher off, an operator's `reload` on A is announced through
+    PostgreSQL and B reloads its own copy of the file: B serves the new source
+    without anyone calling B."""
+    extra = '\n[admin]\nover_http = "open"\n'
+    config = replica_config(wf, extra=extra).read_text()
+    config = config.replace("[store]", "[server]\nwatch_config = false\n\n[store]", 1)
+    files = {n: wf.write_config(config, f"wf-{n}.toml") for n in ("a", "b")}
+    env = {"WF_E2E_PG_PASSWORD": SECRET, "WF_E2E_HANDLE_SECRET": HANDLE_SECRET}
+    r = {n: wf.start_http("127.0.0.1", None, "--config", str(files[n]), "--replica-id", n, env=env) for n in files}
+    source = f'\n[sources.late]\ncommand = "{fixture_upstream_bin}"\n'
+    for f in files.values():
+        f.write_text(f.read_text() + source)
+    time.sleep(1.0)  # a watcher, had it been on, would have reloaded by now
+    async with wf.http_client(r["b"]) as b:
+        assert "late__echo" not in {t.name for t in (await b.list_tools()).tools}, "B's watcher is off"
+    async with wf.http_client(r["a"]) as a:
+        outcome = await admin(a, "reload")
+        assert outcome["sources"]["added"] == ["late"], outcome
+        assert outcome.get("replicas_told") is True, outcome
+    await wait_listed(r["b"].url, "late__echo")
+    log_b = r["b"].log.read_text(errors="replace")
+    assert "replica a reloaded its own" in log_b, tail(r["b"].log)
+    # A does not reload again on hearing its own announcement.
+    assert "reloaded its own" not in r["a"].log.read_text(errors="replace")
+
+
+def test_the_replicas_example_runs(wf: Wf) -> None:
+    """examples/replicas/run.sh --check, as an operator runs it: its own throwaway
+    cluster from Debian's postgresql, `wf store migrate`, three replicas, a draft
+    saved on the first, deployed on the second and run on the third, then SIGTERM."""
+    script = Path(__file__).resolve().parents[2] / "examples" / "replicas" / "run.sh"
+    base = free_ports_from(3)
+    env = {**wf.env(), "WF_BIN": str(wf.bin), "WF_PLUGINS": str(wf.plugin_dir), "FIRST_PORT": str(base)}
+    env.pop("WF_STORE_URL", None)
+    done = subprocess.run(["bash", str(script), "--check"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ran it on wf-3: succeeded" in done.stdout, done.stdout
+    assert "drained and stopped: ok" in done.stdout, done.stdout
+
+
+def free_ports_from(n: int) -> int:
+    """A first port such that it and the next n-1 are free on loopback now."""
+    import random
+    import socket
+
+    for _ in range(100):
+        base = random.randrange(20000, 40000)
+        try:
+            socks = []
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no run of free ports")
 
 
 WRONG_REPLICA = -32050

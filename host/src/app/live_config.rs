@@ -29,6 +29,10 @@ pub struct ReloadOutcome {
     pub restart_needed: Vec<String>,
     /// Plugin children stopped or restarted by this reload.
     pub plugin_children: crate::plugins::children::Outcome,
+    /// The other replicas were told to reload too (an admin `reload` with
+    /// several replicas on PostgreSQL).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replicas_told: bool,
 }
 
 /// What a reload needs besides the file: where to find it and its plugins,

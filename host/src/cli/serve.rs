@@ -42,7 +42,10 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
         });
     }
     let mut surfaces = Surfaces::new(&app);
-    app.watch_config(Duration::from_millis(300));
+    if app.config.config.server.watch_config {
+        app.watch_config(Duration::from_millis(300));
+    }
+    app.follow_replica_reloads();
     let server = &app.config.config.server;
     let label = app.config.file_label();
     surfaces.isolation = std::sync::Arc::new(Isolation::new(

@@ -193,6 +193,11 @@ pub struct ServerConfig {
     /// ones in process, others in a child process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_isolation: Option<Isolation>,
+    /// Reload when the config file changes (read at start). Off, the file is
+    /// applied by the admin `reload` (which, with several replicas, reloads
+    /// every replica).
+    #[serde(default = "default_true")]
+    pub watch_config: bool,
 }
 
 /// `[server] prefix`: when a source's prefix is put before its names.
@@ -312,6 +317,7 @@ impl Default for ServerConfig {
             max_calls_per_client: default_max_calls_per_client(),
             plugin_threads: default_plugin_threads(),
             plugin_isolation: None,
+            watch_config: true,
         }
     }
 }

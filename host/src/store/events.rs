@@ -1,14 +1,19 @@
 //! Events every replica must see, through PostgreSQL `NOTIFY`: a deployment
 //! changed (so each replica refreshes its deployment tools and tells its
-//! clients their tool list changed). The listening connection is the cancel
-//! signal's (`PgPool::listen`). On SQLite there is one process: the replica
-//! that deploys refreshes itself.
+//! clients their tool list changed), and an operator reloaded the config on
+//! one replica (so each reloads its own copy of the file). The listening
+//! connection is the cancel signal's (`PgPool::listen`). On SQLite there is
+//! one process: the replica that deploys or reloads is the only one.
 
 use super::{Store, args};
 
 /// The channel deployment changes are announced on; the payload is the
 /// deployment's name (for the log).
 pub(super) const DEPLOYMENTS: &str = "wf_deployments";
+
+/// The channel config reloads are announced on; the payload is the replica
+/// that reloaded (which does not reload again when it hears itself).
+pub(super) const CONFIG: &str = "wf_config";
 
 impl Store {
     /// Tells every replica (this one too) that deployment `name` changed.
@@ -30,6 +35,39 @@ impl Store {
         }
     }
 
+    /// Tells the other replicas to reload their config file, after an
+    /// operator's `reload` here applied it; whether the announcement was
+    /// sent (PostgreSQL only; a failure is logged).
+    pub async fn announce_reload(&self) -> bool {
+        if self.backend() != "postgres" {
+            return false;
+        }
+        match self
+            .db
+            .execute(
+                "SELECT pg_notify('wf_config', ?1)",
+                args![self.host.clone()],
+            )
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!("announcing the reload to other replicas: {e}");
+                false
+            }
+        }
+    }
+
+    /// Config reloads announced by replicas (PostgreSQL only): each item names
+    /// the replica that reloaded (this one's own are heard too; empty after
+    /// the listener reconnected, when an announcement may have been missed).
+    pub fn reload_requests(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        if self.backend() != "postgres" {
+            return None;
+        }
+        self.signals.reloads.as_ref().map(|s| s.subscribe())
+    }
+
     /// Deployment changes announced by any replica (PostgreSQL only).
     pub fn deployment_changes(&self) -> Option<tokio::sync::broadcast::Receiver<()>> {
         if self.backend() != "postgres" {
@@ -43,9 +81,14 @@ impl super::Signals {
     /// The listening connection is back after a drop: refresh what
     /// announcements may have been missed meanwhile.
     pub(crate) fn resync(&self) {
-        tracing::info!("replica event listener reconnected: refreshing deployments");
+        tracing::info!(
+            "replica event listener reconnected: refreshing deployments and reloading the config"
+        );
         if let Some(tx) = &self.deployments {
             let _ = tx.send(());
+        }
+        if let Some(tx) = &self.reloads {
+            let _ = tx.send(String::new());
         }
     }
 
@@ -59,6 +102,11 @@ impl super::Signals {
                 );
                 if let Some(tx) = &self.deployments {
                     let _ = tx.send(());
+                }
+            }
+            CONFIG => {
+                if let Some(tx) = &self.reloads {
+                    let _ = tx.send(payload.to_string());
                 }
             }
             _ => {

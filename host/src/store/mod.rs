@@ -197,6 +197,8 @@ pub(crate) struct Signals {
     draining: std::sync::atomic::AtomicBool,
     /// A replica (this one or another) changed the deployments.
     deployments: Option<tokio::sync::broadcast::Sender<()>>,
+    /// A replica (named; empty: maybe missed) reloaded its config.
+    reloads: Option<tokio::sync::broadcast::Sender<String>>,
 }
 
 impl Signals {
@@ -206,6 +208,7 @@ impl Signals {
             stop: Some(tokio::sync::broadcast::channel(64).0),
             draining: Default::default(),
             deployments: Some(tokio::sync::broadcast::channel(16).0),
+            reloads: Some(tokio::sync::broadcast::channel(16).0),
         })
     }
 

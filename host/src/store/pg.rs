@@ -372,7 +372,7 @@ impl PgPool {
 impl PgPool {
     /// A connection of its own, outside the pool, that `LISTEN`s on
     /// `wf_cancel` (stops the runs named there that this replica executes)
-    /// and `wf_deployments` (see events.rs). Reconnects after a second when
+    /// and `wf_deployments` and `wf_config` (see events.rs). Reconnects after a second when
     /// the connection drops.
     pub(super) fn listen(&self, signals: std::sync::Arc<super::Signals>) {
         let config = self.config.clone();
@@ -445,7 +445,7 @@ async fn listen_once(
         }
     });
     client
-        .batch_execute("LISTEN wf_cancel; LISTEN wf_deployments")
+        .batch_execute("LISTEN wf_cancel; LISTEN wf_deployments; LISTEN wf_config")
         .await
         .map_err(|e| pg_error(e, "LISTEN"))?;
     if again {

@@ -119,7 +119,7 @@ impl Admin {
             "refresh_catalog" => self.refresh(str_arg("source")).await,
             "status" => reply(self.status(caller)),
             "reload" => {
-                let outcome = self.app.reload().await;
+                let outcome = self.app.reload_everywhere().await;
                 let failed = outcome.error.is_some();
                 CallResult {
                     is_error: failed,
