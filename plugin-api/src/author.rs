@@ -364,6 +364,22 @@ pub trait Source: Send + Sync + 'static {
         async { Err(PluginError::unsupported("this source serves no tasks")) }
     }
 
+    /// Since 1.4: the client's answers to the input a task of this source
+    /// asks for (MCP `tasks/update`'s `inputResponses`, keyed as the
+    /// `inputRequests` of the task's `tasks/get`). By default `unsupported`.
+    fn update_task(
+        &self,
+        _task_id: &str,
+        _input_responses: Value,
+        _ctx: CallContext,
+    ) -> impl Future<Output = Result<(), PluginError>> + Send {
+        async {
+            Err(PluginError::unsupported(
+                "this source's tasks take no input",
+            ))
+        }
+    }
+
     /// Health and runtime details for `wf` status output. Never include secrets.
     fn status(&self) -> impl Future<Output = Value> + Send {
         async { Value::Object(Map::new()) }

@@ -416,6 +416,10 @@ async fn dispatch<S: Source>(
         }
         SourceRequest::GetTask { task_id } => reply(source.get_task(&task_id, ctx)).await,
         SourceRequest::CancelTask { task_id } => reply(source.cancel_task(&task_id, ctx)).await,
+        SourceRequest::UpdateTask {
+            task_id,
+            input_responses,
+        } => reply(source.update_task(&task_id, input_responses, ctx)).await,
         SourceRequest::Status => reply(async { Ok(source.status().await) }).await,
         SourceRequest::OpenSession { lease } => reply(source.open_session(lease.as_deref())).await,
         SourceRequest::OpenLease => reply(source.open_lease()).await,

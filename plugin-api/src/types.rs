@@ -641,6 +641,17 @@ pub enum SourceRequest {
         /// The id the source gave the task.
         task_id: String,
     },
+    /// Since 1.4: the client's answers to the input a task asks for (MCP
+    /// `tasks/update`: a task whose `tasks/get` reads `input_required`
+    /// listed `inputRequests`; these are the `inputResponses`, keyed alike).
+    /// A source that predates it answers `unsupported`.
+    UpdateTask {
+        /// The id the source gave the task.
+        task_id: String,
+        /// MCP's `inputResponses` object.
+        #[serde(default)]
+        input_responses: Value,
+    },
     /// Since 1.2: what an operation this plugin predates decodes to (any
     /// `op` not listed above). A host never sends it; the export glue answers
     /// it `unsupported`, so the host falls back.

@@ -5,7 +5,7 @@ against a frozen copy of its API in tests/compat), in every isolation mode
 
 - tests/compat/plugin-v1_0 is built against wf-plugin-api 1.0.0 (a frozen copy,
   tests/compat/wf-plugin-api-1.0.0) and must load and work in today's host
-  (1.3.x) — including when the host sends it an
+  (1.4.x) — including when the host sends it an
   operation 1.0 does not know, and when it reports a lost session in the
   pre-1.2 words (`upstream` + "upstream session restarted; state lost"), which
   the host must still read as the typed `state_lost`;
@@ -14,10 +14,14 @@ against a frozen copy of its API in tests/compat), in every isolation mode
   `sessions: run` runs its nodes on one lease;
 - tests/compat/plugin-v1_2 (wf-plugin-api 1.2.0) uses what 1.2 added: a tool
   that asks the client (elicitation) and a prompt argument that completes;
+- tests/compat/plugin-v1_3 (wf-plugin-api 1.3.0) uses what 1.3 added: a call
+  served as a task (fetched and cancelled through wf), and its older glue answers
+  1.4's `tasks/update` unsupported;
 - the bad-version fixture claims 2.0.0 and must be refused with its one line.
 
 tests/run builds the compat plugins into target/compat and sets
-WF_COMPAT_PLUGIN (1.0), WF_COMPAT_PLUGIN_V1_1 and WF_COMPAT_PLUGIN_V1_2.
+WF_COMPAT_PLUGIN (1.0), WF_COMPAT_PLUGIN_V1_1, WF_COMPAT_PLUGIN_V1_2 and
+WF_COMPAT_PLUGIN_V1_3.
 """
 
 from __future__ import annotations
@@ -367,3 +371,49 @@ async def test_a_1_2_plugin_serves_a_task_declaring_clients_call_plainly(compat1
     # Its typed error comes through as from a plain call.
     r = await task_declaring_call(compat12_wf, "compat12__lost", {})
     assert r["error"]["data"]["code"] == "state_lost", r
+
+
+# ---- wf-plugin-api 1.3: calls served as tasks
+
+
+@pytest.fixture(params=ISOLATIONS)
+def compat13_wf(request: pytest.FixtureRequest, wf: Wf) -> CompatWf:
+    installed = wf.install_file(compat_file("WF_COMPAT_PLUGIN_V1_3", "plugin-v1_3"))
+    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-3"]), request.param)
+
+
+def test_a_1_3_plugin_loads(compat13_wf: CompatWf) -> None:
+    doc = compat13_wf.plugins_json()
+    ours = [p for p in doc["loaded"] if p["name"] == "compat-v1-3"]
+    assert len(ours) == 1 and ours[0]["api_version"] == "1.3.0", doc
+    major, minor = (int(x) for x in doc["host_api"].split(".")[:2])
+    assert (major, minor) > (1, 3), f"the host must be newer than the plugin: {doc['host_api']}"
+
+
+async def test_a_1_3_plugin_serves_a_task_and_its_older_glue_refuses_input(compat13_wf: CompatWf) -> None:
+    """The 1.3 plugin's task through today's host: a handle at once, `tasks/get` with
+    its result; `tasks/update` (1.4's `UpdateTask`, unknown to its glue) is refused
+    with a clear error and the task is untouched; `tasks/cancel` reaches it."""
+    import httpx2
+
+    from test_tasks_runs import Raw
+
+    server = compat13_wf.wf.start_http("127.0.0.1", None, "--config", str(compat13_wf.config))
+    async with httpx2.AsyncClient(timeout=60) as http:
+        raw = Raw(http, server.url, "unused")
+        with anyio.fail_after(60):
+            while "result" not in (r := await raw.request("tools/call", {"name": "compat13__job", "arguments": {"text": "hi"}}, "compat13__job")):
+                assert "unknown tool" in r["error"]["message"], r
+                await anyio.sleep(0.1)
+        created = r["result"]
+        assert created["resultType"] == "task" and created["status"] == "working", created
+        task_id = created["taskId"]
+        assert not task_id.startswith("c13-"), "the client sees wf's id, not the plugin's"
+        done = await raw.wait_status(task_id, "completed")
+        assert done["result"]["content"][0]["text"] == "task: hi, from api 1.3", done
+        no = await raw.request("tasks/update", {"taskId": task_id, "inputResponses": {"k": {}}}, task_id)
+        assert no["error"]["code"] == -32602 and "takes no input" in no["error"]["message"], no
+        other = (await raw.request("tools/call", {"name": "compat13__job", "arguments": {}}, "compat13__job"))["result"]["taskId"]
+        ack = await raw.request("tasks/cancel", {"taskId": other}, other)
+        assert "result" in ack, ack
+        assert (await raw.wait_status(other, "cancelled"))["taskId"] == other

@@ -271,3 +271,39 @@ async def test_a_2025_11_25_upstreams_task_is_forwarded(wf: Wf, everything_bin: 
         assert started["resultType"] == "task", started
         finished = await modern.wait_status(started["taskId"], "completed")
         assert "comets" in json.dumps(finished["result"]["content"]), finished
+
+
+async def test_tools_that_may_run_as_tasks_say_so_to_2025_11_25_clients(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """A 2025-11-25 client may task-augment only a tool whose `execution.taskSupport`
+    allows it, so wf's runs say `optional` (run_workflow, run_deployment and each
+    deployment's tool), over an HTTP session and over stdio; a tool that says nothing
+    is listed without it; a 2026-07-28 client gets no trace of the carrier."""
+    from planner_support import fx_config, planner
+
+    config = fx_config(wf, fixture_upstream_bin)
+    server = wf.start_http("127.0.0.1", None, "--config", str(config))
+    doc = {"name": "greet", "nodes": [{"id": "hi", "use": "wf.std.template", "args": {"template": "hi", "values": {}}}]}
+
+    def check(tools: dict[str, types.Tool], deployed: str | None) -> None:
+        for name in [RUN, "wf_planner__run_deployment", *([deployed] if deployed else [])]:
+            execution = tools[name].execution
+            assert execution is not None and execution.task_support == "optional", (name, tools[name])
+        for name in ("fx__echo", "wf_planner__get_run"):
+            assert tools[name].execution is None, tools[name]
+        assert not any("wf/execution" in (t.meta or {}) for t in tools.values())
+
+    async with wf.http_client(server, "legacy") as c:
+        await wait_listed(c, "fx__echo")
+        draft = await planner(c, "save_draft", {"workflow": doc})
+        artifact = await planner(c, "publish_artifact", {"draft_id": draft["draft_id"]})
+        deployed = (await planner(c, "deploy", {"name": "greeter", "artifact": artifact["artifact"]}))["tool"]
+        check({t.name: t for t in (await c.list_tools()).tools}, deployed)
+        # Augmented as the declaration allows, the deployment's tool is a task.
+        created = await call_as_task(c, deployed, {})
+        assert (await result(c, created.task.task_id)).is_error is False
+    async with wf.stdio_client("legacy", "--config", str(config)) as c:
+        await wait_listed(c, "fx__echo")
+        check({t.name: t for t in (await c.list_tools()).tools}, None)
+    async with wf.http_client(server, "auto") as modern:
+        tools = (await modern.list_tools()).tools
+        assert not any("wf/execution" in (t.meta or {}) for t in tools), tools

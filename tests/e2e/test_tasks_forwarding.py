@@ -3,7 +3,8 @@ extension, SEP-2663, on the wire as test_tasks_runs.py speaks it): wf-fixture-up
 with `--tasks` serves `job` as a task to a client that declared the extension. Through
 wf, a 2026-07-28 client that declared it gets a task handle whose id is wf's own (not
 the upstream's), `tasks/get` follows the upstream's task and carries its result,
-`tasks/cancel` reaches the upstream, and the task is bound to its principal: another's
+a task that asks for input reads `input_required` with the upstream's `inputRequests`
+and `tasks/update` brings the answer to the upstream, `tasks/cancel` reaches the upstream, and the task is bound to its principal: another's
 `tasks/get` or `tasks/cancel` on the id finds nothing. Every request is its own HTTP
 connection, so a client that went away picks its task up later. When the upstream
 restarts, or a reload recreates the source, its open tasks read `failed` with the
@@ -92,6 +93,43 @@ async def test_an_upstream_task_is_created_polled_and_its_result_fetched_by_its_
         plain = await job(Raw(http, url, tokens["alice"], tasks=False), 10, "plain")
         assert plain.get("resultType", "complete") == "complete", plain
         assert plain["structuredContent"] == {"text": "plain"}, plain
+
+
+async def test_an_upstream_task_that_asks_for_input_gets_it_through_tasks_update(
+    wf: Wf, fixture_upstream_bin: Path, upstream_events: UpstreamEvents
+) -> None:
+    """The 2026-07-28 client sees the upstream's task as it would directly: `input_required`
+    with the upstream's `inputRequests`, answered with `tasks/update` (through wf, to the
+    upstream), then `completed` with a result that holds the answer. Only the task's
+    principal may answer it; a run of wf's asks for nothing."""
+    url, tokens = start(wf, fixture_upstream_bin, upstream_events)
+    async with httpx2.AsyncClient(timeout=OP_TIMEOUT) as http:
+        alice, bob = Raw(http, url, tokens["alice"]), Raw(http, url, tokens["bob"])
+        with anyio.fail_after(OP_TIMEOUT):
+            while "result" not in (r := await alice.request("tools/call", {"name": JOB, "arguments": {"ms": 1, "text": "hi", "ask": True}}, JOB)):
+                await anyio.sleep(0.1)
+        created = r["result"]
+        assert created["resultType"] == "task", created
+        task_id = created["taskId"]
+        waiting = await alice.wait_status(task_id, "input_required")
+        request = waiting["inputRequests"]["name"]
+        assert request["method"] == "elicitation/create", waiting
+        assert request["params"]["message"] == "fixture asks your name", waiting
+        answer = {"action": "accept", "content": {"name": "Ada"}}
+        refused = await bob.request("tasks/update", {"taskId": task_id, "inputResponses": {"name": answer}}, task_id)
+        assert refused.get("error", {}).get("code") == -32602, refused
+        ack = await alice.request("tasks/update", {"taskId": task_id, "inputResponses": {"name": answer}}, task_id)
+        assert "result" in ack, ack
+        heard = await upstream_events.wait_for(event="task_input")
+        assert heard["answer"] == answer, heard
+        done = await alice.wait_status(task_id, "completed")
+        assert done["result"]["structuredContent"] == {"text": "hi", "answer": answer}, done
+        # wf's own run takes no input: a clear error, and the run goes on.
+        run = (await alice.run_workflow({"name": "q", "nodes": [{"id": "n", "use": "wf.std.sleep", "args": {"ms": 60000}}]}))["result"]
+        no = await alice.request("tasks/update", {"taskId": run["taskId"], "inputResponses": {"x": {}}}, run["taskId"])
+        assert no["error"]["code"] == -32602 and "takes no input" in no["error"]["message"], no
+        assert (await alice.get(run["taskId"]))["result"]["status"] == "working"
+        await alice.request("tasks/cancel", {"taskId": run["taskId"]}, run["taskId"])
 
 
 async def test_an_upstream_task_cancelled_through_wf_is_cancelled_upstream(

@@ -259,6 +259,22 @@ impl SourceHandle {
         self.request(&request, CallCtx::new()).await
     }
 
+    /// Gives one of the source's tasks the client's answers to its input
+    /// requests (MCP `tasks/update`'s `inputResponses`).
+    pub async fn update_task(
+        &self,
+        task_id: &str,
+        input_responses: Value,
+    ) -> Result<(), SourceError> {
+        let request = SourceRequest::UpdateTask {
+            task_id: task_id.into(),
+            input_responses,
+        };
+        self.request::<Value>(&request, CallCtx::new())
+            .await
+            .map(|_| ())
+    }
+
     /// Asks the source to cancel one of its tasks.
     pub async fn cancel_task(&self, task_id: &str) -> Result<(), SourceError> {
         let request = SourceRequest::CancelTask {

@@ -216,6 +216,17 @@ impl Source for McpSource {
         self.runtime.cancel_task(task_id, &ctx).await
     }
 
+    async fn update_task(
+        &self,
+        task_id: &str,
+        input_responses: Value,
+        ctx: CallContext,
+    ) -> Result<(), PluginError> {
+        self.runtime
+            .update_task(task_id, input_responses, &ctx)
+            .await
+    }
+
     async fn list_resources(&self) -> Result<Vec<Resource>, PluginError> {
         self.runtime.list_resources().await
     }

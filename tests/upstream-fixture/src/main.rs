@@ -29,7 +29,9 @@
 //! extension): `job` (`ms`, `text`) waits `ms` milliseconds and returns `text`; to a
 //! client that declared the extension it answers with a task at once, served by
 //! `tasks/get` and `tasks/cancel` (rmcp's `TaskManager`), and records
-//! `{"event":"task_created"|"task_cancelled","task_id":..}`.
+//! `{"event":"task_created"|"task_cancelled","task_id":..}`. With `ask: true`
+//! the task first asks the client for a name (`input_required`, input key
+//! `name`), answered by `tasks/update` (recorded as `task_input`).
 //!
 //! `wf-fixture-upstream [--http ADDR] [--start-delay-ms N] [--probes] [--asks] [--tasks] [--stderr-bomb BYTES]
 //! [--events PATH]`: stdio by default. With `--events`, it appends one JSON line per event a
@@ -329,9 +331,9 @@ impl ServerHandler for Fixture {
         if self.tasks.is_some() {
             tools.push(tool(
                 "job",
-                "Waits `ms` milliseconds, then returns `text`; a task for a client that declared MCP Tasks",
+                "Waits `ms` milliseconds, then returns `text`; a task for a client that declared MCP Tasks (with `ask`, the task first asks the client for a name)",
                 obj(
-                    json!({"ms": {"type": "integer"}, "text": {"type": "string"}}),
+                    json!({"ms": {"type": "integer"}, "text": {"type": "string"}, "ask": {"type": "boolean"}}),
                     &[],
                 ),
             ));
@@ -465,8 +467,13 @@ impl ServerHandler for Fixture {
                 let wants_task = context
                     .client_capabilities()
                     .is_some_and(|c| c.supports_tasks());
+                let asks = args
+                    .as_ref()
+                    .and_then(|a| a.get("ask"))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
                 if let (true, Some(tasks)) = (wants_task, &self.tasks) {
-                    return Ok(start_job(tasks, ms, text).into());
+                    return Ok(start_job(tasks, ms, text, asks).into());
                 }
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 structured(json!({"text": text}))
@@ -579,6 +586,15 @@ impl ServerHandler for Fixture {
     ) -> Result<GetTaskResult, ErrorData> {
         let tasks = self.tasks.as_ref().ok_or_else(no_tasks)?;
         Ok(GetTaskResult::new(tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let tasks = self.tasks.as_ref().ok_or_else(no_tasks)?;
+        tasks.update_task(&request.task_id, request.input_responses)
     }
 
     async fn cancel_task(
@@ -717,13 +733,33 @@ fn no_tasks() -> ErrorData {
     ErrorData::method_not_found::<GetTaskMethod>()
 }
 
-/// `job` as a task: done after `ms`, or cancelled when asked.
-fn start_job(tasks: &rmcp::task_manager::TaskManager, ms: u64, text: String) -> CreateTaskResult {
+/// `job` as a task: done after `ms`, or cancelled when asked. With `asks`,
+/// it first asks for a name under input key `name` (the task reads
+/// `input_required` until `tasks/update` answers) and returns it too.
+fn start_job(
+    tasks: &rmcp::task_manager::TaskManager,
+    ms: u64,
+    text: String,
+    asks: bool,
+) -> CreateTaskResult {
     use rmcp::task_manager::{TaskExit, TaskOptions};
     let task = tasks.spawn(TaskOptions::new().with_poll_interval_ms(100), move |ctx| {
         Box::pin(async move {
+            let answer = if asks {
+                let input: InputRequest =
+                    serde_json::from_value(ask_request("elicit")).expect("request");
+                let answer = ctx.request_input("name", input).await?;
+                record(json!({"event": "task_input", "task_id": ctx.task_id(), "answer": answer}));
+                Some(answer)
+            } else {
+                None
+            };
+            let mut out = json!({"text": text});
+            if let Some(answer) = answer {
+                out["answer"] = answer;
+            }
             tokio::select! {
-                () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(structured(json!({"text": text}))),
+                () = tokio::time::sleep(Duration::from_millis(ms)) => Ok(structured(out)),
                 () = ctx.cancelled() => Err(TaskExit::Cancelled),
             }
         })

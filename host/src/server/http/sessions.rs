@@ -147,7 +147,9 @@ impl SessionManager for BoundedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.inner.create_stream(id, message).await?)
+        use futures::StreamExt;
+        let replies = self.inner.create_stream(id, message).await?;
+        Ok(replies.map(crate::server::mcp::tasks_2025::declare_sse))
     }
 
     async fn accept_message(

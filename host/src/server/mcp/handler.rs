@@ -669,6 +669,24 @@ impl ServerHandler for WfServer {
         counted.finish(got)
     }
 
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let responses = serde_json::to_value(&request.input_responses)
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let updated = super::task_state::update(
+            &self.app,
+            &self.surfaces,
+            &self.task_owner(&context),
+            &request.task_id,
+            responses,
+        )
+        .await;
+        observe::Counted::new("tasks/update").finish(updated)
+    }
+
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
@@ -753,7 +771,19 @@ impl ServerHandler for WfServer {
                     .catalog
                     .listing(&self.app.store, &principal, usable, &found);
             let (items, next) = paged(&listing.tools, &request, self.page_size())?;
-            let mut r = ListToolsResult::with_all_items(convert(items)?);
+            let mut tools: Vec<Tool> = convert(&items)?;
+            // 2025-11-25 clients read whether a tool may be called as a task
+            // from its `execution`, which rmcp's `Tool` has no member for:
+            // carried in `_meta` to `tasks_2025::declare`, which moves it.
+            if context
+                .protocol_version()
+                .is_none_or(|v| v < ProtocolVersion::V_2026_07_28)
+            {
+                for (tool, item) in tools.iter_mut().zip(&items) {
+                    super::tasks_2025::carry_execution(tool, &item.extra);
+                }
+            }
+            let mut r = ListToolsResult::with_all_items(tools);
             r.next_cursor = next;
             counted.finish(Ok(r))
         })

@@ -59,6 +59,29 @@ pub(super) async fn cancel(
     super::tasks::cancel((tasks.as_ref(), surfaces.planner.as_ref()), principal, id)
 }
 
+/// Gives task `id` of `principal` the client's answers to its input
+/// requests: passed on to the source whose task it is. wf's own runs ask
+/// for no input.
+pub(super) async fn update(
+    app: &App,
+    surfaces: &Surfaces,
+    principal: &str,
+    id: &str,
+    input_responses: serde_json::Value,
+) -> Result<(), McpError> {
+    let tasks = &surfaces.tasks;
+    let Some(t) = tasks.get(principal, id, crate::clock::now_ms()) else {
+        return Err(tasks.missing(id));
+    };
+    let Some(up) = t.upstream else {
+        return Err(super::upstream_tasks::takes_no_input(id));
+    };
+    let current = app.sources.handle(&up.source);
+    let updated = super::upstream_tasks::update(&up, id, current, input_responses).await;
+    tracing::info!(principal, task = %id, source = %up.source, ok = updated.is_ok(), "task input passed on");
+    updated
+}
+
 /// How often a watched task is looked at: as often as it says it may be
 /// polled (`pollIntervalMs`), within these bounds.
 const WATCH_EVERY: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(5));

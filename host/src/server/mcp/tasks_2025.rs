@@ -253,11 +253,74 @@ fn capability() -> Value {
     json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
 }
 
+/// Where a listed tool's 2025-11-25 `execution` travels from the handler to
+/// [`declare`] (rmcp's `Tool` has no `execution` member).
+const EXECUTION_META: &str = "wf/execution";
+
+/// Puts a tool's `execution` (`taskSupport`: may it be called as a task)
+/// into its `_meta`, for [`declare`] to move where 2025-11-25 clients read it.
+pub fn carry_execution(tool: &mut rmcp::model::Tool, extra: &serde_json::Map<String, Value>) {
+    let Some(execution) = extra.get("execution").filter(|e| e.is_object()) else {
+        return;
+    };
+    tool.meta
+        .get_or_insert_with(Default::default)
+        .0
+        .insert(EXECUTION_META.into(), execution.clone());
+}
+
+/// A `tools/list` reply's tools with their `execution` where it was carried
+/// (see [`carry_execution`]); whether any was.
+fn place_execution(result: &mut Value) -> bool {
+    let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {
+        return false;
+    };
+    let mut placed = false;
+    for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
+        let Some(meta) = tool.get_mut("_meta").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let Some(execution) = meta.remove(EXECUTION_META) else {
+            continue;
+        };
+        if meta.is_empty() {
+            tool.remove("_meta");
+        }
+        tool.insert("execution".into(), execution);
+        placed = true;
+    }
+    placed
+}
+
+/// [`declare`] for a session's reply stream: only a `tools/list` reply is
+/// looked at (and copied).
+pub fn declare_sse(
+    mut m: rmcp::transport::streamable_http_server::session::ServerSseMessage,
+) -> rmcp::transport::streamable_http_server::session::ServerSseMessage {
+    use rmcp::model::{JsonRpcMessage, ServerResult};
+    if let Some(message) = &m.message
+        && let JsonRpcMessage::Response(r) = &**message
+        && matches!(r.result, ServerResult::ListToolsResult(_))
+    {
+        m.message = Some(std::sync::Arc::new(declare((**message).clone())));
+    }
+    m
+}
+
 /// An `initialize` reply with 2025-11-25's `tasks` capability added (rmcp's
-/// `ServerCapabilities` has no such member); any other message unchanged.
+/// `ServerCapabilities` has no such member), and a `tools/list` reply with
+/// each tool's `execution` in place; any other message unchanged.
 pub fn declare(message: rmcp::model::ServerJsonRpcMessage) -> rmcp::model::ServerJsonRpcMessage {
     use rmcp::model::{JsonRpcMessage, ServerResult};
     match message {
+        JsonRpcMessage::Response(mut r) if matches!(r.result, ServerResult::ListToolsResult(_)) => {
+            if let Ok(mut v) = serde_json::to_value(&r.result)
+                && place_execution(&mut v)
+            {
+                r.result = ServerResult::CustomResult(rmcp::model::CustomResult(v));
+            }
+            JsonRpcMessage::Response(r)
+        }
         JsonRpcMessage::Response(mut r)
             if matches!(r.result, ServerResult::InitializeResult(_)) =>
         {
@@ -315,6 +378,43 @@ mod tests {
         let other = JsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(2));
         let v = serde_json::to_value(declare(other)).unwrap();
         assert!(v["result"].get("capabilities").is_none(), "{v}");
+    }
+
+    #[test]
+    fn a_listed_tools_execution_is_put_where_2025_clients_read_it() {
+        use rmcp::model::{JsonRpcMessage, ListToolsResult, RequestId, ServerResult, Tool};
+        let schema = std::sync::Arc::new(serde_json::Map::new());
+        let mut runs = Tool::new_with_raw("run", None, schema.clone());
+        let extra = json!({"execution": {"taskSupport": "optional"}});
+        carry_execution(&mut runs, extra.as_object().unwrap());
+        let mut tagged = Tool::new_with_raw("tagged", None, schema.clone());
+        tagged.meta = Some(rmcp::model::MetaObject(
+            json!({"k": 1}).as_object().unwrap().clone(),
+        ));
+        carry_execution(&mut tagged, extra.as_object().unwrap());
+        let plain = Tool::new_with_raw("plain", None, schema);
+        let list = ListToolsResult::with_all_items(vec![runs, tagged, plain]);
+        let m = declare(JsonRpcMessage::response(
+            ServerResult::ListToolsResult(list),
+            RequestId::Number(1),
+        ));
+        let v = serde_json::to_value(&m).unwrap();
+        let tools = v["result"]["tools"].as_array().unwrap();
+        assert_eq!(tools[0]["execution"], json!({"taskSupport": "optional"}));
+        assert!(tools[0].get("_meta").is_none(), "{v}");
+        assert_eq!(tools[1]["execution"]["taskSupport"], "optional");
+        assert_eq!(tools[1]["_meta"], json!({"k": 1}), "other _meta stays");
+        assert!(tools[2].get("execution").is_none(), "{v}");
+        // A list with nothing carried is passed on as it was.
+        let list = ListToolsResult::with_all_items(vec![]);
+        let m = declare(JsonRpcMessage::response(
+            ServerResult::ListToolsResult(list),
+            RequestId::Number(2),
+        ));
+        assert!(matches!(
+            m,
+            JsonRpcMessage::Response(r) if matches!(r.result, ServerResult::ListToolsResult(_))
+        ));
     }
 
     #[test]

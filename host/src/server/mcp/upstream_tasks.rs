@@ -65,7 +65,12 @@ pub async fn start(
         }
     };
     tracing::info!(principal, task = %id, source, upstream_task = theirs, "source started a task");
-    Some(ours(started, &id, tasks).and_then(|v| {
+    Some(ours(started, &id, tasks).and_then(|mut v| {
+        // The plugin API asks for MCP's `Task`; the reply's `resultType` is
+        // the host's to add (an upstream's CreateTaskResult already has it).
+        if let Some(o) = v.as_object_mut() {
+            o.entry("resultType").or_insert_with(|| json!("task"));
+        }
         serde_json::from_value::<CreateTaskResult>(v)
             .map(CallToolResponse::Task)
             .map_err(|e| malformed(source, &e))
@@ -125,6 +130,35 @@ pub async fn get(
         Ok(v) => serde_json::from_value(ours(v, id, tasks)?).map_err(|e| malformed(&up.source, &e)),
         Err(e) if e.code() == ErrorCode::StateLost => Ok(lost(tasks, id, t, up)),
         Err(e) => Err(source_error(e)),
+    }
+}
+
+/// The answer to input for a task that asks for none.
+pub(super) fn takes_no_input(id: &str) -> McpError {
+    McpError::invalid_params(
+        format!("task {id} takes no input (it has no input requests)"),
+        Some(json!({"taskId": id})),
+    )
+}
+
+/// `tasks/update` of a forwarded task: the client's `inputResponses`,
+/// passed on to its source. A source whose plugin predates input for tasks
+/// (plugin API < 1.4) or whose task asks for none: "takes no input".
+pub async fn update(
+    up: &UpstreamTask,
+    id: &str,
+    current: Option<Arc<SourceHandle>>,
+    input_responses: Value,
+) -> Result<(), McpError> {
+    let Some(handle) = up.live(current) else {
+        return Err(McpError::invalid_params(
+            format!("task {id} was lost: {}", wf_plugin_api::STATE_LOST),
+            Some(json!({"taskId": id, "source": up.source})),
+        ));
+    };
+    match handle.update_task(&up.task_id, input_responses).await {
+        Err(e) if e.code() == ErrorCode::Unsupported => Err(takes_no_input(id)),
+        r => r.map_err(source_error),
     }
 }
 

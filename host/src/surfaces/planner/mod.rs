@@ -108,11 +108,11 @@ impl Planner {
             } else {
                 json!({"type": "object"})
             };
-            catalog = catalog.tool(Tool::new(
+            catalog = catalog.tool(tools::task_optional(Tool::new(
                 &d.name,
                 format!("{about} (deployment of {})", artifact.reference()),
                 schema,
-            ));
+            )));
         }
         self.app.set_local(DEPLOY_SOURCE, catalog);
     }

@@ -13,6 +13,14 @@ fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> 
     )
 }
 
+/// A tool a client may call as a task (2025-11-25's `execution.taskSupport`;
+/// wf runs it as a task when asked, and as a plain call otherwise).
+pub(crate) fn task_optional(mut tool: Tool) -> Tool {
+    tool.extra
+        .insert("execution".into(), json!({"taskSupport": "optional"}));
+    tool
+}
+
 fn workflow_schema() -> Value {
     json!({"type": "object", "description": "A workflow document: {name, description, inputs (JSON Schema), sessions, nodes: [{id, use, args, after, when, timeout_ms, retry, on_error}], outputs}. See the wf_std__author_workflow prompt."})
 }
@@ -77,18 +85,18 @@ pub fn catalog() -> Catalog {
         json!({"name": {"type": "string", "description": "Deployment name: letters, digits, '_' and '-'"}, "artifact": {"type": "string", "description": "`name@version`, or `name` for the latest version"}}),
         &["name", "artifact"],
     ));
-    let c = c.tool(tool(
+    let c = c.tool(task_optional(tool(
         "run_deployment",
         "Runs a deployment. Waits for the result unless `wait` is false.",
         json!({"name": {"type": "string"}, "inputs": inputs_schema(), "wait": {"type": "boolean"}, "timeout_ms": {"type": "integer", "minimum": 1}}),
         &["name"],
-    ));
-    let c = c.tool(tool(
+    )));
+    let c = c.tool(task_optional(tool(
         "run_workflow",
         "Runs a draft (`draft_id`) or an inline `workflow` directly, without publishing. Waits for the result unless `wait` is false.",
         json!({"draft_id": {"type": "string"}, "workflow": workflow_schema(), "inputs": inputs_schema(), "wait": {"type": "boolean"}, "timeout_ms": {"type": "integer", "minimum": 1}}),
         &[],
-    ));
+    )));
     let c = c.tool(tool(
         "get_run",
         "A run's record: status, per-node status, timings, arguments, outputs, errors and session epochs.",

@@ -142,6 +142,31 @@ impl Runtime {
         }
     }
 
+    /// `tasks/update` (SEP-2663): the client's answers to the input the
+    /// upstream's task asks for. 2025-11-25's tasks ask for input within the
+    /// session instead, which wf does not forward: `unsupported`.
+    pub async fn update_task(
+        &self,
+        task_id: &str,
+        input_responses: Value,
+        ctx: &CallContext,
+    ) -> Result<(), PluginError> {
+        let epoch = self.task_epoch(task_id)?;
+        if self.is_legacy_task(task_id) {
+            return Err(PluginError::unsupported(
+                "a 2025-11-25 upstream's task takes its input within the session",
+            ));
+        }
+        let responses: InputResponses = serde_json::from_value(input_responses)
+            .map_err(|e| PluginError::invalid_arguments(format!("inputResponses: {e}")))?;
+        let req = ClientRequest::UpdateTaskRequest(Request::new(UpdateTaskParams::new(
+            task_id, responses,
+        )));
+        self.request_with(req, Some(ctx), Some(task_meta()), Some(epoch))
+            .await
+            .map(|_| ())
+    }
+
     pub async fn cancel_task(&self, task_id: &str, ctx: &CallContext) -> Result<(), PluginError> {
         let epoch = self.task_epoch(task_id)?;
         if self.is_legacy_task(task_id) {
