@@ -76,7 +76,13 @@ struct Samples {
     per_node: Vec<f64>,
     fixed: Vec<f64>,
     fans: Vec<f64>,
+    /// One-node runs per second, as a client calling `run_workflow` one
+    /// after another sees them (the call and its reply included).
+    runs_per_s: Vec<f64>,
 }
+
+/// How many one-node runs a round times back to back for runs per second.
+const BURST: usize = 50;
 
 pub async fn run(env: &Env) -> anyhow::Result<()> {
     eprintln!("wf-bench: engine");
@@ -100,7 +106,8 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         builds.push((
             "wf (PostgreSQL store)".to_string(),
             env.wf.clone(),
-            json!({"url": url, "schema": schema}),
+            // Required with `url` (it seals handles); any 16+ characters here.
+            json!({"url": url, "schema": schema, "handle_secret": format!("wf-bench-{schema}")}),
         ));
     }
     let mut procs = Vec::new();
@@ -131,6 +138,18 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             s.per_node.push(c * 1000.0 / CHAIN as f64);
             s.fixed.push(run_ms(&peer, &short).await?.0);
             s.fans.push(run_ms(&peer, &wide).await?.0);
+            let burst = if env.quick { 5 } else { BURST };
+            let t = std::time::Instant::now();
+            for _ in 0..burst {
+                tool(
+                    &peer,
+                    "wf_planner__run_workflow",
+                    json!({"workflow": &short}),
+                )
+                .await?;
+            }
+            s.runs_per_s
+                .push(burst as f64 / t.elapsed().as_secs_f64().max(f64::MIN_POSITIVE));
         }
     }
     for mut p in procs {
@@ -154,13 +173,22 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    for ((label, _, _), s) in builds.iter().zip(&samples) {
+    for ((label, _, store), s) in builds.iter().zip(&samples) {
         let node_us = median_f64(&s.per_node);
         let fan_ms = median_f64(&s.fans);
+        // The per-node target is the embedded store's; a PostgreSQL row is
+        // compared with it, not judged (each record is a network round trip).
+        let (target, verdict) = if store.get("url").is_some() {
+            ("", String::new())
+        } else {
+            (
+                "≤ 20 µs",
+                crate::stats::verdict(node_us <= 20.0).to_string(),
+            )
+        };
         println!(
-            "| {label} | chain of {CHAIN} wf.std.passthrough nodes, per node | {node_us:.1} µs | {} µs | ≤ 20 µs | {} |",
+            "| {label} | chain of {CHAIN} wf.std.passthrough nodes, per node | {node_us:.1} µs | {} µs | {target} | {verdict} |",
             each(&s.per_node),
-            crate::stats::verdict(node_us <= 20.0)
         );
         println!(
             "| {label} | one-node run (fixed cost of a run) | {:.1} ms | {} ms | | |",
@@ -170,6 +198,12 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         println!(
             "| {label} | node records per second (chain, one after another) | {:.0} /s | | | |",
             1e6 / node_us.max(f64::MIN_POSITIVE)
+        );
+        println!(
+            "| {label} | one-node runs per second ({} `run_workflow` calls back to back, seen by the client) | {:.0} /s | {} /s | | |",
+            if env.quick { 5 } else { BURST },
+            median_f64(&s.runs_per_s),
+            each(&s.runs_per_s)
         );
         println!(
             "| {label} | fan-out of {FAN} × wf.std.sleep({SLEEP_MS} ms) | {fan_ms:.0} ms | {} ms | < 100 ms | {} |",
