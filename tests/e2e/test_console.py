@@ -7,16 +7,19 @@ target/console-screenshots/ (CI artifacts)."""
 
 from __future__ import annotations
 
+import json
 import re
-
+from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 
 from admin_support import structured
 from conftest import Wf
 from console_support import (
+    BEARER,
     WIDTHS,
     Console,
     assert_no_error_or_spinner,
@@ -200,6 +203,7 @@ async def test_the_api_and_stream_refuse_callers_without_the_tokens(wf: Wf) -> N
         ]
         planner_views = [
             ("GET", "/console/api/events"),
+            ("GET", "/console/api/tasks"),
             ("POST", "/console/api/runs"),
             ("POST", "/console/api/capabilities"),
         ]
@@ -279,3 +283,35 @@ async def test_a_principals_tool_lists_bound_what_the_console_does_for_it(wf: Wf
         assert "wf_std__template" in names(r), r.text
         r = await http.post("/console/api/reload", headers=as_default, json={})
         assert r.status_code == 200, r.text
+
+
+async def test_a_task_at_a_source_is_listed_beside_the_runs(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """An upstream's task forwarded through wf (a 2026-07-28 client that declared MCP
+    Tasks calls the fixture's `job`) is listed in the Runs view's "Tasks at sources",
+    with its source, the source's task id, its status as the source tells it and its
+    principal; cancelled, it reads `cancelled`. wf's own task id (a handle) is not shown."""
+    from test_tasks_runs import Raw
+
+    source = f'\n[sources.fix]\ncommand = "{fixture_upstream_bin}"\nargs = ["--tasks"]\n'
+    console = start_console(wf, source)
+    async with httpx2.AsyncClient(timeout=60) as http:
+        raw = Raw(http, console.server.url, BEARER)
+        with anyio.fail_after(60):
+            while "result" not in (r := await raw.request("tools/call", {"name": "fix__job", "arguments": {"ms": 600000}}, "fix__job")):
+                await anyio.sleep(0.1)
+        task_id = r["result"]["taskId"]
+        listed = (await http.get(f"{console.server.base_url}/console/api/tasks", headers=console.auth(admin=False))).json()
+        [row] = listed["tasks"]
+        assert row["source"] == "fix" and row["status"] == "working" and row["principal"], row
+        assert row["source_task"] and task_id not in json.dumps(listed), listed
+        async with browser() as b:
+            page = await new_page(b, 1280, tokens=console)
+            await page.goto(f"{console.url}#/runs")
+            table = page.locator('table[aria-label="Tasks at sources"]')
+            await table.locator("text=working").wait_for()
+            assert row["source_task"] in await table.inner_text()
+            await screenshot(page, "tasks", 1280)
+            await raw.request("tasks/cancel", {"taskId": task_id}, task_id)
+            # The view looks again every few seconds.
+            await table.locator("text=cancelled").wait_for()
+            await page.context.close()

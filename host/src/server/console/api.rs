@@ -310,3 +310,49 @@ pub async fn cancel(
     )
     .await
 }
+
+/// Most source tasks the console lists (each is asked for its status).
+const MAX_TASKS_SHOWN: usize = 200;
+
+/// How long the console waits for one task's status from its source.
+const TASK_STATUS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The tasks sources serve for clients (forwarded MCP Tasks), oldest first,
+/// each with its status as its source tells it now. Runs started as tasks
+/// are in the run list (`task: true`). Shown to whoever may list runs; wf's
+/// own task ids are not shown (they are handles), the source's are.
+pub async fn tasks(
+    State(c): State<Console>,
+    Extension(v): Extension<Viewer>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+) -> Response {
+    if let Err(r) = c.admit(v, &h, &p, PLANNER_SOURCE, "list_runs", Kind::Read) {
+        return *r;
+    }
+    let tasks = &c.surfaces.tasks;
+    let all = tasks.source_tasks(crate::clock::now_ms());
+    let more = all.len().saturating_sub(MAX_TASKS_SHOWN);
+    let looks = all.iter().take(MAX_TASKS_SHOWN).map(|(id, t)| {
+        let (app, surfaces) = (&c.app, &c.surfaces);
+        async move {
+            let status = tokio::time::timeout(
+                TASK_STATUS_WAIT,
+                crate::server::mcp::task_status(app, surfaces, &t.principal, id),
+            )
+            .await
+            .unwrap_or_else(|_| "unknown (its source did not answer in time)".into());
+            let up = t.upstream.as_ref();
+            json!({
+                "source": up.map(|u| u.source.as_str()),
+                "source_task": up.map(|u| u.task_id.as_str()),
+                "principal": t.principal,
+                "status": status,
+                "created_at": t.created_ms,
+                "expires_at": tasks.expires_ms(t.created_ms),
+            })
+        }
+    });
+    let rows = futures::future::join_all(looks).await;
+    Json(json!({"tasks": rows, "more": more})).into_response()
+}

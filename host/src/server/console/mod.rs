@@ -130,6 +130,7 @@ pub fn router(app: Arc<App>, surfaces: Surfaces, o: ConsoleOptions) -> Router {
         .route("/console/api/runs", post(api::runs))
         .route("/console/api/runs/{id}", get(api::run))
         .route("/console/api/runs/{id}/cancel", post(api::cancel))
+        .route("/console/api/tasks", get(api::tasks))
         .route("/console/api/events", get(stream::events))
         .with_state(console.clone())
         // Only on these routes: a path that is no route stays a 404 (with

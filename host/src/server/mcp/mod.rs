@@ -24,3 +24,4 @@ mod tool_result;
 mod upstream_tasks;
 
 pub use surfaces::{Surfaces, visible};
+pub use task_state::status_of as task_status;

@@ -31,6 +31,18 @@ pub(super) async fn of(
     }
 }
 
+/// The status of task `id` of `principal` as it stands now (asking its
+/// source, for a forwarded task), or why it cannot be told; for the console.
+pub async fn status_of(app: &App, surfaces: &Surfaces, principal: &str, id: &str) -> String {
+    match of(app, surfaces, principal, id).await {
+        Ok(state) => serde_json::to_value(state.task.task.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "unknown".into()),
+        Err(e) => format!("unknown ({})", e.message),
+    }
+}
+
 /// Whether `status` is final.
 pub(super) fn terminal(status: TaskStatus) -> bool {
     matches!(

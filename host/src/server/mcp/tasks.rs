@@ -196,6 +196,24 @@ impl RunTasks {
             .collect()
     }
 
+    /// The live tasks sources serve (forwarded MCP Tasks), oldest first:
+    /// wf's id and the task.
+    pub fn source_tasks(&self, now_ms: i64) -> Vec<(String, RunTask)> {
+        let mut found: Vec<(String, RunTask)> = self
+            .live(now_ms)
+            .iter()
+            .filter(|(_, t)| t.upstream.is_some())
+            .map(|(id, t)| (id.clone(), t.clone()))
+            .collect();
+        found.sort_by(|a, b| (a.1.created_ms, &a.0).cmp(&(b.1.created_ms, &b.0)));
+        found
+    }
+
+    /// When a task created at `created_ms` is forgotten (ms since the epoch).
+    pub fn expires_ms(&self, created_ms: i64) -> i64 {
+        created_ms.saturating_add(i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX))
+    }
+
     /// The ids of `principal`'s live tasks, oldest first.
     pub fn ids_of(&self, principal: &str, now_ms: i64) -> Vec<String> {
         let tasks = self.live(now_ms);

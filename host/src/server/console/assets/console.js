@@ -347,8 +347,26 @@ async function runsPage() {
   const form = el("form", { class: "row", role: "search", onsubmit: (e) => { e.preventDefault(); load(); } },
     el("label", { for: "run-status" }, "Status", status), el("label", { for: "run-query" }, "Filter", q),
     el("button", { type: "submit", text: "Apply" }));
-  main.replaceChildren(el("h2", { text: "Runs" }), form, body);
+  const tasksBox = el("div", {});
+  main.replaceChildren(el("h2", { text: "Runs" }), form, body, el("h3", { text: "Tasks at sources" }), tasksBox);
   status.addEventListener("change", load);
+  // MCP Tasks that sources serve for clients (runs started as tasks are marked above).
+  async function loadTasks() {
+    try {
+      const r = await api("/tasks");
+      const rows = r.tasks.map((t) => {
+        const known = !t.status.startsWith("unknown");
+        return el("tr", {},
+          el("td", { text: t.source || "—" }), el("td", { text: t.source_task || "—" }),
+          el("td", {}, badge(known ? t.status : "unknown"), known ? null : el("span", { class: "muted", text: ` ${t.status.slice(8)}` })),
+          el("td", { text: t.principal || "—" }), el("td", { text: when(t.created_at) }), el("td", { text: when(t.expires_at) }));
+      });
+      tasksBox.replaceChildren(rows.length
+        ? table(["Source", "Source's task", "Status", "Principal", "Created", "Forgotten at"], rows, "Tasks at sources")
+        : el("p", { class: "muted", text: "No task is open at a source." }),
+        r.more ? el("p", { class: "muted", text: `and ${r.more} more` }) : "");
+    } catch (e) { const p = problem(e); if (p) tasksBox.replaceChildren(p); }
+  }
   async function load() {
     try {
       const r = await api("/runs", { status: status.value, query: q.value, limit: 200 });
@@ -365,6 +383,9 @@ async function runsPage() {
   }
   body.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
   if (!(await load())) return;
+  loadTasks();
+  // A task's state lives at its source: looked at again every few seconds.
+  const tasksTimer = setInterval(() => { if (document.body.contains(tasksBox)) loadTasks(); else clearInterval(tasksTimer); }, 5000);
   // New and finished runs show up without a reload.
   let timer = null;
   stream("/events", (ev) => {
