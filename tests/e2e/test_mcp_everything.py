@@ -162,14 +162,18 @@ def ours(name: str) -> str | None:
 # --------------------------------------------------------------------------- views
 
 
-def tool_view(t: Any) -> dict[str, Any]:
-    return {
+def tool_view(t: Any, execution: bool = False) -> dict[str, Any]:
+    """`execution` (task support) only where the client's revision has it (2025-11-25)."""
+    view = {
         "description": t.description,
         "title": t.title,
         "input_schema": t.input_schema,
         "output_schema": t.output_schema,
         "annotations": t.annotations.model_dump() if t.annotations else None,
     }
+    if execution:
+        view["execution"] = t.execution.model_dump() if t.execution else None
+    return view
 
 
 def prompt_view(p: Any) -> dict[str, Any]:
@@ -223,8 +227,12 @@ async def test_catalog_matches_direct(wf: Wf, upstream: Upstream, reference: Ref
 
     wf_tools = {n: t for t in tools if (n := ours(t.name)) is not None}
     assert sorted(wf_tools) == sorted(reference.tools)
+    # The direct reference speaks 2025-11-25, which lists each tool's task support;
+    # server-everything has a tool that runs only as a task.
+    assert any(t.execution and t.execution.task_support == "required" for t in reference.tools.values())
+    legacy = front[1] == "legacy"
     for name, direct in reference.tools.items():
-        assert tool_view(wf_tools[name]) == tool_view(direct), f"tool {name} differs through wf"
+        assert tool_view(wf_tools[name], legacy) == tool_view(direct, legacy), f"tool {name} differs through wf"
 
     wf_prompts = {n: p for p in prompts if (n := ours(p.name)) is not None}
     assert sorted(wf_prompts) == sorted(reference.prompts)

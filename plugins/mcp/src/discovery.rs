@@ -94,7 +94,8 @@ async fn list_everything(
     let (tools, prompts, resources, templates) =
         futures::try_join!(tools, prompts, resources, templates)?;
     let mut catalog = Catalog::default();
-    let tools: Vec<wf_plugin_api::Tool> = convert(tools)?;
+    let mut tools: Vec<wf_plugin_api::Tool> = convert(tools)?;
+    crate::transport::executions::restore(&session.service().executions, &mut tools);
     for tool in tools.into_iter().filter(|t| config.tool_visible(&t.name)) {
         catalog.node_specs.push(node_spec(&tool));
         catalog.tools.push(tool);

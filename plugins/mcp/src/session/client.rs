@@ -38,6 +38,8 @@ pub struct McpClient {
     pub broken: crate::transport::frames::Broken,
     /// HTTP: the requests whose reply stream was cut for size.
     pub cut: crate::transport::http::CutForSize,
+    /// Each listed tool's `execution`, noted from the raw `tools/list` reply.
+    pub executions: crate::transport::executions::Executions,
     on_resource_updated: Option<OnResourceUpdated>,
     /// The calls in flight on this session, for requests the upstream sends back.
     pub callers: Callers,
@@ -55,6 +57,7 @@ impl McpClient {
             on_log: None,
             broken: Default::default(),
             cut: Default::default(),
+            executions: Default::default(),
             on_resource_updated: None,
             callers: Callers::default(),
             source: String::new(),

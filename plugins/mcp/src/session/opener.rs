@@ -149,6 +149,7 @@ async fn open_as(
                 crate::transport::stdio::instance_key(config),
                 config.max_message_bytes,
                 client.broken.clone(),
+                client.executions.clone(),
             )
             .map_err(|e| PluginError::upstream(format!("cannot start {command:?}: {e}")))?;
             crate::session::rounds::handshake(client, proc, protocol)
@@ -158,7 +159,7 @@ async fn open_as(
                 })
         }
         Transport::Http { url, .. } => {
-            let http = WatchedHttp::new(source, client.cut.clone())
+            let http = WatchedHttp::new(source, client.cut.clone(), client.executions.clone())
                 .map_err(|e| PluginError::internal(format!("cannot build the HTTP client: {e}")))?;
             let http_config =
                 http_config(&config.transport, &config.auth, config.max_message_bytes)?;

@@ -2,6 +2,7 @@
 //! its stderr forwarded) or streamable HTTP (its client and trace context).
 
 pub mod env;
+pub(crate) mod executions;
 pub(crate) mod frames;
 pub(crate) mod http;
 mod replies;

@@ -13,13 +13,14 @@ use std::time::Duration;
 
 use process_wrap::tokio::{ChildWrapper, CommandWrap};
 use rmcp::RoleClient;
-use rmcp::model::ErrorData;
+use rmcp::model::{ErrorData, JsonRpcMessage, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::{AsyncRwTransport, JsonRpcMessageCodecError};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 
+use crate::transport::executions::Executions;
 use crate::transport::frames::{Broken, FrameGuard};
 
 /// How long a closed child gets to exit before SIGTERM, and again before SIGKILL.
@@ -88,6 +89,8 @@ pub struct ChildTransport {
     /// another branch of its `select!` wins; `read_until` leaves what it read
     /// here, so the next call goes on with the same line.
     line: Vec<u8>,
+    /// Where each listed tool's `execution` is noted.
+    executions: Executions,
 }
 
 impl ChildTransport {
@@ -98,6 +101,7 @@ impl ChildTransport {
         instance: usize,
         max_message_bytes: usize,
         broken: Broken,
+        executions: Executions,
     ) -> std::io::Result<Self> {
         cmd.command_mut()
             .stdin(Stdio::piped())
@@ -129,6 +133,7 @@ impl ChildTransport {
             io: AsyncRwTransport::new(tokio::io::empty(), stdin),
             read: BufReader::new(guard),
             line: Vec::new(),
+            executions,
         })
     }
 
@@ -205,6 +210,11 @@ impl Transport<RoleClient> for ChildTransport {
                 }
             }
             let parsed = crate::transport::replies::decode(&self.line);
+            if let Ok(Some(JsonRpcMessage::Response(r))) = &parsed
+                && matches!(r.result, ServerResult::ListToolsResult(_))
+            {
+                crate::transport::executions::note(&self.executions, &self.line);
+            }
             self.line.clear();
             match parsed {
                 Ok(Some(message)) => return Some(message),
