@@ -63,9 +63,10 @@ class StatusWatch(ClientExtension):
 
 
 @asynccontextmanager
-async def legacy(url: str, token: str, watch: StatusWatch | None = None) -> AsyncIterator[Client]:
+async def legacy(url: str, token: str, watch: StatusWatch | None = None, **callbacks: Any) -> AsyncIterator[Client]:
     async with httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=OP_TIMEOUT) as http:
         kw: dict[str, Any] = {"extensions": [watch]} if watch else {}
+        kw.update(callbacks)
         async with Client(
             streamable_http_client(url, http_client=http), mode="legacy", cache=None, read_timeout_seconds=OP_TIMEOUT, **kw
         ) as c:
@@ -271,6 +272,69 @@ async def test_a_2025_11_25_upstreams_task_is_forwarded(wf: Wf, everything_bin: 
         assert started["resultType"] == "task", started
         finished = await modern.wait_status(started["taskId"], "completed")
         assert "comets" in json.dumps(finished["result"]["content"]), finished
+
+
+async def test_a_2025_11_25_upstreams_task_that_asks_for_input_gets_it_through_tasks_update(
+    wf: Wf, everything_bin: Path
+) -> None:
+    """server-everything's `simulate-research-query` with `ambiguous: true` goes
+    `input_required` and sends its `elicitation/create` tagged with its task, to be
+    delivered while the client waits on `tasks/result` (2025-11-25's way). Through wf a
+    2026-07-28 client sees what SEP-2663 promises it: `input_required` with the
+    upstream's request in `inputRequests` (without the upstream's task id), answered
+    with `tasks/update`; the upstream's report then holds the answer. Another principal
+    can neither see nor answer it, and a key nobody asked under is refused."""
+    more, tokens, env = tokens_config()
+    config = toml_config({"everything": {"command": str(everything_bin)}}, server={"http_token": "${E2E_DEFAULT_TOKEN}"})
+    server = wf.start_http("127.0.0.1", None, "--config", str(wf.write_config(config + more)), env=env)
+    tool = "everything__simulate-research-query"
+    async with legacy(server.url, tokens["alice"]) as c:
+        await wait_listed(c, tool)
+    async with httpx2.AsyncClient(timeout=OP_TIMEOUT) as http:
+        alice, bob = Raw(http, server.url, tokens["alice"]), Raw(http, server.url, tokens["bob"])
+        args = {"topic": "python", "ambiguous": True}
+        started = (await alice.request("tools/call", {"name": tool, "arguments": args}, tool))["result"]
+        assert started["resultType"] == "task", started
+        task_id = started["taskId"]
+        waiting = await alice.wait_status(task_id, "input_required")
+        [(key, request)] = waiting["inputRequests"].items()
+        assert request["method"] == "elicitation/create", waiting
+        assert "multiple interpretations" in request["params"]["message"], request
+        assert "related-task" not in json.dumps(waiting), waiting
+        answer = {"action": "accept", "content": {"interpretation": "snake"}}
+        bobs = await bob.request("tasks/update", {"taskId": task_id, "inputResponses": {key: answer}}, task_id)
+        assert bobs.get("error", {}).get("code") == -32602, bobs
+        wrong = await alice.request("tasks/update", {"taskId": task_id, "inputResponses": {"nope": answer}}, task_id)
+        assert wrong.get("error", {}).get("code") == -32602 and "nope" in wrong["error"]["message"], wrong
+        ack = await alice.request("tasks/update", {"taskId": task_id, "inputResponses": {key: answer}}, task_id)
+        assert "result" in ack, ack
+        done = await alice.wait_status(task_id, "completed")
+        report = json.dumps(done["result"]["content"])
+        assert "Clarification**: snake" in report, report
+    # A 2025-11-25 client is asked the 2025-11-25 way: the task reads `input_required`,
+    # and the elicitation comes while the client waits on `tasks/result`, tied to wf's
+    # task id; its answer reaches the upstream. A client that cannot be asked gets an error.
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicit(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"interpretation": "comedy"})
+
+    async with legacy(server.url, tokens["alice"], elicitation_callback=elicit) as c:
+        task_id = (await call_as_task(c, tool, args)).task.task_id
+        with anyio.fail_after(OP_TIMEOUT):
+            while (await get(c, task_id)).status != "input_required":
+                await anyio.sleep(0.1)
+        done = await result(c, task_id)
+        assert "Clarification**: comedy" in str(done.content), done
+        [params] = asked
+        assert "multiple interpretations" in params.message, params
+        assert (params.meta or {})["io.modelcontextprotocol/related-task"] == {"taskId": task_id}, params
+    async with legacy(server.url, tokens["alice"]) as c:
+        task_id = (await call_as_task(c, tool, args)).task.task_id
+        error = (await refused(result(c, task_id))).error
+        assert "elicitation" in error.message and task_id in error.message, error
+        assert (await cancel(c, task_id)).status == "cancelled"
 
 
 async def test_tools_that_may_run_as_tasks_say_so_to_2025_11_25_clients(wf: Wf, fixture_upstream_bin: Path) -> None:

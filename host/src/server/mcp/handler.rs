@@ -724,7 +724,7 @@ impl ServerHandler for WfServer {
             Method::Get => legacy::get(app, surfaces, &owner, &legacy::task_id(params)?).await,
             Method::Result => {
                 let id = legacy::task_id(params)?;
-                legacy::result(app, surfaces, (&owner, &id), &context.ct).await
+                legacy::result(app, surfaces, (&owner, &id), &context.peer, &context.ct).await
             }
             Method::List => {
                 let cursor = params.and_then(|p| p.get("cursor")).and_then(Value::as_str);

@@ -107,17 +107,38 @@ pub(super) async fn get(
 }
 
 /// `tasks/result`: waits until the task ends, then its result (the tool's
-/// result, tied to the task in `_meta`), or the error it failed with.
+/// result, tied to the task in `_meta`), or the error it failed with. A task
+/// that needs input meanwhile (a source's task in `input_required`) asks the
+/// client here, as 2025-11-25 has it: each request goes to the client tied to
+/// the task, and its answer goes back to the task as a `tasks/update` would.
 pub(super) async fn result(
     app: &App,
     surfaces: &Surfaces,
     (principal, id): (&str, &str),
+    peer: &Peer<RoleServer>,
     gone: &CancellationToken,
 ) -> Result<Value, McpError> {
+    let mut asked = std::collections::HashSet::new();
     loop {
         let state = task_state::of(app, surfaces, principal, id).await?;
-        let again = task_state::next_look(&state);
+        let mut again = task_state::next_look(&state);
         match state.task.payload {
+            TaskPayload::InputRequired { input_requests } => {
+                for (key, request) in input_requests {
+                    if !asked.insert(key.clone()) {
+                        continue;
+                    }
+                    let answer = tokio::select! {
+                        a = ask_for_task(peer, id, request) => a?,
+                        () = gone.cancelled() => {
+                            return Err(McpError::internal_error("cancelled by the client", None));
+                        }
+                    };
+                    let answers = json!({ key: answer });
+                    task_state::update(app, surfaces, principal, id, answers).await?;
+                    again = std::time::Duration::ZERO;
+                }
+            }
             TaskPayload::Completed { mut result } => {
                 let meta = result
                     .entry("_meta")
@@ -143,6 +164,58 @@ pub(super) async fn result(
                 return Err(McpError::internal_error("cancelled by the client", None));
             }
         }
+    }
+}
+
+/// One of a task's input requests, sent to the client tied to the task (by
+/// wf's id); the client's answer.
+async fn ask_for_task(
+    peer: &Peer<RoleServer>,
+    id: &str,
+    request: rmcp::model::InputRequest,
+) -> Result<Value, McpError> {
+    let mut msg = serde_json::to_value(&request)
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+    let method = msg
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let params = msg.get("params").cloned().unwrap_or(Value::Null);
+    let asking = match method.as_str() {
+        "elicitation/create" => wf_plugin_api::CallerRequest::Elicit { params },
+        "sampling/createMessage" => wf_plugin_api::CallerRequest::Sample { params },
+        _ => wf_plugin_api::CallerRequest::ListRoots,
+    };
+    let info = peer.peer_info();
+    if let Some(why) =
+        super::caller::missing_capability(info.as_ref().map(|i| &i.capabilities), &asking)
+    {
+        return Err(McpError::invalid_request(
+            format!("task {id} asks for {method}, but {why}"),
+            Some(json!({"taskId": id, "status": "input_required"})),
+        ));
+    }
+    if let Some(params) = msg.get_mut("params").and_then(Value::as_object_mut) {
+        let meta = params.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(RELATED_TASK_META.into(), json!({"taskId": id}));
+        }
+    } else {
+        msg["params"] = json!({"_meta": {RELATED_TASK_META: {"taskId": id}}});
+    }
+    let request: rmcp::model::ServerRequest = serde_json::from_value(msg).map_err(|e| {
+        McpError::internal_error(format!("task {id}'s {method} request: {e}"), None)
+    })?;
+    match peer.send_request(request).await {
+        Ok(answer) => {
+            serde_json::to_value(answer).map_err(|e| McpError::internal_error(e.to_string(), None))
+        }
+        Err(rmcp::service::ServiceError::McpError(e)) => Err(e),
+        Err(e) => Err(McpError::internal_error(
+            format!("asking the client for task {id}'s input failed: {e}"),
+            None,
+        )),
     }
 }
 

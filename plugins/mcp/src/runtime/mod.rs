@@ -69,6 +69,8 @@ pub struct Runtime {
     legacy_tasks: std::sync::Mutex<std::collections::HashSet<String>>,
     /// Whether the upstream serves 2025-11-25 tasks, asked once per session epoch.
     legacy_tasks_probe: std::sync::Mutex<Option<(u64, bool)>>,
+    /// The requests of 2025-11-25 tasks that wait for a client's `tasks/update`.
+    task_inputs: crate::session::task_inputs::TaskInputs,
 }
 
 /// Counts a call in flight for status output.
@@ -187,6 +189,7 @@ impl Runtime {
             listener: Default::default(),
             tasks: Default::default(),
             legacy_tasks: Default::default(),
+            task_inputs: Default::default(),
             legacy_tasks_probe: Default::default(),
         }
     }
@@ -234,7 +237,8 @@ impl Runtime {
         }
         let client = McpClient::new(self.on_list_changed.clone())
             .with_resource_updates(self.on_resource_updated.clone())
-            .with_log(&self.source, self.on_log.clone());
+            .with_log(&self.source, self.on_log.clone())
+            .with_task_inputs(self.task_inputs.clone());
         let session = open(&self.source, &self.config, client.clone())
             .await
             .inspect_err(|e| self.note_error(e))?;

@@ -143,8 +143,8 @@ impl Runtime {
     }
 
     /// `tasks/update` (SEP-2663): the client's answers to the input the
-    /// upstream's task asks for. 2025-11-25's tasks ask for input within the
-    /// session instead, which wf does not forward: `unsupported`.
+    /// upstream's task asks for. A 2025-11-25 task asks within the session
+    /// instead; its requests wait in `task_inputs` for these answers.
     pub async fn update_task(
         &self,
         task_id: &str,
@@ -153,9 +153,7 @@ impl Runtime {
     ) -> Result<(), PluginError> {
         let epoch = self.task_epoch(task_id)?;
         if self.is_legacy_task(task_id) {
-            return Err(PluginError::unsupported(
-                "a 2025-11-25 upstream's task takes its input within the session",
-            ));
+            return self.update_legacy_task(task_id, input_responses);
         }
         let responses: InputResponses = serde_json::from_value(input_responses)
             .map_err(|e| PluginError::invalid_arguments(format!("inputResponses: {e}")))?;

@@ -159,12 +159,73 @@ impl Runtime {
                 out.insert("error".into(), error);
             }
             Some("input_required") => {
-                // wf does not drive a task's input rounds: it reads as working.
-                out.insert("status".into(), json!("working"));
+                self.wait_for_legacy_input(task_id, epoch).await?;
+                let asked = self.task_inputs.requests(task_id);
+                if asked.is_empty() {
+                    // Its requests reach wf only once `tasks/result` waits;
+                    // until they have, there is nothing to answer.
+                    out.insert("status".into(), json!("working"));
+                } else {
+                    out.insert("inputRequests".into(), Value::Object(asked));
+                }
             }
             _ => {}
         }
+        if matches!(
+            task.get("status").and_then(Value::as_str),
+            Some("completed" | "failed" | "cancelled")
+        ) {
+            self.task_inputs.close(task_id);
+        }
         Ok(Value::Object(out))
+    }
+
+    /// A task in `input_required` sends its requests while the client waits
+    /// on `tasks/result` (2025-11-25): wf waits there for the client, once
+    /// per task, so that the client handler can park them (`task_inputs`)
+    /// for `tasks/get` to show and `tasks/update` to answer.
+    async fn wait_for_legacy_input(&self, task_id: &str, epoch: u64) -> Result<(), PluginError> {
+        if !self.task_inputs.open(task_id) {
+            return Ok(());
+        }
+        let (peer, _, _) = match self.peer(Some(epoch)).await {
+            Ok(p) => p,
+            Err(e) => {
+                self.task_inputs.close(task_id);
+                return Err(e);
+            }
+        };
+        let (inputs, id, source) = (
+            self.task_inputs.clone(),
+            task_id.to_owned(),
+            self.source.clone(),
+        );
+        tokio::spawn(async move {
+            let params = json!({"taskId": id});
+            let req =
+                ClientRequest::CustomRequest(CustomRequest::new("tasks/result", Some(params)));
+            let outcome = peer.send_request(req).await;
+            tracing::debug!(source, task = %id, ok = outcome.is_ok(), "waited on tasks/result for a task's input");
+            inputs.close(&id);
+        });
+        Ok(())
+    }
+
+    /// `tasks/update` for a 2025-11-25 task: the answers go to the requests
+    /// it parked (`wait_for_legacy_input`).
+    pub(super) fn update_legacy_task(
+        &self,
+        task_id: &str,
+        input_responses: Value,
+    ) -> Result<(), PluginError> {
+        let Value::Object(responses) = input_responses else {
+            return Err(PluginError::invalid_arguments(
+                "inputResponses must be an object",
+            ));
+        };
+        self.task_inputs
+            .answer(task_id, responses)
+            .map_err(PluginError::invalid_arguments)
     }
 
     pub(super) async fn cancel_legacy_task(
@@ -173,6 +234,7 @@ impl Runtime {
         ctx: &CallContext,
         epoch: u64,
     ) -> Result<(), PluginError> {
+        self.task_inputs.close(task_id);
         self.custom(
             "tasks/cancel",
             json!({"taskId": task_id}),

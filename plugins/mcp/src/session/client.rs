@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use wf_plugin_api::{CallerRequest, ErrorCode, PluginError};
 
 use crate::session::callers::{self, Callers};
+use crate::session::task_inputs::{self, TaskInputs};
 
 /// Called when the upstream says its tools, prompts or resources changed.
 pub type OnListChanged = Arc<dyn Fn() + Send + Sync>;
@@ -43,6 +44,8 @@ pub struct McpClient {
     on_resource_updated: Option<OnResourceUpdated>,
     /// The calls in flight on this session, for requests the upstream sends back.
     pub callers: Callers,
+    /// 2025-11-25 tasks whose requests wait for `tasks/update` (`task_inputs`).
+    task_inputs: TaskInputs,
     /// For log lines.
     source: String,
     /// A one-shot discovery session: no call ever runs on it (see [`Self::one_shot`]).
@@ -60,6 +63,7 @@ impl McpClient {
             executions: Default::default(),
             on_resource_updated: None,
             callers: Callers::default(),
+            task_inputs: TaskInputs::default(),
             source: String::new(),
             one_shot: false,
         }
@@ -85,6 +89,11 @@ impl McpClient {
         self.on_resource_updated = f;
         self
     }
+    /// Requests tied to these tasks wait for their answer in `inputs`.
+    pub fn with_task_inputs(mut self, inputs: TaskInputs) -> Self {
+        self.task_inputs = inputs;
+        self
+    }
     /// Log messages outside calls go to `on_log`; `source` names them in wf's log.
     pub fn with_log(mut self, source: &str, on_log: Option<OnLog>) -> Self {
         self.source = source.to_string();
@@ -105,6 +114,21 @@ impl McpClient {
         request: CallerRequest,
         context: &RequestContext<RoleClient>,
     ) -> Result<T, McpError> {
+        let params = match &request {
+            CallerRequest::Elicit { params } | CallerRequest::Sample { params } => params.clone(),
+            _ => json!({}),
+        };
+        let meta = serde_json::to_value(&context.meta).unwrap_or(Value::Null);
+        if let Some(task) = task_inputs::related_task(&meta, &params)
+            && let Some(answer) = self.task_inputs.ask(&task, method, params).await
+        {
+            let answer = answer.map_err(|why| {
+                McpError::internal_error(format!("{method} of a task: {why}"), None)
+            })?;
+            return serde_json::from_value(answer).map_err(|e| {
+                McpError::internal_error(format!("the client's answer to {method}: {e}"), None)
+            });
+        }
         let origin = callers::origin(&context.extensions);
         let ctx = self.callers.route(origin.as_ref()).map_err(|why| {
             if self.callers.is_empty() {

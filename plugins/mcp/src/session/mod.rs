@@ -7,3 +7,4 @@ pub mod client;
 pub mod opener;
 pub mod progress;
 pub(crate) mod rounds;
+pub mod task_inputs;
