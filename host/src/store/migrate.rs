@@ -34,6 +34,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("migrations/0003_run_tasks.sql"),
         postgres: include_str!("migrations/0003_run_tasks.sql"),
     },
+    Migration {
+        version: 4,
+        name: "source tasks",
+        sqlite: include_str!("migrations/0004_source_tasks.sql"),
+        postgres: include_str!("migrations/0004_source_tasks.sql"),
+    },
 ];
 
 /// The schema version this build writes.

@@ -19,6 +19,7 @@ mod leases;
 pub mod migrate;
 pub mod pg;
 mod run_tasks;
+pub use run_tasks::RunTaskRow;
 mod tls;
 mod usage;
 

@@ -50,7 +50,7 @@ pub struct RunTasks {
     tasks: Mutex<HashMap<String, RunTask>>,
     max_per_principal: usize,
     ttl: Duration,
-    /// Where the tasks of wf's own runs are kept across restarts.
+    /// Where the tasks are kept across restarts.
     store: Option<Arc<crate::store::Store>>,
     /// With several replicas: task ids carry this replica (handles.rs).
     seal: Option<crate::server::handles::Seal>,
@@ -89,8 +89,9 @@ impl RunTasks {
         }
     }
 
-    /// Keeps the tasks of wf's own runs in `store`, and takes back those it
-    /// kept before (a restart) that have not expired.
+    /// Keeps the tasks in `store`, and takes back those it kept before (a
+    /// restart) that have not expired: a run's task as it was, a source's
+    /// task as lost (its source restarted with wf).
     pub fn kept_in(mut self, store: Arc<crate::store::Store>) -> Self {
         let ttl = i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX);
         let since = crate::clock::now_ms().saturating_sub(ttl);
@@ -103,15 +104,22 @@ impl RunTasks {
                     Some(seal) => matches!(seal.owner(id), crate::server::handles::Owner::Here(_)),
                     None => true,
                 };
-                let rows: Vec<_> = rows.into_iter().filter(|r| ours(&r.0)).collect();
-                for (id, owner, run_id, created_ms) in rows {
+                let rows: Vec<_> = rows.into_iter().filter(|r| ours(&r.id)).collect();
+                for row in rows {
+                    // A source's task: the source instance that held it is
+                    // gone (no handle), so it reads failed, state lost.
+                    let upstream = row.source.map(|(source, task_id)| UpstreamTask {
+                        source,
+                        task_id,
+                        handle: Weak::new(),
+                    });
                     let task = RunTask {
-                        principal: owner,
-                        run_id,
-                        created_ms,
-                        upstream: None,
+                        principal: row.owner,
+                        run_id: row.run_id,
+                        created_ms: row.created_ms,
+                        upstream,
                     };
-                    tasks.insert(id, task);
+                    tasks.insert(row.id, task);
                 }
             }
             Err(e) => tracing::warn!("cannot read the tasks kept before: {e}"),
@@ -169,8 +177,17 @@ impl RunTasks {
             Some(seal) => seal.issue(&id),
             None => id,
         };
-        if let (None, Some(store)) = (&upstream, &self.store)
-            && let Err(e) = store.blocking(store.save_run_task(&id, principal, run_id, now_ms))
+        let row = crate::store::RunTaskRow {
+            id: id.clone(),
+            owner: principal.to_string(),
+            run_id: run_id.to_string(),
+            created_ms: now_ms,
+            source: upstream
+                .as_ref()
+                .map(|u| (u.source.clone(), u.task_id.clone())),
+        };
+        if let Some(store) = &self.store
+            && let Err(e) = store.blocking(store.save_run_task(&row))
         {
             // The task still works; only a restart would lose it.
             tracing::warn!(task = %id, "cannot keep the task in the store: {e}");
@@ -471,7 +488,7 @@ mod tests {
     }
 
     #[test]
-    fn run_tasks_outlive_a_restart_and_source_tasks_do_not() {
+    fn run_tasks_outlive_a_restart_and_source_tasks_come_back_lost() {
         let store = Arc::new(crate::store::Store::in_memory().unwrap());
         let now = crate::clock::now_ms();
         let before = RunTasks::new(10, Duration::from_secs(60)).kept_in(store.clone());
@@ -485,7 +502,13 @@ mod tests {
         let after = RunTasks::new(10, Duration::from_secs(60)).kept_in(store);
         assert_eq!(after.get("alice", &a, now).unwrap().run_id, "run-1");
         assert_eq!(after.get("bob", &a, now), None);
-        assert_eq!(after.get("alice", &b, now), None);
+        let lost = after.get("alice", &b, now).unwrap().upstream.unwrap();
+        assert_eq!((lost.source.as_str(), lost.task_id.as_str()), ("one", "1"));
+        assert!(
+            lost.handle.upgrade().is_none(),
+            "no source instance holds it"
+        );
+        assert_eq!(after.get("bob", &b, now), None);
     }
 
     #[test]
