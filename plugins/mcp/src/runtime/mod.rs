@@ -145,6 +145,11 @@ fn is_too_large(e: &rmcp::transport::DynamicTransportError) -> bool {
 /// How long to wait for progress notifications that trail a response.
 const PROGRESS_GRACE: std::time::Duration = std::time::Duration::from_millis(5);
 
+/// How long a call whose reply came waits for log lines that arrived before
+/// it to be delivered (`session::pending_logs`); a wait only when one is on
+/// its way.
+const LOG_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Whether the client behind this call asked for progress (sent a token).
 fn wants_progress(ctx: &CallContext) -> bool {
     ctx.info()
@@ -432,6 +437,10 @@ impl Runtime {
             while let Ok(Some(p)) = tokio::time::timeout(PROGRESS_GRACE, progress.next()).await {
                 ctx.progress(p.progress, p.total, p.message.as_deref());
             }
+        }
+        // The same for log lines, while the caller is still registered.
+        if caller.is_some() {
+            client.logs.settle(LOG_GRACE).await;
         }
         if let Some(t) = &mut traced {
             t.outcome(&result);

@@ -41,6 +41,8 @@ pub struct McpClient {
     pub cut: crate::transport::http::CutForSize,
     /// Each listed tool's `execution`, noted from the raw `tools/list` reply.
     pub executions: crate::transport::executions::Executions,
+    /// Log messages off the wire not yet delivered (`pending_logs`).
+    pub logs: crate::session::pending_logs::PendingLogs,
     on_resource_updated: Option<OnResourceUpdated>,
     /// The calls in flight on this session, for requests the upstream sends back.
     pub callers: Callers,
@@ -61,6 +63,7 @@ impl McpClient {
             broken: Default::default(),
             cut: Default::default(),
             executions: Default::default(),
+            logs: Default::default(),
             on_resource_updated: None,
             callers: Callers::default(),
             task_inputs: TaskInputs::default(),
@@ -235,6 +238,14 @@ impl ClientHandler for McpClient {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_else(|| "info".into());
+        // Counted as delivered however it ends (`pending_logs`).
+        struct Delivered<'a>(&'a crate::session::pending_logs::PendingLogs);
+        impl Drop for Delivered<'_> {
+            fn drop(&mut self) {
+                self.0.delivered();
+            }
+        }
+        let _delivered = Delivered(&self.logs);
         let origin = callers::origin(&context.extensions);
         match self.callers.route(origin.as_ref()) {
             Ok(ctx) => {

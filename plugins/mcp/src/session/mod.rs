@@ -5,6 +5,7 @@
 mod callers;
 pub mod client;
 pub mod opener;
+pub mod pending_logs;
 pub mod progress;
 pub(crate) mod rounds;
 pub mod task_inputs;

@@ -150,6 +150,7 @@ async fn open_as(
                 config.max_message_bytes,
                 client.broken.clone(),
                 client.executions.clone(),
+                client.logs.clone(),
             )
             .map_err(|e| PluginError::upstream(format!("cannot start {command:?}: {e}")))?;
             crate::session::rounds::handshake(client, proc, protocol)
@@ -159,8 +160,13 @@ async fn open_as(
                 })
         }
         Transport::Http { url, .. } => {
-            let http = WatchedHttp::new(source, client.cut.clone(), client.executions.clone())
-                .map_err(|e| PluginError::internal(format!("cannot build the HTTP client: {e}")))?;
+            let http = WatchedHttp::new(
+                source,
+                client.cut.clone(),
+                client.executions.clone(),
+                client.logs.clone(),
+            )
+            .map_err(|e| PluginError::internal(format!("cannot build the HTTP client: {e}")))?;
             let http_config =
                 http_config(&config.transport, &config.auth, config.max_message_bytes)?;
             // The transport's error may quote the URL: never its secret parts.

@@ -31,6 +31,7 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::{Sse, SseStream};
 
 use super::executions::{self, Executions};
+use crate::session::pending_logs::PendingLogs;
 
 /// Requests whose SSE reply stream ended on an event over the size limit.
 pub type CutForSize = Arc<Mutex<HashSet<String>>>;
@@ -47,6 +48,7 @@ pub struct WatchedHttp {
     source: Arc<str>,
     cut: CutForSize,
     executions: Executions,
+    logs: PendingLogs,
 }
 
 impl WatchedHttp {
@@ -57,6 +59,7 @@ impl WatchedHttp {
         source: &str,
         cut: CutForSize,
         executions: Executions,
+        logs: PendingLogs,
     ) -> Result<Self, reqwest::Error> {
         let policy = reqwest::redirect::Policy::custom(|attempt| {
             let keeps_body = matches!(
@@ -84,6 +87,7 @@ impl WatchedHttp {
             source: source.into(),
             cut,
             executions,
+            logs,
         })
     }
 
@@ -96,6 +100,7 @@ impl WatchedHttp {
     ) -> BoxStream<'static, Result<Sse, SseError>> {
         let (cut, source) = (self.cut.clone(), self.source.clone());
         let executions = lists_tools.then(|| self.executions.clone());
+        let logs = self.logs.clone();
         stream
             .inspect(move |item| match item {
                 Err(e) if e.to_string().contains(SIZE_ERROR) => {
@@ -107,6 +112,9 @@ impl WatchedHttp {
                 Ok(Sse { data: Some(data), .. }) => {
                     if let Some(seen) = &executions {
                         executions::note(seen, data.as_bytes());
+                    }
+                    if crate::session::pending_logs::is_log(data.as_bytes()) {
+                        logs.arrived();
                     }
                 }
                 _ => {}
@@ -473,7 +481,8 @@ mod tests {
     #[tokio::test]
     async fn a_json_tools_list_reply_is_parsed_and_its_executions_noted() {
         let seen = Executions::default();
-        let http = WatchedHttp::new("fx", Default::default(), seen.clone()).unwrap();
+        let http =
+            WatchedHttp::new("fx", Default::default(), seen.clone(), Default::default()).unwrap();
         let url = answers_once(reply("application/json", LISTING)).await;
         let Ok(StreamableHttpPostResponse::Json(JsonRpcMessage::Response(r), session)) =
             list(&http, url, StreamableHttpResponseLimits::default()).await
@@ -492,7 +501,7 @@ mod tests {
     async fn an_sse_tools_list_reply_is_noted_and_an_oversized_event_ends_it_cut_for_size() {
         let seen = Executions::default();
         let cut = CutForSize::default();
-        let http = WatchedHttp::new("fx", cut.clone(), seen.clone()).unwrap();
+        let http = WatchedHttp::new("fx", cut.clone(), seen.clone(), Default::default()).unwrap();
         let events = format!("event: message\ndata: {LISTING}\n\n");
         let url = answers_once(reply("text/event-stream", &events)).await;
         let Ok(StreamableHttpPostResponse::Sse(stream, _)) =
@@ -508,7 +517,8 @@ mod tests {
         );
 
         let seen_too = Executions::default();
-        let http = WatchedHttp::new("fx", cut.clone(), seen_too.clone()).unwrap();
+        let http =
+            WatchedHttp::new("fx", cut.clone(), seen_too.clone(), Default::default()).unwrap();
         let url = answers_once(reply("text/event-stream", &events)).await;
         let mut limits = StreamableHttpResponseLimits::default();
         limits.max_sse_event_size = 64;

@@ -13,13 +13,14 @@ use std::time::Duration;
 
 use process_wrap::tokio::{ChildWrapper, CommandWrap};
 use rmcp::RoleClient;
-use rmcp::model::{ErrorData, JsonRpcMessage, ServerResult};
+use rmcp::model::{ErrorData, JsonRpcMessage, ServerNotification, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::{AsyncRwTransport, JsonRpcMessageCodecError};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 
+use crate::session::pending_logs::PendingLogs;
 use crate::transport::executions::Executions;
 use crate::transport::frames::{Broken, FrameGuard};
 
@@ -91,6 +92,8 @@ pub struct ChildTransport {
     line: Vec<u8>,
     /// Where each listed tool's `execution` is noted.
     executions: Executions,
+    /// Where each log message is counted as it arrives.
+    logs: PendingLogs,
 }
 
 impl ChildTransport {
@@ -102,6 +105,7 @@ impl ChildTransport {
         max_message_bytes: usize,
         broken: Broken,
         executions: Executions,
+        logs: PendingLogs,
     ) -> std::io::Result<Self> {
         cmd.command_mut()
             .stdin(Stdio::piped())
@@ -134,6 +138,7 @@ impl ChildTransport {
             read: BufReader::new(guard),
             line: Vec::new(),
             executions,
+            logs,
         })
     }
 
@@ -210,10 +215,21 @@ impl Transport<RoleClient> for ChildTransport {
                 }
             }
             let parsed = crate::transport::replies::decode(&self.line);
-            if let Ok(Some(JsonRpcMessage::Response(r))) = &parsed
-                && matches!(r.result, ServerResult::ListToolsResult(_))
-            {
-                crate::transport::executions::note(&self.executions, &self.line);
+            match &parsed {
+                Ok(Some(JsonRpcMessage::Response(r)))
+                    if matches!(r.result, ServerResult::ListToolsResult(_)) =>
+                {
+                    crate::transport::executions::note(&self.executions, &self.line);
+                }
+                Ok(Some(JsonRpcMessage::Notification(n)))
+                    if matches!(
+                        n.notification,
+                        ServerNotification::LoggingMessageNotification(_)
+                    ) && crate::session::pending_logs::is_log(&self.line) =>
+                {
+                    self.logs.arrived();
+                }
+                _ => {}
             }
             self.line.clear();
             match parsed {
