@@ -68,7 +68,8 @@ const SUBSCRIPTION: &[u8] = b"io.modelcontextprotocol/subscriptionId";
 /// stream's.
 pub fn is_log(message: &[u8]) -> bool {
     const METHOD: &[u8] = b"notifications/message";
-    let has = |needle: &[u8]| message.windows(needle.len()).any(|w| w == needle);
+    // A tool result over SSE may be megabytes: memchr's search, not a byte loop.
+    let has = |needle: &[u8]| memchr::memmem::find(message, needle).is_some();
     has(METHOD)
         && !has(SUBSCRIPTION)
         && serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(message).is_ok_and(|m| {
