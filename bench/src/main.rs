@@ -21,6 +21,7 @@
 
 mod engine;
 mod front;
+mod lean;
 mod load;
 mod memory;
 mod openapi;

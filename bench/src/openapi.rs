@@ -15,6 +15,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::{Peer, RoleClient};
 use serde_json::{Value, json};
 
+use crate::lean::{self, LeanHttp, LeanMcp};
 use crate::proc::McpProc;
 use crate::stats::{delta_us, percentile, us, verdict};
 use crate::{Env, HANDSHAKE_TIMEOUT};
@@ -208,30 +209,23 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     }
     drop(api.stdin.take());
     let _ = tokio::time::timeout(Duration::from_secs(3), api.wait()).await;
-    let (direct, via_wf, std, compared, discovery, rounds, batch) = result?;
-    print(
-        &direct,
-        &via_wf,
-        &std,
-        compared
-            .as_ref()
-            .map(|(c, cd)| (c.as_slice(), cd.as_slice(), env.compare.as_deref())),
-        &discovery,
-        rounds,
-        batch,
-    );
+    print(&result?, env.compare.as_deref());
     Ok(())
 }
 
-type Measured = (
-    Vec<Duration>,
-    Vec<Duration>,
-    Vec<Duration>,
-    Option<(Vec<Duration>, Vec<f64>)>,
-    Vec<f64>,
-    usize,
-    usize,
-);
+/// Every path's call times, in the order of the tables.
+struct Measured {
+    direct: Vec<Duration>,
+    via_wf: Vec<Duration>,
+    passthrough: Vec<Duration>,
+    lean_direct: Vec<Duration>,
+    lean_wf: Vec<Duration>,
+    lean_passthrough: Vec<Duration>,
+    compared: Option<(Vec<Duration>, Vec<f64>)>,
+    discovery: Vec<f64>,
+    rounds: usize,
+    batch: usize,
+}
 
 async fn measure(
     env: &Env,
@@ -255,17 +249,46 @@ async fn measure(
     for _ in 0..warmup {
         passthrough(peer).await?;
     }
-    let mut sides: [Vec<Duration>; 4] = Default::default();
-    let paths = if other.is_some() { 4 } else { 3 };
+    // The blocking pair (lean.rs): a second `wf serve` of this build with
+    // the same source, driven over raw pipes, against raw HTTP/1.1.
+    let mut lean = Some(lean_pair(env, base, warmup)?);
+    let mut sides: [Vec<Duration>; 7] = Default::default();
+    let mut paths = vec![LEAN_DIRECT, LEAN_WF, LEAN_STD, 0, 1, 2];
+    if other.is_some() {
+        paths.push(3);
+    }
     for round in 0..rounds {
         // The paths take turns, the order rotating and reversing round by
         // round, so drift in the machine's load hits them alike.
-        let mut order: Vec<usize> = (0..paths).collect();
-        order.rotate_left(round % paths);
+        let mut order = paths.clone();
+        order.rotate_left(round % paths.len());
         if round % 2 == 1 {
             order.reverse();
         }
         for side in order {
+            if side >= LEAN_DIRECT {
+                let (mut http, mut mcp) = lean.take().context("the blocking pair")?;
+                let (times, back) = tokio::task::spawn_blocking(move || {
+                    let mut times = Vec::with_capacity(batch);
+                    for i in 0..batch as i64 {
+                        let t = Instant::now();
+                        let ok = match side {
+                            LEAN_DIRECT => lean_direct(&mut http, i),
+                            LEAN_WF => lean_through_wf(&mut mcp, i),
+                            _ => lean_passthrough(&mut mcp),
+                        };
+                        if let Err(e) = ok {
+                            return (Err(e), (http, mcp));
+                        }
+                        times.push(t.elapsed());
+                    }
+                    (Ok(times), (http, mcp))
+                })
+                .await?;
+                lean = Some(back);
+                sides[side].extend(times?);
+                continue;
+            }
             for i in 0..batch as i64 {
                 let t = Instant::now();
                 match (side, &other) {
@@ -278,7 +301,8 @@ async fn measure(
             }
         }
     }
-    let [d, w, std, c] = sides;
+    drop(lean);
+    let [d, w, std, c, ld, lw, ls] = sides;
     let compared = other.is_some().then_some(c);
     // Discovery as wf measures it (admin refresh_catalog's `discovery_ms`):
     // read the file, parse it, build 1,000 tools and nodes, hand them to the
@@ -300,7 +324,60 @@ async fn measure(
         bail!("the large document gave {large} tools, not {OPERATIONS}");
     }
     let compared = compared.map(|c| (c, discovery_compared));
-    Ok((d, w, std, compared, discovery, rounds, batch))
+    Ok(Measured {
+        direct: d,
+        via_wf: w,
+        passthrough: std,
+        lean_direct: ld,
+        lean_wf: lw,
+        lean_passthrough: ls,
+        compared,
+        discovery,
+        rounds,
+        batch,
+    })
+}
+
+const LEAN_DIRECT: usize = 4;
+const LEAN_WF: usize = 5;
+const LEAN_STD: usize = 6;
+
+/// The blocking pair, started and warmed up: raw HTTP to the API, and a
+/// `wf serve` of this build (the `api` source alone) over raw pipes.
+fn lean_pair(env: &Env, base: &str, warmup: i64) -> anyhow::Result<(LeanHttp, LeanMcp)> {
+    let sources = json!({"api": {"kind": "openapi", "spec": format!("{base}/openapi.json")}});
+    let (cmd, log) = env.wf_command("openapi-lean", sources)?;
+    let mut mcp = LeanMcp::start(lean::std_command(&cmd), &log)?;
+    mcp.wait_for_tool("api__getItem", HANDSHAKE_TIMEOUT)?;
+    let mut http = LeanHttp::connect(base)?;
+    for i in 0..warmup {
+        lean_direct(&mut http, i)?;
+        lean_through_wf(&mut mcp, i)?;
+        lean_passthrough(&mut mcp)?;
+    }
+    Ok((http, mcp))
+}
+
+fn lean_direct(http: &mut LeanHttp, id: i64) -> anyhow::Result<()> {
+    let body = http.get_json(&format!("/items/{id}"))?;
+    if body["id"] != id {
+        bail!("unexpected answer {body}");
+    }
+    Ok(())
+}
+
+fn lean_passthrough(mcp: &mut LeanMcp) -> anyhow::Result<()> {
+    let value = json!({"id": 1, "name": "widget", "price": 1.5});
+    mcp.call_tool("wf_std__passthrough", &json!({"value": value}))?;
+    Ok(())
+}
+
+fn lean_through_wf(mcp: &mut LeanMcp, id: i64) -> anyhow::Result<()> {
+    let result = mcp.call_tool("api__getItem", &json!({"id": id}))?;
+    if result["structuredContent"]["id"] != id {
+        bail!("unexpected result {result}");
+    }
+    Ok(())
 }
 
 /// One `wf_admin__refresh_catalog` of the large source: its `discovery_ms`.
@@ -324,15 +401,9 @@ async fn refresh_large(peer: &Peer<RoleClient>) -> anyhow::Result<f64> {
     row["discovery_ms"].as_f64().context("no discovery_ms")
 }
 
-fn print(
-    d: &[Duration],
-    w: &[Duration],
-    std: &[Duration],
-    compared: Option<(&[Duration], &[f64], Option<&std::path::Path>)>,
-    discovery: &[f64],
-    rounds: usize,
-    batch: usize,
-) {
+fn print(m: &Measured, compare: Option<&std::path::Path>) {
+    let (d, w, std) = (&m.direct, &m.via_wf, &m.passthrough);
+    let (rounds, batch) = (m.rounds, m.batch);
     let (d50, w50, s50) = (percentile(d, 0.5), percentile(w, 0.5), percentile(std, 0.5));
     let (d99, w99) = (percentile(d, 0.99), percentile(w, 0.99));
     let added = us(w50) - us(d50);
@@ -357,11 +428,11 @@ fn print(
         delta_us(w50, d50),
         verdict(added <= P50_BUDGET_US)
     );
-    if let Some((c, _, binary)) = compared {
+    if let Some((c, _)) = &m.compared {
         let c50 = percentile(c, 0.5);
         println!(
             "| wf --compare `{}` | {:.0} µs | {:.0} µs | {} µs | {} |",
-            binary.map(|b| b.display().to_string()).unwrap_or_default(),
+            compare.map(|b| b.display().to_string()).unwrap_or_default(),
             us(c50),
             us(percentile(c, 0.99)),
             delta_us(c50, d50),
@@ -377,6 +448,36 @@ fn print(
         "\nThe openapi source's own share of the p50 (wf − reference − direct): {:+.0} µs.",
         us(w50) - us(s50) - us(d50)
     );
+    let (ld, lw, ls) = (&m.lean_direct, &m.lean_wf, &m.lean_passthrough);
+    let (ld50, lw50) = (percentile(ld, 0.5), percentile(lw, 0.5));
+    println!(
+        "\nThe same request with blocking one-thread clients on both sides (bench/src/lean.rs; \
+         in the same rounds): raw HTTP/1.1 on a kept-alive socket, against raw MCP JSON-RPC \
+         lines on the pipes of a second `wf serve` of this build. Neither client hands \
+         anything between tasks or threads of its own, so the difference is what the server \
+         side adds.\n"
+    );
+    println!(
+        "| path | p50 | p99 | p50 added | target: p50 +≤ {P50_BUDGET_US:.0} µs |\n|---|---:|---:|---:|---|"
+    );
+    println!(
+        "| direct (blocking HTTP/1.1) | {:.0} µs | {:.0} µs | +0 µs | |",
+        us(ld50),
+        us(percentile(ld, 0.99))
+    );
+    println!(
+        "| wf (blocking MCP over stdio → openapi source → HTTP) | {:.0} µs | {:.0} µs | {} µs | {} |",
+        us(lw50),
+        us(percentile(lw, 0.99)),
+        delta_us(lw50, ld50),
+        verdict(us(lw50) - us(ld50) <= P50_BUDGET_US)
+    );
+    println!(
+        "| reference: wf.std `passthrough` through wf, blocking client | {:.0} µs | {:.0} µs | | |",
+        us(percentile(ls, 0.5)),
+        us(percentile(ls, 0.99))
+    );
+    let discovery = &m.discovery;
     println!(
         "\nDiscovery of a {OPERATIONS}-operation OpenAPI 3.0 document ({} refreshes; wf's own `discovery_ms`).\n",
         discovery.len()
@@ -395,8 +496,8 @@ fn print(
         );
     };
     row(&format!("{OPERATIONS} operations, 101 schemas"), discovery);
-    if let Some((_, times, binary)) = compared {
-        let binary = binary.map(|b| b.display().to_string()).unwrap_or_default();
+    if let Some((_, times)) = &m.compared {
+        let binary = compare.map(|b| b.display().to_string()).unwrap_or_default();
         row(&format!("the same, wf --compare `{binary}`"), times);
     }
 }
