@@ -218,6 +218,25 @@ pub struct ServeArgs {
     /// replicas on one `[store] url`); default `hostname:pid:start`.
     #[arg(long, value_name = "ID", env = "WF_REPLICA_ID")]
     pub replica_id: Option<String>,
+    /// Threads that run wf's own work (plugins run theirs). Default: 1 over
+    /// stdio, whose one client gains nothing from more while every hand-off
+    /// of a call between threads costs a wake-up; the number of CPUs with
+    /// --http.
+    #[arg(long, value_name = "N", env = "WF_WORKERS",
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: Option<u16>,
+}
+
+impl ServeArgs {
+    /// The runtime's worker threads, or `None` for tokio's default (the
+    /// CPU count, or `TOKIO_WORKER_THREADS`).
+    pub fn worker_threads(&self) -> Option<usize> {
+        match (self.workers, &self.http) {
+            (Some(n), _) => Some(usize::from(n)),
+            (None, None) => Some(1),
+            (None, Some(_)) => None,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -276,10 +295,16 @@ pub fn main() -> i32 {
     } else {
         init_logging(&cli.log_level, cli.log_format);
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    // Multi-threaded even with one worker: blocking waits (`block_in_place`)
+    // stay possible.
+    if let Command::Serve(a) = &cli.command
+        && let Some(n) = a.worker_threads()
     {
+        builder.worker_threads(n);
+    }
+    let rt = match builder.build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("wf: cannot start the async runtime: {e}");
