@@ -220,8 +220,8 @@ pub struct ServeArgs {
     pub replica_id: Option<String>,
     /// Threads that run wf's own work (plugins run theirs). Default: 1 over
     /// stdio, whose one client gains nothing from more while every hand-off
-    /// of a call between threads costs a wake-up; the number of CPUs with
-    /// --http.
+    /// of a call between threads costs a wake-up; the number of CPUs over
+    /// HTTP (--http or `[server] http`).
     #[arg(long, value_name = "N", env = "WF_WORKERS",
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: Option<u16>,
@@ -231,10 +231,18 @@ impl ServeArgs {
     /// The runtime's worker threads, or `None` for tokio's default (the
     /// CPU count, or `TOKIO_WORKER_THREADS`).
     pub fn worker_threads(&self) -> Option<usize> {
-        match (self.workers, &self.http) {
-            (Some(n), _) => Some(usize::from(n)),
-            (None, None) => Some(1),
-            (None, Some(_)) => None,
+        if let Some(n) = self.workers {
+            return Some(usize::from(n));
+        }
+        if self.http.is_some() {
+            return None;
+        }
+        // `[server] http` serves HTTP too. The runtime starts before the
+        // config is loaded for real, so it is read here once more; a file
+        // that does not load fails the same way right after.
+        match crate::config::LoadedConfig::open(self.common.config.as_deref()) {
+            Ok(c) if c.config.server.http.is_none() => Some(1),
+            _ => None,
         }
     }
 }
@@ -335,5 +343,46 @@ pub fn main() -> i32 {
             eprintln!("wf: {e:#}");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workers(args: &[&str]) -> Option<usize> {
+        let cli = Cli::try_parse_from(args).expect("parses");
+        let Command::Serve(a) = cli.command else {
+            panic!("not serve")
+        };
+        a.worker_threads()
+    }
+
+    #[test]
+    fn stdio_runs_on_one_worker_and_http_on_the_default() {
+        assert_eq!(workers(&["wf", "serve"]), Some(1));
+        assert_eq!(workers(&["wf", "serve", "--http", "127.0.0.1:0"]), None);
+        assert_eq!(workers(&["wf", "serve", "--workers", "3"]), Some(3));
+        let http = "127.0.0.1:0";
+        assert_eq!(
+            workers(&["wf", "serve", "--http", http, "--workers", "2"]),
+            Some(2)
+        );
+        assert!(Cli::try_parse_from(["wf", "serve", "--workers", "0"]).is_err());
+    }
+
+    #[test]
+    fn a_config_that_serves_http_keeps_the_default() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("wf.toml");
+        std::fs::write(&file, "[server]\nhttp = \"127.0.0.1:0\"\n").expect("write");
+        let file = file.to_str().expect("utf-8");
+        assert_eq!(workers(&["wf", "serve", "--config", file]), None);
+        std::fs::write(dir.path().join("stdio.toml"), "[server]\n").expect("write");
+        let stdio = dir.path().join("stdio.toml");
+        assert_eq!(
+            workers(&["wf", "serve", "--config", stdio.to_str().expect("utf-8")]),
+            Some(1)
+        );
     }
 }
