@@ -401,55 +401,69 @@ async fn refresh_large(peer: &Peer<RoleClient>) -> anyhow::Result<f64> {
     row["discovery_ms"].as_f64().context("no discovery_ms")
 }
 
+/// What a table row says beside its p50 and p99.
+enum Col {
+    /// The direct path the others are measured against.
+    Base,
+    /// A path through wf: its p50 added over this direct p50, judged.
+    Over(Duration),
+    /// A reference path: nothing more.
+    Reference,
+}
+
+fn row(label: &str, times: &[Duration], col: Col) {
+    let p50 = percentile(times, 0.5);
+    let (added, judged) = match col {
+        Col::Base => ("+0 µs".to_string(), ""),
+        Col::Over(direct) => (
+            format!("{} µs", delta_us(p50, direct)),
+            verdict(us(p50) - us(direct) <= P50_BUDGET_US),
+        ),
+        Col::Reference => (String::new(), ""),
+    };
+    println!(
+        "| {label} | {:.0} µs | {:.0} µs | {added} | {judged} |",
+        us(p50),
+        us(percentile(times, 0.99))
+    );
+}
+
 fn print(m: &Measured, compare: Option<&std::path::Path>) {
-    let (d, w, std) = (&m.direct, &m.via_wf, &m.passthrough);
     let (rounds, batch) = (m.rounds, m.batch);
-    let (d50, w50, s50) = (percentile(d, 0.5), percentile(w, 0.5), percentile(std, 0.5));
-    let (d99, w99) = (percentile(d, 0.99), percentile(w, 0.99));
-    let added = us(w50) - us(d50);
+    let header = format!(
+        "| path | p50 | p99 | p50 added | target: p50 +≤ {P50_BUDGET_US:.0} µs |\n|---|---:|---:|---:|---|"
+    );
+    let (d50, w50, s50) = (
+        percentile(&m.direct, 0.5),
+        percentile(&m.via_wf, 0.5),
+        percentile(&m.passthrough, 0.5),
+    );
     println!("\n## OpenAPI source: a GET through wf versus direct\n");
     println!(
         "Concurrency 1, {rounds} rounds of {batch} requests per path, taking turns. \
          Direct: reqwest to the API. wf: an MCP `tools/call` over stdio to `wf serve`, whose \
          `openapi` source makes the same request.\n"
     );
-    println!(
-        "| path | p50 | p99 | p50 added | target: p50 +≤ {P50_BUDGET_US:.0} µs |\n|---|---:|---:|---:|---|"
-    );
-    println!(
-        "| direct (HTTP client) | {:.0} µs | {:.0} µs | +0 µs | |",
-        us(d50),
-        us(d99)
-    );
-    println!(
-        "| wf (MCP → openapi source → HTTP) | {:.0} µs | {:.0} µs | {} µs | {} |",
-        us(w50),
-        us(w99),
-        delta_us(w50, d50),
-        verdict(added <= P50_BUDGET_US)
+    println!("{header}");
+    row("direct (HTTP client)", &m.direct, Col::Base);
+    row(
+        "wf (MCP → openapi source → HTTP)",
+        &m.via_wf,
+        Col::Over(d50),
     );
     if let Some((c, _)) = &m.compared {
-        let c50 = percentile(c, 0.5);
-        println!(
-            "| wf --compare `{}` | {:.0} µs | {:.0} µs | {} µs | {} |",
-            compare.map(|b| b.display().to_string()).unwrap_or_default(),
-            us(c50),
-            us(percentile(c, 0.99)),
-            delta_us(c50, d50),
-            verdict(us(c50) - us(d50) <= P50_BUDGET_US)
-        );
+        let binary = compare.map(|b| b.display().to_string()).unwrap_or_default();
+        row(&format!("wf --compare `{binary}`"), c, Col::Over(d50));
     }
-    println!(
-        "| reference: wf.std `passthrough` through wf (the MCP round trip, no HTTP) | {:.0} µs | {:.0} µs | | |",
-        us(s50),
-        us(percentile(std, 0.99))
+    row(
+        "reference: wf.std `passthrough` through wf (the MCP round trip, no HTTP)",
+        &m.passthrough,
+        Col::Reference,
     );
     println!(
         "\nThe openapi source's own share of the p50 (wf − reference − direct): {:+.0} µs.",
         us(w50) - us(s50) - us(d50)
     );
-    let (ld, lw, ls) = (&m.lean_direct, &m.lean_wf, &m.lean_passthrough);
-    let (ld50, lw50) = (percentile(ld, 0.5), percentile(lw, 0.5));
     println!(
         "\nThe same request with blocking one-thread clients on both sides (bench/src/lean.rs; \
          in the same rounds): raw HTTP/1.1 on a kept-alive socket, against raw MCP JSON-RPC \
@@ -457,25 +471,18 @@ fn print(m: &Measured, compare: Option<&std::path::Path>) {
          anything between tasks or threads of its own, so the difference is what the server \
          side adds.\n"
     );
-    println!(
-        "| path | p50 | p99 | p50 added | target: p50 +≤ {P50_BUDGET_US:.0} µs |\n|---|---:|---:|---:|---|"
+    println!("{header}");
+    row("direct (blocking HTTP/1.1)", &m.lean_direct, Col::Base);
+    let ld50 = percentile(&m.lean_direct, 0.5);
+    row(
+        "wf (blocking MCP over stdio → openapi source → HTTP)",
+        &m.lean_wf,
+        Col::Over(ld50),
     );
-    println!(
-        "| direct (blocking HTTP/1.1) | {:.0} µs | {:.0} µs | +0 µs | |",
-        us(ld50),
-        us(percentile(ld, 0.99))
-    );
-    println!(
-        "| wf (blocking MCP over stdio → openapi source → HTTP) | {:.0} µs | {:.0} µs | {} µs | {} |",
-        us(lw50),
-        us(percentile(lw, 0.99)),
-        delta_us(lw50, ld50),
-        verdict(us(lw50) - us(ld50) <= P50_BUDGET_US)
-    );
-    println!(
-        "| reference: wf.std `passthrough` through wf, blocking client | {:.0} µs | {:.0} µs | | |",
-        us(percentile(ls, 0.5)),
-        us(percentile(ls, 0.99))
+    row(
+        "reference: wf.std `passthrough` through wf, blocking client",
+        &m.lean_passthrough,
+        Col::Reference,
     );
     let discovery = &m.discovery;
     println!(

@@ -698,19 +698,18 @@ fn print_isolation(outcomes: &[Outcome]) {
                 .unwrap_or_else(|| "–".into()),
         );
     }
+    let (rounds, calls) = outcomes
+        .iter()
+        .find_map(|o| o.lean_isolation.as_ref())
+        .map_or((0, 0), |l| {
+            let rounds = l.round_deltas.len();
+            (rounds, l.in_process.len() / rounds.max(1))
+        });
     println!(
         "\nThe same p50 with blocking one-thread clients (bench/src/lean.rs: raw JSON-RPC lines \
          on each `wf serve`'s pipes, no client runtime), in interleaved rounds of their own \
-         ({} × {} calls). p50 added: the median over rounds of that round's isolated p50 minus \
-         its in-process p50.\n",
-        outcomes.first().map_or(0, |o| o
-            .lean_isolation
-            .as_ref()
-            .map_or(0, |l| l.round_deltas.len())),
-        outcomes.first().map_or(0, |o| o
-            .lean_isolation
-            .as_ref()
-            .map_or(0, |l| l.in_process.len() / l.round_deltas.len().max(1))),
+         ({rounds} × {calls} calls). p50 added: the median over rounds of that round's isolated \
+         p50 minus its in-process p50.\n"
     );
     println!(
         "| upstream | in-process p50 | isolated p50 | p50 added (target ≤ {ISOLATED_P50_BUDGET_US:.0} µs) |"
