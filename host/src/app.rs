@@ -94,6 +94,15 @@ pub fn load_config_and_plugins(
             wf_plugin_api::export::MAX_RUNTIME_THREADS
         );
     }
+    if let Some(n) = config.config.server.workers
+        && !(1..=crate::cli::MAX_WORKERS).contains(&n)
+    {
+        anyhow::bail!(
+            "{}: server.workers = {n}: must be between 1 and {}",
+            config.file_label(),
+            crate::cli::MAX_WORKERS
+        );
+    }
     if config.config.server.max_calls_per_client == 0 {
         anyhow::bail!(
             "{}: server.max_calls_per_client must be greater than 0",

@@ -13,11 +13,17 @@
   (`disabled`, `timeout`, `autoApprove`, `alwaysAllow`, `type`, …).
 - `[server] plugin_threads` sizes each plugin's own runtime (counted from
   /proc), and a value outside 1..=64 stops `wf serve` with a one-line error.
+- `wf serve` runs one worker thread over stdio, `--workers`, `WF_WORKERS` or
+  `[server] workers` threads when set, and one per CPU over HTTP (counted
+  from /proc); `[server] workers` outside 1..=1024 stops it with a one-line
+  error.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -211,4 +217,55 @@ def test_plugin_threads_sizes_each_plugin_runtime_and_is_bounded(wf: Wf) -> None
         config = wf.write_config(f"[server]\nplugin_threads = {bad}\n")
         served = wf.run("serve", "--config", str(config), *wf.plugin_args())
         line = f"{config}: server.plugin_threads = {bad}: must be between 1 and 64"
+        assert served.returncode == 1 and line in served.stderr, (served.returncode, served.stderr)
+
+
+def wf_workers(pid: int) -> int:
+    """Threads of `pid` that are `wf serve`'s runtime workers (`wf-worker`;
+    its blocking threads are `wf-blocking`)."""
+    tasks = Path(f"/proc/{pid}/task")
+    return sum(1 for t in tasks.iterdir() if (t / "comm").read_text().strip() == "wf-worker")
+
+
+def workers_of_stdio_serve(wf: Wf, *args: str, env: dict[str, str] | None = None) -> int:
+    """The worker threads of a `wf serve` over stdio once wf.std is discovered."""
+    log = wf.new_log("stdio-workers")
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [str(wf.bin), *wf.serve_args(*args)],
+            cwd=wf.root,
+            env=wf.env(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + 10
+        while "discovered source=wf.std" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        return wf_workers(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_wf_serve_runs_one_worker_over_stdio_and_more_when_asked(wf: Wf) -> None:
+    # Over stdio: one worker thread (docs/operator-manual.md, "Worker threads").
+    assert workers_of_stdio_serve(wf) == 1
+    assert workers_of_stdio_serve(wf, "--workers", "3") == 3
+    assert workers_of_stdio_serve(wf, env={"WF_WORKERS": "2"}) == 2
+    config = wf.write_config("[server]\nworkers = 4\n")
+    assert workers_of_stdio_serve(wf, "--config", str(config)) == 4
+    # Over HTTP: one per CPU, unless set.
+    server = wf.start_http("127.0.0.1", None)
+    try:
+        # (tokio's count can be lower than the affinity mask under a CPU quota)
+        assert 1 <= wf_workers(server.proc.pid) <= len(os.sched_getaffinity(0))
+    finally:
+        server.stop()
+    for bad in (0, 1025):
+        config = wf.write_config(f"[server]\nworkers = {bad}\n")
+        served = wf.run("serve", "--config", str(config), *wf.plugin_args())
+        line = f"{config}: server.workers = {bad}: must be between 1 and 1024"
         assert served.returncode == 1 and line in served.stderr, (served.returncode, served.stderr)

@@ -218,14 +218,18 @@ pub struct ServeArgs {
     /// replicas on one `[store] url`); default `hostname:pid:start`.
     #[arg(long, value_name = "ID", env = "WF_REPLICA_ID")]
     pub replica_id: Option<String>,
-    /// Threads that run wf's own work (plugins run theirs). Default: 1 over
-    /// stdio, whose one client gains nothing from more while every hand-off
-    /// of a call between threads costs a wake-up; the number of CPUs over
-    /// HTTP (--http or `[server] http`).
+    /// Threads that run wf's own work (plugins run theirs); overrides
+    /// `[server] workers`. Default: 1 over stdio, whose one client gains
+    /// nothing from more while every hand-off of a call between threads
+    /// costs a wake-up; the number of CPUs over HTTP (--http or `[server]
+    /// http`).
     #[arg(long, value_name = "N", env = "WF_WORKERS",
-          value_parser = clap::value_parser!(u16).range(1..=1024))]
+          value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_WORKERS)))]
     pub workers: Option<u16>,
 }
+
+/// The most worker threads `wf serve` takes (`--workers`, `[server] workers`).
+pub const MAX_WORKERS: u16 = 1024;
 
 impl ServeArgs {
     /// The runtime's worker threads, or `None` for tokio's default (the
@@ -237,12 +241,17 @@ impl ServeArgs {
         if self.http.is_some() {
             return None;
         }
-        // `[server] http` serves HTTP too. The runtime starts before the
-        // config is loaded for real, so it is read here once more; a file
-        // that does not load fails the same way right after.
-        match crate::config::LoadedConfig::open(self.common.config.as_deref()) {
-            Ok(c) if c.config.server.http.is_none() => Some(1),
-            _ => None,
+        // `[server] workers`, and `[server] http` (which serves HTTP too).
+        // The runtime starts before the config is loaded for real, so it is
+        // read here once more; a file that does not load, or a `workers`
+        // out of range, fails at start right after.
+        let Ok(c) = crate::config::LoadedConfig::open(self.common.config.as_deref()) else {
+            return None;
+        };
+        match (c.config.server.workers, &c.config.server.http) {
+            (Some(n), _) => (1..=MAX_WORKERS).contains(&n).then_some(usize::from(n)),
+            (None, None) => Some(1),
+            (None, Some(_)) => None,
         }
     }
 }
@@ -307,10 +316,23 @@ pub fn main() -> i32 {
     builder.enable_all();
     // Multi-threaded even with one worker: blocking waits (`block_in_place`)
     // stay possible.
-    if let Command::Serve(a) = &cli.command
-        && let Some(n) = a.worker_threads()
-    {
-        builder.worker_threads(n);
+    if let Command::Serve(a) = &cli.command {
+        let workers = a.worker_threads().unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        });
+        builder.worker_threads(workers);
+        // tokio starts the workers before any blocking thread: they get a
+        // name of their own, so `/proc` (and a profile) tells them apart.
+        let started = std::sync::atomic::AtomicUsize::new(0);
+        builder.thread_name_fn(move || {
+            let n = started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if n < workers {
+                "wf-worker"
+            } else {
+                "wf-blocking"
+            }
+            .to_string()
+        });
     }
     let rt = match builder.build() {
         Ok(rt) => rt,

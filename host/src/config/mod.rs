@@ -189,6 +189,10 @@ pub struct ServerConfig {
     /// a plugin is loaded, so a change takes effect at the next start).
     #[serde(default = "default_plugin_threads")]
     pub plugin_threads: usize,
+    /// `wf serve`'s own worker threads (1 to 1024; `--workers` wins; unset:
+    /// 1 over stdio, one per CPU over HTTP). Read at start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u16>,
     /// How plugins without an `isolation` of their own run (unset: bundled
     /// ones in process, others in a child process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -316,6 +320,7 @@ impl Default for ServerConfig {
             task_ttl_ms: default_task_ttl_ms(),
             max_calls_per_client: default_max_calls_per_client(),
             plugin_threads: default_plugin_threads(),
+            workers: None,
             plugin_isolation: None,
             watch_config: true,
         }
