@@ -95,12 +95,12 @@ pub fn load_config_and_plugins(
         );
     }
     if let Some(n) = config.config.server.workers
-        && !(1..=crate::cli::MAX_WORKERS).contains(&n)
+        && !(1..=crate::config::MAX_WORKERS).contains(&n)
     {
         anyhow::bail!(
             "{}: server.workers = {n}: must be between 1 and {}",
             config.file_label(),
-            crate::cli::MAX_WORKERS
+            crate::config::MAX_WORKERS
         );
     }
     if config.config.server.max_calls_per_client == 0 {

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::app::StartOptions;
+use crate::config::MAX_WORKERS;
 
 const DEFAULT_LOG: &str = crate::app::DEFAULT_LOG_FILTER;
 
@@ -227,9 +228,6 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_WORKERS)))]
     pub workers: Option<u16>,
 }
-
-/// The most worker threads `wf serve` takes (`--workers`, `[server] workers`).
-pub const MAX_WORKERS: u16 = 1024;
 
 impl ServeArgs {
     /// The runtime's worker threads, or `None` for tokio's default (the

@@ -82,6 +82,9 @@ pub struct Config {
     pub preferences: Option<Value>,
 }
 
+/// The most worker threads `wf serve` takes (`--workers`, `[server] workers`).
+pub const MAX_WORKERS: u16 = 1024;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
