@@ -230,8 +230,8 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// The runtime's worker threads, or `None` for tokio's default (the
-    /// CPU count, or `TOKIO_WORKER_THREADS`).
+    /// The runtime's worker threads, or `None` for one per CPU (`main`
+    /// asks `available_parallelism`).
     pub fn worker_threads(&self) -> Option<usize> {
         if let Some(n) = self.workers {
             return Some(usize::from(n));
