@@ -8,7 +8,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::PoisonError;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -214,13 +214,25 @@ impl<P: Plugin> PluginFfi for PluginAdapter<P> {
             self.plugin.create_source(spec)
         }));
         match result {
-            Ok(Ok(source)) => ROk(SourceFfi_TO::from_value(
-                SourceAdapter {
-                    source: Arc::new(source),
+            Ok(Ok(source)) => {
+                let source = Arc::new(source);
+                let s = source.clone();
+                let lane = Arc::new(crate::lane::LaneSource {
+                    start: Box::new(move |request, ctx| {
+                        let s = s.clone();
+                        Box::pin(async move { dispatch(&*s, &request, ctx, None).await })
+                    }),
                     host: self.host.clone(),
-                },
-                TD_Opaque,
-            )),
+                });
+                ROk(SourceFfi_TO::from_value(
+                    SourceAdapter {
+                        source,
+                        host: self.host.clone(),
+                        lane,
+                    },
+                    TD_Opaque,
+                ))
+            }
             Ok(Err(e)) => RErr(err_json(e)),
             Err(payload) => RErr(err_json(panicked(payload))),
         }
@@ -230,6 +242,9 @@ impl<P: Plugin> PluginFfi for PluginAdapter<P> {
 struct SourceAdapter<S> {
     source: Arc<S>,
     host: Host,
+    /// How a call lane starts this source's calls (held here: the lane
+    /// only holds it weakly, so a dropped source leaves the lane).
+    lane: Arc<crate::lane::LaneSource>,
 }
 
 /// How long a cancelled call that watches [`CallContext::cancelled`] may
@@ -237,7 +252,7 @@ struct SourceAdapter<S> {
 pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// A plugin call's work, boxed so that [`InlineCall`] has one type.
-type Work = Pin<Box<dyn Future<Output = Result<String, PluginError>> + Send>>;
+pub(crate) type Work = Pin<Box<dyn Future<Output = Result<String, PluginError>> + Send>>;
 
 /// Hands the host a future that polls `work` itself, on the host's thread,
 /// inside this plugin's runtime context: no spawn and no thread hand-off
@@ -246,23 +261,38 @@ type Work = Pin<Box<dyn Future<Output = Result<String, PluginError>> + Send>>;
 /// cancels `work`: the call's token fires first, then `work` is dropped, or,
 /// if it watches [`CallContext::cancelled`], moved onto the plugin runtime to
 /// finish its cleanup within [`CANCEL_GRACE`].
-fn inline_call<F>(
-    cancel: CancellationToken,
-    watching: Arc<AtomicBool>,
-    work: F,
-) -> FfiFuture<RResult<RString, RString>>
+pub(crate) fn start_call<F>(
+    host: &Host,
+    ctx: CallContextBox,
+    work: impl FnOnce(CallContext) -> F,
+) -> InlineCall
 where
     F: Future<Output = Result<String, PluginError>> + Send + 'static,
 {
+    let cancel = CancellationToken::new();
+    let watching = Arc::new(AtomicBool::new(false));
+    let call = CallContext {
+        host: Some(host.clone()),
+        inner: Arc::new(ctx),
+        cancel: cancel.clone(),
+        watching: watching.clone(),
+        parsed: Arc::default(),
+    };
+    // The call's token also fires when its work ends, so whatever still
+    // waits on this call (an ask its upstream sent back late) stops too.
+    let over = cancel.clone();
+    let work = work(call);
     InlineCall {
-        work: Some(Box::pin(work)),
+        work: Some(Box::pin(async move {
+            let _over = over.drop_guard();
+            work.await
+        })),
         cancel,
         watching,
     }
-    .into_ffi()
 }
 
-struct InlineCall {
+pub(crate) struct InlineCall {
     /// `None` once finished (or panicked).
     work: Option<Work>,
     cancel: CancellationToken,
@@ -328,23 +358,12 @@ impl<S: Source> SourceFfi for SourceAdapter<S> {
         ctx: CallContextBox,
     ) -> FfiFuture<RResult<RString, RString>> {
         let source = self.source.clone();
-        let cancel = CancellationToken::new();
-        let watching = Arc::new(AtomicBool::new(false));
-        let call = CallContext {
-            host: Some(self.host.clone()),
-            inner: Arc::new(ctx),
-            cancel: cancel.clone(),
-            watching: watching.clone(),
-            parsed: Arc::default(),
-        };
-        // The call's token also fires when its work ends, so whatever still
-        // waits on this call (an ask its upstream sent back late) stops too.
-        let over = cancel.clone();
+        let lane = Arc::downgrade(&self.lane);
         let started = catch_unwind(AssertUnwindSafe(|| {
-            inline_call(cancel, watching, async move {
-                let _over = over.drop_guard();
-                dispatch(&*source, request.as_str(), call).await
+            start_call(&self.host, ctx, move |call| async move {
+                dispatch(&*source, request.as_str(), call, Some(lane)).await
             })
+            .into_ffi()
         }));
         started.unwrap_or_else(|p| {
             let e = err_json(panicked(p));
@@ -373,6 +392,7 @@ async fn dispatch<S: Source>(
     source: &S,
     request: &str,
     ctx: CallContext,
+    lane: Option<Weak<crate::lane::LaneSource>>,
 ) -> Result<String, PluginError> {
     // A known operation with bad fields is the caller's mistake; one this
     // plugin predates decodes to `Unknown` and is `unsupported`.
@@ -386,6 +406,15 @@ async fn dispatch<S: Source>(
                 "unsupported operation {op:?}"
             )))
         }
+        SourceRequest::CallLane { fd, source: id } => match lane {
+            Some(lane) => {
+                crate::lane::join(fd, id, lane)?;
+                Ok("null".to_string())
+            }
+            None => Err(PluginError::unsupported(
+                "call_lane is sent across the ABI only",
+            )),
+        },
         SourceRequest::CallerAnswer { ask, ok, error } => {
             let answer = match (ok, error) {
                 (_, Some(e)) => Err(e),
@@ -449,8 +478,10 @@ mod tests {
     use crate::prelude::*;
     use crate::testing::Harness;
 
-    /// What the calls of [`Trail`] did, in order (one test uses it).
+    /// What the calls of [`Trail`] did, in order.
     static EVENTS: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    /// Held by each test that reads [`EVENTS`]: one at a time.
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
     fn note(e: &'static str) {
         EVENTS.lock().unwrap().push(e);
@@ -486,6 +517,10 @@ mod tests {
             _arguments: Value,
             ctx: CallContext,
         ) -> Result<CallResult, PluginError> {
+            if name == "quick" {
+                ctx.progress(0.5, Some(1.0), Some("half"));
+                return Ok(CallResult::text("quick"));
+            }
             if name == "watching" {
                 let _d = Dropped("watching dropped");
                 note("watching started");
@@ -539,6 +574,7 @@ mod tests {
 
     #[tokio::test]
     async fn cancellation_signals_then_drops() {
+        let _one = SERIAL.lock().await;
         let h = Harness::start::<Trail>().unwrap();
         let src = h.source("t", "trail", json!({})).unwrap();
         // Every time, including the first: the signal's branch runs, its
@@ -559,6 +595,105 @@ mod tests {
         let seen = cancel(&src, "plain", "plain dropped").await;
         assert_eq!(seen, ["plain started", "plain dropped"]);
         assert!(t.elapsed() < super::CANCEL_GRACE / 2, "{:?}", t.elapsed());
+    }
+
+    /// Reads one frame off a blocking socket: its payload.
+    #[cfg(unix)]
+    fn read_frame(s: &mut std::os::unix::net::UnixStream) -> Vec<u8> {
+        use std::io::Read;
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).unwrap();
+        let mut buf = vec![0u8; u32::from_be_bytes(len) as usize];
+        s.read_exact(&mut buf).unwrap();
+        buf
+    }
+
+    /// The 1.5 call lane, end to end in this process: a source joins it, then
+    /// its calls arrive as frames and their progress and replies leave as
+    /// frames, in order; a cancel frame cancels as dropping the call's future
+    /// does; a call for a source the lane does not know gets an error reply.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_call_lane_serves_calls_cancels_and_refuses_unknown_sources() {
+        let _one = SERIAL.lock().await;
+        use std::io::Write;
+        use std::os::fd::IntoRawFd;
+
+        use crate::lane::{self, REPLY_ERR, REPLY_OK};
+
+        let h = Harness::start::<Trail>().unwrap();
+        let src = h.source("t", "trail", json!({})).unwrap();
+        let (mut ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let fd = theirs.into_raw_fd();
+        let joined: Value = src
+            .request(&crate::SourceRequest::CallLane { fd, source: 7 })
+            .await
+            .unwrap();
+        assert_eq!(joined, Value::Null);
+        // A second lane is refused; the first keeps serving.
+        let (_, other) = std::os::unix::net::UnixStream::pair().unwrap();
+        let refused = src
+            .request::<Value>(&crate::SourceRequest::CallLane {
+                fd: other.into_raw_fd(),
+                source: 8,
+            })
+            .await
+            .unwrap_err();
+        assert!(refused.message.contains("already serves calls"), "{refused:?}");
+
+        let call = r#"{"op":"call_tool","name":"quick","arguments":{}}"#;
+        let mut frames = lane::encode_request(1, 7, call, "{}").unwrap();
+        frames.extend(lane::encode_request(2, 99, call, "{}").unwrap());
+        ours.write_all(&frames).unwrap();
+        let got = tokio::task::spawn_blocking(move || {
+            let got: Vec<Vec<u8>> = (0..3).map(|_| read_frame(&mut ours)).collect();
+            (got, ours)
+        });
+        let (got, mut ours) = got.await.unwrap();
+        let mut replies = std::collections::HashMap::new();
+        let mut progress_seen_before_reply_1 = false;
+        for f in &got {
+            match f[0] {
+                REPLY_OK | REPLY_ERR => {
+                    let (id, text) = lane::decode_reply(&f[1..]).unwrap();
+                    replies.insert(id, (f[0], text));
+                }
+                _ => {
+                    let v: Value = serde_json::from_slice(f).unwrap();
+                    assert_eq!(v["t"], "progress", "{v}");
+                    assert_eq!((v["id"].as_u64(), v["message"].as_str()), (Some(1), Some("half")));
+                    progress_seen_before_reply_1 = !replies.contains_key(&1);
+                }
+            }
+        }
+        assert!(progress_seen_before_reply_1, "progress must precede its reply");
+        let (tag, text) = &replies[&1];
+        assert_eq!(*tag, REPLY_OK);
+        assert!(text.contains("quick"), "{text}");
+        let (tag, text) = &replies[&2];
+        assert_eq!(*tag, REPLY_ERR);
+        assert!(text.contains("no source 99"), "{text}");
+
+        // A cancel frame: the call's signal fires, its cleanup runs, then it
+        // is dropped, and no reply comes.
+        EVENTS.lock().unwrap().clear();
+        let watching = r#"{"op":"call_tool","name":"watching","arguments":{}}"#;
+        ours.write_all(&lane::encode_request(3, 7, watching, "{}").unwrap())
+            .unwrap();
+        wait_for("watching started").await;
+        ours.write_all(&lane::finish(b"\0\0\0\0{\"t\":\"cancel\",\"id\":3}".to_vec()).unwrap())
+            .unwrap();
+        let seen = wait_for("watching dropped").await;
+        assert_eq!(
+            seen,
+            ["watching started", "watching cleaned up", "watching dropped"]
+        );
+        ours.set_nonblocking(true).unwrap();
+        let mut rest = [0u8; 1];
+        assert!(
+            std::io::Read::read(&mut ours, &mut rest).is_err(),
+            "a cancelled call sends no reply"
+        );
     }
 
     #[test]

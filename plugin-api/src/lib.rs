@@ -57,6 +57,10 @@ pub mod export;
 #[doc(hidden)]
 pub mod ffi;
 mod forwarding;
+/// Since 1.5: the call lane a child host hands a plugin (its frames are
+/// shared with the host, which encodes and decodes the other end).
+#[doc(hidden)]
+pub mod lane;
 mod logging;
 pub mod schema;
 mod tasks;

@@ -90,6 +90,9 @@ impl<S: Subscriber> Layer<S> for ForwardLayer {
         event.record(&mut msg);
         let meta = event.metadata();
         let line = redacted(msg.0);
+        if crate::lane::log(level_number(meta.level()), meta.target(), &line) {
+            return;
+        }
         self.host.log(
             level_number(meta.level()),
             RStr::from_str(meta.target()),

@@ -652,6 +652,17 @@ pub enum SourceRequest {
         #[serde(default)]
         input_responses: Value,
     },
+    /// Since 1.5: a host that runs the plugin in a child process hands it a
+    /// socket (`fd`, a descriptor of this process) that calls for this
+    /// source (`source`, the host's id for it) arrive on; the plugin's own
+    /// runtime serves them (`wf_plugin_api::lane`). Answered `null`; an older
+    /// plugin answers `unsupported` and the child host serves the socket.
+    CallLane {
+        /// The socket's descriptor.
+        fd: i32,
+        /// The host's id of this source on the lane.
+        source: u64,
+    },
     /// Since 1.2: what an operation this plugin predates decodes to (any
     /// `op` not listed above). A host never sends it; the export glue answers
     /// it `unsupported`, so the host falls back.

@@ -5,7 +5,7 @@ against a frozen copy of its API in tests/compat), in every isolation mode
 
 - tests/compat/plugin-v1_0 is built against wf-plugin-api 1.0.0 (a frozen copy,
   tests/compat/wf-plugin-api-1.0.0) and must load and work in today's host
-  (1.4.x) — including when the host sends it an
+  (1.5.x) — including when the host sends it an
   operation 1.0 does not know, and when it reports a lost session in the
   pre-1.2 words (`upstream` + "upstream session restarted; state lost"), which
   the host must still read as the typed `state_lost`;
@@ -17,11 +17,14 @@ against a frozen copy of its API in tests/compat), in every isolation mode
 - tests/compat/plugin-v1_3 (wf-plugin-api 1.3.0) uses what 1.3 added: a call
   served as a task (fetched and cancelled through wf), and its older glue answers
   1.4's `tasks/update` unsupported;
+- tests/compat/plugin-v1_4 (wf-plugin-api 1.4.0) uses what 1.4 added: a task
+  that takes input through `tasks/update`; isolated, its older glue answers 1.5's
+  `call_lane` unsupported and wf-plugin-host serves its calls itself;
 - the bad-version fixture claims 2.0.0 and must be refused with its one line.
 
 tests/run builds the compat plugins into target/compat and sets
-WF_COMPAT_PLUGIN (1.0), WF_COMPAT_PLUGIN_V1_1, WF_COMPAT_PLUGIN_V1_2 and
-WF_COMPAT_PLUGIN_V1_3.
+WF_COMPAT_PLUGIN (1.0), WF_COMPAT_PLUGIN_V1_1, WF_COMPAT_PLUGIN_V1_2,
+WF_COMPAT_PLUGIN_V1_3 and WF_COMPAT_PLUGIN_V1_4.
 """
 
 from __future__ import annotations
@@ -417,3 +420,49 @@ async def test_a_1_3_plugin_serves_a_task_and_its_older_glue_refuses_input(compa
         ack = await raw.request("tasks/cancel", {"taskId": other}, other)
         assert "result" in ack, ack
         assert (await raw.wait_status(other, "cancelled"))["taskId"] == other
+
+
+# ---- wf-plugin-api 1.4: input for a task; before 1.5's call lane
+
+
+@pytest.fixture(params=ISOLATIONS)
+def compat14_wf(request: pytest.FixtureRequest, wf: Wf) -> CompatWf:
+    installed = wf.install_file(compat_file("WF_COMPAT_PLUGIN_V1_4", "plugin-v1_4"))
+    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-4"]), request.param)
+
+
+def test_a_1_4_plugin_loads(compat14_wf: CompatWf) -> None:
+    doc = compat14_wf.plugins_json()
+    ours = [p for p in doc["loaded"] if p["name"] == "compat-v1-4"]
+    assert len(ours) == 1 and ours[0]["api_version"] == "1.4.0", doc
+    major, minor = (int(x) for x in doc["host_api"].split(".")[:2])
+    assert (major, minor) > (1, 4), f"the host must be newer than the plugin: {doc['host_api']}"
+
+
+async def test_a_1_4_plugin_takes_input_for_its_task(compat14_wf: CompatWf) -> None:
+    """The 1.4 plugin's task through today's host: `input_required` with its
+    `inputRequests`, answered with `tasks/update` (1.4's `UpdateTask`), then
+    `completed` with a result that holds the answer. Isolated, its glue answers
+    1.5's `call_lane` `unsupported`, so wf-plugin-host serves its calls itself:
+    every call here crosses that path."""
+    import httpx2
+
+    from test_tasks_runs import Raw
+
+    server = compat14_wf.wf.start_http("127.0.0.1", None, "--config", str(compat14_wf.config))
+    async with httpx2.AsyncClient(timeout=60) as http:
+        raw = Raw(http, server.url, "unused")
+        with anyio.fail_after(60):
+            while "result" not in (r := await raw.request("tools/call", {"name": "compat14__job", "arguments": {"text": "hi"}}, "compat14__job")):
+                assert "unknown tool" in r["error"]["message"], r
+                await anyio.sleep(0.1)
+        created = r["result"]
+        assert created["resultType"] == "task" and created["status"] == "working", created
+        task_id = created["taskId"]
+        waiting = await raw.wait_status(task_id, "input_required")
+        assert waiting["inputRequests"]["name"]["params"]["message"] == "compat 1.4 asks your name", waiting
+        answer = {"action": "accept", "content": {"name": "Ada"}}
+        ack = await raw.request("tasks/update", {"taskId": task_id, "inputResponses": {"name": answer}}, task_id)
+        assert "result" in ack, ack
+        done = await raw.wait_status(task_id, "completed")
+        assert done["result"]["content"][0]["text"] == "task: hi, for Ada, from api 1.4", done

@@ -183,7 +183,7 @@ async def test_cpu_limit_stops_the_spinner(wf: Wf) -> None:
 
 async def test_the_child_gets_nothing_of_wfs(wf: Wf) -> None:
     """Cleared environment (a fixed PATH and its own HOME, nothing of wf's),
-    no descriptor of wf's but stdio and its socket, its own process group."""
+    no descriptor of wf's but stdio and its two sockets, its own process group."""
     wf.install("crashy")
     server = wf.start_http("127.0.0.1", None, "--config", str(config(wf)), env={"WF_SECRET_FOR_TEST": "s3cret"})
     async with wf.http_client(server) as c:
@@ -194,6 +194,7 @@ async def test_the_child_gets_nothing_of_wfs(wf: Wf) -> None:
         # socket, database or file of wf's (fds are compared by what they
         # point to; a socket's inode names its end).
         assert any(f.startswith("3=socket:") for f in seen["fds"]), seen["fds"]
+        assert any(f.startswith("4=socket:") for f in seen["fds"]), "the call lane: " + str(seen["fds"])
         theirs = {f.split("=", 1)[1] for f in seen["fds"] if int(f.split("=")[0]) > 2}
         ours = set()
         for fd in os.listdir(f"/proc/{server.proc.pid}/fd"):

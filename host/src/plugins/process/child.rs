@@ -1,7 +1,9 @@
 //! `wf-plugin-host`: the child side. Loads one plugin library with the
-//! loader's own checks, then serves wf's frames on fd 3: creates sources,
-//! runs requests (each a task; a `cancel` drops its future), and sends the
-//! plugin's progress, logs and events back. Exits when wf closes the socket.
+//! loader's own checks, then serves wf's frames on fd 3: creates sources and
+//! sends the plugin's logs and events back. Calls take fd 4, the call lane:
+//! served by the plugin's own runtime (wf-plugin-api 1.5 and later), or here
+//! for an older plugin (each request a task; a `cancel` drops its future).
+//! Exits when wf closes the control socket.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -22,7 +24,7 @@ use wf_plugin_api::{Manifest, PluginError};
 
 use super::frame;
 use super::protocol::{Hello, PROTOCOL_VERSION, Start, ToChild, ToHost};
-use super::spawn::CHILD_FD;
+use super::spawn::{CALL_FD, CHILD_FD};
 use crate::plugins::sandbox;
 
 /// What the sandbox needs to know.
@@ -159,17 +161,21 @@ fn send(w: &Writer, msg: &ToHost) {
 
 /// The child's main; its exit code.
 pub fn main() -> i32 {
-    // SAFETY: fd 3 is the socket wf passed; nothing else owns it.
+    // SAFETY: fds 3 and 4 are the sockets wf passed; nothing else owns them.
     unsafe {
-        // Programs the plugin starts must not hold wf's socket.
-        if libc::fcntl(CHILD_FD, libc::F_SETFD, libc::FD_CLOEXEC) != 0 {
-            eprintln!("wf-plugin-host: no socket on fd {CHILD_FD}: run by wf only");
-            return 2;
+        // Programs the plugin starts must not hold wf's sockets.
+        for fd in [CHILD_FD, CALL_FD] {
+            if libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) != 0 {
+                eprintln!("wf-plugin-host: no socket on fd {fd}: run by wf only");
+                return 2;
+            }
         }
     }
     close_strays();
     // SAFETY: as above; owned from here on.
     let stream = unsafe { UnixStream::from_raw_fd(CHILD_FD) };
+    // SAFETY: as above; owned here until the plugin takes it (`Lane`).
+    let lane = unsafe { UnixStream::from_raw_fd(CALL_FD) };
     let Ok(reader) = stream.try_clone() else {
         return 2;
     };
@@ -240,9 +246,11 @@ pub fn main() -> i32 {
         Ok(report) => report,
         Err(e) => return refuse(e),
     };
+    let lane_writer: Arc<std::sync::OnceLock<Writer>> = Arc::default();
     let host = HostContextFfi_TO::from_ptr(
         RArc::new(ChildHost {
             writer: writer.clone(),
+            lane: lane_writer.clone(),
         }),
         TD_Opaque,
     );
@@ -256,10 +264,10 @@ pub fn main() -> i32 {
             sandbox: Some(sandbox),
         },
     );
-    serve(plugin, reader, writer)
+    serve(plugin, reader, writer, lane, lane_writer)
 }
 
-/// Closes every descriptor but stdio and the socket (older kernels without
+/// Closes every descriptor but stdio and the sockets (older kernels without
 /// CLOSE_RANGE_CLOEXEC may have let some through).
 fn close_strays() {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
@@ -267,7 +275,7 @@ fn close_strays() {
     };
     let fds: Vec<i32> = dir
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|fd| *fd > CHILD_FD)
+        .filter(|fd| *fd > CALL_FD)
         .collect();
     for fd in fds {
         // SAFETY: closing descriptors nothing in this process owns yet (the
@@ -278,7 +286,13 @@ fn close_strays() {
     }
 }
 
-fn serve(plugin: PluginBox, reader: BufReader<UnixStream>, writer: Writer) -> i32 {
+fn serve(
+    plugin: PluginBox,
+    reader: BufReader<UnixStream>,
+    writer: Writer,
+    lane: UnixStream,
+    lane_writer: Arc<std::sync::OnceLock<Writer>>,
+) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("wf-plugin-host")
@@ -305,6 +319,14 @@ fn serve(plugin: PluginBox, reader: BufReader<UnixStream>, writer: Writer) -> i3
             return 2;
         }
     }
+    let state = Arc::new(State {
+        plugin,
+        sources: Mutex::default(),
+        calls: Mutex::default(),
+        lane: Mutex::new(Lane::Undecided(Some(lane))),
+        lane_writer,
+        runtime: runtime.handle().clone(),
+    });
     // The reading loop runs on the runtime's worker, not on this thread
     // (block_on's): a request's task then starts on the thread that read it,
     // with no wake-up of another thread in between.
@@ -317,7 +339,7 @@ fn serve(plugin: PluginBox, reader: BufReader<UnixStream>, writer: Writer) -> i3
             tokio::spawn(write_frames(rx, write_half));
             let mut input =
                 tokio::io::BufReader::with_capacity(64 << 10, (&leftover[..]).chain(read_half));
-            dispatch(plugin, &mut input, writer).await;
+            dispatch(state, &mut input, writer).await;
         });
         let _ = served.await;
     });
@@ -325,6 +347,97 @@ fn serve(plugin: PluginBox, reader: BufReader<UnixStream>, writer: Writer) -> i3
     // started go with the process group wf kills; the plugin's own
     // destructors are not waited for.
     std::process::exit(0)
+}
+
+/// Who serves the call lane (fd 4: requests and cancels in, replies,
+/// progress and the calls' logs out).
+enum Lane {
+    /// No source yet: the socket, kept until the plugin says whether it
+    /// serves the lane itself.
+    Undecided(Option<UnixStream>),
+    /// The plugin's own runtime (wf-plugin-api 1.5 and later): a call crosses
+    /// no thread of this process's.
+    Plugin,
+    /// This process, as for every call before 1.5.
+    Child,
+}
+
+/// What the two reading loops share.
+struct State {
+    plugin: PluginBox,
+    sources: Mutex<HashMap<u64, Arc<SourceBox>>>,
+    calls: Mutex<HashMap<u64, oneshot::Sender<()>>>,
+    lane: Mutex<Lane>,
+    lane_writer: Arc<std::sync::OnceLock<Writer>>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl State {
+    /// Hands the call lane to a new source: the plugin joins it, or (the
+    /// first time a plugin predates lanes) this process serves it.
+    fn join_lane(self: &Arc<Self>, source: u64, obj: &SourceBox) -> Result<(), String> {
+        let mut lane = self.lane.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(*lane, Lane::Child) {
+            return Ok(());
+        }
+        let request = format!(r#"{{"op":"call_lane","fd":{CALL_FD},"source":{source}}}"#);
+        let ctx = CallContextFfi_TO::from_value(
+            ChildCall {
+                id: 0,
+                info: "{}".into(),
+                writer: None,
+            },
+            TD_Opaque,
+        );
+        let answer = self
+            .runtime
+            .block_on(obj.request(RString::from(request), ctx))
+            .into_result();
+        match (answer, &mut *lane) {
+            (Ok(_), Lane::Undecided(socket)) => {
+                // The plugin owns the descriptor now: not closed here.
+                if let Some(s) = socket.take() {
+                    let _ = std::os::fd::IntoRawFd::into_raw_fd(s);
+                }
+                *lane = Lane::Plugin;
+                Ok(())
+            }
+            (Ok(_), _) => Ok(()),
+            (Err(_), Lane::Undecided(socket)) => {
+                let socket = socket.take();
+                *lane = Lane::Child;
+                if let Some(socket) = socket {
+                    self.serve_lane(socket)?;
+                }
+                Ok(())
+            }
+            (Err(e), _) => Err(e.into_string()),
+        }
+    }
+
+    /// Serves the call lane on this process's runtime.
+    fn serve_lane(self: &Arc<Self>, socket: UnixStream) -> Result<(), String> {
+        let me = self.clone();
+        socket.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let sync = socket.try_clone().map_err(|e| e.to_string())?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        let writer: Writer = Arc::new(FrameOut {
+            sync: Mutex::new(sync),
+            queue: std::sync::OnceLock::new(),
+        });
+        let _ = writer.queue.set(tx);
+        let _ = self.lane_writer.set(writer.clone());
+        self.runtime.spawn(async move {
+            let Ok(socket) = tokio::net::UnixStream::from_std(socket) else {
+                return;
+            };
+            let (read_half, write_half) = socket.into_split();
+            tokio::spawn(write_frames(rx, write_half));
+            let mut input = tokio::io::BufReader::with_capacity(64 << 10, read_half);
+            dispatch(me, &mut input, writer).await;
+        });
+        Ok(())
+    }
 }
 
 /// Writes queued frames, batching what queued meanwhile into one write.
@@ -360,29 +473,38 @@ async fn read_frame(input: &mut (impl tokio::io::AsyncRead + Unpin)) -> Option<T
     super::wire::decode_to_child(&buf).ok()
 }
 
+/// Serves one socket's frames; `writer` is that socket's (a call's reply
+/// and progress go back on the socket it came on).
 async fn dispatch(
-    plugin: PluginBox,
+    state: Arc<State>,
     input: &mut (impl tokio::io::AsyncRead + Unpin),
     writer: Writer,
 ) {
-    let plugin = Arc::new(plugin);
-    let sources: Arc<Mutex<HashMap<u64, Arc<SourceBox>>>> = Arc::default();
-    let calls: Arc<Mutex<HashMap<u64, oneshot::Sender<()>>>> = Arc::default();
     // Until wf closes the socket (or breaks the protocol).
     while let Some(msg) = read_frame(input).await {
         match msg {
             ToChild::Create { id, source, spec } => {
-                let (plugin, sources, writer) = (plugin.clone(), sources.clone(), writer.clone());
+                let (state, writer) = (state.clone(), writer.clone());
                 tokio::task::spawn_blocking(move || {
-                    let err = match plugin.create_source(RString::from(spec)).into_result() {
+                    let created = state
+                        .plugin
+                        .create_source(RString::from(spec))
+                        .into_result()
+                        .map_err(RString::into_string)
+                        .and_then(|obj| {
+                            state.join_lane(source, &obj)?;
+                            Ok(obj)
+                        });
+                    let err = match created {
                         Ok(obj) => {
-                            sources
+                            state
+                                .sources
                                 .lock()
                                 .unwrap_or_else(PoisonError::into_inner)
                                 .insert(source, Arc::new(obj));
                             None
                         }
-                        Err(e) => Some(e.into_string()),
+                        Err(e) => Some(e),
                     };
                     send(&writer, &ToHost::Created { id, err });
                 });
@@ -393,7 +515,8 @@ async fn dispatch(
                 request,
                 info,
             } => {
-                let obj = sources
+                let obj = state
+                    .sources
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .get(&source)
@@ -411,7 +534,8 @@ async fn dispatch(
                     continue;
                 };
                 let (tx, cancelled) = oneshot::channel();
-                calls
+                state
+                    .calls
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .insert(id, tx);
@@ -419,11 +543,11 @@ async fn dispatch(
                     ChildCall {
                         id,
                         info,
-                        writer: writer.clone(),
+                        writer: Some(writer.clone()),
                     },
                     TD_Opaque,
                 );
-                let (writer, calls) = (writer.clone(), calls.clone());
+                let (writer, state) = (writer.clone(), state.clone());
                 tokio::spawn(async move {
                     let mut inner = obj.request(RString::from(request), ctx);
                     let fut = std::future::poll_fn(move |cx| {
@@ -434,7 +558,7 @@ async fn dispatch(
                     });
                     tokio::select! {
                         reply = fut => {
-                            calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+                            state.calls.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
                             let (ok, err) = match reply.into_result() {
                                 Ok(ok) => (Some(ok.into_string()), None),
                                 Err(e) => (None, Some(e.into_string())),
@@ -447,13 +571,15 @@ async fn dispatch(
                 });
             }
             ToChild::Cancel { id } => {
-                calls
+                state
+                    .calls
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(&id);
             }
             ToChild::Shutdown { id, source } => {
-                let obj = sources
+                let obj = state
+                    .sources
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .get(&source)
@@ -467,7 +593,8 @@ async fn dispatch(
                 });
             }
             ToChild::Forget { source } => {
-                sources
+                state
+                    .sources
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(&source);
@@ -481,17 +608,25 @@ async fn dispatch(
 #[derive(Clone)]
 struct ChildHost {
     writer: Writer,
+    /// The call lane's, when this process serves it: a call's logs go there,
+    /// in order with its reply.
+    lane: Arc<std::sync::OnceLock<Writer>>,
 }
 
 impl HostContextFfi for ChildHost {
     fn log(&self, level: u8, target: RStr<'_>, message: RStr<'_>) {
+        let call = POLLING.get();
+        let writer = match (call, self.lane.get()) {
+            (Some(_), Some(lane)) => lane,
+            _ => &self.writer,
+        };
         send(
-            &self.writer,
+            writer,
             &ToHost::Log {
                 level,
                 target: target.as_str().into(),
                 message: message.as_str().into(),
-                call: POLLING.get(),
+                call,
             },
         );
     }
@@ -509,13 +644,17 @@ impl HostContextFfi for ChildHost {
 struct ChildCall {
     id: u64,
     info: String,
-    writer: Writer,
+    /// None for the child's own requests (nobody waits for their progress).
+    writer: Option<Writer>,
 }
 
 impl CallContextFfi for ChildCall {
     fn progress(&self, progress: f64, total: ROption<f64>, message: ROption<RString>) {
+        let Some(writer) = &self.writer else {
+            return;
+        };
         send(
-            &self.writer,
+            writer,
             &ToHost::Progress {
                 id: self.id,
                 progress,

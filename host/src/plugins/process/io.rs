@@ -1,4 +1,5 @@
-//! wf's end of a child's socket, on wf's tokio runtime: a reader task that
+//! wf's end of a child's sockets (control and call lane), on wf's tokio
+//! runtime: for each, a reader task that
 //! decodes every frame a read brought and hands each reply to its waiting
 //! call (woken on the same worker, no thread in between), and a writer task
 //! that sends whatever frames queued meanwhile in one write.
@@ -50,21 +51,32 @@ pub(super) fn wait_blocking<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// Starts the reader and writer tasks of a child on `rt`.
+/// Starts the reader and writer tasks of a child's two sockets on `rt`.
 pub(super) fn start(
     child: Arc<Child>,
-    stream: UnixStream,
+    spawned: spawn::Spawned,
     rx: UnboundedReceiver<Vec<u8>>,
-    process: std::process::Child,
+    calls_rx: UnboundedReceiver<Vec<u8>>,
     sup: Weak<Supervisor>,
     host: HostContext,
     rt: &Handle,
 ) -> Result<(), String> {
-    stream.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let spawn::Spawned {
+        process,
+        control,
+        calls,
+    } = spawned;
     let _enter = rt.enter();
-    let stream = tokio::net::UnixStream::from_std(stream).map_err(|e| e.to_string())?;
-    let (read_half, write_half) = stream.into_split();
+    let async_socket = |s: UnixStream| {
+        s.set_nonblocking(true)
+            .and_then(|()| tokio::net::UnixStream::from_std(s))
+            .map_err(|e| e.to_string())
+    };
+    let (read_half, write_half) = async_socket(control)?.into_split();
+    let (calls_read, calls_write) = async_socket(calls)?.into_split();
     rt.spawn(write_frames(rx, write_half, child.pid));
+    rt.spawn(write_frames(calls_rx, calls_write, child.pid));
+    rt.spawn(read_calls(child.clone(), calls_read, host.clone()));
     rt.spawn(read_frames(child, read_half, process, sup, host));
     Ok(())
 }
@@ -93,49 +105,26 @@ async fn write_frames(
     }
 }
 
-/// Reads the child's frames until it ends; then reaps it and lets the
-/// child fail what was in flight.
+/// Reads the call lane's frames (replies, progress, the calls' logs) until
+/// the child closes it. A lane that breaks the protocol gets the child
+/// killed: its control socket's reader then fails what was in flight.
+async fn read_calls(child: Arc<Child>, input: tokio::net::unix::OwnedReadHalf, host: HostContext) {
+    if let Some(e) = read_loop(&child, input, &host).await {
+        tracing::warn!(plugin = %host.plugin, "the plugin's call lane broke the protocol ({e}); killing its child");
+        spawn::kill_group(child.pid);
+    }
+}
+
+/// Reads the child's control frames until it ends; then reaps it and lets
+/// the child fail what was in flight.
 async fn read_frames(
     child: Arc<Child>,
-    mut input: tokio::net::unix::OwnedReadHalf,
+    input: tokio::net::unix::OwnedReadHalf,
     mut process: std::process::Child,
     sup: Weak<Supervisor>,
     host: HostContext,
 ) {
-    let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
-    let broken = 'read: loop {
-        // Every whole frame the buffer holds, then read more.
-        let mut at = 0;
-        while buf.len() - at >= 4 {
-            let len = u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;
-            if len > MAX_FRAME {
-                break 'read Some(FrameError::TooLarge(len));
-            }
-            if buf.len() - at - 4 < len {
-                break;
-            }
-            match super::wire::decode_to_host(&buf[at + 4..at + 4 + len]) {
-                Ok(msg) => child.dispatch(msg, &host),
-                Err(e) => break 'read Some(e),
-            }
-            at += 4 + len;
-        }
-        buf.drain(..at);
-        if buf.capacity() - buf.len() < 16 << 10 {
-            buf.reserve(64 << 10);
-        }
-        match input.read_buf(&mut buf).await {
-            Ok(0) if buf.is_empty() => break None,
-            Ok(0) => {
-                break Some(FrameError::Io(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "the connection ended inside a frame",
-                )));
-            }
-            Ok(_) => {}
-            Err(e) => break Some(e.into()),
-        }
-    };
+    let broken = read_loop(&child, input, &host).await;
     // Gone or broken: whatever it started goes with it.
     spawn::kill_group(child.pid);
     let status = tokio::task::spawn_blocking(move || {
@@ -147,4 +136,47 @@ async fn read_frames(
     .await
     .unwrap_or_else(|e| format!("unknown: {e}"));
     child.ended(status, broken, &sup, &host);
+}
+
+/// Decodes and dispatches every frame a read brought, until the socket
+/// ends (None) or breaks the protocol.
+async fn read_loop(
+    child: &Child,
+    mut input: tokio::net::unix::OwnedReadHalf,
+    host: &HostContext,
+) -> Option<FrameError> {
+    let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
+    loop {
+        // Every whole frame the buffer holds, then read more.
+        let mut at = 0;
+        while buf.len() - at >= 4 {
+            let len = u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;
+            if len > MAX_FRAME {
+                return Some(FrameError::TooLarge(len));
+            }
+            if buf.len() - at - 4 < len {
+                break;
+            }
+            match super::wire::decode_to_host(&buf[at + 4..at + 4 + len]) {
+                Ok(msg) => child.dispatch(msg, host),
+                Err(e) => return Some(e),
+            }
+            at += 4 + len;
+        }
+        buf.drain(..at);
+        if buf.capacity() - buf.len() < 16 << 10 {
+            buf.reserve(64 << 10);
+        }
+        match input.read_buf(&mut buf).await {
+            Ok(0) if buf.is_empty() => return None,
+            Ok(0) => {
+                return Some(FrameError::Io(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the connection ended inside a frame",
+                )));
+            }
+            Ok(_) => {}
+            Err(e) => return Some(e.into()),
+        }
+    }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// Bumped when a message changes incompatibly; the child refuses a hello of
 /// another version (wf and wf-plugin-host ship together).
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The first frame wf sends.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! Starting a plugin's child: `wf-plugin-host` beside `wf`, in a process
 //! group of its own, with a cleared environment, no inherited descriptor but
-//! its end of a socketpair (as fd 3), the parent-death signal set, and the
-//! plugin's rlimits.
+//! its ends of two socketpairs (fd 3: control, fd 4: the call lane), the
+//! parent-death signal set, and the plugin's rlimits.
 //!
 //! Every child is forked by one long-lived thread: the parent-death signal
 //! fires when the *thread* that forked the child ends, so a child forked by
@@ -16,8 +16,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
-/// The fd the child finds its socket on.
+/// The fd the child finds its control socket on.
 pub const CHILD_FD: i32 = 3;
+
+/// The fd the child finds its call lane on: requests and cancels in,
+/// replies, progress and the calls' logs out (`wf_plugin_api::lane`).
+pub const CALL_FD: i32 = 4;
 
 /// The child's `PATH`: a fixed one, never wf's (programs a plugin starts,
 /// like the mcp plugin's npm servers, are found there).
@@ -71,8 +75,17 @@ fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
     })
 }
 
-/// Starts a child; returns it and wf's end of its socket.
-pub fn spawn(home: &Path, limits: Limits) -> io::Result<(Child, UnixStream)> {
+/// A started child and wf's ends of its two sockets.
+pub struct Spawned {
+    pub process: Child,
+    /// Fd 3's peer: the handshake, source creation, logs and events.
+    pub control: UnixStream,
+    /// Fd 4's peer: the call lane.
+    pub calls: UnixStream,
+}
+
+/// Starts a child; returns it and wf's ends of its sockets.
+pub fn spawn(home: &Path, limits: Limits) -> io::Result<Spawned> {
     let program = child_program();
     let home = home.to_path_buf();
     let (tx, rx) = mpsc::channel();
@@ -88,11 +101,13 @@ pub fn spawn(home: &Path, limits: Limits) -> io::Result<(Child, UnixStream)> {
         .map_err(|_| io::Error::other("the plugin spawner thread is gone"))?
 }
 
-fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<(Child, UnixStream)> {
-    // Both ends are close-on-exec; the child's is dup'ed onto fd 3 (which
-    // clears the flag) after the fork.
+fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<Spawned> {
+    // Every end is close-on-exec; the child's are dup'ed onto fds 3 and 4
+    // (which clears the flag) after the fork.
     let (ours, theirs) = UnixStream::pair()?;
+    let (lane, lane_theirs) = UnixStream::pair()?;
     let theirs_fd = theirs.as_raw_fd();
+    let lane_fd = lane_theirs.as_raw_fd();
     let parent = std::process::id() as libc::pid_t;
     // The plugin's fd 1 is wf's stderr: whatever it prints lands in the log,
     // never on wf's stdout (the MCP stdio channel).
@@ -119,15 +134,21 @@ fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<(Child,
             if libc::getppid() != parent {
                 libc::_exit(1);
             }
-            if theirs_fd == CHILD_FD {
-                libc::fcntl(CHILD_FD, libc::F_SETFD, 0);
-            } else if libc::dup2(theirs_fd, CHILD_FD) < 0 {
+            // Copies above both targets first, so that neither dup2 below
+            // overwrites the other's source.
+            let control = libc::fcntl(theirs_fd, libc::F_DUPFD_CLOEXEC, 10);
+            let calls = libc::fcntl(lane_fd, libc::F_DUPFD_CLOEXEC, 10);
+            if control < 0
+                || calls < 0
+                || libc::dup2(control, CHILD_FD) < 0
+                || libc::dup2(calls, CALL_FD) < 0
+            {
                 return Err(io::Error::last_os_error());
             }
             apply_limits(data, cpu)?;
             // Nothing else crosses exec (CLOSE_RANGE_CLOEXEC, Linux 5.11;
             // the child closes strays itself on older kernels).
-            libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 4u32);
+            libc::syscall(libc::SYS_close_range, 5u32, u32::MAX, 4u32);
             Ok(())
         });
     }
@@ -135,7 +156,12 @@ fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<(Child,
         io::Error::new(e.kind(), format!("cannot start {}: {e}", program.display()))
     })?;
     drop(theirs);
-    Ok((child, ours))
+    drop(lane_theirs);
+    Ok(Spawned {
+        process: child,
+        control: ours,
+        calls: lane,
+    })
 }
 
 /// Sets RLIMIT_DATA and RLIMIT_CPU (soft and hard: the plugin cannot raise

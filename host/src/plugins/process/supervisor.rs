@@ -136,8 +136,10 @@ pub(crate) struct Child {
     pub pid: u32,
     /// Restarts before this child (0: the first).
     pub generation: u64,
-    /// Frames for the child: its writer task drains them (`io`).
+    /// Frames for the child's control socket: its writer task drains them (`io`).
     out: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    /// Requests and cancels, for the call lane's writer task.
+    calls: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
     pending: Mutex<HashMap<u64, Pending>>,
     /// Why it ended, once it did.
     ended: OnceLock<String>,
@@ -153,7 +155,11 @@ impl Child {
     /// in time is killed (its reader then fails what it had in flight).
     pub fn send(&self, msg: &ToChild) -> Result<(), String> {
         let bytes = super::wire::encode_to_child(msg).map_err(|e| e.to_string())?;
-        self.out
+        let queue = match msg {
+            ToChild::Request { .. } | ToChild::Cancel { .. } => &self.calls,
+            _ => &self.out,
+        };
+        queue
             .send(bytes)
             .map_err(|_| "cannot write to the plugin's child: it is gone".to_string())
     }
@@ -285,7 +291,7 @@ impl Drop for CancelOnDrop<'_> {
 }
 
 /// Starts a child and reads its manifest (the plugin is not instantiated yet).
-fn handshake(launch: &Launch) -> Result<(std::process::Child, UnixStream, Manifest), String> {
+fn handshake(launch: &Launch) -> Result<(spawn::Spawned, Manifest), String> {
     let home = launch.home();
     if let Err(e) = std::fs::create_dir_all(&home) {
         return Err(format!("cannot create {}: {e}", home.display()));
@@ -295,8 +301,9 @@ fn handshake(launch: &Launch) -> Result<(std::process::Child, UnixStream, Manife
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700));
     }
-    let (mut process, stream) = spawn::spawn(&home, launch.limits())
+    let mut spawned = spawn::spawn(&home, launch.limits())
         .map_err(|e| format!("cannot start the plugin's child process: {e}"))?;
+    let (process, stream) = (&mut spawned.process, &spawned.control);
     let _ = stream.set_read_timeout(Some(HANDSHAKE));
     let _ = stream.set_write_timeout(Some(WRITE));
     let hello = Hello {
@@ -311,29 +318,29 @@ fn handshake(launch: &Launch) -> Result<(std::process::Child, UnixStream, Manife
         init: launch.init.clone(),
         sources: launch.sources.clone(),
     };
-    let answer =
-        frame::write(&mut &stream, &ToChild::Hello(hello)).and_then(|()| frame::read(&mut &stream));
+    let answer = frame::write(&mut &*stream, &ToChild::Hello(hello))
+        .and_then(|()| frame::read(&mut &*stream));
     match answer {
         Ok(ToHost::Manifest { manifest, .. }) => {
             match serde_json::from_str::<Manifest>(&manifest) {
-                Ok(m) => Ok((process, stream, m)),
+                Ok(m) => Ok((spawned, m)),
                 Err(e) => {
-                    end(&mut process);
+                    end(process);
                     Err(format!("not a wf plugin: unreadable manifest: {e}"))
                 }
             }
         }
         Ok(ToHost::Refused { reason }) => {
-            end(&mut process);
+            end(process);
             Err(reason)
         }
         Ok(other) => {
-            end(&mut process);
+            end(process);
             Err(format!(
                 "the plugin's child answered {other:?} to its hello"
             ))
         }
-        Err(e) => Err(died(&mut process, "while loading the plugin", &e)),
+        Err(e) => Err(died(process, "while loading the plugin", &e)),
     }
 }
 
@@ -443,8 +450,7 @@ pub struct Supervisor {
 /// whether to keep it ([`Probe::start`]) or not ([`Probe::stop`]).
 pub struct Probe {
     launch: Launch,
-    process: std::process::Child,
-    stream: UnixStream,
+    spawned: spawn::Spawned,
 }
 
 impl Supervisor {
@@ -457,21 +463,14 @@ impl Supervisor {
     }
 
     pub fn probe(launch: Launch) -> Result<(Probe, Manifest), String> {
-        let (process, stream, manifest) = handshake(&launch)?;
-        Ok((
-            Probe {
-                launch,
-                process,
-                stream,
-            },
-            manifest,
-        ))
+        let (spawned, manifest) = handshake(&launch)?;
+        Ok((Probe { launch, spawned }, manifest))
     }
 }
 
 impl Probe {
     pub fn stop(mut self) {
-        end(&mut self.process);
+        end(&mut self.spawned.process);
     }
 
     /// Instantiates the plugin in the child with its settings, and
@@ -489,8 +488,7 @@ impl Probe {
         };
         let Probe {
             mut launch,
-            mut process,
-            mut stream,
+            mut spawned,
         } = self;
         let known = Known {
             name: manifest.name.clone(),
@@ -500,11 +498,11 @@ impl Probe {
         // The sandbox before loading differs from the default: start again
         // with the plugin's own, now that its name is known.
         if start.sandbox != crate::config::Sandbox::default().as_str() {
-            end(&mut process);
-            let (p, s, m) = handshake(&launch)?;
-            (process, stream) = (p, s);
+            end(&mut spawned.process);
+            let (again, m) = handshake(&launch)?;
+            spawned = again;
             if m.name != manifest.name {
-                end(&mut process);
+                end(&mut spawned.process);
                 return Err(format!(
                     "the file changed while loading: it holds plugin {:?} now",
                     m.name
@@ -515,10 +513,10 @@ impl Probe {
             plugin: manifest.name.as_str().into(),
             events: events.clone(),
         };
-        let sandbox = begin(&mut process, &stream, &start, &host)?;
+        let sandbox = begin(&mut spawned.process, &spawned.control, &start, &host)?;
         let rt = super::io::runtime();
         let sup = Arc::new_cyclic(|weak: &Weak<Supervisor>| {
-            let child = Child::run(process, stream, 0, weak.clone(), host.clone(), &rt);
+            let child = Child::run(spawned, 0, weak.clone(), host.clone(), &rt);
             Supervisor {
                 name: manifest.name.clone(),
                 launch: Mutex::new(launch),
@@ -549,23 +547,24 @@ impl Child {
     /// `rt` (wf's runtime: a reply wakes the waiting call on the worker
     /// that read it, with no thread in between).
     fn run(
-        process: std::process::Child,
-        stream: UnixStream,
+        spawned: spawn::Spawned,
         generation: u64,
         sup: Weak<Supervisor>,
         host: HostContext,
         rt: &tokio::runtime::Handle,
     ) -> Result<Arc<Child>, String> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (calls_tx, calls_rx) = tokio::sync::mpsc::unbounded_channel();
         let child = Arc::new(Child {
-            pid: process.id(),
+            pid: spawned.process.id(),
             generation,
             out: tx,
+            calls: calls_tx,
             pending: Mutex::default(),
             ended: OnceLock::new(),
             started: Instant::now(),
         });
-        super::io::start(child.clone(), stream, rx, process, sup, host, rt)?;
+        super::io::start(child.clone(), spawned, rx, calls_rx, sup, host, rt)?;
         Ok(child)
     }
 
@@ -917,19 +916,18 @@ impl Supervisor {
             .as_ref()
             .map(|k| k.start.clone())
             .unwrap_or_default();
-        let (mut process, stream, manifest) = handshake(&launch)?;
+        let (mut spawned, manifest) = handshake(&launch)?;
         if manifest.name != self.name {
-            end(&mut process);
+            end(&mut spawned.process);
             return Err(format!(
                 "the plugin file now holds plugin {:?}",
                 manifest.name
             ));
         }
-        let sandbox = begin(&mut process, &stream, &start, &self.host)?;
+        let sandbox = begin(&mut spawned.process, &spawned.control, &start, &self.host)?;
         *self.sandbox.lock().unwrap_or_else(PoisonError::into_inner) = sandbox;
         let child = Child::run(
-            process,
-            stream,
+            spawned,
             generation,
             Arc::downgrade(self),
             self.host.clone(),

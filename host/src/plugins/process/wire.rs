@@ -1,6 +1,7 @@
 //! A frame's payload: the hot messages (a request, a reply) in a small
-//! binary layout that carries their JSON as raw bytes, every other message
-//! as JSON (`protocol`). Escaping a request's JSON into a string inside a
+//! binary layout that carries their JSON as raw bytes (its codec is
+//! `wf_plugin_api::lane`'s, which a 1.5 plugin serves itself), every other
+//! message as JSON (`protocol`). Escaping a request's JSON into a string inside a
 //! JSON envelope and parsing it back out on the other side cost each call
 //! four passes over its text; raw bytes cost a copy.
 //!
@@ -13,27 +14,18 @@
 //!
 //! Integers are big-endian; the texts must be UTF-8.
 
-use super::frame::{FrameError, MAX_FRAME};
+use wf_plugin_api::lane::{self, LaneError, REPLY_ERR, REPLY_OK, REQUEST};
+
+use super::frame::FrameError;
 use super::protocol::{ToChild, ToHost};
 
-const REQUEST: u8 = 0x01;
-const REPLY_OK: u8 = 0x02;
-const REPLY_ERR: u8 = 0x03;
-
-/// Starts a frame: the length prefix (filled by [`finish`]) and the tag.
-fn begin(tag: u8, capacity: usize) -> Vec<u8> {
-    let mut buf = Vec::with_capacity(4 + 1 + capacity);
-    buf.extend_from_slice(&[0, 0, 0, 0, tag]);
-    buf
-}
-
-fn finish(mut buf: Vec<u8>) -> Result<Vec<u8>, FrameError> {
-    let len = buf.len() - 4;
-    if len > MAX_FRAME {
-        return Err(FrameError::TooLarge(len));
+impl From<LaneError> for FrameError {
+    fn from(e: LaneError) -> Self {
+        match e {
+            LaneError::TooLarge(n) => FrameError::TooLarge(n),
+            LaneError::Binary(why) => FrameError::Binary(why),
+        }
     }
-    buf[..4].copy_from_slice(&(len as u32).to_be_bytes());
-    Ok(buf)
 }
 
 /// One frame (length prefix included) of a message to the child.
@@ -44,15 +36,7 @@ pub fn encode_to_child(msg: &ToChild) -> Result<Vec<u8>, FrameError> {
             source,
             request,
             info,
-        } => {
-            let mut buf = begin(REQUEST, 20 + request.len() + info.len());
-            buf.extend_from_slice(&id.to_be_bytes());
-            buf.extend_from_slice(&source.to_be_bytes());
-            buf.extend_from_slice(&(request.len() as u32).to_be_bytes());
-            buf.extend_from_slice(request.as_bytes());
-            buf.extend_from_slice(info.as_bytes());
-            finish(buf)
-        }
+        } => Ok(lane::encode_request(*id, *source, request, info)?),
         other => super::frame::encode(other),
     }
 }
@@ -61,69 +45,42 @@ pub fn encode_to_child(msg: &ToChild) -> Result<Vec<u8>, FrameError> {
 pub fn encode_to_host(msg: &ToHost) -> Result<Vec<u8>, FrameError> {
     match msg {
         ToHost::Reply { id, ok, err } => {
-            let (tag, text) = match (ok, err) {
-                (Some(ok), _) => (REPLY_OK, ok.as_str()),
-                (None, err) => (REPLY_ERR, err.as_deref().unwrap_or_default()),
+            let reply = match (ok, err) {
+                (Some(ok), _) => Ok(ok.as_str()),
+                (None, err) => Err(err.as_deref().unwrap_or_default()),
             };
-            let mut buf = begin(tag, 8 + text.len());
-            buf.extend_from_slice(&id.to_be_bytes());
-            buf.extend_from_slice(text.as_bytes());
-            finish(buf)
+            Ok(lane::encode_reply(*id, reply)?)
         }
         other => super::frame::encode(other),
     }
 }
 
-/// Reads `n` bytes off the front of `b`.
-fn take<'a>(b: &mut &'a [u8], n: usize) -> Result<&'a [u8], FrameError> {
-    if b.len() < n {
-        return Err(FrameError::Binary("a binary frame ends early"));
-    }
-    let (head, rest) = b.split_at(n);
-    *b = rest;
-    Ok(head)
-}
-
-fn u64_at(b: &mut &[u8]) -> Result<u64, FrameError> {
-    let bytes = take(b, 8)?;
-    Ok(u64::from_be_bytes(bytes.try_into().unwrap_or_default()))
-}
-
-fn text(b: &[u8]) -> Result<String, FrameError> {
-    String::from_utf8(b.to_vec()).map_err(|_| FrameError::Binary("a text that is not UTF-8"))
-}
-
 /// A message to the child, from a frame's payload.
 pub fn decode_to_child(payload: &[u8]) -> Result<ToChild, FrameError> {
-    let Some((&tag, mut rest)) = payload.split_first() else {
+    let Some((&tag, rest)) = payload.split_first() else {
         return Err(FrameError::Binary("an empty frame"));
     };
     if tag != REQUEST {
         return Ok(serde_json::from_slice(payload)?);
     }
-    let id = u64_at(&mut rest)?;
-    let source = u64_at(&mut rest)?;
-    let len = u32::from_be_bytes(take(&mut rest, 4)?.try_into().unwrap_or_default()) as usize;
-    let request = text(take(&mut rest, len)?)?;
-    let info = text(rest)?;
+    let r = lane::decode_request(rest)?;
     Ok(ToChild::Request {
-        id,
-        source,
-        request,
-        info,
+        id: r.id,
+        source: r.source,
+        request: r.request,
+        info: r.info,
     })
 }
 
 /// A message to wf, from a frame's payload.
 pub fn decode_to_host(payload: &[u8]) -> Result<ToHost, FrameError> {
-    let Some((&tag, mut rest)) = payload.split_first() else {
+    let Some((&tag, rest)) = payload.split_first() else {
         return Err(FrameError::Binary("an empty frame"));
     };
     if tag != REPLY_OK && tag != REPLY_ERR {
         return Ok(serde_json::from_slice(payload)?);
     }
-    let id = u64_at(&mut rest)?;
-    let body = text(rest)?;
+    let (id, body) = lane::decode_reply(rest)?;
     Ok(match tag {
         REPLY_OK => ToHost::Reply {
             id,

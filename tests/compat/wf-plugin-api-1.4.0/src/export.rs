@@ -1,0 +1,571 @@
+//! The glue `export_plugin!` expands to: the plugin's own tokio runtime, the
+//! adapters from the author traits to the ABI objects, and panic catching at
+//! every entry point (a panic must never unwind into the host).
+
+use std::any::Any;
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::PoisonError;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use abi_stable::prefix_type::PrefixTypeTrait;
+use abi_stable::sabi_trait::TD_Opaque;
+use abi_stable::std_types::{RErr, ROk, RResult, RString};
+use async_ffi::{FfiFuture, FutureExt as _};
+use futures::FutureExt as _;
+use futures::channel::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::author::{CallContext, Host, Plugin, Source};
+use crate::error::{ErrorCode, PluginError};
+use crate::ffi::*;
+use crate::types::{PluginInit, SourceRequest, SourceSpec};
+
+/// The name of the symbol abi_stable looks up (checked against abi_stable's
+/// own constant in a test).
+pub const ROOT_MODULE_SYMBOL: &str = "_1as_0lib_1header_0root_bmodule_bloader";
+
+/// Exports `$plugin` (a type implementing [`crate::Plugin`]) as a wf plugin library.
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        #[doc(hidden)]
+        // SAFETY: `export_name` is unsafe because a symbol name can clash. This
+        // is the one symbol abi_stable's loader looks up (checked against
+        // abi_stable's constant in a test), and a library exports it once: a
+        // second `export_plugin!` in the same library fails to link.
+        #[unsafe(export_name = "_1as_0lib_1header_0root_bmodule_bloader")]
+        pub static __WF_PLUGIN_LIB_HEADER: $crate::__private::abi_stable::library::LibHeader = {
+            extern "C" fn __wf_plugin_root_module()
+            -> $crate::__private::abi_stable::library::RootModuleResult {
+                $crate::__private::abi_stable::library::__call_root_module_loader(
+                    $crate::export::module::<$plugin>,
+                )
+            }
+            // SAFETY: `from_constructor` requires that the constructor returns
+            // the root module of the type named here, `WfPluginModRef`, and
+            // that the header is only read by abi_stable's loader, which checks
+            // the layout of that type before use (`CheckTypeLayout::Yes`).
+            // `__wf_plugin_root_module` returns `module::<$plugin>()`, a
+            // `WfPluginModRef`, through abi_stable's own panic-catching shim.
+            unsafe {
+                $crate::__private::abi_stable::library::LibHeader::from_constructor::<
+                    $crate::ffi::WfPluginModRef,
+                >(
+                    __wf_plugin_root_module,
+                    $crate::__private::abi_stable::library::CheckTypeLayout::Yes,
+                )
+            }
+        };
+    };
+}
+
+/// Worker threads of [`runtime`]: the host's [`PluginInit::runtime_threads`],
+/// set before the runtime starts. One by default: the plugin's work per
+/// call is small (its call futures are polled on the host's threads, see
+/// [`InlineCall`]), and a second worker mostly wakes up to find nothing to
+/// steal, which costs every call a thread hand-off (docs/benchmarks.md).
+static RUNTIME_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+/// The most worker threads a host may ask for.
+pub const MAX_RUNTIME_THREADS: usize = 64;
+
+/// This dylib's runtime. Each plugin library links its own copy of tokio, so
+/// the host's runtime is invisible here; every plugin future runs on this one.
+pub fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(RUNTIME_THREADS.load(Ordering::Relaxed).max(1))
+            .thread_name("wf-plugin")
+            .enable_all()
+            .build()
+            .expect("plugin runtime")
+    })
+}
+
+/// The root module of plugin `P`.
+pub fn module<P: Plugin>() -> WfPluginModRef {
+    WfPluginMod {
+        manifest: manifest::<P>,
+        instantiate: instantiate::<P>,
+    }
+    .leak_into_prefix()
+}
+
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+fn panicked(payload: Box<dyn Any + Send>) -> PluginError {
+    PluginError::new(
+        ErrorCode::Panicked,
+        format!("plugin panicked: {}", panic_message(&*payload)),
+    )
+}
+
+fn err_json(e: PluginError) -> RString {
+    RString::from(e.to_json())
+}
+
+extern "C" fn manifest<P: Plugin>() -> RString {
+    match catch_unwind(|| serde_json::to_string(&P::manifest())) {
+        Ok(Ok(json)) => RString::from(json),
+        // The host refuses a plugin whose manifest is not JSON.
+        _ => RString::from("manifest panicked or failed to serialize"),
+    }
+}
+
+type Answer = Result<serde_json::Value, PluginError>;
+
+/// Since 1.2: the asks waiting for their [`SourceRequest::CallerAnswer`].
+fn pending() -> &'static std::sync::Mutex<std::collections::HashMap<u64, oneshot::Sender<Answer>>> {
+    static PENDING: OnceLock<
+        std::sync::Mutex<std::collections::HashMap<u64, oneshot::Sender<Answer>>>,
+    > = OnceLock::new();
+    PENDING.get_or_init(Default::default)
+}
+
+/// Removes a pending ask when its caller stops waiting.
+pub(crate) struct PendingAsk(pub(crate) u64);
+
+impl Drop for PendingAsk {
+    fn drop(&mut self) {
+        pending()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.0);
+    }
+}
+
+/// Sends `request` to the caller of call `call` through the host and waits
+/// for the answer.
+pub(crate) async fn ask_caller(host: &Host, call: u64, request: crate::CallerRequest) -> Answer {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let ask = NEXT.fetch_add(1, Ordering::Relaxed);
+    let (tx, rx) = oneshot::channel();
+    pending()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(ask, tx);
+    let _pending = PendingAsk(ask);
+    host.emit(&crate::Event::AskCaller { call, ask, request });
+    rx.await
+        .unwrap_or_else(|_| Err(PluginError::internal("the host dropped the request")))
+}
+
+/// Completes a pending ask (the host's [`SourceRequest::CallerAnswer`]).
+pub(crate) fn complete_ask(ask: u64, answer: Answer) {
+    if let Some(tx) = pending()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&ask)
+    {
+        let _ = tx.send(answer);
+    }
+}
+
+extern "C" fn instantiate<P: Plugin>(
+    host: HostContextBox,
+    init_json: RString,
+) -> RResult<PluginBox, RString> {
+    let result = catch_unwind(AssertUnwindSafe(move || {
+        let init: PluginInit = serde_json::from_str(init_json.as_str()).unwrap_or_default();
+        if let Some(n) = init.runtime_threads {
+            RUNTIME_THREADS.store(n.clamp(1, MAX_RUNTIME_THREADS), Ordering::Relaxed);
+        }
+        crate::logging::install(host.clone(), &init.log_level);
+        let host = Host {
+            inner: host,
+            init: Arc::new(init),
+        };
+        P::new(host.clone())
+            .map(|plugin| PluginFfi_TO::from_value(PluginAdapter { plugin, host }, TD_Opaque))
+    }));
+    match result {
+        Ok(Ok(plugin)) => ROk(plugin),
+        Ok(Err(e)) => RErr(err_json(e)),
+        Err(payload) => RErr(err_json(panicked(payload))),
+    }
+}
+
+struct PluginAdapter<P> {
+    plugin: P,
+    host: Host,
+}
+
+impl<P: Plugin> PluginFfi for PluginAdapter<P> {
+    fn create_source(&self, spec_json: RString) -> RResult<SourceBox, RString> {
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            let spec: SourceSpec = serde_json::from_str(spec_json.as_str())
+                .map_err(|e| PluginError::invalid_config(format!("bad source spec: {e}")))?;
+            // Sources may spawn tasks while being created.
+            let _enter = runtime().enter();
+            self.plugin.create_source(spec)
+        }));
+        match result {
+            Ok(Ok(source)) => ROk(SourceFfi_TO::from_value(
+                SourceAdapter {
+                    source: Arc::new(source),
+                    host: self.host.clone(),
+                },
+                TD_Opaque,
+            )),
+            Ok(Err(e)) => RErr(err_json(e)),
+            Err(payload) => RErr(err_json(panicked(payload))),
+        }
+    }
+}
+
+struct SourceAdapter<S> {
+    source: Arc<S>,
+    host: Host,
+}
+
+/// How long a cancelled call that watches [`CallContext::cancelled`] may
+/// still run to finish its cleanup before its future is dropped.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// A plugin call's work, boxed so that [`InlineCall`] has one type.
+type Work = Pin<Box<dyn Future<Output = Result<String, PluginError>> + Send>>;
+
+/// Hands the host a future that polls `work` itself, on the host's thread,
+/// inside this plugin's runtime context: no spawn and no thread hand-off
+/// each way (the plugin's tokio resources register with the plugin's
+/// drivers, whose workers wake the host's task directly). Dropping it
+/// cancels `work`: the call's token fires first, then `work` is dropped, or,
+/// if it watches [`CallContext::cancelled`], moved onto the plugin runtime to
+/// finish its cleanup within [`CANCEL_GRACE`].
+fn inline_call<F>(
+    cancel: CancellationToken,
+    watching: Arc<AtomicBool>,
+    work: F,
+) -> FfiFuture<RResult<RString, RString>>
+where
+    F: Future<Output = Result<String, PluginError>> + Send + 'static,
+{
+    InlineCall {
+        work: Some(Box::pin(work)),
+        cancel,
+        watching,
+    }
+    .into_ffi()
+}
+
+struct InlineCall {
+    /// `None` once finished (or panicked).
+    work: Option<Work>,
+    cancel: CancellationToken,
+    watching: Arc<AtomicBool>,
+}
+
+impl Future for InlineCall {
+    type Output = RResult<RString, RString>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(work) = self.work.as_mut() else {
+            return Poll::Ready(RErr(err_json(PluginError::internal(
+                "plugin call polled after it finished",
+            ))));
+        };
+        // Tokio's context is per dylib: entering ours lets the work create
+        // timers, I/O and tasks on this plugin's runtime from the host's thread.
+        let _enter = runtime().enter();
+        let out = match catch_unwind(AssertUnwindSafe(|| work.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(r)) => r,
+            Err(p) => Err(panicked(p)),
+        };
+        // Dropped here, in our context, and never again polled.
+        let finished = self.work.take();
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(finished)));
+        Poll::Ready(match out {
+            Ok(v) => ROk(RString::from(v)),
+            Err(e) => RErr(err_json(e)),
+        })
+    }
+}
+
+impl Drop for InlineCall {
+    fn drop(&mut self) {
+        // As before this type existed: the token fires whenever the host lets
+        // go of the call, finished or not.
+        self.cancel.cancel();
+        let Some(work) = self.work.take() else {
+            return;
+        };
+        let watching = self.watching.load(Ordering::Acquire);
+        let _ = catch_unwind(AssertUnwindSafe(move || {
+            let _enter = runtime().enter();
+            if watching {
+                // The host no longer waits; the cleanup the call awaits in its
+                // `ctx.cancelled()` branch runs on this plugin's runtime, bounded.
+                runtime().spawn(async move {
+                    let work = AssertUnwindSafe(work).catch_unwind();
+                    let _ = tokio::time::timeout(CANCEL_GRACE, work).await;
+                });
+            } else {
+                drop(work);
+            }
+        }));
+    }
+}
+
+impl<S: Source> SourceFfi for SourceAdapter<S> {
+    fn request(
+        &self,
+        request: RString,
+        ctx: CallContextBox,
+    ) -> FfiFuture<RResult<RString, RString>> {
+        let source = self.source.clone();
+        let cancel = CancellationToken::new();
+        let watching = Arc::new(AtomicBool::new(false));
+        let call = CallContext {
+            host: Some(self.host.clone()),
+            inner: Arc::new(ctx),
+            cancel: cancel.clone(),
+            watching: watching.clone(),
+            parsed: Arc::default(),
+        };
+        // The call's token also fires when its work ends, so whatever still
+        // waits on this call (an ask its upstream sent back late) stops too.
+        let over = cancel.clone();
+        let started = catch_unwind(AssertUnwindSafe(|| {
+            inline_call(cancel, watching, async move {
+                let _over = over.drop_guard();
+                dispatch(&*source, request.as_str(), call).await
+            })
+        }));
+        started.unwrap_or_else(|p| {
+            let e = err_json(panicked(p));
+            async move { RErr(e) }.into_ffi()
+        })
+    }
+
+    fn shutdown(&self) -> FfiFuture<()> {
+        let source = self.source.clone();
+        let (tx, rx) = oneshot::channel::<()>();
+        let spawned = catch_unwind(AssertUnwindSafe(|| {
+            runtime().spawn(async move {
+                let _ = AssertUnwindSafe(source.shutdown()).catch_unwind().await;
+                let _ = tx.send(());
+            });
+        }));
+        let _ = spawned;
+        async move {
+            let _ = rx.await;
+        }
+        .into_ffi()
+    }
+}
+
+async fn dispatch<S: Source>(
+    source: &S,
+    request: &str,
+    ctx: CallContext,
+) -> Result<String, PluginError> {
+    // A known operation with bad fields is the caller's mistake; one this
+    // plugin predates decodes to `Unknown` and is `unsupported`.
+    let text = request;
+    let request = SourceRequest::parse(text)
+        .map_err(|e| PluginError::invalid_arguments(format!("malformed request: {e}")))?;
+    match request {
+        SourceRequest::Unknown => {
+            let op = SourceRequest::op_name(text).unwrap_or_default();
+            Err(PluginError::unsupported(format!(
+                "unsupported operation {op:?}"
+            )))
+        }
+        SourceRequest::CallerAnswer { ask, ok, error } => {
+            let answer = match (ok, error) {
+                (_, Some(e)) => Err(e),
+                (Some(v), None) => Ok(v),
+                (None, None) => Ok(serde_json::Value::Null),
+            };
+            complete_ask(ask, answer);
+            Ok("null".to_string())
+        }
+        SourceRequest::Catalog => reply(source.catalog()).await,
+        SourceRequest::CallTool { name, arguments } => {
+            reply(source.call_tool(&name, arguments, ctx)).await
+        }
+        SourceRequest::RunNode { name, input } => reply(source.run_node(&name, input, ctx)).await,
+        SourceRequest::ListResources => reply(source.list_resources()).await,
+        SourceRequest::ListResourceTemplates => reply(source.list_resource_templates()).await,
+        SourceRequest::ReadResource { uri } => reply(source.read_resource(&uri, ctx)).await,
+        SourceRequest::ListPrompts => reply(source.list_prompts()).await,
+        SourceRequest::GetPrompt { name, arguments } => {
+            reply(source.get_prompt(&name, arguments, ctx)).await
+        }
+        SourceRequest::Complete(params) => reply(source.complete(params, ctx)).await,
+        SourceRequest::Subscribe { uri } => reply(source.subscribe(&uri, ctx)).await,
+        SourceRequest::Unsubscribe { uri } => reply(source.unsubscribe(&uri, ctx)).await,
+        SourceRequest::RootsListChanged => reply(source.roots_list_changed(ctx)).await,
+        SourceRequest::CallToolAsTask { name, arguments } => {
+            reply(source.call_tool_as_task(&name, arguments, ctx)).await
+        }
+        SourceRequest::GetTask { task_id } => reply(source.get_task(&task_id, ctx)).await,
+        SourceRequest::CancelTask { task_id } => reply(source.cancel_task(&task_id, ctx)).await,
+        SourceRequest::UpdateTask {
+            task_id,
+            input_responses,
+        } => reply(source.update_task(&task_id, input_responses, ctx)).await,
+        SourceRequest::Status => reply(async { Ok(source.status().await) }).await,
+        SourceRequest::OpenSession { lease } => reply(source.open_session(lease.as_deref())).await,
+        SourceRequest::OpenLease => reply(source.open_lease()).await,
+        SourceRequest::CloseLease { lease } => reply(source.close_lease(&lease)).await,
+    }
+}
+
+/// Runs one operation and serialises its result. The operation's future is
+/// boxed before anything holds it: inline, the largest of them would size
+/// `dispatch`'s future, which every call then copied whole into its box.
+fn reply<'a, T: serde::Serialize>(
+    operation: impl Future<Output = Result<T, PluginError>> + 'a,
+) -> impl Future<Output = Result<String, PluginError>> + 'a {
+    let operation = Box::pin(operation);
+    async move {
+        let result = operation.await?;
+        serde_json::to_string(&result)
+            .map_err(|e| PluginError::internal(format!("result is not serializable: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use crate::prelude::*;
+    use crate::testing::Harness;
+
+    /// What the calls of [`Trail`] did, in order (one test uses it).
+    static EVENTS: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+
+    fn note(e: &'static str) {
+        EVENTS.lock().unwrap().push(e);
+    }
+
+    struct Dropped(&'static str);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            note(self.0);
+        }
+    }
+
+    struct Trail;
+    impl Plugin for Trail {
+        type Source = Trail;
+        fn manifest() -> Manifest {
+            Manifest::new("trail", "0.0.0").kind("trail")
+        }
+        fn new(_host: Host) -> Result<Self, PluginError> {
+            Ok(Trail)
+        }
+        fn create_source(&self, _spec: SourceSpec) -> Result<Trail, PluginError> {
+            Ok(Trail)
+        }
+    }
+    impl Source for Trail {
+        async fn catalog(&self) -> Result<Catalog, PluginError> {
+            Ok(Catalog::default())
+        }
+        async fn call_tool(
+            &self,
+            name: &str,
+            _arguments: Value,
+            ctx: CallContext,
+        ) -> Result<CallResult, PluginError> {
+            if name == "watching" {
+                let _d = Dropped("watching dropped");
+                note("watching started");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+                    _ = ctx.cancelled() => {
+                        // Cleanup that awaits runs to its end.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        note("watching cleaned up");
+                    }
+                }
+            } else {
+                let _d = Dropped("plain dropped");
+                note("plain started");
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                note("plain finished");
+            }
+            Ok(CallResult::text("done"))
+        }
+    }
+
+    async fn wait_for(event: &str) -> Vec<&'static str> {
+        for _ in 0..2000 {
+            let seen = EVENTS.lock().unwrap().clone();
+            if seen.contains(&event) {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("{event:?} never happened: {:?}", EVENTS.lock().unwrap());
+    }
+
+    /// Starts `tool`, drops the call once it started, returns the events.
+    async fn cancel(
+        src: &crate::testing::TestSource,
+        tool: &str,
+        until: &str,
+    ) -> Vec<&'static str> {
+        EVENTS.lock().unwrap().clear();
+        let started: &'static str = if tool == "watching" {
+            "watching started"
+        } else {
+            "plain started"
+        };
+        tokio::select! {
+            _ = src.call_tool(tool, json!({})) => panic!("{tool} finished"),
+            _ = wait_for(started) => {}
+        }
+        wait_for(until).await
+    }
+
+    #[tokio::test]
+    async fn cancellation_signals_then_drops() {
+        let h = Harness::start::<Trail>().unwrap();
+        let src = h.source("t", "trail", json!({})).unwrap();
+        // Every time, including the first: the signal's branch runs, its
+        // awaited cleanup completes, then the future is dropped.
+        for _ in 0..5 {
+            let seen = cancel(&src, "watching", "watching dropped").await;
+            assert_eq!(
+                seen,
+                [
+                    "watching started",
+                    "watching cleaned up",
+                    "watching dropped"
+                ]
+            );
+        }
+        // A call that never asked is dropped at once, not after the 5 s grace.
+        let t = std::time::Instant::now();
+        let seen = cancel(&src, "plain", "plain dropped").await;
+        assert_eq!(seen, ["plain started", "plain dropped"]);
+        assert!(t.elapsed() < super::CANCEL_GRACE / 2, "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn root_module_symbol_matches_abi_stable() {
+        assert_eq!(
+            super::ROOT_MODULE_SYMBOL,
+            abi_stable::library::ROOT_MODULE_LOADER_NAME
+        );
+    }
+}
