@@ -639,7 +639,10 @@ mod tests {
             })
             .await
             .unwrap_err();
-        assert!(refused.message.contains("already serves calls"), "{refused:?}");
+        assert!(
+            refused.message.contains("already serves calls"),
+            "{refused:?}"
+        );
 
         let call = r#"{"op":"call_tool","name":"quick","arguments":{}}"#;
         let mut frames = lane::encode_request(1, 7, call, "{}").unwrap();
@@ -661,12 +664,18 @@ mod tests {
                 _ => {
                     let v: Value = serde_json::from_slice(f).unwrap();
                     assert_eq!(v["t"], "progress", "{v}");
-                    assert_eq!((v["id"].as_u64(), v["message"].as_str()), (Some(1), Some("half")));
+                    assert_eq!(
+                        (v["id"].as_u64(), v["message"].as_str()),
+                        (Some(1), Some("half"))
+                    );
                     progress_seen_before_reply_1 = !replies.contains_key(&1);
                 }
             }
         }
-        assert!(progress_seen_before_reply_1, "progress must precede its reply");
+        assert!(
+            progress_seen_before_reply_1,
+            "progress must precede its reply"
+        );
         let (tag, text) = &replies[&1];
         assert_eq!(*tag, REPLY_OK);
         assert!(text.contains("quick"), "{text}");
@@ -686,7 +695,11 @@ mod tests {
         let seen = wait_for("watching dropped").await;
         assert_eq!(
             seen,
-            ["watching started", "watching cleaned up", "watching dropped"]
+            [
+                "watching started",
+                "watching cleaned up",
+                "watching dropped"
+            ]
         );
         ours.set_nonblocking(true).unwrap();
         let mut rest = [0u8; 1];
