@@ -304,9 +304,11 @@ fn open(fd: i32) -> Result<Arc<Lane>, PluginError> {
     Ok(lane)
 }
 
-/// Writes queued frames, batching what queued meanwhile into one write.
+/// Writes queued frames, batching what queued meanwhile into one write,
+/// until the queue closes or the peer is gone (wf-plugin-host writes its
+/// own sockets with it too).
 #[cfg(unix)]
-async fn write_frames(
+pub async fn write_frames(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
     mut out: tokio::net::unix::OwnedWriteHalf,
 ) {
@@ -319,7 +321,7 @@ async fn write_frames(
             }
         }
         if out.write_all(&buf).await.is_err() {
-            // The host is gone; its child ends when its own socket closes.
+            // The host is gone; a child host ends when its control socket closes.
             return;
         }
     }

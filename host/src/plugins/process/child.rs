@@ -440,23 +440,14 @@ impl State {
     }
 }
 
-/// Writes queued frames, batching what queued meanwhile into one write.
+/// Writes queued frames (batched, `wf_plugin_api::lane::write_frames`);
+/// once wf is gone there is nothing left to serve.
 async fn write_frames(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
-    mut out: tokio::net::unix::OwnedWriteHalf,
+    rx: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+    out: tokio::net::unix::OwnedWriteHalf,
 ) {
-    use tokio::io::AsyncWriteExt;
-    while let Some(mut buf) = rx.recv().await {
-        while buf.len() < (1 << 20) {
-            match rx.try_recv() {
-                Ok(more) => buf.extend_from_slice(&more),
-                Err(_) => break,
-            }
-        }
-        if out.write_all(&buf).await.is_err() {
-            std::process::exit(0);
-        }
-    }
+    wf_plugin_api::lane::write_frames(rx, out).await;
+    std::process::exit(0);
 }
 
 /// Reads one frame (the codec of `frame`, on the runtime).
