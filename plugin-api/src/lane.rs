@@ -499,6 +499,33 @@ mod tests {
         );
     }
 
+    /// The JSON frames' text, as wf-plugin-host's `wire` test reads it.
+    #[test]
+    fn progress_and_log_frames_are_tagged_json() {
+        let progress = json_frame(&Json::Progress {
+            id: 1,
+            progress: 0.5,
+            total: Some(1.0),
+            message: Some("half".into()),
+        })
+        .unwrap();
+        assert_eq!(
+            payload(&progress),
+            br#"{"t":"progress","id":1,"progress":0.5,"total":1.0,"message":"half"}"#
+        );
+        let log = json_frame(&Json::Log {
+            level: 3,
+            target: "p".into(),
+            message: "m".into(),
+            call: Some(2),
+        })
+        .unwrap();
+        assert_eq!(
+            payload(&log),
+            br#"{"t":"log","level":3,"target":"p","message":"m","call":2}"#
+        );
+    }
+
     #[test]
     fn refuses_short_and_non_utf8_frames() {
         assert!(decode_request(&[0, 0]).is_err());

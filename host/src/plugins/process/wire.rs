@@ -150,6 +150,38 @@ mod tests {
         }
     }
 
+    /// The JSON a 1.5 plugin writes on its call lane (`wf_plugin_api::lane`,
+    /// whose own test pins the same text) is the `ToHost` wf reads.
+    #[test]
+    fn a_plugins_lane_progress_and_log_read_as_to_host() {
+        let progress = br#"{"t":"progress","id":1,"progress":0.5,"total":1.0,"message":"half"}"#;
+        match decode_to_host(progress).unwrap() {
+            ToHost::Progress {
+                id,
+                progress,
+                total,
+                message,
+            } => assert_eq!(
+                (id, progress, total, message.as_deref()),
+                (1, 0.5, Some(1.0), Some("half"))
+            ),
+            other => panic!("{other:?}"),
+        }
+        let log = br#"{"t":"log","level":3,"target":"p","message":"m","call":2}"#;
+        match decode_to_host(log).unwrap() {
+            ToHost::Log {
+                level,
+                target,
+                message,
+                call,
+            } => assert_eq!(
+                (level, target.as_str(), message.as_str(), call),
+                (3, "p", "m", Some(2))
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn other_messages_stay_json() {
         let frame = encode_to_child(&ToChild::Cancel { id: 4 }).unwrap();
