@@ -8,9 +8,9 @@
 //! Frames: a 4-byte big-endian length, then the payload. A binary payload
 //! starts with its tag byte (integers big-endian, texts UTF-8):
 //!
-//! - [`REQUEST`]: id (u64), source (u64), request length (u32), the request
+//! - [`REQUEST`](crate::lane::REQUEST): id (u64), source (u64), request length (u32), the request
 //!   JSON, then the call's info JSON (the rest);
-//! - [`REPLY_OK`] / [`REPLY_ERR`]: id (u64), then the result or the
+//! - [`REPLY_OK`](crate::lane::REPLY_OK) / [`REPLY_ERR`](crate::lane::REPLY_ERR): id (u64), then the result or the
 //!   `PluginError` JSON (the rest).
 //!
 //! Any other payload is a JSON object tagged `t`: `cancel` (`id`) to the
