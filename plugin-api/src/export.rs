@@ -225,11 +225,7 @@ impl<P: Plugin> PluginFfi for PluginAdapter<P> {
                     host: self.host.clone(),
                 });
                 ROk(SourceFfi_TO::from_value(
-                    SourceAdapter {
-                        source,
-                        host: self.host.clone(),
-                        lane,
-                    },
+                    SourceAdapter { source, lane },
                     TD_Opaque,
                 ))
             }
@@ -241,9 +237,9 @@ impl<P: Plugin> PluginFfi for PluginAdapter<P> {
 
 struct SourceAdapter<S> {
     source: Arc<S>,
-    host: Host,
-    /// How a call lane starts this source's calls (held here: the lane
-    /// only holds it weakly, so a dropped source leaves the lane).
+    /// How a call lane starts this source's calls, and the plugin's host
+    /// (held here: the lane only holds it weakly, so a dropped source leaves
+    /// the lane).
     lane: Arc<crate::lane::LaneSource>,
 }
 
@@ -254,10 +250,11 @@ pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
 /// A plugin call's work, boxed so that [`InlineCall`] has one type.
 pub(crate) type Work = Pin<Box<dyn Future<Output = Result<String, PluginError>> + Send>>;
 
-/// Hands the host a future that polls `work` itself, on the host's thread,
-/// inside this plugin's runtime context: no spawn and no thread hand-off
-/// each way (the plugin's tokio resources register with the plugin's
-/// drivers, whose workers wake the host's task directly). Dropping it
+/// Starts a call: its context and a future that polls `work` itself on
+/// whichever thread polls it (the host's across the ABI, this runtime's on a
+/// call lane), inside this plugin's runtime context: no spawn and no thread
+/// hand-off each way (the plugin's tokio resources register with the
+/// plugin's drivers, whose workers wake the polling task directly). Dropping it
 /// cancels `work`: the call's token fires first, then `work` is dropped, or,
 /// if it watches [`CallContext::cancelled`], moved onto the plugin runtime to
 /// finish its cleanup within [`CANCEL_GRACE`].
@@ -360,7 +357,7 @@ impl<S: Source> SourceFfi for SourceAdapter<S> {
         let source = self.source.clone();
         let lane = Arc::downgrade(&self.lane);
         let started = catch_unwind(AssertUnwindSafe(|| {
-            start_call(&self.host, ctx, move |call| async move {
+            start_call(&self.lane.host, ctx, move |call| async move {
                 dispatch(&*source, request.as_str(), call, Some(lane)).await
             })
             .into_ffi()
