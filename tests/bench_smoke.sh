@@ -21,6 +21,7 @@ HEADINGS=(
   "## Start-up: time to a complete tools/list"
   "## Memory"
   "## Workflow engine"
+  "## Run writes: fenced by the run's lease against unfenced"
   "## Per-client sessions"
   "## HTTP front: echo through"
   "## A slow upstream beside a fast one"

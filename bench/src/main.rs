@@ -15,16 +15,24 @@
 //!   made directly, and discovery of a 1,000-operation document;
 //! - retrieval: recall@5 and MRR of `wf_find` over 500+ real tool
 //!   definitions, tools/list bytes in `full` against `search` mode, and
-//!   query latency over 5,000 tools.
+//!   query latency over 5,000 tools;
+//! - oauth: identifying a request by an OAuth JWT against a warm JWKS,
+//!   against a static token (and that no JWKS fetch is on the request path);
+//! - openapi-docs (only with `--only openapi-docs`): GitHub's and Microsoft
+//!   Graph's OpenAPI documents served whole: discovery time, RSS, tools/list
+//!   bytes (bench/fetch_openapi_docs.sh fetches Graph's).
 //!
 //! Prints markdown tables on stdout, progress on stderr. See docs/benchmarks.md.
 
 mod engine;
+mod fencing;
 mod front;
 mod lean;
 mod load;
 mod memory;
+mod oauth;
 mod openapi;
+mod openapi_docs;
 mod otlp_sink;
 mod overhead;
 mod peers;
@@ -114,6 +122,8 @@ enum Bench {
     Startup,
     Memory,
     Engine,
+    /// A run's node writes fenced by its lease, against unfenced.
+    Fencing,
     Sessions,
     /// `wf serve --http` against stdio direct.
     Http,
@@ -123,6 +133,11 @@ enum Bench {
     Openapi,
     /// How well and how fast `wf_find` finds tools among 500+ real definitions.
     Retrieval,
+    /// Large real OpenAPI documents (GitHub, Microsoft Graph): discovery
+    /// time, memory, tools/list size (not in the default run).
+    OpenapiDocs,
+    /// Identifying a request by an OAuth JWT (warm JWKS) against a static token.
+    Oauth,
     /// 200 concurrent HTTP sessions, then a 100 000-call soak (not in the default run).
     Load,
 }
@@ -370,6 +385,9 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     if wants(Bench::Engine) {
         engine::run(env).await?;
     }
+    if wants(Bench::Fencing) {
+        fencing::run(env).await?;
+    }
     if wants(Bench::Sessions) {
         sessions::run(env).await?;
     }
@@ -385,9 +403,15 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     if wants(Bench::Retrieval) {
         retrieval::run(env).await?;
     }
+    if wants(Bench::Oauth) {
+        oauth::run(env).await?;
+    }
     // Minutes long: only when asked for by name.
     if only.contains(&Bench::Load) {
         load::run(env).await?;
+    }
+    if only.contains(&Bench::OpenapiDocs) {
+        openapi_docs::run(env).await?;
     }
     Ok(())
 }

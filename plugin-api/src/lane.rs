@@ -186,7 +186,12 @@ pub(crate) struct LaneSource {
 /// The lane this plugin serves, once a host handed it one.
 struct Lane {
     fd: i32,
-    out: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    /// Frames to the host are written by the thread that makes them (a
+    /// call's reply by the worker that finished it), never handed to a
+    /// writer task: a task woken by a call that then blocks its worker
+    /// would wait in that worker's LIFO slot, which no other worker steals.
+    #[cfg(unix)]
+    out: Mutex<std::os::unix::net::UnixStream>,
     sources: Mutex<HashMap<u64, Weak<LaneSource>>>,
     /// Calls in flight: dropping the sender cancels the call.
     calls: Mutex<HashMap<u64, tokio::sync::oneshot::Sender<()>>>,
@@ -200,9 +205,84 @@ thread_local! {
 }
 
 impl Lane {
+    /// Writes one frame whole (frames never interleave); a host that is
+    /// gone loses it (the child host ends with its control socket).
     fn send(&self, frame: Vec<u8>) {
-        let _ = self.out.send(frame);
+        #[cfg(unix)]
+        {
+            let out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+            write_all_blocking(&out, &frame);
+        }
+        #[cfg(not(unix))]
+        let _ = frame;
     }
+}
+
+/// `write_all` on a non-blocking socket: waits for room with poll(2).
+#[cfg(unix)]
+fn write_all_blocking(out: &std::os::unix::net::UnixStream, mut buf: &[u8]) {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    while !buf.is_empty() {
+        match (&*out).write(buf) {
+            Ok(0) => return,
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let mut p = libc::pollfd {
+                    fd: out.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                };
+                // SAFETY: one pollfd on the stack.
+                unsafe { libc::poll(&mut p, 1, 1000) };
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// How long frames may wait unread on a socket before a parked worker is
+/// woken to read them ([`watch_reader`]).
+pub const READ_STALL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Keeps a socket read while a worker is blocked: a runtime's I/O is polled
+/// by a parked worker, and one that took a call's task and never yields
+/// leaves the others asleep (nothing wakes them: no task is queued where
+/// they could steal it). A thread of its own watches `fd`; when frames wait
+/// unread for [`READ_STALL`], it calls `nudge` (spawning an empty task from
+/// outside the runtime, which wakes a parked worker; that one then polls
+/// the I/O and the reader runs there). Ends when the socket does.
+#[cfg(unix)]
+pub fn watch_reader(fd: i32, nudge: impl Fn() + Send + 'static) {
+    let _ = std::thread::Builder::new()
+        .name("wf-lane-watch".into())
+        .spawn(move || {
+            loop {
+                let mut p = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one pollfd on the stack.
+                let r = unsafe { libc::poll(&mut p, 1, -1) };
+                if r < 0 {
+                    if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    return;
+                }
+                if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+                    return;
+                }
+                std::thread::sleep(READ_STALL);
+                p.revents = 0;
+                // SAFETY: as above, without waiting.
+                if unsafe { libc::poll(&mut p, 1, 0) } > 0 && p.revents & libc::POLLIN != 0 {
+                    nudge();
+                }
+            }
+        });
 }
 
 /// Sends a log line on the lane when this thread is polling a lane call
@@ -287,20 +367,25 @@ fn open(fd: i32) -> Result<Arc<Lane>, PluginError> {
     let std = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
     std.set_nonblocking(true)
         .map_err(|e| PluginError::internal(format!("call lane: {e}")))?;
+    // A second descriptor of the same socket for writing (`Lane::send`);
+    // the runtime reads the first.
+    let out = std
+        .try_clone()
+        .map_err(|e| PluginError::internal(format!("call lane: {e}")))?;
     let _enter = runtime().enter();
     let stream = tokio::net::UnixStream::from_std(std)
         .map_err(|e| PluginError::internal(format!("call lane: {e}")))?;
-    let (read, write) = stream.into_split();
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let lane = Arc::new(Lane {
         fd,
-        out: tx,
+        out: Mutex::new(out),
         sources: Mutex::default(),
         calls: Mutex::default(),
     });
     let _ = LANE.set(lane.clone());
-    runtime().spawn(write_frames(rx, write));
-    runtime().spawn(read_frames(lane.clone(), read));
+    watch_reader(fd, || {
+        runtime().spawn(async {});
+    });
+    runtime().spawn(read_frames(lane.clone(), stream));
     Ok(lane)
 }
 
@@ -331,7 +416,7 @@ pub async fn write_frames(
 /// protocol ends this process: only a child host hands out a lane, and its
 /// host restarts it (a lane left unread would hang every call instead).
 #[cfg(unix)]
-async fn read_frames(lane: Arc<Lane>, read: tokio::net::unix::OwnedReadHalf) {
+async fn read_frames(lane: Arc<Lane>, read: tokio::net::UnixStream) {
     use tokio::io::AsyncReadExt;
     let mut input = tokio::io::BufReader::with_capacity(64 << 10, read);
     let broken = loop {

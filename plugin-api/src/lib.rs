@@ -48,6 +48,7 @@
 
 pub mod args;
 mod author;
+mod blocking;
 mod caller;
 mod error;
 #[doc(hidden)]
@@ -69,6 +70,7 @@ pub mod trace;
 mod types;
 
 pub use author::{CallContext, Host, Plugin, Source};
+pub use blocking::blocking;
 pub use caller::{CallerRequest, ElicitAction, ElicitAnswer, Root};
 pub use error::{ErrorCode, PluginError};
 pub use forwarding::{CompleteParams, Completion, CompletionArgument, CompletionRef};
@@ -97,6 +99,7 @@ pub mod __private {
 /// Everything a plugin author usually needs: `use wf_plugin_api::prelude::*;`.
 pub mod prelude {
     pub use crate::author::{CallContext, Host, Plugin, Source};
+    pub use crate::blocking::blocking;
     pub use crate::caller::{ElicitAction, ElicitAnswer, Root};
     pub use crate::error::{ErrorCode, PluginError};
     pub use crate::forwarding::{CompleteParams, Completion, CompletionArgument, CompletionRef};

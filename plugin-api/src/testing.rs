@@ -8,6 +8,7 @@
 //! let result = src.call_tool("add", serde_json::json!({"text": "hi"})).await?;
 //! ```
 
+use std::future::Future as _;
 use std::path::PathBuf;
 use std::sync::PoisonError;
 use std::sync::{Arc, Mutex};
@@ -36,7 +37,16 @@ pub struct Recorded {
     /// Since 1.2: the caller's answers, taken in order; when none is left the
     /// caller answers `unsupported` (as a client without the capability does).
     pub answers: std::collections::VecDeque<Result<Value, PluginError>>,
+    /// Requests whose future held the polling thread longer than
+    /// [`BLOCKING_WARN`] in one poll: (the request's `op`, the longest poll).
+    /// Each one is also printed as a warning.
+    pub blocked: Vec<(String, std::time::Duration)>,
 }
+
+/// One poll of a request's future that runs longer than this blocks a
+/// runtime worker: the harness records it ([`Recorded::blocked`]) and
+/// warns. Move such work into [`crate::blocking`].
+pub const BLOCKING_WARN: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[derive(Clone)]
 struct TestHost(Arc<Mutex<Recorded>>);
@@ -173,12 +183,31 @@ impl TestSource {
     ) -> Result<T, PluginError> {
         let ctx = CallContextFfi_TO::from_value(TestCall(self.recorded.clone()), TD_Opaque);
         let text = serde_json::to_string(request)?;
-        match self
-            .source
-            .request(RString::from(text), ctx)
-            .await
-            .into_result()
-        {
+        let op = SourceRequest::op_name(&text).unwrap_or_default();
+        // Each poll timed: in a host, a poll this long holds one of the
+        // plugin runtime's few workers, and the plugin's other calls wait.
+        let mut inner = self.source.request(RString::from(text), ctx);
+        let mut longest = std::time::Duration::ZERO;
+        let reply = std::future::poll_fn(|cx| {
+            let at = std::time::Instant::now();
+            let r = std::pin::Pin::new(&mut inner).poll(cx);
+            longest = longest.max(at.elapsed());
+            r
+        })
+        .await;
+        if longest > BLOCKING_WARN {
+            eprintln!(
+                "warning: wf_plugin_api::testing: request {op:?} blocked its thread for {} ms in one poll (over {} ms): a plugin's calls wait for it; run blocking work with wf_plugin_api::blocking",
+                longest.as_millis(),
+                BLOCKING_WARN.as_millis()
+            );
+            self.recorded
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .blocked
+                .push((op, longest));
+        }
+        match reply.into_result() {
             Ok(v) => {
                 serde_json::from_str(v.as_str()).map_err(|e| PluginError::internal(e.to_string()))
             }

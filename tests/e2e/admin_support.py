@@ -41,6 +41,9 @@ ADMIN_TOOLS = {
     "disable_source",
     "reload",
     "status",
+    "pin_tools",
+    "diff_tools",
+    "approve_tools",
 }
 ADMIN_TOKEN_HEADER = "X-Wf-Admin-Token"
 

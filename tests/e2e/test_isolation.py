@@ -23,10 +23,11 @@ import anyio
 import pytest
 from mcp import Client
 
-from admin_support import wait_for, write_atomic
+from admin_support import sources_by_name, wait_for, write_atomic
 from conftest import (
     Wf,
     call_outcome,
+    children_of,
     content_text,
     descendants_of,
     proc_info,
@@ -38,15 +39,19 @@ from conftest import (
 pytestmark = pytest.mark.anyio
 
 PLUGIN = "fixture-crashy"
+# host/src/plugins/process/supervisor.rs: crashes restarted before it gives up.
+MAX_CRASHES_IN_A_ROW = 5
 # Restarts back off 250 ms doubling (host/src/plugins/process/supervisor.rs):
 # a generous bound for "comes back".
 BACK_WITHIN_S = 30
 
 
 def plugin_children(wf_pid: int) -> list[Any]:
-    """wf's wf-plugin-host children now."""
+    """wf's wf-plugin-host children now: one per plugin (each the outer
+    process of its child: the plugin runs two levels below, in a PID
+    namespace, host/src/plugins/process/contain.rs)."""
     out = []
-    for p in descendants_of(wf_pid):
+    for p in children_of(wf_pid):
         try:
             exe = os.readlink(f"/proc/{p.pid}/exe")
         except OSError:
@@ -57,20 +62,32 @@ def plugin_children(wf_pid: int) -> list[Any]:
 
 
 def crashy_children(wf_pid: int) -> list[Any]:
-    """wf's wf-plugin-host children that hold the crashy plugin's library."""
+    """wf's wf-plugin-host children whose plugin is the crashy one."""
     out = []
     for p in plugin_children(wf_pid):
-        try:
-            maps = Path(f"/proc/{p.pid}/maps").read_text()
-        except OSError:
-            continue
-        if "fixture_crashy" in maps:
-            out.append(p)
+        for d in descendants_of(p.pid):
+            try:
+                maps = Path(f"/proc/{d.pid}/maps").read_text()
+            except OSError:
+                continue
+            if "fixture_crashy" in maps:
+                out.append(p)
+                break
     return out
 
 
-def data_limit(pid: int) -> int:
-    """The soft RLIMIT_DATA of `pid`, in bytes, from /proc/<pid>/limits."""
+def plugin_host(child_pid: int) -> int:
+    """The process below wf's child `child_pid` that runs the plugin."""
+    for d in descendants_of(child_pid):
+        with contextlib.suppress(OSError):
+            if "fixture_crashy" in Path(f"/proc/{d.pid}/maps").read_text():
+                return d.pid
+    raise AssertionError(f"no plugin host below {child_pid}")
+
+
+def data_limit(child_pid: int) -> int:
+    """The soft RLIMIT_DATA of the plugin below wf's child `child_pid`, in bytes."""
+    pid = plugin_host(child_pid)
     for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
         if line.startswith("Max data size"):
             return int(line.split()[3])
@@ -204,7 +221,10 @@ async def test_the_child_gets_nothing_of_wfs(wf: Wf) -> None:
         shared = {f for f in theirs & ours if not f.startswith("anon_inode:")} - {"/dev/null"}
         assert shared == set(), f"inherited from wf: {shared}"
         assert not any(str(wf.state_dir) in f for f in theirs), theirs
-        assert os.getpgid(seen["pid"]) == seen["pid"], "not in a process group of its own"
+        # The plugin runs in the process group of the child wf started (the
+        # pid wf knows), not in wf's.
+        [child] = plugin_children(server.proc.pid)
+        assert os.getpgid(seen["pid"]) == child.pid, "not in its child's process group"
         assert os.getpgid(seen["pid"]) != os.getpgid(server.proc.pid)
 
 
@@ -332,5 +352,37 @@ async def test_a_reload_after_its_file_is_gone_reaps_the_child(wf: Wf) -> None:
         write_atomic(path, config_text() + "# touched\n")
         left = await wait_processes_gone_async(children, timeout=RELOAD_WITHIN_S)
         assert left == [], f"the plugin's child outlived its file: {left}"
+        _, err = await call_outcome(c, "wf_std__const", {"value": 1})
+        assert err is None, err
+
+
+async def test_a_child_that_crashes_5_times_in_a_row_is_given_up(wf: Wf) -> None:
+    """Five crashes in a row are restarted (250 ms doubling); the sixth is not:
+    the plugin's sources stay `failed`, with the reason, and calls fail at
+    once naming it, while wf and its other sources serve on."""
+    wf.install("crashy")
+    server = wf.start_http("127.0.0.1", None, "--config", str(wf.write_config('[admin]\nover_http = "open"\n')))
+    async with wf.http_client(server) as c:
+        await wait_listed(c, "crashy__echo")
+        for n in range(1, MAX_CRASHES_IN_A_ROW + 1):
+            _, err = await call_outcome(c, "crashy__segfault")
+            assert err is not None and f'plugin "{PLUGIN}" exited (signal 11' in err, (n, err)
+            assert await echo_until_back(c) == "back", n
+        _, err = await call_outcome(c, "crashy__segfault")
+        assert err is not None, err
+
+        async def state() -> dict[str, Any]:
+            return (await sources_by_name(c))["crashy"]
+
+        row = await wait_for(state, lambda r: r["state"] != "restarting", "the sixth crash's outcome", 30, 0.1)
+        assert row["state"] == "failed", row
+        assert "crashed 6 times in a row, so it is not restarted any more" in row["error"], row
+        # It stays failed: longer than the longest backoff (4 s), no child comes back.
+        await anyio.sleep(6)
+        row = await state()
+        assert row["state"] == "failed", row
+        assert crashy_children(server.proc.pid) == []
+        _, err = await call_outcome(c, "crashy__echo", {"text": "x"})
+        assert err is not None and "not restarted any more" in err, err
         _, err = await call_outcome(c, "wf_std__const", {"value": 1})
         assert err is None, err

@@ -95,7 +95,9 @@ async def call(c: Any, name: str, args: dict[str, Any] | None = None) -> Any:
 
 
 async def test_operations_are_tools_and_calls_reach_the_app(wf: Wf, app: App) -> None:
-    config = api_config(wf, app, {"type": "bearer", "token": "${API_TOKEN}"})
+    # strict_responses: the document's response schemas are listed (and every
+    # answer must match them); test_openapi_real.py covers the default.
+    config = api_config(wf, app, {"type": "bearer", "token": "${API_TOKEN}"}, strict_responses=True)
     async with wf.stdio_client("auto", "--config", str(config), env={"API_TOKEN": TOKEN}) as c:
         tools = {t.name: t for t in await all_tools(c) if t.name.startswith("api__")}
         assert set(tools) == {
@@ -246,7 +248,7 @@ async def test_oauth_basic_and_query_key_are_refused_without_the_secret_and_acce
     # OAuth 2 client credentials: a token from the app's token endpoint, fetched once.
     oauth = {"type": "oauth2_client_credentials", "token_url": f"{app.base}/oauth/token", "client_id": "wf-client",
              "client_secret": "${CLIENT_SECRET}", "scopes": ["reports:read"]}
-    config = api_config(wf, app, oauth)
+    config = api_config(wf, app, oauth, strict_responses=True)
     async with wf.stdio_client("auto", "--config", str(config), env={"CLIENT_SECRET": CLIENT_SECRET}) as c:
         tools = {t.name: t for t in await all_tools(c)}
         reports = tools["api__reports_reports_get"]

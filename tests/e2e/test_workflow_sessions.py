@@ -18,7 +18,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import UpstreamEvents, Wf, descendants_of, proc_info, toml_config
+from conftest import UpstreamEvents, Wf, all_procs, descendants_of, proc_info, toml_config
 from planner_support import fx_config, get_run, planner, tool_json, wait_node, wait_run
 
 pytestmark = pytest.mark.anyio
@@ -50,6 +50,29 @@ async def pid_gone(pid: int, timeout: float = 10.0) -> bool:
 
 
 LONG_MS = 600_000  # a call that never ends by itself within a test
+
+
+def upstream_below_plugin_child(upstream_bin: Path) -> tuple[int, int]:
+    """(wf's plugin child, the upstream below it), as this machine numbers them.
+    The plugin runs in a PID namespace of its own below wf's child, so the pid an
+    upstream reports (`fx__pid`) is the namespace's, not this machine's."""
+    def exe(pid: int) -> str:
+        try:
+            return os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            return ""
+
+    for p in all_procs():
+        if exe(p.pid) != str(upstream_bin):
+            continue
+        child, up = None, proc_info(p.ppid)
+        while up is not None and up.pid > 1:
+            if exe(up.pid).endswith("/wf-plugin-host"):
+                child = up.pid  # the outermost wins: the one wf started
+            up = proc_info(up.ppid)
+        if child is not None:
+            return child, p.pid
+    raise AssertionError(f"no {upstream_bin.name} below a wf-plugin-host")
 
 
 def gate_node(gate: Path, after: list[str]) -> dict[str, Any]:
@@ -602,11 +625,8 @@ async def test_a_plugin_child_restart_is_state_lost_too(wf: Wf, fixture_upstream
     wait = {"use": "wf.std.sleep", "args": {"ms": 3000}}
     async with wf.client("stdio", "auto", "--config", str(config)) as c:
         with anyio.fail_after(OP_TIMEOUT):
-            upstream = (await tool_json(c, "fx__pid"))["pid"]
-            info = proc_info(upstream)
-            assert info is not None
-            child = info.ppid
-            assert os.readlink(f"/proc/{child}/exe").endswith("/wf-plugin-host"), "the upstream is not below a plugin child"
+            await tool_json(c, "fx__pid")
+            child, upstream = upstream_below_plugin_child(fixture_upstream_bin)
             started = await planner(c, "run_workflow", {"workflow": incr_slow_incr(wait), "wait": False})
             run_id = started["run_id"]
             await wait_node(c, run_id, "wait", "running")
@@ -623,4 +643,5 @@ async def test_a_plugin_child_restart_is_state_lost_too(wf: Wf, fixture_upstream
 
             # The restarted child serves calls that do not depend on the old state.
             assert (await tool_json(c, "fx__get_count")) == {"count": 0}
-            assert (await tool_json(c, "fx__pid"))["pid"] != upstream
+            await tool_json(c, "fx__pid")
+            assert upstream_below_plugin_child(fixture_upstream_bin)[1] != upstream

@@ -8,13 +8,15 @@
 #   tests/pg/cluster.sh url DIR     prints the URL of a started cluster
 #   tests/pg/cluster.sh ca DIR      prints the certificate to trust for TLS
 #   tests/pg/cluster.sh stop DIR    stops it and removes DIR
+#   tests/pg/cluster.sh down DIR    stops the server, keeps DIR (an outage)
+#   tests/pg/cluster.sh up DIR      starts it again on the same port
 #
 # initdb refuses to run as root: as root, the server runs as the `postgres`
 # user the package creates (DIR is chowned to it).
 set -euo pipefail
 
-cmd=${1:?usage: cluster.sh start|url|ca|stop DIR}
-dir=${2:?usage: cluster.sh start|url|ca|stop DIR}
+cmd=${1:?usage: cluster.sh start|url|ca|stop|down|up DIR}
+dir=${2:?usage: cluster.sh start|url|ca|stop|down|up DIR}
 
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
 [ -n "$bin" ] && [ -x "$bin/initdb" ] || {
@@ -32,6 +34,15 @@ as_owner() {
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Loopback only; the socket lives in DIR, not /var/run/postgresql.
+serve() {
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+        -o "-c listen_addresses=127.0.0.1 -p $1 -k $dir -c fsync=off -c max_connections=200 -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key" start >/dev/null || {
+        cat "$dir/server.log" >&2
+        exit 1
+    }
 }
 
 case "$cmd" in
@@ -70,12 +81,8 @@ start)
     chmod 600 "$dir/data/server.key"
     if [ "$(id -u)" = 0 ]; then chown postgres: "$dir/data/server.key" "$dir/data/server.crt"; fi
     chmod 644 "$dir/ca.pem"
-    # Loopback only; the socket lives in DIR, not /var/run/postgresql.
-    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200 -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key" start >/dev/null || {
-        cat "$dir/server.log" >&2
-        exit 1
-    }
+    echo "$port" >"$dir/port"
+    serve "$port"
     as_owner "$bin/createdb" -h 127.0.0.1 -p "$port" -U wf wf
     echo "postgres://wf@127.0.0.1:$port/wf" >"$dir/url"
     cat "$dir/url"
@@ -86,6 +93,12 @@ url)
 ca)
     echo "$dir/ca.pem"
     ;;
+down)
+    as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+    ;;
+up)
+    serve "$(cat "$dir/port")"
+    ;;
 stop)
     if [ -d "$dir/data" ]; then
         as_owner "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
@@ -93,7 +106,7 @@ stop)
     rm -rf "$dir"
     ;;
 *)
-    echo "usage: cluster.sh start|url|ca|stop DIR" >&2
+    echo "usage: cluster.sh start|url|ca|stop|down|up DIR" >&2
     exit 2
     ;;
 esac

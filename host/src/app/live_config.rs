@@ -1,7 +1,8 @@
 //! The config in force for sources and plugin folders, and how it changes:
 //! a reload re-reads the file and applies it to the plugin set and the
 //! sources; a watcher reloads when the file changed. Server settings are
-//! read once at start (`App::config`) and need a restart.
+//! read once at start (`App::config`) and need a restart, except what a
+//! [`ReloadHook`] applies (static tokens, tool lists, OAuth groups).
 
 use std::path::PathBuf;
 use std::sync::PoisonError;
@@ -55,6 +56,12 @@ pub struct ReloadTargets {
     pub discovery_timeout: Duration,
 }
 
+/// Something else a reload puts in force (the HTTP front's tokens, the
+/// tool lists): checks the new config and returns what applies it, or why
+/// the file is refused (then nothing of it applies).
+pub type ReloadHook =
+    Box<dyn Fn(&LoadedConfig) -> Result<Box<dyn FnOnce() + Send>, String> + Send + Sync>;
+
 /// The config now in force, the last reload's outcome, and the reload itself.
 pub struct LiveConfig {
     current: Mutex<LoadedConfig>,
@@ -63,6 +70,7 @@ pub struct LiveConfig {
     /// interleave reading and applying the file.
     reloading: tokio::sync::Mutex<()>,
     targets: ReloadTargets,
+    hooks: Mutex<Vec<ReloadHook>>,
 }
 
 impl LiveConfig {
@@ -72,6 +80,7 @@ impl LiveConfig {
             last_reload: Mutex::new(None),
             reloading: tokio::sync::Mutex::new(()),
             targets,
+            hooks: Mutex::new(Vec::new()),
         }
     }
 
@@ -81,6 +90,14 @@ impl LiveConfig {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Runs `hook` at every reload from now on (see `ReloadHook`).
+    pub fn on_reload(&self, hook: ReloadHook) {
+        self.hooks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(hook);
     }
 
     /// The outcome of the last reload, if any.
@@ -144,6 +161,20 @@ impl LiveConfig {
             outcome.error = Some(first);
             return outcome;
         }
+        let applies = {
+            let hooks = self.hooks.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut applies = Vec::with_capacity(hooks.len());
+            for hook in hooks.iter() {
+                match hook(&config) {
+                    Ok(apply) => applies.push(apply),
+                    Err(e) => {
+                        outcome.error = Some(format!("{}: {e}", config.file_label()));
+                        return outcome;
+                    }
+                }
+            }
+            applies
+        };
         // New plugin files are loaded with the new `[plugins.<name>]` tables;
         // plugins in process are never unloaded, children of plugins whose
         // file is gone are stopped (`plugins::children`).
@@ -166,6 +197,9 @@ impl LiveConfig {
             .projector
             .set_naming(Naming::from_config(&config));
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = config;
+        for apply in applies {
+            apply();
+        }
         crate::sources::close(retired, Duration::from_secs(5)).await;
         // Children: stop those left with no source, restart those whose
         // settings changed (their sources come back with a bumped epoch).

@@ -5,6 +5,7 @@
 
 pub mod probe;
 pub mod search;
+pub mod synonyms;
 
 pub use crate::sources::{Rejected, screen};
 

@@ -1,38 +1,92 @@
 //! A lexical index over capabilities: BM25 over names, descriptions,
-//! parameter names and descriptions, and source names. Hand-written (about
-//! 250 lines, no dependency): measured against the `bm25` crate and chosen
-//! for recall and latency on the same data (docs/benchmarks.md, "Finding
-//! tools in a large catalog").
+//! parameter names and descriptions, and source names, with Snowball
+//! stemming, a synonym table for the vocabulary of tools (synonyms.rs) and
+//! field weights. Hand-written BM25 (no dependency but the stemmer):
+//! measured against the `bm25` crate and chosen for recall and latency on
+//! the same data (docs/benchmarks.md, "Finding tools in a large catalog").
 //!
 //! The index is made of one segment per source, so a discovery or reload
 //! that changes one source re-tokenises only that source; document
 //! frequencies are summed over segments when the index is assembled.
+//!
+//! What the ranker does beyond plain BM25, and why (issue 56):
+//! - words are stemmed by Snowball's English stemmer (`rust-stemmers`),
+//!   so "leaking" finds "leak" and "titled" finds "title";
+//! - a query word brings in its synonyms (`folder` → `directory`, `PR` →
+//!   `pull request`) at [`SYNONYM_WEIGHT`] of its own weight;
+//! - a word counts once per field of a description, so a long description
+//!   does not win by repeating generic words (run, test, add, list);
+//! - a tool's name and its source's name weigh more than its description;
+//! - a tool whose name is mostly made of the query's words gains a little
+//!   ([`NAME_FIT`]): `geocode` over `reverse_geocode` for "geocode";
+//! - wf's own tools (a source named `wf` or `wf.*`) rank after every other
+//!   match unless the query names them ("wf", "std", "workflow").
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock};
 
+use rust_stemmers::{Algorithm, Stemmer};
 use serde_json::Value;
 
-/// BM25 parameters (the usual ones).
+use super::synonyms::GROUPS;
+
+/// BM25 parameters.
 const K1: f32 = 1.2;
-const B: f32 = 0.3;
+const B: f32 = 0.5;
 
 /// Field weights: a word in a name says more than one in a long description.
-const W_NAME: u32 = 3;
-const W_PARAM: u32 = 2;
-const W_TEXT: u32 = 1;
+const W_NAME: f32 = 3.0;
+const W_SOURCE: f32 = 2.0;
+const W_PARAM: f32 = 1.5;
+const W_TEXT: f32 = 1.0;
+/// A synonym's weight against the query word that brought it in.
+pub const SYNONYM_WEIGHT: f32 = 0.5;
+/// The bonus, as a share of the score, for a name wholly made of query words.
+pub const NAME_FIT: f32 = 0.3;
+/// Below this share of the query matched, a hit is not a good match
+/// (`wf_find` then says so and lists the sources).
+pub const GOOD_MATCH: f32 = 0.34;
 
 /// Words that carry no meaning in a query or a description.
 const STOP: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "i", "if", "in", "into", "is",
     "it", "its", "me", "my", "of", "on", "or", "that", "the", "this", "to", "use", "used", "using",
     "was", "when", "which", "will", "with", "you", "your", "can", "all", "any", "some", "do",
-    "does", "should", "would", "please", "want", "need",
+    "does", "should", "would", "please", "want", "need", "what", "how", "there", "our", "we", "s",
+    "t", "let", "so", "them", "it's", "just", "about", "up", "out", "one", "every",
 ];
 
+static STEMMER: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
+
+/// Stemmed word → the stemmed words of its synonyms (phrases split).
+static SYNONYMS: LazyLock<HashMap<String, Vec<String>>> = LazyLock::new(|| {
+    let mut map: HashMap<String, Vec<String>> = HashMap::new();
+    for group in GROUPS {
+        let words: Vec<Vec<String>> = group.iter().map(|w| tokens(w)).collect();
+        for (i, key) in words.iter().enumerate() {
+            // A phrase is a key only through its first word's group when it
+            // is one word; multi-word phrases are targets, and their words
+            // stand for the phrase's group too ("pull request" → "pr").
+            for k in key {
+                let e = map.entry(k.clone()).or_default();
+                for (j, other) in words.iter().enumerate() {
+                    if i != j {
+                        e.extend(other.iter().filter(|o| *o != k).cloned());
+                    }
+                }
+            }
+        }
+    }
+    for v in map.values_mut() {
+        v.sort();
+        v.dedup();
+    }
+    map
+});
+
 /// The words of `text`: split at anything that is not a letter or digit
-/// and at camelCase humps, lower-cased, stop words dropped, lightly stemmed
-/// (a plural or verb ending, so "messages" finds "message").
+/// and at camelCase humps, lower-cased, stop words dropped, stemmed by
+/// Snowball's English stemmer.
 pub fn tokens(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
@@ -41,7 +95,7 @@ pub fn tokens(text: &str) -> Vec<String> {
         if !word.is_empty() {
             let w = std::mem::take(word);
             if !STOP.contains(&w.as_str()) {
-                out.push(stem(w));
+                out.push(STEMMER.stem(&w).into_owned());
             }
         }
     };
@@ -61,16 +115,34 @@ pub fn tokens(text: &str) -> Vec<String> {
     out
 }
 
-fn stem(mut w: String) -> String {
-    // Plurals only: "messages" → "message", "echoes" → "echo",
-    // "processes" → "process"; verb endings strip too unevenly to help.
-    if w.len() > 4 && w.ends_with("es") && w[..w.len() - 2].ends_with(['s', 'x', 'z', 'h', 'o']) {
-        w.truncate(w.len() - 2);
-    } else if w.len() > 3 && w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") {
-        w.truncate(w.len() - 1);
+/// A query's terms and their weights: its own words at 1, their synonyms
+/// at [`SYNONYM_WEIGHT`] (a word the query has itself keeps weight 1).
+pub fn query_terms(query: &str) -> Vec<(String, f32)> {
+    let own = tokens(query);
+    let mut terms: Vec<(String, f32)> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for t in &own {
+        if seen.insert(t) {
+            terms.push((t.clone(), 1.0));
+        }
     }
-    w
+    for t in &own {
+        for s in SYNONYMS.get(t).into_iter().flatten() {
+            if seen.insert(s) {
+                terms.push((s.clone(), SYNONYM_WEIGHT));
+            }
+        }
+    }
+    terms
 }
+
+/// Whether `source` is one of wf's own (ranked only when asked for).
+pub fn is_host_source(source: &str) -> bool {
+    source == "wf" || source.starts_with("wf.") || source.starts_with("wf_")
+}
+
+/// Query words that ask for wf's own tools.
+const HOST_WORDS: &[&str] = &["wf", "std", "workflow"];
 
 /// What is indexed of one capability.
 #[derive(Debug, Clone, Default)]
@@ -116,44 +188,71 @@ impl DocText {
 struct Doc {
     key: String,
     source: String,
-    len: u32,
+    len: f32,
+    host: bool,
+    /// The distinct words of the capability's name.
+    name_words: u16,
+}
+
+/// One posting: a document, its weighted term frequency, and whether the
+/// term is in the document's name.
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    doc: u32,
+    tf: f32,
+    in_name: bool,
 }
 
 /// The documents of one source.
 #[derive(Debug, Default)]
 pub struct Segment {
     docs: Vec<Doc>,
-    /// term → (document, weighted term frequency)
-    postings: HashMap<String, Vec<(u32, u32)>>,
-    total_len: u64,
+    postings: HashMap<String, Vec<Posting>>,
+    total_len: f64,
 }
 
 impl Segment {
     pub fn build(docs: &[DocText]) -> Self {
         let mut seg = Segment::default();
         for (i, d) in docs.iter().enumerate() {
-            let mut tf: HashMap<String, u32> = HashMap::new();
-            let mut add = |text: &str, w: u32| {
-                for t in tokens(text) {
-                    *tf.entry(t).or_default() += w;
+            let mut tf: HashMap<String, (f32, bool)> = HashMap::new();
+            // Each field counts a word once: a long description does not
+            // gain by repeating it.
+            let mut add = |text: &str, w: f32, name: bool| {
+                let mut words = tokens(text);
+                words.sort();
+                words.dedup();
+                for t in words {
+                    let e = tf.entry(t).or_default();
+                    e.0 += w;
+                    e.1 |= name;
                 }
             };
-            add(&d.name, W_NAME);
-            add(&d.source, W_TEXT);
-            add(&d.description, W_TEXT);
-            for (p, pd) in &d.params {
-                add(p, W_PARAM);
-                add(pd, W_TEXT);
+            add(&d.name, W_NAME, true);
+            add(&d.source, W_SOURCE, false);
+            add(&d.description, W_TEXT, false);
+            let names: Vec<&str> = d.params.iter().map(|(p, _)| p.as_str()).collect();
+            add(&names.join(" "), W_PARAM, false);
+            let texts: Vec<&str> = d.params.iter().map(|(_, t)| t.as_str()).collect();
+            add(&texts.join(" "), W_TEXT, false);
+            let len: f32 = tf.values().map(|v| v.0).sum();
+            let mut name_words = tokens(&d.name);
+            name_words.sort();
+            name_words.dedup();
+            for (t, (n, in_name)) in tf {
+                seg.postings.entry(t).or_default().push(Posting {
+                    doc: i as u32,
+                    tf: n,
+                    in_name,
+                });
             }
-            let len: u32 = tf.values().sum();
-            for (t, n) in tf {
-                seg.postings.entry(t).or_default().push((i as u32, n));
-            }
-            seg.total_len += u64::from(len);
+            seg.total_len += f64::from(len);
             seg.docs.push(Doc {
                 key: d.key.clone(),
                 source: d.source.clone(),
                 len,
+                host: is_host_source(&d.source),
+                name_words: name_words.len().min(u16::MAX as usize) as u16,
             });
         }
         seg
@@ -168,12 +267,22 @@ impl Segment {
     }
 }
 
-/// One match: the capability's key and source, and its score.
+/// One match: the capability's key and source, its score, and how much of
+/// the query it matched (0 to 1: the share of the query words' weight,
+/// by their rarity, found in this tool, synonyms counting at their weight).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit<'a> {
     pub key: &'a str,
     pub source: &'a str,
     pub score: f32,
+    pub confidence: f32,
+}
+
+impl Hit<'_> {
+    /// Whether this hit matches the query well enough to offer.
+    pub fn is_good(&self) -> bool {
+        self.confidence >= GOOD_MATCH
+    }
 }
 
 /// Segments assembled into one searchable index.
@@ -182,27 +291,30 @@ pub struct Index {
     segments: Vec<Arc<Segment>>,
     /// Where each segment's documents start in the score array.
     offsets: Vec<usize>,
-    df: HashMap<String, u32>,
+    /// term → its document frequency and the segments that have it.
+    df: HashMap<String, (u32, Vec<u32>)>,
     n_docs: usize,
     avg_len: f32,
 }
 
 impl Index {
     pub fn new(segments: Vec<Arc<Segment>>) -> Self {
-        let mut df: HashMap<String, u32> = HashMap::new();
-        let (mut offsets, mut n_docs, mut total) = (Vec::new(), 0, 0u64);
-        for s in &segments {
+        let mut df: HashMap<String, (u32, Vec<u32>)> = HashMap::new();
+        let (mut offsets, mut n_docs, mut total) = (Vec::new(), 0, 0f64);
+        for (i, s) in segments.iter().enumerate() {
             offsets.push(n_docs);
             n_docs += s.docs.len();
             total += s.total_len;
             for (t, p) in &s.postings {
-                *df.entry(t.clone()).or_default() += p.len() as u32;
+                let e = df.entry(t.clone()).or_default();
+                e.0 += p.len() as u32;
+                e.1.push(i as u32);
             }
         }
         let avg_len = if n_docs == 0 {
             1.0
         } else {
-            (total as f32 / n_docs as f32).max(1.0)
+            ((total / n_docs as f64) as f32).max(1.0)
         };
         Self {
             segments,
@@ -221,54 +333,116 @@ impl Index {
         self.n_docs == 0
     }
 
-    /// The best `limit` documents for `query` that `keep` accepts, best
-    /// first (ties in index order). Documents that share no word with the
-    /// query are not returned.
-    pub fn search(&self, query: &str, limit: usize, keep: impl Fn(&Hit) -> bool) -> Vec<Hit<'_>> {
-        let mut terms = tokens(query);
-        terms.sort();
-        terms.dedup();
-        let mut scores = vec![0f32; self.n_docs];
+    fn idf(&self, df: u32) -> f32 {
         let n = self.n_docs as f32;
-        for t in &terms {
-            let Some(&df) = self.df.get(t) else { continue };
-            let idf = ((n - df as f32 + 0.5) / (df as f32 + 0.5) + 1.0).ln();
-            for (s, seg) in self.segments.iter().enumerate() {
+        ((n - df as f32 + 0.5) / (df as f32 + 0.5) + 1.0).ln()
+    }
+
+    /// The documents `query` matches, as (global document, score,
+    /// confidence), unsorted.
+    fn score(&self, terms: &[(String, f32)]) -> Vec<(usize, f32, f32)> {
+        let mut scores = vec![0f32; self.n_docs];
+        let mut covered = vec![0f32; self.n_docs];
+        let mut name_hits = vec![0u16; self.n_docs];
+        let mut touched: Vec<usize> = Vec::new();
+        // The query's weight: its own words by rarity (a word no tool has
+        // counts as the rarest), so confidence says how much was found.
+        let mut total = 0f32;
+        let rarest = self.idf(0);
+        for (t, w) in terms {
+            if *w < 1.0 {
+                continue;
+            }
+            total += self.df.get(t).map_or(rarest, |(df, _)| self.idf(*df));
+        }
+        for (t, w) in terms {
+            let Some((df, segs)) = self.df.get(t) else {
+                continue;
+            };
+            let idf = self.idf(*df);
+            for &s in segs {
+                let seg = &self.segments[s as usize];
                 let Some(postings) = seg.postings.get(t) else {
                     continue;
                 };
-                let base = self.offsets[s];
-                for &(d, tf) in postings {
-                    let tf = tf as f32;
-                    let len = seg.docs[d as usize].len as f32;
+                let base = self.offsets[s as usize];
+                for p in postings {
+                    let d = base + p.doc as usize;
+                    if scores[d] == 0.0 && covered[d] == 0.0 {
+                        touched.push(d);
+                    }
+                    let len = seg.docs[p.doc as usize].len;
                     let norm = K1 * (1.0 - B + B * len / self.avg_len);
-                    scores[base + d as usize] += idf * tf * (K1 + 1.0) / (tf + norm);
+                    scores[d] += w * idf * p.tf * (K1 + 1.0) / (p.tf + norm);
+                    // A synonym covers at most what its query word would.
+                    covered[d] += w * idf;
+                    if p.in_name {
+                        name_hits[d] += 1;
+                    }
                 }
             }
         }
-        let mut ranked: Vec<(usize, f32)> = scores
+        let mut out = Vec::with_capacity(touched.len());
+        for d in touched {
+            {
+                if scores[d] <= 0.0 {
+                    continue;
+                }
+                let doc = self.doc(d);
+                let fit =
+                    f32::from(name_hits[d].min(doc.name_words)) / f32::from(doc.name_words.max(1));
+                let score = scores[d] * (1.0 + NAME_FIT * fit);
+                let confidence = if total > 0.0 {
+                    (covered[d] / total).min(1.0)
+                } else {
+                    0.0
+                };
+                out.push((d, score, confidence));
+            }
+        }
+        out
+    }
+
+    /// The best `limit` documents for `query` that `keep` accepts, best
+    /// first (ties in index order). Documents that share no word with the
+    /// query (or a synonym of one) are not returned; wf's own tools come
+    /// after every other match unless the query asks for them.
+    pub fn search(&self, query: &str, limit: usize, keep: impl Fn(&Hit) -> bool) -> Vec<Hit<'_>> {
+        let terms = query_terms(query);
+        let wants_host = terms
+            .iter()
+            .any(|(t, w)| *w >= 1.0 && HOST_WORDS.contains(&t.as_str()));
+        let mut ranked: Vec<(bool, usize, f32, f32)> = self
+            .score(&terms)
             .into_iter()
-            .enumerate()
-            .filter(|(_, s)| *s > 0.0)
+            .map(|(d, s, c)| {
+                let host = !wants_host && self.doc(d).host;
+                (host, d, s, c)
+            })
             .collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.total_cmp(&a.2)).then(a.1.cmp(&b.1)));
         let mut out = Vec::with_capacity(limit);
-        for (i, score) in ranked {
+        for (_, i, score, confidence) in ranked {
             if out.len() >= limit {
                 break;
             }
-            let s = self.offsets.partition_point(|&o| o <= i) - 1;
-            let doc = &self.segments[s].docs[i - self.offsets[s]];
+            let doc = self.doc(i);
             let hit = Hit {
                 key: &doc.key,
                 source: &doc.source,
                 score,
+                confidence,
             };
             if keep(&hit) {
                 out.push(hit);
             }
         }
         out
+    }
+
+    fn doc(&self, i: usize) -> &Doc {
+        let s = self.offsets.partition_point(|&o| o <= i) - 1;
+        &self.segments[s].docs[i - self.offsets[s]]
     }
 }
 
@@ -325,8 +499,123 @@ mod tests {
     fn tokens_split_case_and_stem() {
         assert_eq!(
             tokens("getTinyImage browser_navigate Messages a"),
-            ["get", "tiny", "image", "browser", "navigate", "message"]
+            tokens("get tiny image browser navigate message")
         );
+        // Snowball, beyond plurals: "leaking" is "leak", "titled" is "title".
+        assert_eq!(tokens("leaking titled"), tokens("leak title"));
+        assert_eq!(tokens("leaking"), ["leak"]);
+    }
+
+    #[test]
+    fn query_words_bring_their_synonyms_at_a_lower_weight() {
+        let terms = query_terms("make a new folder");
+        let weight = |w: &str| {
+            let t = &tokens(w)[0];
+            terms.iter().find(|(x, _)| x == t).map(|(_, w)| *w)
+        };
+        assert_eq!(weight("folder"), Some(1.0));
+        assert_eq!(weight("new"), Some(1.0));
+        assert_eq!(weight("directory"), Some(SYNONYM_WEIGHT));
+        assert_eq!(weight("create"), Some(SYNONYM_WEIGHT));
+        assert_eq!(weight("zebra"), None);
+        // An abbreviation brings in the words of its phrase, and back.
+        let pr = query_terms("merge the PR");
+        assert!(pr.iter().any(|(t, _)| *t == tokens("pull")[0]));
+        assert!(query_terms("pull request").iter().any(|(t, _)| t == "pr"));
+    }
+
+    #[test]
+    fn a_synonym_finds_a_tool_that_shares_no_word_with_the_query() {
+        let seg = Segment::build(&[
+            doc("fs__create_directory", "fs", "Create a new directory"),
+            doc("fs__read_file", "fs", "Read a file"),
+        ]);
+        let index = Index::new(vec![Arc::new(seg)]);
+        let hits = index.search("make a folder", 5, |_| true);
+        assert_eq!(hits[0].key, "fs__create_directory");
+        assert!(hits[0].confidence > 0.0 && hits[0].confidence < 1.0);
+    }
+
+    #[test]
+    fn a_long_description_does_not_win_on_repeated_common_words() {
+        let long = "Run a test. Run the test suite, run tests, run every test, \
+                    list tests, add tests, run run run test test test.";
+        let seg = Segment::build(&[
+            doc("ci__runner", "ci", long),
+            doc("ci__run_tests", "ci", "Runs the project's tests"),
+        ]);
+        let index = Index::new(vec![Arc::new(seg)]);
+        assert_eq!(
+            index.search("run the tests", 5, |_| true)[0].key,
+            "ci__run_tests"
+        );
+    }
+
+    #[test]
+    fn a_name_made_of_the_query_words_beats_a_longer_one() {
+        let seg = Segment::build(&[
+            doc("maps__reverse_geocode", "maps", "Address for coordinates"),
+            doc("maps__geocode", "maps", "Coordinates for an address"),
+        ]);
+        let index = Index::new(vec![Arc::new(seg)]);
+        assert_eq!(
+            index.search("geocode an address", 5, |_| true)[0].key,
+            "maps__geocode"
+        );
+    }
+
+    #[test]
+    fn the_source_name_counts() {
+        let seg =
+            |s: &str, d: &str| Arc::new(Segment::build(&[doc(&format!("{s}__search"), s, d)]));
+        let index = Index::new(vec![
+            seg("memory", "Search the nodes of the graph"),
+            seg("web", "Search the web for pages"),
+        ]);
+        assert_eq!(
+            index.search("search in memory", 5, |_| true)[0].key,
+            "memory__search"
+        );
+    }
+
+    #[test]
+    fn wf_tools_rank_after_others_unless_asked_for() {
+        let index = Index::new(vec![
+            Arc::new(Segment::build(&[doc(
+                "wf_std__sleep",
+                "wf.std",
+                "Sleep for a while, then return",
+            )])),
+            Arc::new(Segment::build(&[doc(
+                "maps__directions",
+                "maps",
+                "Directions between two places; a while to drive",
+            )])),
+        ]);
+        let keys = |q: &str| -> Vec<String> {
+            index
+                .search(q, 5, |_| true)
+                .iter()
+                .map(|h| h.key.to_string())
+                .collect()
+        };
+        // The host tool still matches better, but comes second.
+        assert_eq!(
+            keys("sleep a while then drive"),
+            ["maps__directions", "wf_std__sleep"]
+        );
+        assert_eq!(keys("wf sleep a while then drive")[0], "wf_std__sleep");
+        assert!(is_host_source("wf.std") && is_host_source("wf") && !is_host_source("wfx"));
+    }
+
+    #[test]
+    fn confidence_says_how_much_of_the_query_was_found() {
+        let seg = Segment::build(&[doc("fs__read_file", "fs", "Read a file from disk")]);
+        let index = Index::new(vec![Arc::new(seg)]);
+        let full = &index.search("read file", 5, |_| true)[0];
+        assert!(full.confidence > 0.99 && full.is_good(), "{full:?}");
+        let weak = &index.search("file taxes quarterly penguins", 5, |_| true)[0];
+        assert!(weak.confidence < GOOD_MATCH && !weak.is_good(), "{weak:?}");
     }
 
     #[test]

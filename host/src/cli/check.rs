@@ -86,6 +86,7 @@ pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
         let (origin, key) = origin(&config, &set, &sources, &t.source, sc);
         problems.extend(trial_problems(t, &origin, &key, sc));
     }
+    problems.extend(oauth_problems(&config).await);
     // Warnings never fail the check: each is a choice an operator may make.
     for w in crate::config::sizing::warnings(&config.config.server) {
         eprintln!("{file}: {}: warning: {}", w.key, w.message);
@@ -129,6 +130,40 @@ pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
         eprintln!("wf check: {} problem(s)", problems.len());
         Ok(1)
     }
+}
+
+/// `[server.oauth]`: the settings, the groups' globs, and the issuer's
+/// metadata and keys, fetched as `wf serve` would.
+async fn oauth_problems(config: &LoadedConfig) -> Vec<String> {
+    let file = config.file_label();
+    let server = &config.config.server;
+    let mut problems = Vec::new();
+    if let Err(e) = crate::server::identity::principals::AccessRules::from_config(server) {
+        problems.push(format!("{file}: {e}"));
+    }
+    let Some(oauth) = &server.oauth else {
+        return problems;
+    };
+    let v = match crate::server::identity::oauth::OAuthVerifier::new(oauth) {
+        Ok(v) => v,
+        Err(e) => {
+            problems.push(format!("{file}: {e}"));
+            return problems;
+        }
+    };
+    match v.fetch_keys().await {
+        Ok(0) => problems.push(format!(
+            "{file}: server.oauth.issuer: {}: its JWKS has no signing key wf can use",
+            v.issuer()
+        )),
+        Ok(n) => println!(
+            "oauth: {}: metadata and {n} signing key(s) fetched; resource metadata at {}",
+            v.issuer(),
+            v.metadata_url()
+        ),
+        Err(e) => problems.push(format!("{file}: server.oauth.issuer: {e}")),
+    }
+    problems
 }
 
 /// The lines a trial adds: why the source failed, and each capability left out.

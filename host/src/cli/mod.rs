@@ -9,6 +9,7 @@ mod run;
 mod serve;
 mod sources;
 mod store;
+mod tools;
 
 use std::path::PathBuf;
 
@@ -77,6 +78,11 @@ pub enum Command {
     Store {
         #[command(subcommand)]
         command: store::StoreCommand,
+    },
+    /// Tool pins: `wf tools pin [SOURCE...]`, `wf tools diff`, `wf tools approve NAME...`.
+    Tools {
+        #[command(subcommand)]
+        command: tools::ToolsCommand,
     },
 }
 
@@ -353,6 +359,7 @@ pub fn main() -> i32 {
             }
             Command::Auth { command } => auth::run(command, &cli.log_level).await,
             Command::Store { command } => store::run(command, &cli.log_level).await,
+            Command::Tools { command } => tools::run(command, &cli.log_level).await,
         }
     });
     // Plugin runtimes and upstream clients may hold threads; do not wait for them.

@@ -82,6 +82,11 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
                     d["restarts"],
                     d["state"].as_str().unwrap_or("")
                 );
+                let l = &d["limits"];
+                println!(
+                    "    limits: memory_mb {}, max_processes {}, cpu_seconds {}, nice {}",
+                    l["memory_mb"], l["max_processes"], l["cpu_seconds"], l["nice"]
+                );
             }
             None => println!("    isolation: in_process"),
         }

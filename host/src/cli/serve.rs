@@ -7,8 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ServeArgs;
 use crate::app::App;
-use crate::config::expand_env;
-use crate::server::identity::principals::named_tokens;
+use crate::server::identity::principals::{AccessRules, static_tokens};
 use crate::server::{
     HttpOptions, Isolation, Surfaces, ToolAccess, serve_http, serve_stdio, shutdown_signal,
 };
@@ -42,6 +41,8 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
         });
     }
     let mut surfaces = Surfaces::new(&app);
+    // Approvals (`wf tools approve`) apply at once, whatever watch_config says.
+    app.sources.watch_pins();
     if app.config.config.server.watch_config {
         app.watch_config(Duration::from_millis(300));
     }
@@ -51,6 +52,13 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     surfaces.isolation = std::sync::Arc::new(Isolation::new(
         ToolAccess::from_config(server).map_err(|e| anyhow::anyhow!("{label}: {e}"))?,
     ));
+    // The tool lists (tokens' and OAuth groups') follow the config.
+    let isolation = surfaces.isolation.clone();
+    app.live_config.on_reload(Box::new(move |c| {
+        let rules = AccessRules::from_config(&c.config.server).map_err(|e| e.to_string())?;
+        let isolation = isolation.clone();
+        Ok(Box::new(move || isolation.access.replace(rules)))
+    }));
     surfaces.catalog = std::sync::Arc::new(
         crate::server::mcp::catalog_view::CatalogView::from_config(server)
             .map_err(|e| anyhow::anyhow!("{label}: {e}"))?,
@@ -62,25 +70,8 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
             let bind: SocketAddr = addr
                 .parse()
                 .map_err(|e| anyhow::anyhow!("--http {addr}: not an IP:PORT address: {e}"))?;
-            // Set at all (even empty) means chosen: an empty token is refused, not ignored.
-            let token = match std::env::var("WF_HTTP_TOKEN").ok() {
-                Some(t) => Some(t),
-                None => match &server.http_token {
-                    Some(t) => {
-                        let lookup = |k: &str| std::env::var(k).ok();
-                        let v = expand_env(
-                            &serde_json::Value::String(t.clone()),
-                            "server.http_token",
-                            &lookup,
-                        )
-                        .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;
-                        v.as_str().map(str::to_string)
-                    }
-                    None => None,
-                },
-            };
-            let named = named_tokens(server, &|k| std::env::var(k).ok())
-                .map_err(|e| anyhow::anyhow!("{label}: {e}"))?;
+            let (token, named) =
+                static_tokens(server).map_err(|e| anyhow::anyhow!("{label}: {e}"))?;
             let opts = HttpOptions::new(bind, token, server).with_named_tokens(named);
             let stop = CancellationToken::new();
             let on_signal = stop.clone();

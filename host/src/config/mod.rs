@@ -5,6 +5,7 @@
 mod catalog;
 mod edit;
 mod env;
+mod oauth;
 mod plugin_isolation;
 mod principals;
 pub mod sizing;
@@ -23,6 +24,7 @@ use crate::text::one_line;
 pub use catalog::{CatalogConfig, CatalogMode};
 pub use edit::{Edit, stage};
 pub use env::{EnvError, expand_env};
+pub use oauth::{ConsoleClientConfig, GroupConfig, IntrospectionConfig, OAuthConfig};
 pub use plugin_isolation::{Isolation, PluginSettings, Sandbox, problems as plugin_table_problems};
 pub use principals::{Principal, TokenConfig};
 pub use store::StoreConfig;
@@ -98,6 +100,9 @@ pub struct ServerConfig {
     /// HTTP: named principals, each with its own bearer token and tool lists.
     #[serde(default)]
     pub tokens: Vec<TokenConfig>,
+    /// HTTP: OAuth 2.1 access tokens from an identity provider (`[server.oauth]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthConfig>,
     /// Extra `Host` header values accepted over HTTP (loopback names always are).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
@@ -295,6 +300,7 @@ impl Default for ServerConfig {
             http: None,
             http_token: None,
             tokens: Vec::new(),
+            oauth: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             max_name_len: DEFAULT_MAX_NAME_LEN,
@@ -439,6 +445,13 @@ pub struct SourceConfig {
     /// Most per-principal or per-client sessions open at once on this source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_sessions: Option<usize>,
+    /// A pinned tool that changed or is new: `hold` (default), `warn`,
+    /// `allow` (see `sources::tool_pins`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_change: Option<OnChange>,
+    /// A tool screening flags: `warn` (default) or `hold`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub screen: Option<ScreenMode>,
     /// Everything else is the plugin's business.
     #[serde(flatten)]
     pub settings: Map<String, Value>,
@@ -454,6 +467,8 @@ impl SourceConfig {
         "session",
         "session_idle_ms",
         "max_sessions",
+        "on_change",
+        "screen",
     ];
 
     /// An enabled source of `kind` with these settings and wf's defaults.
@@ -465,9 +480,45 @@ impl SourceConfig {
             session: None,
             session_idle_ms: None,
             max_sessions: None,
+            on_change: None,
+            screen: None,
             settings,
         }
     }
+
+    /// The source's `on_change` and `screen`, defaults filled in.
+    pub fn pin_policy(&self) -> PinPolicy {
+        PinPolicy {
+            on_change: self.on_change.unwrap_or_default(),
+            screen: self.screen.unwrap_or_default(),
+        }
+    }
+}
+
+/// What a source does with a pinned tool that changed (or is new).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnChange {
+    #[default]
+    Hold,
+    Warn,
+    Allow,
+}
+
+/// What a source does with a tool screening flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScreenMode {
+    #[default]
+    Warn,
+    Hold,
+}
+
+/// A source's settings for pins and screening (`sources::tool_pins` applies them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PinPolicy {
+    pub on_change: OnChange,
+    pub screen: ScreenMode,
 }
 
 /// A source's session scope: one upstream session for everyone, one per

@@ -70,6 +70,9 @@ pub struct PluginSettings {
     /// The child's CPU-time limit (RLIMIT_CPU), in seconds over its lifetime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_seconds: Option<u64>,
+    /// The child's processes and threads together (a pids cgroup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_processes: Option<u64>,
     /// The operator's opt-in for running a plugin that is neither bundled
     /// nor pinned in process (`plugins::pins::IN_PROCESS_OPT_IN`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -149,6 +152,10 @@ impl<'de> serde::de::Visitor<'de> for Entry<'_> {
 /// The smallest `memory_mb` accepted: a plugin's runtime alone needs some.
 pub const MIN_MEMORY_MB: u64 = 16;
 
+/// The smallest `max_processes` accepted: the plugin host's own threads
+/// (its runtimes and their blocking pools) need room.
+pub const MIN_PROCESSES: u64 = 16;
+
 /// The problems of `[plugins.*]` tables, one line each (`label`: the config file).
 pub fn problems(label: &str, tables: &BTreeMap<String, PluginSettings>) -> Vec<String> {
     let mut out = Vec::new();
@@ -160,16 +167,23 @@ pub fn problems(label: &str, tables: &BTreeMap<String, PluginSettings>) -> Vec<S
                 "{label}: plugins.{name}.memory_mb = {mb}: must be at least {MIN_MEMORY_MB}"
             ));
         }
+        if let Some(n) = t.max_processes
+            && n < MIN_PROCESSES
+        {
+            out.push(format!(
+                "{label}: plugins.{name}.max_processes = {n}: must be at least {MIN_PROCESSES}"
+            ));
+        }
         if t.cpu_seconds == Some(0) {
             out.push(format!(
                 "{label}: plugins.{name}.cpu_seconds = 0: must be at least 1"
             ));
         }
         if t.isolation == Some(Isolation::InProcess)
-            && (t.memory_mb.is_some() || t.cpu_seconds.is_some())
+            && (t.memory_mb.is_some() || t.cpu_seconds.is_some() || t.max_processes.is_some())
         {
             out.push(format!(
-                "{label}: plugins.{name}: memory_mb and cpu_seconds apply only with isolation = \"process\""
+                "{label}: plugins.{name}: memory_mb, cpu_seconds and max_processes apply only with isolation = \"process\""
             ));
         }
     }

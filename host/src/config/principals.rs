@@ -25,37 +25,81 @@ pub struct TokenConfig {
 
 /// Who is calling. Over HTTP the guard sets it once it has checked the
 /// request: the name of the `[[server.tokens]]` entry whose token was sent,
-/// `default` for the single `server.http_token`, `local` when no token is
-/// configured (loopback only). Over stdio it is always `local`. A name, never
-/// a token: it is safe in logs, run records and admin output.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Principal(Arc<str>);
+/// `default` for the single `server.http_token`, the principal claim of an
+/// OAuth access token (`[server.oauth]`, with the token's groups), `local`
+/// when no token is configured (loopback only). Over stdio it is always
+/// `local`. A name, never a token: it is safe in logs, run records and admin
+/// output. Two principals are the same when their names are.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    name: Arc<str>,
+    /// The groups an OAuth token named (`None`: not an OAuth principal).
+    groups: Option<Arc<[Arc<str>]>>,
+}
+
+impl PartialEq for Principal {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+impl Eq for Principal {}
+impl std::hash::Hash for Principal {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state)
+    }
+}
+impl PartialOrd for Principal {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Principal {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name.cmp(&other.name)
+    }
+}
 
 impl Principal {
     pub const LOCAL: &str = "local";
     pub const DEFAULT: &str = "default";
 
     pub fn local() -> Self {
-        Self(Self::LOCAL.into())
+        Self::named(Self::LOCAL)
     }
 
     /// The holder of the single `server.http_token` (or `WF_HTTP_TOKEN`).
     pub fn bearer() -> Self {
-        Self(Self::DEFAULT.into())
+        Self::named(Self::DEFAULT)
     }
 
     /// A `[[server.tokens]]` principal.
     pub fn named(name: &str) -> Self {
-        Self(name.into())
+        Self {
+            name: name.into(),
+            groups: None,
+        }
+    }
+
+    /// A person an OAuth access token named, in `groups`.
+    pub fn with_groups(name: &str, groups: Vec<String>) -> Self {
+        Self {
+            name: name.into(),
+            groups: Some(groups.into_iter().map(Arc::from).collect()),
+        }
     }
 
     pub fn name(&self) -> &str {
-        &self.0
+        &self.name
+    }
+
+    /// The groups of an OAuth principal; `None` for every other one.
+    pub fn groups(&self) -> Option<&[Arc<str>]> {
+        self.groups.as_deref()
     }
 }
 
 impl std::fmt::Display for Principal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.name)
     }
 }

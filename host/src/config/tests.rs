@@ -130,7 +130,7 @@ fn unknown_keys_in_wfs_tables_name_table_and_hint() {
 fn host_keys_of_a_source_are_fields_not_settings() {
     let p = write(
         "hostkeys.toml",
-        "[sources.a]\nkind = \"mcp\"\nprefix = \"a_\"\nsession = \"client\"\nsession_idle_ms = 5\nmax_sessions = 3\ncommand = \"x\"\n",
+        "[sources.a]\nkind = \"mcp\"\nprefix = \"a_\"\nsession = \"client\"\nsession_idle_ms = 5\nmax_sessions = 3\non_change = \"warn\"\nscreen = \"hold\"\ncommand = \"x\"\n",
     );
     let s = LoadedConfig::load(&p).unwrap().sources().unwrap();
     let a = &s["a"];

@@ -44,11 +44,7 @@ pub struct Outcome {
 
 /// The settings a child starts with, from the plugin's table.
 pub fn start_of(settings: &crate::config::PluginSettings) -> Start {
-    Start {
-        sandbox: settings.sandbox.unwrap_or_default().as_str().into(),
-        memory_mb: settings.memory_mb,
-        cpu_seconds: settings.cpu_seconds,
-    }
+    Start::from_settings(settings)
 }
 
 /// Takes the new policy and drops the process-mode plugins whose file is

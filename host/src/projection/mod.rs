@@ -130,6 +130,36 @@ impl Projector {
         s
     }
 
+    /// Why a name no projection holds is refused, when it is a held tool's
+    /// (`sources::tool_pins`): the name it had, under its source's prefix
+    /// or without one, or its dotted ref.
+    pub fn held_refusal(&self, name: &str) -> Option<String> {
+        let naming = self
+            .naming
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let rules = &self.rules;
+        self.sources
+            .all_held()
+            .into_iter()
+            .find_map(|(source, held)| {
+                let prefix = match naming.configured.get(&source) {
+                    Some(p) => rules.clean_prefix(p),
+                    None => format!("{}__", rules.source_prefix(&source)),
+                };
+                held.into_iter().find_map(|h| {
+                    let dotted = format!("{source}.{}", h.name);
+                    let names = [
+                        rules.project(&prefix, &h.name, &dotted),
+                        rules.project("", &h.name, &dotted),
+                        dotted.clone(),
+                    ];
+                    names.contains(&name.to_string()).then_some(h.message)
+                })
+            })
+    }
+
     /// The current projection, rebuilt when a catalog changed since the last call.
     pub fn projection(&self) -> Arc<Projection> {
         let version = *self.versions.borrow();

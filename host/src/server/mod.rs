@@ -17,6 +17,7 @@ pub use mcp::meta_tools::{definitions as meta_tool_definitions, hit as find_hit}
 pub use http::{HttpOptions, serve_http};
 pub use identity::guard::HttpGuard;
 pub use identity::limits::Principal;
+pub use identity::oauth::OAuthVerifier;
 pub use identity::principals::ToolAccess;
 pub use mcp::Surfaces;
 pub use mcp::handler::WfServer;

@@ -43,6 +43,9 @@ pub struct SourceHandle {
     /// no tasks (this instance; a reload makes a new one), so a task-declaring
     /// client's calls skip the question and make the plain call at once.
     no_tasks: std::sync::atomic::AtomicBool,
+    /// Tools the hold stage keeps out, with what their calls are told
+    /// (`tool_pins`): every caller (proxy, planner, workflow nodes) meets it here.
+    held: std::sync::RwLock<Arc<std::collections::HashMap<String, String>>>,
 }
 
 /// The mcp plugin's word for "a person must log in" (plugins/mcp/src/oauth.rs).
@@ -58,7 +61,27 @@ impl SourceHandle {
             in_flight: Arc::default(),
             login: Default::default(),
             no_tasks: Default::default(),
+            held: Default::default(),
         }
+    }
+
+    /// Sets the tools whose calls are refused (see `tool_pins`).
+    pub fn set_held(&self, held: std::collections::HashMap<String, String>) {
+        *self
+            .held
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(held);
+    }
+
+    /// The hold stage: a held tool (or its node) is refused before the call.
+    /// No allocation when nothing is held: one lookup.
+    fn hold(&self, name: &str) -> Option<SourceError> {
+        let held = self
+            .held
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.get(name)
+            .map(|why| self.err(PluginError::failed(why.clone())))
     }
 
     /// Why the source needs a login, when its last call or discovery failed
@@ -213,6 +236,9 @@ impl SourceHandle {
         arguments: Value,
         ctx: CallCtx,
     ) -> Result<CallResult, SourceError> {
+        if let Some(held) = self.hold(name) {
+            return Err(held);
+        }
         let request = SourceRequest::CallTool {
             name: name.into(),
             arguments,
@@ -237,6 +263,9 @@ impl SourceHandle {
         ctx: CallCtx,
     ) -> Result<wf_plugin_api::TaskStart, SourceError> {
         use std::sync::atomic::Ordering::Relaxed;
+        if let Some(held) = self.hold(name) {
+            return Err(held);
+        }
         if self.no_tasks.load(Relaxed) {
             return Err(self.err(PluginError::unsupported("this source serves no tasks")));
         }
@@ -291,6 +320,9 @@ impl SourceHandle {
         input: Value,
         ctx: CallCtx,
     ) -> Result<Value, SourceError> {
+        if let Some(held) = self.hold(name) {
+            return Err(held);
+        }
         self.request(
             &SourceRequest::RunNode {
                 name: name.into(),

@@ -5,11 +5,13 @@ mod asks;
 mod call;
 mod handle;
 mod logs;
+pub mod poison;
 mod registry;
 mod screen;
 pub mod sessions;
 pub mod settings;
 mod subscriptions;
+pub mod tool_pins;
 
 pub use call::{AskFuture, Asker, CallCtx, Progress};
 pub use handle::{SourceError, SourceHandle};

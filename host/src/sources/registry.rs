@@ -17,7 +17,9 @@ use tokio::sync::watch;
 use wf_plugin_api::{Catalog, PluginError, SourceSpec};
 
 use super::handle::SourceHandle;
+use super::poison::{Finding, Others};
 use super::screen::{Rejected, screen};
+use super::tool_pins::{self, Guard, Held, Judged};
 use crate::clock::now_ms;
 use crate::config::{LoadedConfig, SourceConfig};
 use crate::plugins::PluginSet;
@@ -54,6 +56,15 @@ pub struct SourceStatus {
     /// Capabilities the source offers that fail the checks: left out of
     /// every surface (see `catalog::screen`).
     pub rejected: Vec<Rejected>,
+    /// Tools the hold stage keeps out (a pinned tool that changed or is new,
+    /// or one screening flagged under `screen = "hold"`): in no list, and
+    /// their calls are refused (see `tool_pins`).
+    pub held: Vec<Held>,
+    /// Screening findings, and changes let through by `on_change = "warn"`.
+    pub warnings: Vec<Finding>,
+    /// The catalog before the hold stage: judged again when the pins change.
+    #[serde(skip)]
+    raw: Option<Arc<Catalog>>,
     /// The discovery whose result is applied (see `SourceEntry::discoveries`).
     #[serde(skip)]
     applied: u64,
@@ -140,6 +151,11 @@ pub struct Sources {
     pending: watch::Sender<usize>,
     /// Where catalog snapshots are kept (None: not persisted).
     store: Option<Arc<Store>>,
+    /// Held through one `apply`: appliers take turns, while readers of
+    /// `entries` never wait for a plugin or the store.
+    applying: Mutex<()>,
+    /// The tool pins and each source's `on_change`/`screen` (the hold stage).
+    guard: RwLock<Arc<Guard>>,
 }
 
 /// Every source to run: the configured ones plus each plugin's default
@@ -168,6 +184,8 @@ impl Sources {
             version: watch::channel(0).0,
             pending: watch::channel(0).0,
             store,
+            applying: Mutex::new(()),
+            guard: RwLock::default(),
         }
     }
 
@@ -253,41 +271,53 @@ impl Sources {
         let mut report = ApplyReport::default();
         let mut retired = Vec::new();
         let mut fresh = 0usize;
-        {
-            let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
-            let mut next = BTreeMap::new();
-            for (name, sc) in desired {
-                let (fingerprint, prepared) = prepare(config, &name, &sc, plugins);
-                match entries.remove(&name) {
-                    Some(old) if old.fingerprint == fingerprint => {
-                        report.unchanged.push(name.clone());
-                        next.insert(name, old);
-                        continue;
-                    }
-                    Some(old) => {
-                        report.changed.push(name.clone());
-                        retired.push(old);
-                    }
-                    None => report.added.push(name.clone()),
+        let _turn = self.applying.lock().unwrap_or_else(PoisonError::into_inner);
+        let policies = desired
+            .iter()
+            .map(|(name, sc)| (name.clone(), sc.pin_policy()))
+            .collect();
+        self.set_guard(Guard::load(config.file.as_deref(), policies));
+        // Built with no lock on `entries`: creating a source may start a
+        // child process, and restoring its snapshot reads the store.
+        let mut current = self
+            .entries
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut next = BTreeMap::new();
+        for (name, sc) in desired {
+            let (fingerprint, prepared) = prepare(config, &name, &sc, plugins);
+            match current.remove(&name) {
+                Some(old) if old.fingerprint == fingerprint => {
+                    report.unchanged.push(name.clone());
+                    next.insert(name, old);
+                    continue;
                 }
-                let entry = self.create(&name, &sc, fingerprint, prepared, plugins, state_dir);
-                if let Some(e) = &entry.status().error {
-                    tracing::warn!(source = %name, "{e}");
+                Some(old) => {
+                    report.changed.push(name.clone());
+                    retired.push(old);
                 }
-                if entry.handle.is_some() && entry.catalog().is_none() {
-                    fresh += 1;
-                }
-                next.insert(name, Arc::new(entry));
+                None => report.added.push(name.clone()),
             }
-            for (name, old) in std::mem::take(&mut *entries) {
-                report.removed.push(name);
-                retired.push(old);
+            let entry = self.create(&name, &sc, fingerprint, prepared, plugins, state_dir);
+            if let Some(e) = &entry.status().error {
+                tracing::warn!(source = %name, "{e}");
             }
-            *entries = next;
+            if entry.handle.is_some() && entry.catalog().is_none() {
+                fresh += 1;
+            }
+            next.insert(name, Arc::new(entry));
         }
+        for (name, old) in current {
+            report.removed.push(name);
+            retired.push(old);
+        }
+        *self.entries.write().unwrap_or_else(PoisonError::into_inner) = next;
         if fresh > 0 {
             self.pending.send_modify(|n| *n += fresh);
         }
+        // Kept sources under the pins and policies of this config.
+        self.rejudge();
         self.touch();
         (report, retired)
     }
@@ -318,6 +348,9 @@ impl Sources {
                 discovery_ms: None,
                 from_snapshot: false,
                 rejected: Vec::new(),
+                held: Vec::new(),
+                warnings: Vec::new(),
+                raw: None,
                 applied: 0,
             }),
             discoveries: std::sync::atomic::AtomicU64::new(0),
@@ -384,8 +417,9 @@ impl Sources {
                     for r in &rejected {
                         tracing::warn!(source = %entry.name, plugin = ?entry.plugin, "{r}");
                     }
+                    let judged = self.judge(&entry.name, &c);
                     let mut st = entry.status.lock().unwrap_or_else(PoisonError::into_inner);
-                    st.catalog = Some(Arc::new(c));
+                    publish(entry, &mut st, Arc::new(c), judged);
                     st.rejected = rejected;
                     st.discovered_at = Some(at);
                     st.from_snapshot = true;
@@ -435,7 +469,18 @@ impl Sources {
         };
         let elapsed = started.elapsed().as_millis() as u64;
         crate::telemetry::metrics::discovery(&entry.name, result.is_ok(), started.elapsed());
+        // Screened and judged before the status lock: judging reads the
+        // other sources' catalogs (their locks, never two at once).
+        let result = result.map(|catalog| {
+            let raw = json!(catalog);
+            let (catalog, rejected) = screen(catalog);
+            let judged = self.judge(&entry.name, &catalog);
+            (raw, catalog, rejected, judged)
+        });
         let (was_waiting, changed);
+        // Saved after the status lock is released: a store call (PostgreSQL
+        // over the network) must never hold up `list_sources` or `/readyz`.
+        let mut snapshot = None;
         {
             let mut st = entry.status.lock().unwrap_or_else(PoisonError::into_inner);
             if st.applied > generation {
@@ -449,30 +494,23 @@ impl Sources {
             was_waiting = st.state == SourceState::Pending && st.catalog.is_none();
             st.discovery_ms = Some(elapsed);
             match result {
-                Ok(catalog) => {
+                Ok((raw, catalog, rejected, judged)) => {
                     // The snapshot keeps what the source said; it is screened again on restore.
-                    if let Some(store) = &self.store
-                        && let Err(e) = store.blocking(store.save_snapshot(
-                            &entry.name,
-                            &entry.fingerprint,
-                            &json!(catalog),
-                        ))
-                    {
-                        tracing::warn!(source = %entry.name, "cannot save the catalog snapshot: {e}");
+                    if self.store.is_some() {
+                        snapshot = Some(raw);
                     }
-                    let (catalog, rejected) = screen(catalog);
                     // Said once per change, not at every rediscovery.
                     if st.rejected != rejected {
                         for r in &rejected {
                             tracing::warn!(source = %entry.name, plugin = ?entry.plugin, "{r}");
                         }
                     }
-                    tracing::info!(source = %entry.name, tools = catalog.tools.len(), left_out = rejected.len(), ms = elapsed, "discovered");
-                    changed = st.catalog.as_deref() != Some(&catalog);
+                    tracing::info!(source = %entry.name, tools = catalog.tools.len(), left_out = rejected.len(), held = judged.held.len(), ms = elapsed, "discovered");
+                    changed = st.catalog.as_deref() != Some(&judged.served);
                     st.rejected = rejected;
                     st.state = SourceState::Ready;
                     st.error = None;
-                    st.catalog = Some(Arc::new(catalog));
+                    publish(entry, &mut st, Arc::new(catalog), judged);
                     st.discovered_at = Some(now_ms());
                     st.from_snapshot = false;
                 }
@@ -489,8 +527,19 @@ impl Sources {
                 }
             }
         }
+        // Screening of the other sources names this one's tools: judged again.
+        if changed {
+            self.rejudge();
+        }
         self.touch();
         entry.first_discovery.send_replace(true);
+        if let (Some(store), Some(catalog)) = (&self.store, snapshot)
+            && let Err(e) = store
+                .save_snapshot(&entry.name, &entry.fingerprint, &catalog)
+                .await
+        {
+            tracing::warn!(source = %entry.name, "cannot save the catalog snapshot: {e}");
+        }
         if was_waiting
             && self
                 .entries
@@ -504,10 +553,174 @@ impl Sources {
         changed
     }
 
+    /// The pins and policies in force.
+    pub fn guard(&self) -> Arc<Guard> {
+        self.guard
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_guard(&self, guard: Guard) {
+        *self.guard.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(guard);
+    }
+
+    /// What the other sources serve (for screening's cross-source rules).
+    fn others(&self, name: &str) -> Others {
+        let mut others = Others::default();
+        for e in self.list() {
+            if e.name == name {
+                continue;
+            }
+            others.sources.insert(e.name.clone());
+            let raw = e
+                .status
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .raw
+                .clone();
+            if let Some(c) = raw {
+                others.tools.extend(c.tools.iter().map(|t| t.name.clone()));
+            }
+        }
+        others
+    }
+
+    /// The hold stage over source `name`'s screened catalog.
+    fn judge(&self, name: &str, catalog: &Catalog) -> Judged {
+        tool_pins::judge(&self.guard(), name, catalog, &self.others(name))
+    }
+
+    /// Judges every source's last catalog again (the pins or policies
+    /// changed); ticks `changes()` when something served changed.
+    pub fn rejudge(&self) {
+        let mut changed = false;
+        for e in self.list() {
+            let raw = e
+                .status
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .raw
+                .clone();
+            let Some(raw) = raw else { continue };
+            let judged = self.judge(&e.name, &raw);
+            let mut st = e.status.lock().unwrap_or_else(PoisonError::into_inner);
+            if st.raw.as_ref().is_some_and(|r| Arc::ptr_eq(r, &raw)) {
+                changed |= st.catalog.as_deref() != Some(&judged.served);
+                publish(&e, &mut st, raw.clone(), judged);
+            }
+        }
+        if changed {
+            self.touch();
+        }
+    }
+
+    /// Reads the tools lock file again (`wf tools approve` wrote it, or an
+    /// operator edited it) and judges again when it changed.
+    pub fn reload_pins(&self) {
+        let mut guard = (*self.guard()).clone();
+        if guard.reread() {
+            tracing::info!("tool pins changed; judging every source again");
+            self.set_guard(guard);
+            self.rejudge();
+        }
+    }
+
+    /// Polls the tools lock file and reloads the pins when it changes.
+    pub fn watch_pins(self: &Arc<Self>) {
+        let this = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let stamp = |p: Option<&Path>| {
+                p.and_then(|p| std::fs::metadata(p).ok())
+                    .map(|m| (m.len(), m.modified().ok()))
+            };
+            let mut seen = None;
+            loop {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                let Some(this) = this.upgrade() else { return };
+                let path = this.guard().path.clone();
+                let now = (path.clone(), stamp(path.as_deref()));
+                if seen.as_ref().is_some_and(|s| *s != now) {
+                    this.reload_pins();
+                }
+                seen = Some(now);
+            }
+        });
+    }
+
+    /// Every source's catalog before the hold stage (what `wf tools pin`
+    /// records and `diff` compares), by name.
+    pub fn unheld_catalogs(&self) -> Vec<(String, Arc<Catalog>)> {
+        self.list()
+            .into_iter()
+            .filter_map(|e| {
+                let raw = e
+                    .status
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .raw
+                    .clone();
+                Some((e.name.clone(), raw?))
+            })
+            .collect()
+    }
+
+    /// Every held tool, by source.
+    pub fn all_held(&self) -> Vec<(String, Vec<Held>)> {
+        self.list()
+            .into_iter()
+            .map(|e| (e.name.clone(), e.status().held))
+            .filter(|(_, h)| !h.is_empty())
+            .collect()
+    }
+
+    /// The message a call of held tool `source`.`tool` is refused with.
+    pub fn held(&self, source: &str, tool: &str) -> Option<String> {
+        let e = self.get(source)?;
+        let st = e.status.lock().unwrap_or_else(PoisonError::into_inner);
+        st.held
+            .iter()
+            .find(|h| h.name == tool)
+            .map(|h| h.message.clone())
+    }
+
     /// Closes every source (child processes, sessions), each bounded in time.
     pub async fn shutdown(&self, timeout: Duration) {
         close(self.list(), timeout).await;
     }
+}
+
+/// Serves a judged catalog: the served part, the held tools (told to the
+/// source's handle, which refuses their calls), the warnings. A newly held
+/// tool is logged once and counted.
+fn publish(entry: &SourceEntry, st: &mut SourceStatus, raw: Arc<Catalog>, judged: Judged) {
+    for h in &judged.held {
+        if !st.held.iter().any(|o| o.name == h.name && o.why == h.why) {
+            tracing::warn!(source = %entry.name, tool = %h.name, why = ?h.why, "tool held: {}", h.message);
+            // The audit trail (not built yet) records this hold here too.
+        }
+    }
+    for w in &judged.warnings {
+        if !st.warnings.contains(w) {
+            tracing::warn!(source = %entry.name, "{w}");
+        }
+    }
+    if st.held != judged.held {
+        crate::telemetry::metrics::tools_held(&entry.name, &judged.held);
+        if let Some(h) = &entry.handle {
+            h.set_held(
+                judged
+                    .held
+                    .iter()
+                    .map(|h| (h.name.clone(), h.message.clone()))
+                    .collect(),
+            );
+        }
+    }
+    st.raw = Some(raw);
+    st.catalog = Some(Arc::new(judged.served));
+    st.held = judged.held;
+    st.warnings = judged.warnings;
 }
 
 /// Closes retired or all sources, each bounded in time.

@@ -166,6 +166,45 @@ impl Db {
         }
     }
 
+    /// [`Db::bulk`] behind a fence: `guard` (or, without one, the first
+    /// statement) runs first in the same transaction and must change a row
+    /// (locking it until the commit), or nothing is committed and the answer
+    /// is `None`. A run's writes are fenced by its lease row, so a replica
+    /// that lost the lease writes nothing. With a guard, its count is left
+    /// out of the answer.
+    pub async fn fenced(&self, guard: Option<Stmt>, stmts: Vec<Stmt>) -> Result<Option<Vec<u64>>> {
+        let guarded = guard.is_some();
+        let all: Vec<Stmt> = guard.into_iter().chain(stmts).collect();
+        let counts = match self {
+            Db::Sqlite(c) => {
+                let c = c.clone();
+                tokio::task::spawn_blocking(move || -> Result<Option<Vec<u64>>> {
+                    let mut c = lock(&c);
+                    let tx = c.transaction()?;
+                    let mut counts = Vec::with_capacity(all.len());
+                    for (i, (sql, args)) in all.iter().enumerate() {
+                        let n = sqlite_execute(&tx, sql, args)?;
+                        if i == 0 && n == 0 {
+                            return Ok(None);
+                        }
+                        counts.push(n);
+                    }
+                    tx.commit()?;
+                    Ok(Some(counts))
+                })
+                .await
+                .map_err(|e| StoreError::Decode(format!("the writer task failed: {e}")))??
+            }
+            Db::Postgres(p) => p.transaction(all.iter().collect(), true).await?,
+        };
+        Ok(counts.map(|mut c| {
+            if guarded {
+                c.remove(0);
+            }
+            c
+        }))
+    }
+
     /// In one transaction: `select` (on PostgreSQL `pg_lock` is appended,
     /// e.g. `FOR UPDATE SKIP LOCKED`), then the statements `then` makes for
     /// each row found. Returns the rows found.

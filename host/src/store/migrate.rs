@@ -1,7 +1,10 @@
 //! Versioned schema migrations for both backends, recorded in
-//! `schema_migrations`. Each is idempotent (`IF NOT EXISTS`), runs in one
-//! transaction and, on PostgreSQL, under an advisory lock, so replicas
-//! starting together apply each once.
+//! `schema_migrations`. Each runs in a transaction of its own that first
+//! takes the migration lock (PostgreSQL: an advisory lock; SQLite: the write
+//! lock, `BEGIN IMMEDIATE`) and only then reads the version, so replicas
+//! starting together, or a rolling upgrade, apply each migration once. Each
+//! is also idempotent (`IF NOT EXISTS`, or a look at the columns first), so
+//! a half-applied one can run again.
 
 use rusqlite::Connection;
 
@@ -37,8 +40,8 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 4,
         name: "source tasks",
-        sqlite: include_str!("migrations/0004_source_tasks.sql"),
-        postgres: include_str!("migrations/0004_source_tasks.sql"),
+        sqlite: include_str!("migrations/sqlite_0004_source_tasks.sql"),
+        postgres: include_str!("migrations/pg_0004_source_tasks.sql"),
     },
 ];
 
@@ -81,62 +84,92 @@ pub async fn applied(db: &Db) -> Result<Vec<Applied>> {
     .collect()
 }
 
-/// Brings the database to [`latest`]; returns the versions applied now.
+/// Brings the database to [`latest`]; returns the versions applied now
+/// (by this process: another replica may have applied the rest).
 /// A database written by a newer wf is refused, never downgraded.
 pub async fn run(db: &Db) -> Result<Vec<i64>> {
-    match db {
-        // Under the lock: two replicas creating it at once would collide.
-        Db::Postgres(p) => p.locked_script(PG_LOCK, LEDGER).await?,
-        Db::Sqlite(_) => {
-            db.execute(LEDGER, args![]).await?;
-        }
-    }
-    let current = db
-        .query_opt("SELECT MAX(version) FROM schema_migrations", args![])
-        .await?
-        .and_then(|r| r.opt_int(0))
-        .unwrap_or(0);
-    if current > latest() {
-        return Err(StoreError::TooNew {
-            found: current,
-            known: latest(),
-        });
-    }
     let mut done = Vec::new();
-    for m in MIGRATIONS.iter().filter(|m| m.version > current) {
+    for m in MIGRATIONS {
         let record = format!(
             "INSERT INTO schema_migrations (version, name, applied_at) VALUES ({}, '{}', {}) ON CONFLICT (version) DO NOTHING",
             m.version,
             m.name,
             now_ms()
         );
-        match db {
-            Db::Sqlite(_) => {
-                db.sqlite(|c| {
-                    let tx = c.transaction()?;
-                    tx.execute_batch(m.sqlite)?;
-                    if m.version == 1 {
-                        legacy_columns(&tx)?;
-                    }
-                    tx.execute_batch(&record)?;
-                    tx.commit()?;
-                    Ok(())
-                })
-                .expect("a SQLite store")?;
-            }
+        let applied = match db {
+            Db::Sqlite(_) => db
+                .sqlite(|c| sqlite_step(c, m, &record))
+                .expect("a SQLite store")?,
             Db::Postgres(p) => {
-                p.locked_script(PG_LOCK, &format!("{}\n;{record};", m.postgres))
-                    .await?
+                p.migrate_step(
+                    PG_LOCK,
+                    LEDGER,
+                    m.version,
+                    &format!("{}\n;{record};", m.postgres),
+                )
+                .await?
+            }
+        };
+        match applied {
+            Step::Applied => done.push(m.version),
+            Step::Present => {}
+            Step::TooNew(found) => {
+                return Err(StoreError::TooNew {
+                    found,
+                    known: latest(),
+                });
             }
         }
-        done.push(m.version);
     }
     Ok(done)
 }
 
-/// Columns added to SQLite tables after wf first made them (before
-/// versioned migrations): `CREATE TABLE IF NOT EXISTS` leaves old tables alone.
-fn legacy_columns(conn: &Connection) -> Result<()> {
+/// What one migration step found, under the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Applied,
+    /// Already applied (by this wf earlier, or by another replica just now).
+    Present,
+    /// The database is at this newer version.
+    TooNew(i64),
+}
+
+/// Decides a step from the version read under the lock.
+pub fn step_for(current: i64, version: i64) -> Option<Step> {
+    if current > latest() {
+        Some(Step::TooNew(current))
+    } else if current >= version {
+        Some(Step::Present)
+    } else {
+        None
+    }
+}
+
+fn sqlite_step(c: &mut Connection, m: &Migration, record: &str) -> Result<Step> {
+    // IMMEDIATE: the write lock is taken before the version is read, so a
+    // second process on the same file waits (busy_timeout) and then sees it.
+    let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    tx.execute_batch(LEDGER)?;
+    let current: i64 = tx.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [],
+        |r| r.get(0),
+    )?;
+    if let Some(step) = step_for(current, m.version) {
+        return Ok(step);
+    }
+    tx.execute_batch(m.sqlite)?;
+    sqlite_columns(&tx, m.version)?;
+    tx.execute_batch(record)?;
+    tx.commit()?;
+    Ok(Step::Applied)
+}
+
+/// Columns a migration adds on SQLite, which has no `ADD COLUMN IF NOT
+/// EXISTS`: each is added only when missing. Version 1 adds those of tables
+/// wf made before versioned migrations (`CREATE TABLE IF NOT EXISTS` leaves
+/// old tables alone).
+fn sqlite_columns(conn: &Connection, version: i64) -> Result<()> {
     let has_column = |table: &str, column: &str| -> Result<bool> {
         let mut st = conn.prepare(&format!("PRAGMA table_info({table})"))?;
         let names = st
@@ -144,11 +177,15 @@ fn legacy_columns(conn: &Connection) -> Result<()> {
             .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(names.iter().any(|n| n == column))
     };
-    if !has_column("node_runs", "error_code")? {
-        conn.execute("ALTER TABLE node_runs ADD COLUMN error_code TEXT", [])?;
-    }
-    if !has_column("runs", "principal")? {
-        conn.execute("ALTER TABLE runs ADD COLUMN principal TEXT", [])?;
+    let columns: &[(&str, &str)] = match version {
+        1 => &[("node_runs", "error_code"), ("runs", "principal")],
+        4 => &[("run_tasks", "source"), ("run_tasks", "source_task")],
+        _ => &[],
+    };
+    for (table, column) in columns {
+        if !has_column(table, column)? {
+            conn.execute(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"), [])?;
+        }
     }
     Ok(())
 }

@@ -291,9 +291,23 @@ impl PgPool {
     }
 
     pub async fn batch(&self, stmts: &[Stmt]) -> Result<Vec<u64>> {
+        Ok(self
+            .transaction(stmts.iter().collect(), false)
+            .await?
+            .expect("an unchecked batch always commits"))
+    }
+
+    /// Every statement in one transaction (see [`super::db::Db::fenced`]);
+    /// with `check_first`, `None` when the first changed no row, and then
+    /// nothing is committed.
+    pub async fn transaction(
+        &self,
+        all: Vec<&Stmt>,
+        check_first: bool,
+    ) -> Result<Option<Vec<u64>>> {
         let mut c = self.get().await?;
-        let mut prepared = Vec::with_capacity(stmts.len());
-        for (sql, _) in stmts {
+        let mut prepared = Vec::with_capacity(all.len());
+        for (sql, _) in &all {
             prepared.push(c.prepare(sql).await?);
         }
         let tx = c
@@ -303,18 +317,24 @@ impl PgPool {
             .map_err(|e| pg_error(e, "BEGIN"))?;
         // Pipelined: every statement is sent before the first answer is
         // awaited (in order, one transaction), so a batch of node records
-        // costs about one round trip, not one per record.
-        let all: Vec<Vec<Param>> = stmts.iter().map(|(_, args)| params(args)).collect();
-        let all_refs: Vec<Vec<&(dyn ToSql + Sync)>> = all.iter().map(|p| refs(p)).collect();
-        let counts = futures::future::try_join_all(stmts.iter().zip(&prepared).zip(&all_refs).map(
-            |(((sql, _), st), r)| {
+        // costs about one round trip, not one per record. A fence is first,
+        // so its row lock is held before anything else is written.
+        let params_all: Vec<Vec<Param>> = all.iter().map(|(_, args)| params(args)).collect();
+        let all_refs: Vec<Vec<&(dyn ToSql + Sync)>> = params_all.iter().map(|p| refs(p)).collect();
+        let counts = futures::future::try_join_all(all.iter().zip(&prepared).zip(&all_refs).map(
+            |((stmt, st), r)| {
                 let tx = &tx;
+                let sql = stmt.0;
                 async move { tx.execute(st, r).await.map_err(|e| pg_error(e, sql)) }
             },
         ))
         .await?;
+        if check_first && counts.first() == Some(&0) {
+            tx.rollback().await.map_err(|e| pg_error(e, "ROLLBACK"))?;
+            return Ok(None);
+        }
         tx.commit().await.map_err(|e| pg_error(e, "COMMIT"))?;
-        Ok(counts)
+        Ok(Some(counts))
     }
 
     /// Runs `sql` (several statements, no arguments) in one transaction,
@@ -331,6 +351,44 @@ impl PgPool {
             .map_err(|e| pg_error(e, "advisory lock"))?;
         tx.batch_execute(sql).await.map_err(|e| pg_error(e, sql))?;
         tx.commit().await.map_err(|e| pg_error(e, "COMMIT"))
+    }
+
+    /// One migration in one transaction: the advisory lock first, then the
+    /// ledger (created if missing) and the version read under the lock, and
+    /// `sql` (which records the version) only when the version is older.
+    pub async fn migrate_step(
+        &self,
+        lock: i64,
+        ledger: &str,
+        version: i64,
+        sql: &str,
+    ) -> Result<super::migrate::Step> {
+        let mut c = self.get().await?;
+        let tx = c
+            .client
+            .transaction()
+            .await
+            .map_err(|e| pg_error(e, "BEGIN"))?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&lock])
+            .await
+            .map_err(|e| pg_error(e, "advisory lock"))?;
+        tx.batch_execute(ledger)
+            .await
+            .map_err(|e| pg_error(e, ledger))?;
+        let current: i64 = tx
+            .query_one(
+                "SELECT COALESCE(MAX(version), 0)::BIGINT FROM schema_migrations",
+                &[],
+            )
+            .await
+            .map_err(|e| pg_error(e, "schema version"))?
+            .get(0);
+        if let Some(step) = super::migrate::step_for(current, version) {
+            return Ok(step);
+        }
+        tx.batch_execute(sql).await.map_err(|e| pg_error(e, sql))?;
+        tx.commit().await.map_err(|e| pg_error(e, "COMMIT"))?;
+        Ok(super::migrate::Step::Applied)
     }
 
     /// In one transaction: `select` (it may lock its rows, `FOR UPDATE SKIP

@@ -88,6 +88,7 @@ struct Metrics {
     panics: Family<SourceLabel, Counter>,
     in_flight: Family<SourceLabel, Gauge>,
     sessions_open: Family<SourceLabel, Gauge>,
+    tools_held: Family<SourceLabel, Gauge>,
     epoch_changes: Family<SourceLabel, Counter>,
     discoveries: Family<SourceOutcome, Counter>,
     discovery_seconds: Histograms<SourceLabel>,
@@ -97,6 +98,13 @@ struct Metrics {
     requests: Family<MethodOutcome, Counter>,
     http_queued: Family<PrincipalLabel, Gauge>,
     http_refused: Family<PrincipalLimit, Counter>,
+    http_principal: Family<PrincipalVia, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PrincipalVia {
+    principal: String,
+    via: String,
 }
 
 impl Metrics {
@@ -108,6 +116,7 @@ impl Metrics {
             panics: Family::default(),
             in_flight: Family::default(),
             sessions_open: Family::default(),
+            tools_held: Family::default(),
             epoch_changes: Family::default(),
             discoveries: Family::default(),
             discovery_seconds: Family::new_with_constructor(latency),
@@ -117,6 +126,7 @@ impl Metrics {
             requests: Family::default(),
             http_queued: Family::default(),
             http_refused: Family::default(),
+            http_principal: Family::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -143,6 +153,11 @@ impl Metrics {
             "upstream_sessions_open",
             "Per-principal and per-client upstream sessions open now",
             m.sessions_open.clone(),
+        );
+        r.register(
+            "tools_held",
+            "Tools held by the hold stage (changed since pinned, new, or flagged under screen = hold)",
+            m.tools_held.clone(),
         );
         r.register(
             "session_epoch_changes",
@@ -188,6 +203,11 @@ impl Metrics {
             "http_refused_requests",
             "HTTP requests refused with 429 at a per-principal bound, by principal and limit (queue_timeout, queue_full or streams)",
             m.http_refused.clone(),
+        );
+        r.register(
+            "http_principal_requests",
+            "HTTP requests let in at /mcp, by principal (a name, never a token) and how it was identified (token, oauth or local)",
+            m.http_principal.clone(),
         );
         m
     }
@@ -270,6 +290,21 @@ pub fn http_refused(principal: &str, limit: &str) {
         .inc();
 }
 
+/// An HTTP request let in as `principal`, identified `via` a static token,
+/// an OAuth access token or (no token configured) as `local`.
+pub fn http_request(principal: &str, via: &str) {
+    if !recording_calls() {
+        return;
+    }
+    METRICS
+        .http_principal
+        .get_or_create(&PrincipalVia {
+            principal: principal.into(),
+            via: via.into(),
+        })
+        .inc();
+}
+
 /// One source call answered: `outcome` is `ok` or the error code.
 pub fn source_call(source: &str, method: &str, name: &str, outcome: &str, took: Duration) {
     if let Some(o) = instruments() {
@@ -323,6 +358,16 @@ pub fn epoch_change(source: &str) {
             source: source.into(),
         })
         .inc();
+}
+
+/// Tools of `source` the hold stage keeps out now (issue 54).
+pub fn tools_held<T>(source: &str, held: &[T]) {
+    METRICS
+        .tools_held
+        .get_or_create(&SourceLabel {
+            source: source.into(),
+        })
+        .set(i64::try_from(held.len()).unwrap_or(i64::MAX));
 }
 
 pub fn discovery(source: &str, ok: bool, took: Duration) {

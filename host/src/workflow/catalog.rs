@@ -18,6 +18,9 @@ pub struct CapabilityEntry {
 #[derive(Debug, Clone, Default)]
 pub struct PlannerCatalog {
     pub nodes: BTreeMap<String, CapabilityEntry>,
+    /// Capabilities the hold stage keeps out (a pinned tool that changed),
+    /// by ref, with why: validation names the reason, not "unknown".
+    pub held: BTreeMap<String, String>,
 }
 
 impl PlannerCatalog {
@@ -37,7 +40,20 @@ impl PlannerCatalog {
                 );
             }
         }
-        Self { nodes }
+        Self {
+            nodes,
+            held: BTreeMap::new(),
+        }
+    }
+
+    /// The held tools of `sources`, so validation can say why they are missing.
+    pub fn with_held(mut self, sources: &crate::sources::Sources) -> Self {
+        for (source, held) in sources.all_held() {
+            for h in held {
+                self.held.insert(format!("{source}.{}", h.name), h.message);
+            }
+        }
+        self
     }
 
     pub fn get(&self, reference: &str) -> Option<&CapabilityEntry> {

@@ -79,6 +79,7 @@ impl NodeSources {
     pub async fn catalog(&self) -> PlannerCatalog {
         self.sources.wait_first_discovery(self.ready_by).await;
         PlannerCatalog::from_snapshot(&crate::catalog::Snapshot::take(&self.sources))
+            .with_held(&self.sources)
     }
 
     /// The live handle of `source`.
@@ -364,6 +365,7 @@ impl NodeLog {
         let writer = tokio::spawn(async move {
             let mut pending = Pending::default();
             let mut incoming = Vec::new();
+            let mut lost = false;
             loop {
                 let due = pending.due();
                 let running_due = async move {
@@ -385,8 +387,8 @@ impl NodeLog {
                     pending.add(rec, now);
                 }
                 let batch = pending.take(now, !open);
-                if !batch.is_empty() {
-                    Self::write(&store, &run_id, batch).await;
+                if !batch.is_empty() && !lost {
+                    lost = !Self::write(&store, &run_id, batch).await;
                 }
                 if !open {
                     break;
@@ -396,12 +398,23 @@ impl NodeLog {
         Self { tx, writer }
     }
 
-    /// Writes one batch in one transaction.
-    async fn write(store: &Arc<Store>, run_id: &str, batch: Vec<NodeRecord>) {
+    /// Writes one batch in one transaction, retried until the store takes
+    /// it or says this replica lost the run (then the run is stopped here and
+    /// nothing more is written for it). Whether the run is still this
+    /// replica's.
+    async fn write(store: &Arc<Store>, run_id: &str, batch: Vec<NodeRecord>) -> bool {
         // The store commits a batch off the runtime's workers (SQLite) or
         // over the network (PostgreSQL): the run's scheduler never waits.
-        if let Err(e) = store.put_nodes(run_id, &batch).await {
-            tracing::error!(run = %run_id, "cannot record nodes: {e}");
+        match with_retries(store, run_id, "record nodes", || {
+            store.put_nodes(run_id, &batch)
+        })
+        .await
+        {
+            Ok(()) => true,
+            Err(_) => {
+                store.lost_run(run_id);
+                false
+            }
         }
     }
 
@@ -649,16 +662,57 @@ impl Run {
         } = self;
         // Every node record is written before the run is marked finished.
         log.close().await;
-        if let Err(e) = engine
-            .store
-            .finish_run(&id, status, outputs.as_ref(), error.as_deref())
-            .await
-        {
-            tracing::error!(run = %id, "cannot record the run's end: {e}");
-        }
+        let store = &engine.store;
+        let _ = with_retries(store, &id, "record the run's end", || {
+            store.finish_run(&id, status, outputs.as_ref(), error.as_deref())
+        })
+        .await;
         crate::telemetry::metrics::run_finished(status.as_str());
         engine.events.run_finished(&id, status, error.as_deref());
         tracing::info!(run = %id, %status, ms = started.elapsed().as_millis() as u64, "run finished");
+    }
+}
+
+/// Runs a write for `run_id` until the store takes it, with back-off (up to
+/// one heartbeat, so a write lands within a lease period of the database's
+/// return). Gives up only when the store says this replica lost the run's
+/// lease: then another replica has ended it, and this one writes nothing more.
+async fn with_retries<F, Fut>(
+    store: &Store,
+    run_id: &str,
+    what: &str,
+    mut write: F,
+) -> Result<(), crate::store::StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), crate::store::StoreError>>,
+{
+    let most = store.lease_times().heartbeat;
+    let mut wait = Duration::from_millis(50).min(most);
+    let mut failures = 0u32;
+    loop {
+        match write().await {
+            Ok(()) => {
+                if failures > 0 {
+                    tracing::info!(run = %run_id, failures, "the store answers again: could {what}");
+                }
+                return Ok(());
+            }
+            Err(e @ crate::store::StoreError::LeaseLost(_)) => {
+                tracing::warn!(run = %run_id, "cannot {what}: {e}; stopping the run here");
+                return Err(e);
+            }
+            Err(e) => {
+                if failures == 0 {
+                    tracing::error!(run = %run_id, "cannot {what}: {e}; retrying until the store answers");
+                } else {
+                    tracing::debug!(run = %run_id, failures, "cannot {what} yet: {e}");
+                }
+                failures += 1;
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(most);
+            }
+        }
     }
 }
 

@@ -45,6 +45,8 @@ pub enum ProblemKind {
     DuplicateNode,
     InvalidId,
     UnknownSource,
+    /// The capability is a pinned tool that changed and awaits approval.
+    HeldCapability,
 }
 
 impl ProblemKind {
@@ -64,6 +66,7 @@ impl ProblemKind {
             Self::DuplicateNode => "duplicate_node",
             Self::InvalidId => "invalid_id",
             Self::UnknownSource => "unknown_source",
+            Self::HeldCapability => "held_capability",
         }
     }
 }

@@ -148,6 +148,15 @@ impl<'a> Validator<'a> {
 
     fn unknown_capability(&mut self, i: usize) {
         let n = &self.wf.nodes[i];
+        if let Some(why) = self.catalog.held.get(&n.uses) {
+            self.problems.push(problem(
+                Some(&n.id),
+                format!("nodes[{i}].use"),
+                ProblemKind::HeldCapability,
+                why.clone(),
+            ));
+            return;
+        }
         let similar = near_misses(self.catalog, &n.uses);
         let hint = if similar.is_empty() {
             "call list_capabilities to find one".to_string()

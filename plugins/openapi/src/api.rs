@@ -2,12 +2,14 @@
 //! call's arguments follow and what is needed to turn them into a request.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Map, Value, json};
 use wf_plugin_api::NodeSpec;
 
 use crate::load::Loaded;
-use crate::refs::{RefError, Resolver, deref, escape};
+use crate::refs::{Defs, Listing, RefError, Resolver, deref, escape, materialize};
 use crate::settings::{Auth, Settings};
 
 const METHODS: [&str; 8] = [
@@ -107,6 +109,9 @@ pub struct RequestBody {
     /// multipart/form-data: the fields that are files (`format: binary`,
     /// `contentEncoding`, `contentMediaType`), given base64-encoded.
     pub files: Vec<String>,
+    /// A binary body (`application/octet-stream`, an image...): given
+    /// base64-encoded, sent as its bytes.
+    pub binary: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -119,12 +124,33 @@ pub struct Operation {
     pub description: String,
     pub params: Vec<Param>,
     pub body: Option<RequestBody>,
+    /// The input schema without its `$defs` (see `input_listing`).
     pub input_schema: Value,
-    /// The first 2xx response's JSON schema; one that is not an object's is
-    /// wrapped as `{"result": ...}` (MCP's structured content is an object).
+    /// The components the listed input schema carries in its `$defs`.
+    pub input_listing: Listing,
+    /// The document's converted components, shared by its operations: what
+    /// `$ref`s point at in the checks, and what listings are cut from.
+    pub defs: Arc<Map<String, Value>>,
+    /// The first 2xx response's JSON schema as the document gives it (without
+    /// its `$defs`: `output_listing`); one
+    /// that is not an object's is wrapped as `{"result": ...}` (MCP's
+    /// structured content is an object). Listed as the tool's
+    /// `outputSchema` only under `strict_responses`; answers are checked
+    /// against it either way ([`Operation::node_spec`]).
     pub output_schema: Option<Value>,
+    pub output_listing: Listing,
     /// The JSON answer is returned as `{"result": answer}`.
     pub wrapped: bool,
+    /// `strict_responses`: an answer that departs from `output_schema` is a
+    /// tool error; otherwise it is passed through with a warning.
+    pub strict: bool,
+    /// The media types the success responses declare, as written.
+    pub declared: Vec<String>,
+    /// The `Accept` a call sends: the declared JSON types first.
+    pub accept: String,
+    /// Whether the first drift of this operation's answers was logged (a
+    /// warning once per operation and discovery, not per call).
+    pub drift_logged: Arc<AtomicBool>,
     /// Whether a call sends the source's credentials: the operation (or the
     /// document) requires a security scheme, or the document declares none.
     pub credentials: bool,
@@ -136,13 +162,35 @@ pub struct Operation {
 }
 
 impl Operation {
+    /// The schema listed as the tool's `outputSchema`: the document's under
+    /// `strict_responses`; by default one that every answer wf returns
+    /// matches (an object; `{"result": ...}` when wrapped), so a client that
+    /// validates structured content never fails a call over an answer that
+    /// departs from the document (issue #55: real APIs do, in small ways).
+    pub fn listed_output(&self) -> Value {
+        match (&self.output_schema, self.strict, self.wrapped) {
+            (None, ..) => json!({}),
+            (Some(s), true, _) => materialize(s, &self.output_listing, &self.defs),
+            (Some(_), false, true) => json!({
+                "type": "object",
+                "properties": {"result": {}},
+            }),
+            (Some(_), false, false) => json!({"type": "object"}),
+        }
+    }
+
+    /// Whether the first drift was already logged; marks it logged.
+    pub fn drift_seen(&self) -> bool {
+        self.drift_logged.swap(true, Ordering::Relaxed)
+    }
+
     pub fn node_spec(&self) -> NodeSpec {
-        let output = self.output_schema.clone().unwrap_or_else(|| json!({}));
+        let output = self.listed_output();
         let safe = matches!(self.method.as_str(), "GET" | "HEAD" | "OPTIONS");
         NodeSpec::new(
             &self.name,
             &self.description,
-            self.input_schema.clone(),
+            materialize(&self.input_schema, &self.input_listing, &self.defs),
             output,
         )
         .side_effects(!safe)
@@ -164,6 +212,11 @@ pub struct Api {
     pub base: Result<url::Url, String>,
     pub openapi: String,
     pub left_out: usize,
+    /// Operations left out because the schemas reached `max_schema_nodes`,
+    /// and the one-line reason.
+    pub over_budget: Option<(usize, String)>,
+    /// The JSON nodes all the tools' schemas hold together.
+    pub schema_nodes: usize,
     /// The document's security schemes: name → type (`http bearer`, `apiKey`, ...).
     pub schemes: BTreeMap<String, String>,
     /// Operation name → its place in `operations`.
@@ -262,6 +315,16 @@ fn schemes(doc: &Value) -> BTreeMap<String, String> {
 
 /// Understands a loaded document under `settings`.
 pub fn build(loaded: &Loaded, settings: &Settings) -> Result<Api, SpecError> {
+    build_until(loaded, settings, &AtomicBool::new(false))
+}
+
+/// [`build`], which stops (failing) when `cancelled` is set: a discovery
+/// past `discovery_timeout_ms`, which the host has given up on.
+pub fn build_until(
+    loaded: &Loaded,
+    settings: &Settings,
+    cancelled: &AtomicBool,
+) -> Result<Api, SpecError> {
     let doc = &loaded.value;
     let Some(root) = doc.as_object() else {
         return Err(SpecError::new("", "the document is not an object"));
@@ -308,7 +371,16 @@ pub fn build(loaded: &Loaded, settings: &Settings) -> Result<Api, SpecError> {
         auth: &settings.auth,
     };
     let base = base_url(root, settings, loaded.url.as_ref());
+    let mut defs = Defs::new(doc, v30);
+    let mut schema_nodes = 0usize;
+    let mut over = 0usize;
     for (path, item) in paths {
+        if cancelled.load(Ordering::Relaxed) {
+            return Err(SpecError::new(
+                "",
+                "discovery cancelled (past discovery_timeout_ms)",
+            ));
+        }
         let item_at = format!("/paths/{}", escape(path));
         let item = deref(doc, item, &item_at)?;
         let Some(item_obj) = item.as_object() else {
@@ -344,14 +416,25 @@ pub fn build(loaded: &Loaded, settings: &Settings) -> Result<Api, SpecError> {
                 left_out += 1;
                 continue;
             }
+            if over > 0 {
+                over += 1;
+                continue;
+            }
             let name = unique_name(
                 &mut names,
                 &operation_id
                     .map(safe_name)
                     .unwrap_or_else(|| fallback_name(method, path)),
             );
-            let mut operation =
-                operation(doc, v30, op, shared, &item_at, &at, name, upper, path, tags)?;
+            let (mut operation, size) = operation(
+                doc, &mut defs, op, shared, &item_at, &at, name, upper, path, tags, settings,
+            )?;
+            if schema_nodes + size > settings.max_schema_nodes {
+                names.remove(&operation.name);
+                over = 1;
+                continue;
+            }
+            schema_nodes += size;
             (operation.credentials, operation.schemes) = security.of(op, &at)?;
             if settings.base_url.is_none() {
                 operation.base = [
@@ -383,6 +466,21 @@ pub fn build(loaded: &Loaded, settings: &Settings) -> Result<Api, SpecError> {
                 .collect()
         })
         .unwrap_or_default();
+    let shared = Arc::new(defs.into_shared());
+    for op in &mut operations {
+        op.defs = shared.clone();
+    }
+    let over_budget = (over > 0).then(|| {
+        (
+            over,
+            format!(
+                "{over} of its {} operations left out: their schemas together reach past max_schema_nodes ({}); \
+                 choose the operations to serve with include/exclude (operationId, tag or path globs) or raise max_schema_nodes",
+                over + operations.len(),
+                settings.max_schema_nodes
+            ),
+        )
+    });
     Ok(Api {
         title: text(&info, "title"),
         version: text(&info, "version"),
@@ -396,7 +494,9 @@ pub fn build(loaded: &Loaded, settings: &Settings) -> Result<Api, SpecError> {
         operations,
         base,
         openapi,
-        left_out,
+        left_out: left_out + over,
+        over_budget,
+        schema_nodes,
         schemes: declared,
     })
 }
@@ -447,10 +547,11 @@ fn unique_name(names: &mut HashSet<String>, name: &str) -> String {
     candidate
 }
 
+/// One operation, and the JSON nodes its schemas hold.
 #[allow(clippy::too_many_arguments)]
 fn operation(
     doc: &Value,
-    v30: bool,
+    defs: &mut Defs<'_>,
     op: &Value,
     shared: Option<&Value>,
     item_at: &str,
@@ -459,8 +560,9 @@ fn operation(
     method: String,
     path: &str,
     tags: Vec<String>,
-) -> Result<Operation, SpecError> {
-    let mut resolver = Resolver::new(doc, v30);
+    settings: &Settings,
+) -> Result<(Operation, usize), SpecError> {
+    let mut resolver = Resolver::new(defs);
     // Operation-level parameters override path-level ones of the same name and place.
     let mut declared: BTreeMap<(String, String), (Value, String)> = BTreeMap::new();
     let mut order = Vec::new();
@@ -563,9 +665,12 @@ fn operation(
         let rb_at = format!("{at}/requestBody");
         let rb = deref(doc, rb, &rb_at)?;
         if let Some((media, schema)) = pick_media(rb.get("content")) {
+            let binary = is_binary(&media);
             let schema = match schema {
+                _ if binary => json!({"type": "string", "contentEncoding": "base64",
+                    "description": format!("the body's bytes ({media}), base64-encoded")}),
                 Some(s) => {
-                    resolver.schema(s, &format!("{rb_at}/content/{}/schema", escape(&media)))?
+                    resolver.schema_top(s, &format!("{rb_at}/content/{}/schema", escape(&media)))?
                 }
                 None if is_json(&media) => json!({}),
                 None => json!({"type": "string"}),
@@ -587,31 +692,76 @@ fn operation(
                 vec![]
             };
             properties.insert(arg.clone(), schema);
-            body = Some(RequestBody { arg, media, files });
+            body = Some(RequestBody {
+                arg,
+                media,
+                files,
+                binary,
+            });
         }
     }
+    let input_schema = json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    });
+    let input_listing = resolver.finish(&input_schema)?;
+    let mut size = input_listing.nodes;
+    let mut notes = std::mem::take(&mut resolver.notes);
+    drop(resolver);
     let mut output_schema = None;
+    let mut output_listing = Listing::default();
     let mut wrapped = false;
+    let mut declared: Vec<String> = Vec::new();
     if let Some(Value::Object(responses)) = op.get("responses") {
         let mut codes: Vec<&String> = responses.keys().filter(|c| c.starts_with('2')).collect();
         codes.sort();
+        for code in &codes {
+            let r_at = format!("{at}/responses/{}", escape(code));
+            let r = deref(doc, &responses[code.as_str()], &r_at)?;
+            if let Some(Value::Object(content)) = r.get("content") {
+                for media in content.keys() {
+                    if !declared.contains(media) {
+                        declared.push(media.clone());
+                    }
+                }
+            }
+        }
         if let Some(code) = codes.first() {
             let r_at = format!("{at}/responses/{}", escape(code));
             let r = deref(doc, &responses[code.as_str()], &r_at)?;
             if let Some((media, Some(s))) = pick_media(r.get("content"))
                 && is_json(&media)
             {
-                let s = resolver.schema(s, &format!("{r_at}/content/{}/schema", escape(&media)))?;
+                let mut resolver = Resolver::new(defs);
+                let s =
+                    resolver.schema_top(s, &format!("{r_at}/content/{}/schema", escape(&media)))?;
+                let mut out = None;
                 if s.get("type").and_then(Value::as_str) == Some("object") {
-                    output_schema = Some(s);
+                    out = Some(s);
                 } else if s.get("type").is_some() || s.get("items").is_some() {
                     // An array (or a scalar): MCP's structured content is
                     // an object, so the answer is wrapped.
-                    output_schema = Some(json!({
+                    out = Some(json!({
                         "type": "object",
                         "properties": {"result": s},
                     }));
                     wrapped = true;
+                }
+                if let Some(o) = out {
+                    output_listing = resolver.finish(&o)?;
+                    // Listed (and so kept by the host) only when strict;
+                    // the components stay in the shared `defs` either way.
+                    size += if settings.strict_responses {
+                        output_listing.nodes
+                    } else {
+                        crate::refs::nodes(&o)
+                    };
+                    if settings.strict_responses {
+                        notes.append(&mut resolver.notes);
+                    }
+                    output_schema = Some(o);
                 }
             }
         }
@@ -641,16 +791,11 @@ fn operation(
     if wrapped {
         description.push_str("\nThe JSON answer is returned as {\"result\": <answer>}.");
     }
-    for note in &resolver.notes {
+    for note in &notes {
         description.push_str(&format!("\nNote: {note}."));
     }
-    let input_schema = json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    });
-    Ok(Operation {
+    let accept = accept(&declared);
+    let operation = Operation {
         name,
         method,
         path: path.to_string(),
@@ -660,12 +805,65 @@ fn operation(
         params,
         body,
         input_schema,
+        input_listing,
+        defs: Arc::default(),
         output_schema,
+        output_listing,
         wrapped,
+        strict: settings.strict_responses,
+        declared,
+        accept,
+        drift_logged: Arc::new(AtomicBool::new(false)),
         credentials: true,
         schemes: vec![],
         base: None,
-    })
+    };
+    Ok((operation, size))
+}
+
+/// The `Accept` of a call: the JSON media types the success responses
+/// declare, then the others they declare at a lower weight, then anything
+/// at the lowest (an error page may be HTML). Without `*/*` a server picks
+/// the first type its document lists (Petstore's is XML: issue #55).
+pub fn accept(declared: &[String]) -> String {
+    let json: Vec<&str> = declared
+        .iter()
+        .map(String::as_str)
+        .filter(|m| is_json(m) && !m.contains('*'))
+        .collect();
+    let other: Vec<&str> = declared
+        .iter()
+        .map(String::as_str)
+        .filter(|m| !is_json(m) && !m.contains('*'))
+        .collect();
+    let mut parts: Vec<String> = if json.is_empty() {
+        vec!["application/json".into()]
+    } else {
+        json.iter().map(|m| m.to_string()).collect()
+    };
+    parts.extend(other.iter().map(|m| format!("{m};q=0.5")));
+    parts.push("*/*;q=0.1".into());
+    parts.join(", ")
+}
+
+/// A request body sent as raw bytes: not JSON, a form, multipart or text.
+pub fn is_binary(media: &str) -> bool {
+    let m = media
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    !(is_json(&m)
+        || m.starts_with("text/")
+        || m.starts_with("multipart/")
+        || m == "application/x-www-form-urlencoded"
+        || m.ends_with("+xml")
+        || m.ends_with("/xml")
+        || m.ends_with("yaml")
+        || m == "application/javascript"
+        || m == "application/graphql"
+        || m.is_empty())
 }
 
 fn unique_arg(taken: &mut HashSet<String>, name: &str, suffix: &str) -> String {
@@ -794,5 +992,95 @@ fn server_url(
             )),
         },
         Err(e) => Err(format!("{at}/url {raw:?}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loaded(doc: Value) -> Loaded {
+        Loaded {
+            text: doc.to_string(),
+            value: doc,
+            mime: "application/json",
+            url: None,
+        }
+    }
+
+    /// 40 operations, each with a body of a distinct 100-node schema.
+    fn many() -> Value {
+        let mut paths = Map::new();
+        let mut schemas = Map::new();
+        for i in 0..40 {
+            let props: Map<String, Value> = (0..48)
+                .map(|f| (format!("f{f}"), json!({"type": "string"})))
+                .collect();
+            schemas.insert(
+                format!("S{i}"),
+                json!({"type": "object", "properties": props}),
+            );
+            paths.insert(
+                format!("/t{i}"),
+                json!({"post": {"operationId": format!("op{i}"),
+                    "requestBody": {"content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/S{i}")}}}},
+                    "responses": {"200": {"description": "ok"}}}}),
+            );
+        }
+        json!({"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": paths,
+               "components": {"schemas": schemas}})
+    }
+
+    #[test]
+    fn past_max_schema_nodes_the_rest_is_left_out_with_a_reason() {
+        let settings = Settings::parse(
+            "api",
+            &json!({"spec": "x.json", "base_url": "http://127.0.0.1:9", "max_schema_nodes": 1500}),
+        )
+        .unwrap();
+        let api = build(&loaded(many()), &settings).unwrap();
+        let served = api.operations.len();
+        assert!(served > 0 && served < 40, "{served}");
+        assert!(api.schema_nodes <= 1500, "{}", api.schema_nodes);
+        let (over, why) = api.over_budget.clone().unwrap();
+        assert_eq!(over + served, 40);
+        assert_eq!(api.left_out, over);
+        assert!(
+            why.contains("max_schema_nodes (1500)") && why.contains("include/exclude"),
+            "{why}"
+        );
+        // The served ones are whole, in document order.
+        assert_eq!(api.operations[0].name, "op0");
+        let listed = api.operations[0].node_spec().input_schema;
+        assert_eq!(
+            listed["properties"]["body"]["properties"]
+                .as_object()
+                .unwrap()
+                .len(),
+            48
+        );
+        // A discovery the host gave up on stops.
+        let e = build_until(&loaded(many()), &settings, &AtomicBool::new(true)).unwrap_err();
+        assert!(e.message.contains("cancelled"), "{e}");
+    }
+
+    #[test]
+    fn accept_prefers_the_declared_json_types() {
+        let d = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            accept(&d(&["application/xml", "application/json"])),
+            "application/json, application/xml;q=0.5, */*;q=0.1"
+        );
+        assert_eq!(
+            accept(&d(&["application/vnd.github+json", "text/html"])),
+            "application/vnd.github+json, text/html;q=0.5, */*;q=0.1"
+        );
+        assert_eq!(accept(&[]), "application/json, */*;q=0.1");
+        assert!(is_binary("application/octet-stream") && is_binary("image/png"));
+        assert!(
+            !is_binary("text/plain")
+                && !is_binary("application/xml")
+                && !is_binary("application/json")
+        );
     }
 }

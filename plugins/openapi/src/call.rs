@@ -7,6 +7,7 @@ use wf_plugin_api::prelude::*;
 
 use crate::api::{Operation, is_json};
 use crate::auth::{self, TokenCache};
+use crate::check;
 use crate::http::{Body, Client, error_text, read_bounded};
 use crate::settings::Settings;
 use crate::{multipart, serialize};
@@ -87,6 +88,15 @@ impl Call<'_> {
             .request(method, url.clone())
             .headers(self.settings.header_map.clone())
             .timeout(self.settings.timeout);
+        // What the tool can check first (api.rs, `accept`), unless the
+        // operator's `headers` say otherwise.
+        if !self
+            .settings
+            .header_map
+            .contains_key(reqwest::header::ACCEPT)
+        {
+            request = request.header(reqwest::header::ACCEPT, op.accept.as_str());
+        }
         for (name, value) in &parts.headers {
             request = request.header(name.as_str(), value.as_str());
         }
@@ -123,6 +133,19 @@ impl Call<'_> {
                 request
                     .header(reqwest::header::CONTENT_TYPE, form.content_type)
                     .body(form.body)
+            } else if body.binary {
+                let Some(bytes) = v
+                    .as_str()
+                    .and_then(|t| base64::engine::general_purpose::STANDARD.decode(t).ok())
+                else {
+                    return Ok(CallResult::error(format!(
+                        "invalid arguments for {}: $.{}: the {media} body must be base64 text",
+                        op.name, body.arg
+                    )));
+                };
+                request
+                    .header(reqwest::header::CONTENT_TYPE, media)
+                    .body(bytes)
             } else {
                 let text = match v {
                     Value::String(s) => s.clone(),
@@ -243,7 +266,7 @@ impl Call<'_> {
                 )));
             }
         };
-        Ok(result(op, &url, &mime, bytes))
+        Ok(result(self.source, op, &what, &url, &mime, bytes))
     }
 
     /// HTTPS, a proxy, a redirect: reqwest, its exchange run as a task on
@@ -325,10 +348,27 @@ pub fn argument_problems(op: &Operation, arguments: &Value) -> Vec<String> {
     if !arguments.is_object() {
         return vec!["arguments must be a JSON object".into()];
     }
-    wf_plugin_api::schema::instance_problems(&op.input_schema, arguments, "$")
+    check::problems_in(&op.input_schema, &op.defs, arguments, "$")
 }
 
-fn result(op: &Operation, url: &url::Url, mime: &str, bytes: Vec<u8>) -> CallResult {
+/// The first characters of an answer, for an error.
+fn shown(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out: String = text.chars().take(ERROR_BODY_CHARS).collect();
+    if out.len() < text.len() {
+        out.push_str(" …(cut)");
+    }
+    out
+}
+
+fn result(
+    source: &str,
+    op: &Operation,
+    what: &str,
+    url: &url::Url,
+    mime: &str,
+    bytes: Vec<u8>,
+) -> CallResult {
     let base = mime
         .split(';')
         .next()
@@ -343,15 +383,47 @@ fn result(op: &Operation, url: &url::Url, mime: &str, bytes: Vec<u8>) -> CallRes
         };
     }
     if json_body && let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
-        // MCP's structured content is an object; other JSON goes as text
-        // (a workflow node still reads it as JSON).
-        return if v.is_object() {
-            CallResult::structured(v)
-        } else if op.wrapped {
-            CallResult::structured(json!({"result": v}))
-        } else {
-            CallResult::text(v.to_string())
+        return match &op.output_schema {
+            Some(schema) => checked(source, op, what, schema, v),
+            // MCP's structured content is an object; other JSON goes as
+            // text (a workflow node still reads it as JSON).
+            None if v.is_object() => CallResult::structured(v),
+            None => CallResult::text(v.to_string()),
         };
+    }
+    // A tool that lists an output schema promises structured content: an
+    // answer that is not JSON (Petstore's XML, an HTML error page) says
+    // what came back instead of failing the client's check (issue #55).
+    if op.output_schema.is_some() {
+        let kind = if base.is_empty() {
+            "no Content-Type"
+        } else {
+            base.as_str()
+        };
+        let allowed = op.declared.iter().any(|m| {
+            m.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case(&base)
+        });
+        let why = if json_body {
+            format!("{what}: the API answered {kind} that is not valid JSON")
+        } else if allowed {
+            format!(
+                "{what}: the API answered {kind} (a type its document allows), not the JSON this tool returns \
+                 (asked with Accept: {}); set headers = {{Accept = \"application/json\"}} if the API ignores the weights",
+                op.accept
+            )
+        } else {
+            format!(
+                "{what}: the API answered {kind}, which its document does not declare for this operation ({}), not JSON",
+                op.declared.join(", ")
+            )
+        };
+        let mut r = CallResult::error(format!("{why}. The answer: {}", shown(&bytes)));
+        r.meta = Some(json!({"contentType": kind}));
+        return r;
     }
     let texty = base.starts_with("text/")
         || json_body
@@ -383,4 +455,48 @@ fn result(op: &Operation, url: &url::Url, mime: &str, bytes: Vec<u8>) -> CallRes
             }
         }
     }
+}
+
+/// A JSON answer of an operation whose document gives its schema, checked
+/// against it: under `strict_responses` a departure is a tool error naming
+/// the field; by default the answer is passed through (the first departure
+/// of each operation logged as a warning, each noted in the result's
+/// `_meta`), since a listed schema it might not match is not listed.
+fn checked(source: &str, op: &Operation, what: &str, schema: &Value, v: Value) -> CallResult {
+    // An answer that is not the object the document promises is checked
+    // as it came (`$: expected object, got array`), and wrapped to be
+    // structured content all the same.
+    let problems = if op.wrapped {
+        check::problems_in(schema, &op.defs, &json!({"result": &v}), "$")
+    } else {
+        check::problems_in(schema, &op.defs, &v, "$")
+    };
+    let answer = if op.wrapped || !v.is_object() {
+        json!({"result": v})
+    } else {
+        v
+    };
+    if problems.is_empty() {
+        return CallResult::structured(answer);
+    }
+    let more = problems.len().saturating_sub(3);
+    let mut listed = problems[..problems.len().min(3)].join("; ");
+    if more > 0 {
+        listed.push_str(&format!(" (and {more} more)"));
+    }
+    if op.strict {
+        return CallResult::error(format!(
+            "{what}: the answer does not match the document's response schema (strict_responses): {listed}"
+        ));
+    }
+    if !op.drift_seen() {
+        tracing::warn!(
+            source,
+            operation = %op.name,
+            "{what}: the answer departs from the document's response schema (passed through; strict_responses = true makes this an error): {listed}"
+        );
+    }
+    let mut r = CallResult::structured(answer);
+    r.meta = Some(json!({"drift": problems}));
+    r
 }

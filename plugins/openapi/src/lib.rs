@@ -10,6 +10,7 @@
 pub mod api;
 mod auth;
 mod call;
+pub mod check;
 mod docs;
 pub mod external;
 mod fast;
@@ -26,6 +27,7 @@ mod socket;
 #[path = "socket_portable.rs"]
 mod socket;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 /// The plugin's own allocator. Discovery builds and frees hundreds of
@@ -94,6 +96,46 @@ fn drop_later<T: Send + 'static>(garbage: T) {
     }
 }
 
+/// Runs `work` on the plugin runtime's blocking threads, so the future that
+/// waits for it yields: the host's `discovery_timeout_ms` can fire, and the
+/// thread that polls discovery serves others meanwhile (issue #55: a 20 MB
+/// document held `list_sources` for 30 s).
+pub(crate) async fn off_thread<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, PluginError> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => runtime
+            .spawn_blocking(work)
+            .await
+            .map_err(|e| PluginError::internal(format!("discovery: {e}"))),
+        Err(_) => Ok(work()),
+    }
+}
+
+/// Hands the pages this thread's heap freed back to the system: a large
+/// document's parsed tree is tens of MB that mimalloc otherwise keeps
+/// resident for reuse (issue #55, GitHub's RSS added).
+fn release_freed() {
+    unsafe extern "C" {
+        // mimalloc's own (libmimalloc-sys builds all of mimalloc; its Rust
+        // declaration is behind the `extended` feature).
+        fn mi_collect(force: bool);
+    }
+    // SAFETY: mi_collect takes no pointers; it only returns this thread's
+    // free pages to the OS.
+    unsafe { mi_collect(true) }
+}
+
+/// Sets its flag when dropped: a discovery the host gave up on (dropped
+/// its future) stops building at the next operation.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The document of the last discovery, understood.
 pub struct Current {
     pub api: Api,
@@ -123,18 +165,38 @@ impl OpenApiSource {
         external::bundle(&mut loaded, &self.settings, &self.client, &self.tokens)
             .await
             .map_err(spec_error)?;
-        let api = api::build(&loaded, &self.settings).map_err(spec_error)?;
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let _cancel = CancelOnDrop(cancelled.clone());
+        let settings = self.settings.clone();
+        let (api, loaded) = off_thread(move || {
+            let api = api::build_until(&loaded, &settings, &cancelled);
+            // The parsed tree is freed on the thread that (most likely)
+            // parsed it: mimalloc's heaps are per thread, and a tree of a
+            // large document freed from another thread stayed resident
+            // (issue #55: GitHub's RSS).
+            let load::Loaded {
+                text, value, mime, ..
+            } = loaded;
+            drop(value);
+            release_freed();
+            (api, (text, mime))
+        })
+        .await?;
+        let api = api.map_err(spec_error)?;
+        if let Some((_, reason)) = &api.over_budget {
+            tracing::warn!(source = %self.name, "{reason}");
+        }
         let current = Arc::new(Current {
             api,
-            text: loaded.text,
-            mime: loaded.mime,
+            text: loaded.0,
+            mime: loaded.1,
         });
         let old = self
             .current
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .replace(current.clone());
-        drop_later((loaded.value, old));
+        drop_later(old);
         Ok(current)
     }
 
@@ -265,6 +327,9 @@ impl Source for OpenApiSource {
                 "title": c.api.title,
                 "operations": c.api.operations.len(),
                 "left_out": c.api.left_out,
+                "left_out_over_budget": c.api.over_budget.as_ref().map(|(_, why)| why),
+                "schema_nodes": c.api.schema_nodes,
+                "strict_responses": self.settings.strict_responses,
                 "base_url": c.api.base.as_ref().map(|u| u.to_string()).unwrap_or_else(|e| e.clone()),
                 "auth": format!("{:?}", self.settings.auth),
                 "security_schemes": c.api.schemes,

@@ -78,7 +78,18 @@ pub async fn load(
         spec: spec.clone(),
         reason: "not UTF-8 text".into(),
     })?;
-    let (value, mime) = parse_text(&text).map_err(|reason| LoadError::Syntax {
+    // Parsing a large document takes a while: off the polling thread.
+    let parsed = crate::off_thread(move || {
+        let parsed = parse_text(&text);
+        (text, parsed)
+    })
+    .await
+    .map_err(|e| LoadError::Read {
+        spec: spec.clone(),
+        reason: e.message,
+    })?;
+    let text = parsed.0;
+    let (value, mime) = parsed.1.map_err(|reason| LoadError::Syntax {
         spec: spec.clone(),
         reason,
     })?;

@@ -15,6 +15,12 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
 pub const DEFAULT_MAX_SPEC_BYTES: usize = 20 * 1024 * 1024;
 /// The default bound of one request, from sending to the body's end.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+/// The default bound of all the listed tool schemas together, in JSON nodes
+/// (refs.rs counts them): GitHub's 1,223 operations list 76,129 (284,343
+/// under `strict_responses`); Microsoft Graph's first 2,492 operations fill
+/// it, with wf under 1 GiB. The operations past it are left out
+/// (docs/operator-manual.md, docs/benchmarks.md).
+pub const DEFAULT_MAX_SCHEMA_NODES: usize = 400_000;
 
 /// The JSON Schema of an `openapi` source's settings (the host refuses a
 /// table that does not match it before the plugin sees it).
@@ -37,6 +43,8 @@ pub fn settings_schema() -> Value {
             "max_spec_bytes": {"type": "integer", "minimum": 1024},
             "spec_auth": {"type": "boolean", "description": "send `auth` when fetching a URL spec (and its same-origin $ref documents)"},
             "refresh_interval_ms": {"type": "integer", "minimum": 1000, "description": "fetch the spec again this often; a changed one is announced (list_changed)"},
+            "strict_responses": {"type": "boolean", "description": "list each response's schema as the tool's outputSchema and fail a call whose answer departs from it (default: pass the answer through with a warning)"},
+            "max_schema_nodes": {"type": "integer", "minimum": 1000, "description": "the most JSON nodes all the tools' schemas may hold together; operations past it are left out (choose with include/exclude)"},
             "auth": {
                 "type": "object",
                 "additionalProperties": false,
@@ -129,6 +137,10 @@ pub struct Settings {
     /// Send `auth` with the spec's own requests (same origin only).
     pub spec_auth: bool,
     pub refresh_interval: Option<Duration>,
+    /// Answers must match the document's response schema (else a tool
+    /// error naming the field), which is listed as the `outputSchema`.
+    pub strict_responses: bool,
+    pub max_schema_nodes: usize,
 }
 
 #[derive(Deserialize)]
@@ -151,6 +163,9 @@ struct Raw {
     #[serde(default)]
     spec_auth: bool,
     refresh_interval_ms: Option<u64>,
+    #[serde(default)]
+    strict_responses: bool,
+    max_schema_nodes: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -234,6 +249,11 @@ impl Settings {
             refresh_interval: raw
                 .refresh_interval_ms
                 .map(|ms| Duration::from_millis(ms.max(1000))),
+            strict_responses: raw.strict_responses,
+            max_schema_nodes: raw
+                .max_schema_nodes
+                .unwrap_or(DEFAULT_MAX_SCHEMA_NODES)
+                .max(1000),
         })
     }
 }
@@ -293,12 +313,14 @@ mod tests {
             "readonly": true, "headers": {"X-A": "1"}, "timeout_ms": 5,
             "max_response_bytes": 2048, "max_spec_bytes": 2048,
             "spec_auth": true, "refresh_interval_ms": 5000,
+            "strict_responses": true, "max_schema_nodes": 5000,
             "auth": {"type": "bearer", "token": "t"},
         });
         assert!(wf_plugin_api::schema::instance_problems(&schema, &all, "$").is_empty());
         let s = Settings::parse("api", &all).unwrap();
         assert!(s.readonly && s.include.is_some() && s.auth == Auth::Bearer("t".into()));
         assert!(s.spec_auth && s.refresh_interval == Some(Duration::from_secs(5)));
+        assert!(s.strict_responses && s.max_schema_nodes == 5000);
         assert_eq!(s.header_map.get("x-a").unwrap(), "1");
     }
 

@@ -54,6 +54,11 @@ fn spec(base: &str) -> Value {
             "/slow": {"get": {"operationId": "slow", "responses": {"200": {"description": "late"}}}},
             "/away": {"get": {"operationId": "away", "responses": {"200": {"description": "elsewhere"}}}},
             "/bin": {"get": {"responses": {"200": {"description": "bytes", "content": {"application/octet-stream": {}}}}}},
+            "/upload": {"put": {"operationId": "upload",
+                "requestBody": {"required": true, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+                "responses": {"200": {"description": "ok", "content": {
+                    "application/xml": {"schema": {"$ref": "#/components/schemas/Echo"}},
+                    "application/json": {"schema": {"$ref": "#/components/schemas/Echo"}}}}}}},
         },
         "components": {"schemas": {
             "Pet": {"type": "object", "properties": {
@@ -146,13 +151,16 @@ async fn handle(
             .body(Body::from(vec![0u8, 159, 146, 150]))
             .unwrap(),
         _ => {
-            let keep = ["x-trace", "cookie", "content-type"];
+            let keep = ["x-trace", "cookie", "content-type", "accept"];
             let h: serde_json::Map<String, Value> = headers
                 .iter()
                 .filter(|(k, _)| keep.contains(&k.as_str()))
                 .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap())))
                 .collect();
-            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let body: Value = match headers.get("content-type").map(|v| v.to_str().unwrap()) {
+                Some("application/octet-stream") => json!({"bytes": body.to_vec()}),
+                _ => serde_json::from_slice(&body).unwrap_or(Value::Null),
+            };
             let status = if method == Method::POST {
                 StatusCode::CREATED
             } else {
@@ -194,17 +202,18 @@ async fn discovery_and_calls_against_a_real_server() {
     let names: Vec<&str> = cat.tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         names,
-        ["getPet", "addPet", "fail", "big", "slow", "away", "get_bin"]
+        [
+            "getPet", "addPet", "fail", "big", "slow", "away", "get_bin", "upload"
+        ]
     );
-    assert_eq!(cat.node_specs.len(), 7);
+    assert_eq!(cat.node_specs.len(), 8);
     let add = cat.tools.iter().find(|t| t.name == "addPet").unwrap();
-    // The cycle Pet.parent → Pet is cut once, with a note.
-    assert!(
-        add.description
-            .as_deref()
-            .unwrap()
-            .contains("recursive reference to Pet cut"),
-        "{add:?}"
+    // The cycle Pet.parent → Pet is a reference into the tool's own $defs.
+    let body = &add.input_schema["properties"]["body"];
+    assert_eq!(body["properties"]["parent"], json!({"$ref": "#/$defs/Pet"}));
+    assert_eq!(
+        add.input_schema["$defs"]["Pet"]["properties"]["parent"],
+        json!({"$ref": "#/$defs/Pet"})
     );
     assert_eq!(add.input_schema["required"], json!(["body"]));
     assert!(
@@ -239,6 +248,31 @@ async fn discovery_and_calls_against_a_real_server() {
     );
     assert_eq!(out["headers"]["x-trace"], "t1");
     assert_eq!(out["headers"]["cookie"], "session=abc");
+    // The JSON the tool can check is asked for first.
+    assert_eq!(out["headers"]["accept"], "application/json, */*;q=0.1");
+
+    // A binary body is given as base64 and sent as its bytes; JSON is
+    // preferred over the XML the document lists first.
+    let r = src
+        .call_tool("upload", json!({"body": "AJ+Slg=="}))
+        .await
+        .unwrap();
+    assert!(!r.is_error, "{r:?}");
+    let out = r.structured_content.unwrap();
+    assert_eq!(out["body"]["bytes"], json!([0, 159, 146, 150]));
+    assert_eq!(out["headers"]["content-type"], "application/octet-stream");
+    assert_eq!(
+        out["headers"]["accept"],
+        "application/json, application/xml;q=0.5, */*;q=0.1"
+    );
+    let r = src
+        .call_tool("upload", json!({"body": "not base64!"}))
+        .await
+        .unwrap();
+    assert!(
+        r.is_error && r.content[0]["text"].as_str().unwrap().contains("base64"),
+        "{r:?}"
+    );
 
     // A JSON body.
     let r = src

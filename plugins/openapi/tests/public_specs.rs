@@ -76,7 +76,7 @@ async fn the_petstore_reads_the_same_as_json_and_yaml() {
             .source(
                 "petstore",
                 "openapi",
-                json!({"spec": path.to_str().unwrap()}),
+                json!({"spec": path.to_str().unwrap(), "strict_responses": true}),
             )
             .unwrap();
         let cat = src.catalog().await.unwrap();

@@ -159,6 +159,23 @@ fn send(w: &Writer, msg: &ToHost) {
     }
 }
 
+/// The plugin runtime's fewest workers in a child: a call that blocks one
+/// (a blocking library inside `async fn`) leaves the other serving the
+/// plugin's other calls.
+pub const MIN_PLUGIN_WORKERS: usize = 2;
+
+/// Sees an abort that follows a failed allocation (`errno` is `ENOMEM`:
+/// the memory limit refused it) and exits with a status wf names.
+extern "C" fn on_abort(_: libc::c_int) {
+    // SAFETY: reading this thread's errno and _exit are async-signal-safe.
+    unsafe {
+        if *libc::__errno_location() == libc::ENOMEM {
+            libc::_exit(super::spawn::EXIT_OUT_OF_MEMORY);
+        }
+    }
+    // Otherwise abort() goes on to end the process with SIGABRT.
+}
+
 /// The child's main; its exit code.
 pub fn main() -> i32 {
     // SAFETY: fds 3 and 4 are the sockets wf passed; nothing else owns them.
@@ -172,6 +189,15 @@ pub fn main() -> i32 {
         }
     }
     close_strays();
+    // Before any thread exists (the namespace's init and the outer are forks).
+    let contained = super::contain::enter(&[CHILD_FD, CALL_FD]);
+    // SAFETY: installing a handler that calls only async-signal-safe code.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_abort as extern "C" fn(libc::c_int) as usize;
+        action.sa_flags = libc::SA_RESETHAND;
+        libc::sigaction(libc::SIGABRT, &action, std::ptr::null_mut());
+    }
     // SAFETY: as above; owned from here on.
     let stream = unsafe { UnixStream::from_raw_fd(CHILD_FD) };
     // SAFETY: as above; owned here until the plugin takes it (`Lane`).
@@ -230,12 +256,27 @@ pub fn main() -> i32 {
         Ok(ToChild::Start(s)) => s,
         _ => return 0,
     };
+    let own_user_namespace = contained.as_ref().is_ok_and(|c| c.own_user_namespace);
+    let processes_bound = if own_user_namespace {
+        start.max_processes
+    } else {
+        None
+    };
     if let Err(e) = super::spawn::apply_limits(
         start.memory_mb.map(|mb| mb.saturating_mul(1 << 20)),
         start.cpu_seconds,
+        processes_bound,
     ) {
         return refuse(format!("cannot apply the plugin's limits: {e}"));
     }
+    let limits = limits_line(&start, processes_bound.is_some());
+    let contained = match &contained {
+        Ok(c) => c.line.clone(),
+        Err(e) => {
+            eprintln!("wf-plugin-host: warning: processes the plugin starts may outlive it: {e}");
+            format!("processes: NOT contained ({e})")
+        }
+    };
     let sandbox = match sandbox_after_manifest(
         &SandboxSetup {
             hello: &hello,
@@ -254,17 +295,60 @@ pub fn main() -> i32 {
         }),
         TD_Opaque,
     );
-    let plugin = match crate::plugins::loader::construct(module, host, &hello.init) {
+    let init = with_workers(&hello.init);
+    let plugin = match crate::plugins::loader::construct(module, host, &init) {
         Ok(p) => p,
         Err(e) => return refuse(e),
     };
     send(
         &writer,
         &ToHost::Ready {
-            sandbox: Some(sandbox),
+            sandbox: Some(format!("{sandbox}; {contained}; {limits}")),
         },
     );
     serve(plugin, reader, writer, lane, lane_writer)
+}
+
+/// The `PluginInit` JSON with at least [`MIN_PLUGIN_WORKERS`] runtime workers.
+fn with_workers(init: &str) -> String {
+    let Ok(mut v) = serde_json::from_str::<serde_json::Value>(init) else {
+        return init.to_string();
+    };
+    let n = v["runtime_threads"].as_u64().unwrap_or(1) as usize;
+    if let Some(o) = v.as_object_mut() {
+        o.insert("runtime_threads".into(), n.max(MIN_PLUGIN_WORKERS).into());
+    }
+    v.to_string()
+}
+
+/// What bounds the child, for its report (`wf plugins`).
+fn limits_line(start: &Start, nproc: bool) -> String {
+    let memory = start
+        .memory_mb
+        .map_or("memory unbounded".to_string(), |mb| {
+            format!("memory {mb} MiB per process")
+        });
+    let cpu = start
+        .cpu_seconds
+        .map_or(String::new(), |s| format!(", CPU {s} s"));
+    let procs = match start.max_processes {
+        None => "processes unbounded".to_string(),
+        Some(n) if own_pids_cgroup() => format!("{n} processes and threads (pids cgroup)"),
+        Some(n) if nproc => format!("{n} processes and threads (RLIMIT_NPROC)"),
+        Some(n) => format!(
+            "processes NOT bounded (max_processes = {n}: no pids cgroup wf may write, and no user namespace of its own)"
+        ),
+    };
+    format!(
+        "limits: {memory}{cpu}, {procs}, nice {}",
+        super::spawn::CHILD_NICE
+    )
+}
+
+/// Whether this process sits in a pids cgroup wf made for it.
+fn own_pids_cgroup() -> bool {
+    std::fs::read_to_string("/proc/self/cgroup")
+        .is_ok_and(|t| t.lines().any(|l| l.contains("/wf-plugin-")))
 }
 
 /// Closes every descriptor but stdio and the sockets (older kernels without
@@ -293,8 +377,10 @@ fn serve(
     lane: UnixStream,
     lane_writer: Arc<std::sync::OnceLock<Writer>>,
 ) -> i32 {
+    // Two workers: an older plugin's call that blocks one (its futures are
+    // polled here) leaves the other reading and serving.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        .worker_threads(MIN_PLUGIN_WORKERS)
         .thread_name("wf-plugin-host")
         .enable_all()
         .build()
@@ -319,6 +405,14 @@ fn serve(
             return 2;
         }
     }
+    // A worker blocked by an older plugin's call must not leave the
+    // sockets unread (`wf_plugin_api::lane::watch_reader`).
+    let nudge = |h: tokio::runtime::Handle| {
+        move || {
+            h.spawn(async {});
+        }
+    };
+    wf_plugin_api::lane::watch_reader(CHILD_FD, nudge(runtime.handle().clone()));
     let state = Arc::new(State {
         plugin,
         sources: Mutex::default(),
@@ -419,6 +513,10 @@ impl State {
     fn serve_lane(self: &Arc<Self>, socket: UnixStream) -> Result<(), String> {
         let me = self.clone();
         socket.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let h = self.runtime.clone();
+        wf_plugin_api::lane::watch_reader(std::os::fd::AsRawFd::as_raw_fd(&socket), move || {
+            h.spawn(async {});
+        });
         let sync = socket.try_clone().map_err(|e| e.to_string())?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
         let writer: Writer = Arc::new(FrameOut {

@@ -63,6 +63,7 @@ pub(super) fn start(
 ) -> Result<(), String> {
     let spawn::Spawned {
         process,
+        cgroup,
         control,
         calls,
     } = spawned;
@@ -74,10 +75,10 @@ pub(super) fn start(
     };
     let (read_half, write_half) = async_socket(control)?.into_split();
     let (calls_read, calls_write) = async_socket(calls)?.into_split();
-    rt.spawn(write_frames(rx, write_half, child.pid));
-    rt.spawn(write_frames(calls_rx, calls_write, child.pid));
+    rt.spawn(write_frames(rx, write_half, child.clone()));
+    rt.spawn(write_frames(calls_rx, calls_write, child.clone()));
     rt.spawn(read_calls(child.clone(), calls_read, host.clone()));
-    rt.spawn(read_frames(child, read_half, process, sup, host));
+    rt.spawn(read_frames(child, read_half, process, cgroup, sup, host));
     Ok(())
 }
 
@@ -86,7 +87,7 @@ pub(super) fn start(
 async fn write_frames(
     mut rx: UnboundedReceiver<Vec<u8>>,
     mut out: tokio::net::unix::OwnedWriteHalf,
-    pid: u32,
+    child: Arc<Child>,
 ) {
     while let Some(mut buf) = rx.recv().await {
         while buf.len() < (1 << 20) {
@@ -97,8 +98,15 @@ async fn write_frames(
         }
         match tokio::time::timeout(WRITE, out.write_all(&buf)).await {
             Ok(Ok(())) => {}
-            _ => {
-                spawn::kill_group(pid);
+            Ok(Err(_)) => {
+                spawn::kill_group(child.pid);
+                return;
+            }
+            Err(_) => {
+                child
+                    .stopped_reading
+                    .store(true, std::sync::atomic::Ordering::Release);
+                spawn::kill_group(child.pid);
                 return;
             }
         }
@@ -121,20 +129,34 @@ async fn read_frames(
     child: Arc<Child>,
     input: tokio::net::unix::OwnedReadHalf,
     mut process: std::process::Child,
+    cgroup: Option<spawn::PidsCgroup>,
     sup: Weak<Supervisor>,
     host: HostContext,
 ) {
     let broken = read_loop(&child, input, &host).await;
-    // Gone or broken: whatever it started goes with it.
-    spawn::kill_group(child.pid);
+    let memory_mb = child.memory_mb;
+    let pid = child.pid;
     let status = tokio::task::spawn_blocking(move || {
-        process
+        // The socket closed because the plugin host ended: its outer
+        // process follows within moments, with the host's own status, which
+        // an early kill would replace with SIGKILL.
+        if broken.is_none() {
+            spawn::await_exit(pid, std::time::Duration::from_secs(2));
+        }
+        // Gone or broken: whatever it started goes with it.
+        spawn::kill_group(pid);
+        let status = process
             .wait()
-            .map(|s| spawn::describe_exit(&s))
-            .unwrap_or_else(|e| format!("unknown: {e}"))
+            .map(|s| spawn::describe_exit(&s, memory_mb))
+            .unwrap_or_else(|e| format!("unknown: {e}"));
+        drop(cgroup);
+        (status, broken)
     })
-    .await
-    .unwrap_or_else(|e| format!("unknown: {e}"));
+    .await;
+    let (status, broken) = match status {
+        Ok(r) => r,
+        Err(e) => (format!("unknown: {e}"), None),
+    };
     child.ended(status, broken, &sup, &host);
 }
 

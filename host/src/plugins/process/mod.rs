@@ -4,6 +4,7 @@
 //! length-prefixed JSON frames over a socketpair (`frame`, `protocol`).
 
 pub mod child;
+mod contain;
 mod epochs;
 pub mod frame;
 mod io;
@@ -43,6 +44,12 @@ pub fn health(plugin: &str) -> Option<Health> {
     find(plugin).map(|s| s.health())
 }
 
+/// Source `source`'s calls that its plugin's child has said nothing of for
+/// a while (`Supervisor::stalled_calls`); None for a plugin in process.
+pub fn stalled_calls(plugin: &str, source: &str) -> Option<Vec<serde_json::Value>> {
+    find(plugin).map(|s| s.stalled_calls(source))
+}
+
 /// Stops every plugin child (wf is exiting).
 pub fn stop_all() {
     let all: Vec<Arc<Supervisor>> = registry()
@@ -64,11 +71,19 @@ pub fn describe(sup: &Supervisor) -> serde_json::Value {
         Health::Failed(why) => ("failed", Some(why)),
         Health::Stopped(why) => ("stopped", Some(why)),
     };
+    let start = sup.start_settings();
     serde_json::json!({
         "pid": sup.pid(),
         "restarts": sup.restarts(),
         "state": state,
         "error": error,
         "sandbox": sup.sandbox(),
+        // What bounds it (the defaults fill what its table leaves out).
+        "limits": {
+            "memory_mb": start.memory_mb,
+            "cpu_seconds": start.cpu_seconds,
+            "max_processes": start.max_processes,
+            "nice": spawn::CHILD_NICE,
+        },
     })
 }

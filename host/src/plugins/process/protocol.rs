@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// Bumped when a message changes incompatibly; the child refuses a hello of
 /// another version (wf and wf-plugin-host ship together).
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// The first frame wf sends.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,6 +48,31 @@ pub struct Start {
     pub memory_mb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_seconds: Option<u64>,
+    /// Processes and threads together (its pids cgroup, else RLIMIT_NPROC
+    /// in a user namespace of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_processes: Option<u64>,
+}
+
+impl Start {
+    /// A plugin table's settings, with the bounded defaults every child
+    /// gets for what the table leaves out.
+    pub fn from_settings(settings: &crate::config::PluginSettings) -> Start {
+        Start {
+            sandbox: settings.sandbox.unwrap_or_default().as_str().into(),
+            memory_mb: Some(
+                settings
+                    .memory_mb
+                    .unwrap_or(super::spawn::DEFAULT_MEMORY_MB),
+            ),
+            cpu_seconds: settings.cpu_seconds,
+            max_processes: Some(
+                settings
+                    .max_processes
+                    .unwrap_or(super::spawn::DEFAULT_MAX_PROCESSES),
+            ),
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -30,11 +30,40 @@ pub const CHILD_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// The child program's name, beside `wf`.
 pub const CHILD_BIN: &str = "wf-plugin-host";
 
-/// Limits applied before the child program runs (when known: at restarts).
-#[derive(Debug, Clone, Copy, Default)]
+/// A third-party child's memory bound when its table sets none (MiB of
+/// RLIMIT_DATA, per process): room for the mcp plugin's node and chromium
+/// upstreams, far from a shared machine's whole memory.
+pub const DEFAULT_MEMORY_MB: u64 = 2048;
+
+/// A child's task bound (processes and threads, its pids cgroup) when its
+/// table sets none: chromium with its renderers stays under 300.
+pub const DEFAULT_MAX_PROCESSES: u64 = 512;
+
+/// The niceness every child runs at (and cannot lower: RLIMIT_NICE): a
+/// spinning plugin gets the CPU wf leaves over, not wf's share.
+pub const CHILD_NICE: i32 = 10;
+
+/// The exit status of a child whose allocation failed under its memory
+/// limit (its SIGABRT handler saw `ENOMEM`): wf names the limit.
+pub const EXIT_OUT_OF_MEMORY: i32 = 87;
+
+/// Limits applied before the child program runs (the defaults until the
+/// plugin's own are known; its own again at restarts).
+#[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub memory_mb: Option<u64>,
     pub cpu_seconds: Option<u64>,
+    pub max_processes: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_mb: Some(DEFAULT_MEMORY_MB),
+            cpu_seconds: None,
+            max_processes: Some(DEFAULT_MAX_PROCESSES),
+        }
+    }
 }
 
 /// Where `wf-plugin-host` is: beside the running executable (`WF_PLUGIN_HOST`
@@ -78,6 +107,8 @@ fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
 /// A started child and wf's ends of its two sockets.
 pub struct Spawned {
     pub process: Child,
+    /// Its pids cgroup, when one could be made (removed once it is reaped).
+    pub cgroup: Option<PidsCgroup>,
     /// Fd 3's peer: the handshake, source creation, logs and events.
     pub control: UnixStream,
     /// Fd 4's peer: the call lane.
@@ -123,8 +154,11 @@ fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<Spawned
         .process_group(0);
     let data = limits.memory_mb.map(|mb| mb.saturating_mul(1 << 20));
     let cpu = limits.cpu_seconds;
+    let cgroup = limits.max_processes.and_then(PidsCgroup::create);
+    let join = cgroup.as_ref().map(|c| c.procs.clone());
     // SAFETY: only async-signal-safe calls (prctl, getppid, dup2, fcntl,
-    // setrlimit, syscall, _exit) between fork and exec.
+    // setrlimit, setpriority, open, write, close, syscall, _exit) between
+    // fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
@@ -145,7 +179,33 @@ fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<Spawned
             {
                 return Err(io::Error::last_os_error());
             }
-            apply_limits(data, cpu)?;
+            apply_limits(data, cpu, None)?;
+            // Into its pids cgroup before it runs anything: every process
+            // and thread it starts counts there.
+            if let Some(procs) = &join {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) != 2 {
+                    return Err(io::Error::last_os_error());
+                }
+                libc::close(fd);
+            }
+            if libc::setpriority(libc::PRIO_PROCESS, 0, CHILD_NICE) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // At most nice 10 back (never raised: wf may lack the power to).
+            let mut nice = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::getrlimit(libc::RLIMIT_NICE, &mut nice) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let ceiling = ((20 - CHILD_NICE) as libc::rlim_t).min(nice.rlim_max);
+            nice.rlim_cur = ceiling;
+            nice.rlim_max = ceiling;
+            if libc::setrlimit(libc::RLIMIT_NICE, &nice) != 0 {
+                return Err(io::Error::last_os_error());
+            }
             // Nothing else crosses exec (CLOSE_RANGE_CLOEXEC, Linux 5.11;
             // the child closes strays itself on older kernels).
             libc::syscall(libc::SYS_close_range, 5u32, u32::MAX, 4u32);
@@ -159,14 +219,31 @@ fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<Spawned
     drop(lane_theirs);
     Ok(Spawned {
         process: child,
+        cgroup,
         control: ours,
         calls: lane,
     })
 }
 
-/// Sets RLIMIT_DATA and RLIMIT_CPU (soft and hard: the plugin cannot raise
-/// them; the CPU hard limit one second later turns SIGXCPU into SIGKILL).
-pub fn apply_limits(data_bytes: Option<u64>, cpu_seconds: Option<u64>) -> io::Result<()> {
+/// Sets RLIMIT_DATA, RLIMIT_CPU and (in a user namespace of the child's
+/// own, where it counts only the child's processes) RLIMIT_NPROC, soft and
+/// hard: the plugin cannot raise them; the CPU hard limit one second later
+/// turns SIGXCPU into SIGKILL.
+pub fn apply_limits(
+    data_bytes: Option<u64>,
+    cpu_seconds: Option<u64>,
+    processes: Option<u64>,
+) -> io::Result<()> {
+    if let Some(n) = processes {
+        let r = libc::rlimit {
+            rlim_cur: n as libc::rlim_t,
+            rlim_max: n as libc::rlim_t,
+        };
+        // SAFETY: a plain syscall on a stack value.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &r) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
     if let Some(bytes) = data_bytes {
         let r = libc::rlimit {
             rlim_cur: bytes as libc::rlim_t,
@@ -199,9 +276,40 @@ pub fn kill_group(pid: u32) {
     }
 }
 
-/// How a child ended, for humans: `signal 11 (SIGSEGV)` or `status 0`.
-pub fn describe_exit(status: &std::process::ExitStatus) -> String {
+/// Waits up to `within` for child `pid` to exit, without reaping it (its
+/// `Child` does that after the group is killed).
+pub fn await_exit(pid: u32, within: std::time::Duration) {
+    let until = std::time::Instant::now() + within;
+    while std::time::Instant::now() < until {
+        // SAFETY: waitid with WNOWAIT only looks; a zeroed siginfo is valid.
+        let done = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let r = libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            );
+            r != 0 || info.si_pid() != 0
+        };
+        if done {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// How a child ended, for humans: `signal 11 (SIGSEGV)` or `status 0`;
+/// an allocation refused under its memory limit names the limit.
+pub fn describe_exit(status: &std::process::ExitStatus, memory_mb: Option<u64>) -> String {
     use std::os::unix::process::ExitStatusExt;
+    if status.code() == Some(EXIT_OUT_OF_MEMORY)
+        && let Some(mb) = memory_mb
+    {
+        return format!(
+            "out of memory: an allocation failed at its memory limit, memory_mb = {mb} (RLIMIT_DATA); raise [plugins.<name>] memory_mb if the plugin needs more"
+        );
+    }
     if let Some(sig) = status.signal() {
         let name = match sig {
             libc::SIGSEGV => " SIGSEGV",
@@ -217,4 +325,117 @@ pub fn describe_exit(status: &std::process::ExitStatus) -> String {
     } else {
         format!("status {}", status.code().unwrap_or(-1))
     }
+}
+
+/// A child's own pids cgroup (cgroup v2 where wf's cgroup is delegated to
+/// it, else the v1 `pids` hierarchy): `pids.max` bounds its processes and
+/// threads together, whatever its uid. Removed when dropped (the child is
+/// reaped by then; a cgroup with tasks left refuses and stays).
+#[derive(Debug)]
+pub struct PidsCgroup {
+    dir: PathBuf,
+    /// `<dir>/cgroup.procs`, written by the child before exec.
+    procs: std::ffi::CString,
+}
+
+impl PidsCgroup {
+    /// Makes one bounded at `max` tasks; None where wf may not (the child
+    /// then says so in its report, and RLIMIT_NPROC bounds it in a user
+    /// namespace of its own).
+    pub fn create(max: u64) -> Option<PidsCgroup> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let base = pids_base()?;
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!("wf-plugin-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        if std::fs::write(dir.join("pids.max"), max.to_string()).is_err() {
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        let procs = std::ffi::CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .ok()?;
+        Some(PidsCgroup { dir, procs })
+    }
+}
+
+impl Drop for PidsCgroup {
+    /// Dropped once the child is reaped; what it started (its PID
+    /// namespace) may take a moment more to leave the cgroup.
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+/// Removes the empty pids cgroups of wf processes that are gone (a wf
+/// killed before it could remove its own): a cgroup with tasks left stays.
+fn remove_stale(base: &Path) {
+    let Ok(dir) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("wf-plugin-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
+/// Where wf may make pids cgroups: its own cgroup v2 folder when the pids
+/// controller is enabled for its children, else its v1 `pids` folder.
+fn pids_base() -> Option<PathBuf> {
+    static BASE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let mine = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let writable = |d: &Path| {
+            let c = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).ok();
+            // SAFETY: access(2) on a NUL-terminated path.
+            c.is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+        };
+        for line in mine.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let rel = path.trim_start_matches('/');
+            let dir = if id == "0" && controllers.is_empty() {
+                let root = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+                    .iter()
+                    .map(Path::new)
+                    .find(|r| r.join("cgroup.controllers").exists())?;
+                let d = root.join(rel);
+                let enabled =
+                    std::fs::read_to_string(d.join("cgroup.subtree_control")).unwrap_or_default();
+                if !enabled.split_whitespace().any(|c| c == "pids") {
+                    continue;
+                }
+                d
+            } else if controllers.split(',').any(|c| c == "pids") {
+                Path::new("/sys/fs/cgroup/pids").join(rel)
+            } else {
+                continue;
+            };
+            if dir.is_dir() && writable(&dir) {
+                remove_stale(&dir);
+                return Some(dir);
+            }
+        }
+        None
+    })
+    .clone()
 }

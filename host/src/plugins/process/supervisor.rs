@@ -35,6 +35,10 @@ const CREATE: Duration = Duration::from_secs(30);
 pub(super) const WRITE: Duration = Duration::from_secs(5);
 /// A child that lived this long was healthy: its crash count starts over.
 const HEALTHY: Duration = Duration::from_secs(60);
+/// A call the child has said nothing of (no reply, progress or log) for
+/// this long is reported in `list_sources` as stalled: most often a plugin
+/// that blocks its runtime's worker (docs/plugin-authoring.md).
+pub const STALLED: Duration = Duration::from_secs(5);
 /// Crashes in a row before wf gives up on a plugin.
 pub const MAX_CRASHES_IN_A_ROW: u32 = 5;
 
@@ -84,12 +88,15 @@ impl Launch {
             None => self.home(),
         }
     }
+    /// The defaults until the plugin's own settings are known: its
+    /// library's constructors run before them.
     fn limits(&self) -> Limits {
         self.known
             .as_ref()
             .map(|k| Limits {
                 memory_mb: k.start.memory_mb,
                 cpu_seconds: k.start.cpu_seconds,
+                max_processes: k.start.max_processes,
             })
             .unwrap_or_default()
     }
@@ -116,6 +123,12 @@ enum Pending {
         ctx: Arc<CallContextBox>,
         /// The call's span: what the plugin logs during the call is logged in it.
         span: tracing::Span,
+        /// Its source, when it started, and when the child last said
+        /// anything of it (progress, a log line): a call silent for
+        /// [`STALLED`] is reported (`stalled_calls`).
+        source: u64,
+        since: Instant,
+        heard: Instant,
     },
     Create(std::sync::mpsc::SyncSender<Result<(), String>>),
     Done(oneshot::Sender<()>),
@@ -134,6 +147,8 @@ pub(crate) fn error_json(code: ErrorCode, message: String) -> String {
 /// One running child process.
 pub(crate) struct Child {
     pub pid: u32,
+    /// Its memory limit, for the error of an allocation refused under it.
+    pub memory_mb: Option<u64>,
     /// Restarts before this child (0: the first).
     pub generation: u64,
     /// Frames for the child's control socket: its writer task drains them (`io`).
@@ -143,6 +158,8 @@ pub(crate) struct Child {
     pending: Mutex<HashMap<u64, Pending>>,
     /// Why it ended, once it did.
     ended: OnceLock<String>,
+    /// It took no frame for [`WRITE`] and was killed for it.
+    pub(super) stopped_reading: AtomicBool,
     started: Instant,
 }
 
@@ -207,8 +224,11 @@ impl Child {
                 total,
                 message,
             } => {
-                let ctx = match self.pending().get(&id) {
-                    Some(Pending::Call { ctx, .. }) => ctx.clone(),
+                let ctx = match self.pending().get_mut(&id) {
+                    Some(Pending::Call { ctx, heard, .. }) => {
+                        *heard = Instant::now();
+                        ctx.clone()
+                    }
                     _ => return,
                 };
                 ctx.progress(
@@ -233,8 +253,11 @@ impl Child {
                 message,
                 call,
             } => {
-                let span = call.and_then(|id| match self.pending().get(&id) {
-                    Some(Pending::Call { span, .. }) => Some(span.clone()),
+                let span = call.and_then(|id| match self.pending().get_mut(&id) {
+                    Some(Pending::Call { span, heard, .. }) => {
+                        *heard = Instant::now();
+                        Some(span.clone())
+                    }
                     _ => None,
                 });
                 let log = || {
@@ -417,7 +440,7 @@ fn died(process: &mut std::process::Child, when: &str, e: &FrameError) -> String
     match process.wait() {
         Ok(status) if !matches!(e, FrameError::Io(_)) || status.code().is_none() => format!(
             "its child process exited ({}) {when}",
-            spawn::describe_exit(&status)
+            spawn::describe_exit(&status, None)
         ),
         _ => format!("its child process did not answer {when}: {e}"),
     }
@@ -481,11 +504,7 @@ impl Probe {
         settings: &PluginSettings,
         events: &HostEvents,
     ) -> Result<Arc<Supervisor>, String> {
-        let start = Start {
-            sandbox: settings.sandbox.unwrap_or_default().as_str().into(),
-            memory_mb: settings.memory_mb,
-            cpu_seconds: settings.cpu_seconds,
-        };
+        let start = Start::from_settings(settings);
         let Probe {
             mut launch,
             mut spawned,
@@ -516,7 +535,7 @@ impl Probe {
         let sandbox = begin(&mut spawned.process, &spawned.control, &start, &host)?;
         let rt = super::io::runtime();
         let sup = Arc::new_cyclic(|weak: &Weak<Supervisor>| {
-            let child = Child::run(spawned, 0, weak.clone(), host.clone(), &rt);
+            let child = Child::run(spawned, start.memory_mb, 0, weak.clone(), host.clone(), &rt);
             Supervisor {
                 name: manifest.name.clone(),
                 launch: Mutex::new(launch),
@@ -548,6 +567,7 @@ impl Child {
     /// that read it, with no thread in between).
     fn run(
         spawned: spawn::Spawned,
+        memory_mb: Option<u64>,
         generation: u64,
         sup: Weak<Supervisor>,
         host: HostContext,
@@ -557,11 +577,13 @@ impl Child {
         let (calls_tx, calls_rx) = tokio::sync::mpsc::unbounded_channel();
         let child = Arc::new(Child {
             pid: spawned.process.id(),
+            memory_mb,
             generation,
             out: tx,
             calls: calls_tx,
             pending: Mutex::default(),
             ended: OnceLock::new(),
+            stopped_reading: AtomicBool::new(false),
             started: Instant::now(),
         });
         super::io::start(child.clone(), spawned, rx, calls_rx, sup, host, rt)?;
@@ -581,6 +603,11 @@ impl Child {
             Some(e) => format!(
                 "plugin {:?} broke the protocol ({e}) and was killed",
                 &*host.plugin
+            ),
+            None if self.stopped_reading.load(Ordering::Acquire) => format!(
+                "plugin {:?} stopped reading its socket for {} s and was killed ({status})",
+                &*host.plugin,
+                WRITE.as_secs()
             ),
             None => format!("plugin {:?} exited ({status})", &*host.plugin),
         };
@@ -609,6 +636,49 @@ impl Supervisor {
 
     fn set_health(&self, h: Health) {
         *self.health.lock().unwrap_or_else(PoisonError::into_inner) = h;
+    }
+
+    /// The calls of source `name` in flight that the child has said nothing
+    /// of for `STALLED` or longer: `{"call", "running_ms", "silent_ms"}`.
+    pub fn stalled_calls(&self, name: &str) -> Vec<Value> {
+        let Some(child) = self.current() else {
+            return Vec::new();
+        };
+        let ids: Vec<u64> = self
+            .sources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(_, spec)| {
+                serde_json::from_str::<Value>(spec)
+                    .ok()
+                    .is_some_and(|v| v.get("name").and_then(Value::as_str) == Some(name))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        let now = Instant::now();
+        let mut out: Vec<(u64, Value)> = child
+            .pending()
+            .iter()
+            .filter_map(|(id, p)| match p {
+                Pending::Call {
+                    source,
+                    since,
+                    heard,
+                    ..
+                } if ids.contains(source) && now.duration_since(*heard) >= STALLED => Some((
+                    *id,
+                    serde_json::json!({
+                        "call": id,
+                        "running_ms": now.duration_since(*since).as_millis() as u64,
+                        "silent_ms": now.duration_since(*heard).as_millis() as u64,
+                    }),
+                )),
+                _ => None,
+            })
+            .collect();
+        out.sort_by_key(|(id, _)| *id);
+        out.into_iter().map(|(_, v)| v).collect()
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -662,12 +732,16 @@ impl Supervisor {
             .flatten();
         let id = next_id();
         let (tx, rx) = oneshot::channel();
+        let now = Instant::now();
         child.pending().insert(
             id,
             Pending::Call {
                 tx,
                 ctx: Arc::new(ctx),
                 span: tracing::Span::current(),
+                source,
+                since: now,
+                heard: now,
             },
         );
         let mut guard = CancelOnDrop {
@@ -928,6 +1002,7 @@ impl Supervisor {
         *self.sandbox.lock().unwrap_or_else(PoisonError::into_inner) = sandbox;
         let child = Child::run(
             spawned,
+            start.memory_mb,
             generation,
             Arc::downgrade(self),
             self.host.clone(),
@@ -993,6 +1068,7 @@ mod tests {
         };
         assert_eq!(launch.home(), PathBuf::from("/s/plugin-home/libx"));
         assert_eq!(launch.data_dir(), PathBuf::from("/s/sources"));
-        assert_eq!(launch.limits().memory_mb, None);
+        // Bounded before the plugin's own settings are known.
+        assert_eq!(launch.limits().memory_mb, Some(spawn::DEFAULT_MEMORY_MB));
     }
 }

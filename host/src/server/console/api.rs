@@ -105,6 +105,31 @@ pub async fn refresh(
     admin_call(&c, &h, (v, p), "refresh_catalog", args, Kind::Action).await
 }
 
+/// The tool pins (issue 54): `pin` (`{"sources": [..]}`), `diff`, `approve`
+/// (`{"names": [..]}`), each the admin tool of that name, for operators only.
+pub async fn tool_pins(
+    State(c): State<Console>,
+    Extension(v): Extension<Viewer>,
+    Extension(p): Extension<Principal>,
+    axum::extract::Path(action): axum::extract::Path<String>,
+    h: HeaderMap,
+    Json(args): Json<Value>,
+) -> Response {
+    let (tool, kind) = match action.as_str() {
+        "pin" => ("pin_tools", Kind::Action),
+        "diff" => ("diff_tools", Kind::Read),
+        "approve" => ("approve_tools", Kind::Action),
+        _ => {
+            return refused(
+                StatusCode::NOT_FOUND,
+                "no such tool pins action",
+                "pin, diff or approve",
+            );
+        }
+    };
+    admin_call(&c, &h, (v, p), tool, args, kind).await
+}
+
 /// `{"query": "words", "kind": "tool"|"prompt"|"resource"|"resource_template"}`:
 /// what clients of this principal are served, as clients name it, with
 /// schemas; every word must occur in the name, source or description.

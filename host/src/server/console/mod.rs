@@ -118,6 +118,7 @@ pub fn router(app: Arc<App>, surfaces: Surfaces, o: ConsoleOptions) -> Router {
             get(api::admin_tool("list_sources", Read)),
         )
         .route("/console/api/sources/refresh", post(api::refresh))
+        .route("/console/api/tools/{action}", post(api::tool_pins))
         .route(
             "/console/api/reload",
             post(api::admin_tool("reload", Action)),

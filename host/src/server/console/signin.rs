@@ -125,8 +125,10 @@ const VIEWS: [(&str, &str, &str); 4] = [
     ("capabilities", PLANNER_SOURCE, "list_capabilities"),
     ("runs", PLANNER_SOURCE, "list_runs"),
 ];
-const ACTIONS: [(&str, &str, &str); 3] = [
+const ACTIONS: [(&str, &str, &str); 5] = [
     ("refresh", ADMIN_SOURCE, "refresh_catalog"),
+    ("pin", ADMIN_SOURCE, "pin_tools"),
+    ("approve", ADMIN_SOURCE, "approve_tools"),
     ("reload", ADMIN_SOURCE, "reload"),
     ("cancel", PLANNER_SOURCE, "cancel_run"),
 ];

@@ -28,9 +28,11 @@ use self::sessions::BoundedSessions;
 use crate::app::App;
 use crate::config::ServerConfig;
 use crate::server::Surfaces;
+use crate::server::identity::guard::guard_host_origin;
 use crate::server::identity::guard::{HttpGuard, check_token, guard};
 use crate::server::identity::limits::{LimitConfig, Principal, PrincipalLimits};
-use crate::server::identity::principals::check_tokens;
+use crate::server::identity::oauth::OAuthVerifier;
+use crate::server::identity::principals::{check_tokens, static_tokens};
 use crate::server::mcp::handler::WfServer;
 
 #[derive(Debug, Clone)]
@@ -49,6 +51,8 @@ pub struct HttpOptions {
     pub max_console_streams_per_principal: usize,
     pub session_idle_timeout: Duration,
     pub json_response: bool,
+    /// `[server.oauth]`: access tokens from an identity provider.
+    pub oauth: Option<crate::config::OAuthConfig>,
 }
 
 impl HttpOptions {
@@ -75,6 +79,7 @@ impl HttpOptions {
             max_console_streams_per_principal: server.max_console_streams_per_principal,
             session_idle_timeout: Duration::from_millis(server.session_idle_timeout_ms),
             json_response: server.http_json_response,
+            oauth: server.oauth.clone(),
         }
     }
 
@@ -95,10 +100,10 @@ impl HttpOptions {
     /// duplicate token, lists that do not parse, a limit of zero.
     pub fn check(&self) -> anyhow::Result<()> {
         let tokens = self.principals();
-        if tokens.is_empty() && !self.bind.ip().is_loopback() {
+        if tokens.is_empty() && self.oauth.is_none() && !self.bind.ip().is_loopback() {
             anyhow::bail!(
                 "refusing to serve HTTP on non-loopback address {} without a bearer token: \
-                 set WF_HTTP_TOKEN, server.http_token or [[server.tokens]] in the config",
+                 set WF_HTTP_TOKEN, server.http_token, [[server.tokens]] or [server.oauth] in the config",
                 self.bind
             );
         }
@@ -165,6 +170,57 @@ fn check_admin_token(admin: &crate::config::AdminConfig) -> anyhow::Result<()> {
     }
 }
 
+/// A reload puts the config's static tokens in force: a token taken out of
+/// the file is refused from the next request on, in every session. A reload
+/// that would leave a token-protected front with no token (and no OAuth) is
+/// refused as a whole.
+fn follow_token_reloads(app: &Arc<App>, g: &Arc<HttpGuard>) {
+    let g = g.clone();
+    let protected = g.has_tokens();
+    app.live_config.on_reload(Box::new(move |c| {
+        let (token, named) = static_tokens(&c.config.server).map_err(|e| e.to_string())?;
+        let all: Vec<(Principal, String)> = token
+            .map(|t| (Principal::bearer(), t))
+            .into_iter()
+            .chain(named)
+            .collect();
+        check_tokens(&all).map_err(|e| e.to_string())?;
+        if all.is_empty() && protected && g.oauth().is_none() {
+            return Err(
+                "it lists no bearer token: wf would serve /mcp without one; \
+                        restart wf to serve without tokens"
+                    .into(),
+            );
+        }
+        let g = g.clone();
+        Ok(Box::new(move || {
+            g.set_tokens(&all);
+            tracing::info!(tokens = all.len(), "static tokens reloaded");
+        }))
+    }));
+}
+
+/// RFC 9728 protected resource metadata, at the well-known path for `/mcp`
+/// (and at the bare well-known path, which clients try second).
+fn resource_metadata(oauth: Option<&Arc<OAuthVerifier>>, g: &Arc<HttpGuard>) -> axum::Router {
+    let Some(oauth) = oauth else {
+        return axum::Router::new();
+    };
+    let doc = oauth.resource_metadata();
+    let serve = move || {
+        let doc = doc.clone();
+        async move { axum::Json(doc) }
+    };
+    let mut r = axum::Router::new().route(oauth.metadata_path(), axum::routing::get(serve.clone()));
+    if oauth.metadata_path() != "/.well-known/oauth-protected-resource" {
+        r = r.route(
+            "/.well-known/oauth-protected-resource",
+            axum::routing::get(serve),
+        );
+    }
+    r.layer(from_fn_with_state(g.clone(), guard_host_origin))
+}
+
 pub async fn serve_http(
     app: Arc<App>,
     surfaces: Surfaces,
@@ -229,12 +285,25 @@ pub async fn serve_http(
         sessions.clone(),
         config,
     );
-    let g = Arc::new(HttpGuard::new(
-        local,
-        &opts.principals(),
-        &opts.allowed_hosts,
-        &opts.allowed_origins,
-    ));
+    let oauth = match &opts.oauth {
+        Some(c) => {
+            let v = Arc::new(OAuthVerifier::new(c)?);
+            v.start();
+            tracing::info!(issuer = %v.issuer(), metadata = %v.metadata_url(), "OAuth: accepting the issuer's access tokens");
+            Some(v)
+        }
+        None => None,
+    };
+    let g = Arc::new(
+        HttpGuard::new(
+            local,
+            &opts.principals(),
+            &opts.allowed_hosts,
+            &opts.allowed_origins,
+        )
+        .with_oauth(oauth.clone()),
+    );
+    follow_token_reloads(&app, &g);
     // A stateless call answered as JSON skips rmcp's per-request service.
     let direct = opts
         .json_response
@@ -253,6 +322,7 @@ pub async fn serve_http(
         .nest_service("/mcp", service)
         .layer(from_fn_with_state(messages, check_messages))
         .layer(from_fn_with_state(g.clone(), guard))
+        .merge(resource_metadata(oauth.as_ref(), &g))
         // Outside the /mcp guard: it has its own token and peer rule.
         .merge(metrics.unwrap_or_default())
         .merge(crate::server::readiness::router(app.clone()))

@@ -10,8 +10,22 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use std::sync::{Arc, PoisonError};
+
 use super::limits::Principal;
+use super::oauth::OAuthVerifier;
 use crate::secrets::{eq_32, sha256};
+use crate::telemetry::metrics;
+
+/// The static tokens in force: each one's hash and principal.
+pub type TokenTable = Vec<([u8; 32], Principal)>;
+
+fn token_table(tokens: &[(Principal, String)]) -> TokenTable {
+    tokens
+        .iter()
+        .map(|(p, t)| (sha256(t.as_bytes()), p.clone()))
+        .collect()
+}
 
 const LOOPBACK_HOSTS: [&str; 2] = ["localhost", "127.0.0.1"];
 /// Shortest bearer token accepted at start.
@@ -108,12 +122,14 @@ fn is_loopback(host: &str) -> bool {
     LOOPBACK_HOSTS.contains(&host) || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-#[derive(Debug, Clone)]
 pub struct HttpGuard {
     /// SHA-256 of each principal's bearer token: compared hash to hash, so
-    /// neither a token's bytes nor its length show in the timing. Empty: no
-    /// token needed (loopback only), every request is `local`.
-    tokens: Vec<([u8; 32], Principal)>,
+    /// neither a token's bytes nor its length show in the timing. Empty
+    /// without OAuth: no token needed (loopback only), every request is
+    /// `local`. Replaced when the config is reloaded.
+    tokens: std::sync::RwLock<Arc<TokenTable>>,
+    /// `[server.oauth]`: access tokens from an identity provider.
+    oauth: Option<Arc<OAuthVerifier>>,
     hosts: Vec<(String, Option<u16>)>,
     origins: Vec<(String, String, u16)>,
     /// `"null"` is in the allowed origins.
@@ -136,10 +152,8 @@ impl HttpGuard {
         }
         hosts.extend(extra_hosts.iter().filter_map(|h| parse_host_entry(h)));
         Self {
-            tokens: tokens
-                .iter()
-                .map(|(p, t)| (sha256(t.as_bytes()), p.clone()))
-                .collect(),
+            tokens: std::sync::RwLock::new(Arc::new(token_table(tokens))),
+            oauth: None,
             hosts,
             origins: extra_origins
                 .iter()
@@ -147,6 +161,30 @@ impl HttpGuard {
                 .collect(),
             null_origin: extra_origins.iter().any(|o| o == "null"),
         }
+    }
+
+    /// Also accepts the access tokens `oauth` checks.
+    pub fn with_oauth(mut self, oauth: Option<Arc<OAuthVerifier>>) -> Self {
+        self.oauth = oauth;
+        self
+    }
+
+    pub fn oauth(&self) -> Option<&Arc<OAuthVerifier>> {
+        self.oauth.as_ref()
+    }
+
+    /// Puts a reloaded config's static tokens in force: a token no longer
+    /// listed is refused from the next request on.
+    pub fn set_tokens(&self, tokens: &[(Principal, String)]) {
+        *self.tokens.write().unwrap_or_else(PoisonError::into_inner) =
+            Arc::new(token_table(tokens));
+    }
+
+    fn token_table(&self) -> Arc<TokenTable> {
+        self.tokens
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Every configured host and origin must parse.
@@ -198,16 +236,14 @@ impl HttpGuard {
     /// none or a wrong one. Every token is compared (no early exit), so the
     /// timing does not tell which one matched.
     pub(crate) fn principal(&self, headers: &HeaderMap) -> Option<Principal> {
-        if self.tokens.is_empty() {
+        let table = self.token_table();
+        if table.is_empty() && self.oauth.is_none() {
             return Some(Principal::local());
         }
-        let got = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|h| h.to_str().ok())
-            .and_then(|h| h.strip_prefix("Bearer "))?;
+        let got = bearer(headers)?;
         let got = sha256(got.as_bytes());
         let mut found = None;
-        for (hash, p) in &self.tokens {
+        for (hash, p) in table.iter() {
             if eq_32(&got, hash) {
                 found = Some(p.clone());
             }
@@ -215,14 +251,116 @@ impl HttpGuard {
         found
     }
 
-    /// Whether bearer tokens are configured (else loopback only, token-less).
+    /// The principal of a request: a static token's, else the one an OAuth
+    /// access token names; or the refusal to answer with (401 with the
+    /// challenge that points to the resource metadata, 403 for a missing
+    /// scope).
+    pub async fn identify(&self, headers: &HeaderMap) -> Result<Principal, Response> {
+        if let Some(p) = self.principal(headers) {
+            let via = if p.name() == Principal::LOCAL {
+                "local"
+            } else {
+                "token"
+            };
+            metrics::http_request(p.name(), via);
+            return Ok(p);
+        }
+        let Some(oauth) = &self.oauth else {
+            return Err(closing(
+                (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Bearer".to_string())],
+                    "unauthorized: bearer token required\n",
+                )
+                    .into_response(),
+            ));
+        };
+        let Some(token) = bearer(headers) else {
+            return Err(closing(
+                (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, oauth.challenge(None))],
+                    "unauthorized: bearer token required\n",
+                )
+                    .into_response(),
+            ));
+        };
+        match oauth.verify(token).await {
+            Ok(p) => {
+                if p.name() == Principal::LOCAL
+                    || p.name() == Principal::DEFAULT
+                    || self.token_table().iter().any(|(_, q)| q == &p)
+                {
+                    tracing::warn!(principal = %p, "OAuth token refused: its principal claim names a static principal");
+                    return Err(refused(
+                        oauth,
+                        &super::oauth::Refusal {
+                            status: StatusCode::UNAUTHORIZED,
+                            error: "invalid_token",
+                            reason: "the principal claim names a static principal".into(),
+                        },
+                    ));
+                }
+                metrics::http_request(p.name(), "oauth");
+                Ok(p)
+            }
+            Err(r) => {
+                tracing::info!(status = r.status.as_u16(), reason = %r.reason, "OAuth token refused");
+                Err(refused(oauth, &r))
+            }
+        }
+    }
+
+    /// Whether bearer tokens are needed (else loopback only, token-less).
     pub(crate) fn has_tokens(&self) -> bool {
-        !self.tokens.is_empty()
+        !self.token_table().is_empty() || self.oauth.is_some()
     }
 
     #[cfg(test)]
     fn token_ok(&self, headers: &HeaderMap) -> bool {
         self.principal(headers).is_some()
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+}
+
+fn refused(oauth: &OAuthVerifier, r: &super::oauth::Refusal) -> Response {
+    closing(
+        (
+            r.status,
+            [(header::WWW_AUTHENTICATE, oauth.challenge(Some(r)))],
+            format!("{}: {}\n", r.error, r.reason),
+        )
+            .into_response(),
+    )
+}
+
+/// A refusal is answered before the request's body is read, so the
+/// connection cannot serve another request: say so (`Connection: close`),
+/// or a client that pools connections (httpx) sends its retry with the
+/// token down a connection that is closing and fails.
+fn closing(mut r: Response) -> Response {
+    r.headers_mut().insert(
+        header::CONNECTION,
+        axum::http::HeaderValue::from_static("close"),
+    );
+    r
+}
+
+impl std::fmt::Debug for HttpGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpGuard")
+            .field("tokens", &self.token_table().len())
+            .field(
+                "oauth",
+                &self.oauth.as_ref().map(|o| o.issuer().to_string()),
+            )
+            .finish_non_exhaustive()
     }
 }
 
@@ -265,13 +403,9 @@ pub async fn guard(
     if let Some(refused) = host_origin_refusal(&g, headers) {
         return refused;
     }
-    let Some(principal) = g.principal(headers) else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "unauthorized: bearer token required\n",
-        )
-            .into_response();
+    let principal = match g.identify(headers).await {
+        Ok(p) => p,
+        Err(refused) => return refused,
     };
     request.extensions_mut().insert(principal);
     next.run(request).await

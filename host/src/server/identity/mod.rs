@@ -4,4 +4,5 @@
 pub(crate) mod call_slots;
 pub(crate) mod guard;
 pub(crate) mod limits;
+pub(crate) mod oauth;
 pub(crate) mod principals;

@@ -38,6 +38,33 @@ pub fn named_tokens(
     Ok(out)
 }
 
+/// The single bearer token, if any, and the named ones with their principals.
+pub type StaticTokens = (Option<String>, Vec<(Principal, String)>);
+
+/// The static tokens a config gives: the single bearer token
+/// (`WF_HTTP_TOKEN`, which wins, or `server.http_token`) and the named ones,
+/// `${VAR}`s expanded. Read at start and at every reload.
+pub fn static_tokens(server: &ServerConfig) -> anyhow::Result<StaticTokens> {
+    let lookup = |k: &str| std::env::var(k).ok();
+    // Set at all (even empty) means chosen: an empty token is refused, not ignored.
+    let token = match std::env::var("WF_HTTP_TOKEN").ok() {
+        Some(t) => Some(t),
+        None => match &server.http_token {
+            Some(t) => {
+                let v = expand_env(
+                    &serde_json::Value::String(t.clone()),
+                    "server.http_token",
+                    &lookup,
+                )
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+                v.as_str().map(str::to_string)
+            }
+            None => None,
+        },
+    };
+    Ok((token, named_tokens(server, &lookup)?))
+}
+
 fn check_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 64
@@ -94,10 +121,21 @@ pub fn check_tokens(tokens: &[(Principal, String)]) -> anyhow::Result<()> {
 }
 
 /// Which tools a principal may see and call. Principals without lists (and
-/// `local`, `default`) may use every tool.
+/// `local`, `default`) may use every tool; an OAuth principal may use what
+/// its groups (`[[server.oauth.groups]]`) allow: the union of their allows
+/// minus anything any of them denies, nothing when it is in none of them.
+/// Replaced as a whole when the config is reloaded.
 #[derive(Debug, Default)]
 pub struct ToolAccess {
-    rules: HashMap<Principal, Rules>,
+    rules: std::sync::RwLock<std::sync::Arc<AccessRules>>,
+}
+
+/// One config's lists, ready to swap in.
+#[derive(Debug, Default)]
+pub struct AccessRules {
+    by_principal: HashMap<Principal, Rules>,
+    /// In config order.
+    groups: Vec<(String, Rules)>,
 }
 
 #[derive(Debug)]
@@ -114,39 +152,110 @@ fn glob_set(patterns: &[String], key: &str) -> anyhow::Result<GlobSet> {
     Ok(b.build()?)
 }
 
-impl ToolAccess {
+fn rules(allow: &Option<Vec<String>>, deny: &[String], key: &str) -> anyhow::Result<Rules> {
+    Ok(Rules {
+        allow: match allow {
+            Some(a) => Some(glob_set(a, &format!("{key}.allow_tools"))?),
+            None => None,
+        },
+        deny: glob_set(deny, &format!("{key}.deny_tools"))?,
+    })
+}
+
+impl AccessRules {
     /// Fails on a pattern that is not a glob.
     pub fn from_config(server: &ServerConfig) -> anyhow::Result<Self> {
-        let mut rules = HashMap::new();
+        let mut by_principal = HashMap::new();
         for (i, t) in server.tokens.iter().enumerate() {
             if t.allow_tools.is_none() && t.deny_tools.is_empty() {
                 continue;
             }
-            let allow = match &t.allow_tools {
-                Some(a) => Some(glob_set(a, &format!("server.tokens[{i}].allow_tools"))?),
-                None => None,
-            };
-            let deny = glob_set(&t.deny_tools, &format!("server.tokens[{i}].deny_tools"))?;
-            rules.insert(Principal::named(&t.name), Rules { allow, deny });
+            let r = rules(
+                &t.allow_tools,
+                &t.deny_tools,
+                &format!("server.tokens[{i}]"),
+            )?;
+            by_principal.insert(Principal::named(&t.name), r);
         }
-        Ok(Self { rules })
+        let mut groups = Vec::new();
+        for (i, g) in server
+            .oauth
+            .iter()
+            .flat_map(|o| o.groups.iter())
+            .enumerate()
+        {
+            let r = rules(
+                &g.allow_tools,
+                &g.deny_tools,
+                &format!("server.oauth.groups[{i}]"),
+            )?;
+            groups.push((g.name.clone(), r));
+        }
+        Ok(Self {
+            by_principal,
+            groups,
+        })
+    }
+
+    fn permits(&self, principal: &Principal, tool: &str) -> bool {
+        if let Some(theirs) = principal.groups() {
+            let mut allowed = false;
+            for (name, r) in &self.groups {
+                if !theirs.iter().any(|g| **g == **name) {
+                    continue;
+                }
+                if r.deny.is_match(tool) {
+                    return false;
+                }
+                allowed |= r.allow.as_ref().is_none_or(|a| a.is_match(tool));
+            }
+            return allowed;
+        }
+        match self.by_principal.get(principal) {
+            None => true,
+            Some(r) => r.allow.as_ref().is_none_or(|a| a.is_match(tool)) && !r.deny.is_match(tool),
+        }
+    }
+}
+
+impl ToolAccess {
+    /// Fails on a pattern that is not a glob.
+    pub fn from_config(server: &ServerConfig) -> anyhow::Result<Self> {
+        Ok(Self {
+            rules: std::sync::RwLock::new(std::sync::Arc::new(AccessRules::from_config(server)?)),
+        })
+    }
+
+    /// Puts a reloaded config's lists in force.
+    pub fn replace(&self, rules: AccessRules) {
+        *self
+            .rules
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = std::sync::Arc::new(rules);
     }
 
     /// Whether `principal` may see and call the tool the client knows as `tool`.
     pub fn permits(&self, principal: &Principal, tool: &str) -> bool {
-        match self.rules.get(principal) {
-            None => true,
-            Some(r) => r.allow.as_ref().is_none_or(|a| a.is_match(tool)) && !r.deny.is_match(tool),
-        }
+        self.rules
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .permits(principal, tool)
     }
 
     /// The error for a call `principal` may not make, if it may not.
     pub fn refusal(&self, principal: &Principal, tool: &str) -> Option<String> {
         (!self.permits(principal, tool)).then(|| {
-            format!(
-                "tool {tool:?} is not available to principal {:?} (its allow_tools / deny_tools in [[server.tokens]])",
-                principal.name()
-            )
+            if principal.groups().is_some() {
+                format!(
+                    "tool {tool:?} is not available to principal {:?} (its groups' allow_tools / deny_tools in [[server.oauth.groups]])",
+                    principal.name()
+                )
+            } else {
+                format!(
+                    "tool {tool:?} is not available to principal {:?} (its allow_tools / deny_tools in [[server.tokens]])",
+                    principal.name()
+                )
+            }
         })
     }
 }
@@ -202,6 +311,55 @@ mod tests {
         };
         let e = ToolAccess::from_config(&bad).unwrap_err().to_string();
         assert!(e.contains("server.tokens[0].allow_tools"), "{e}");
+    }
+
+    #[test]
+    fn groups_union_minus_deny() {
+        let group =
+            |name: &str, allow: Option<&[&str]>, deny: &[&str]| crate::config::GroupConfig {
+                name: name.into(),
+                allow_tools: allow.map(|a| a.iter().map(|s| s.to_string()).collect()),
+                deny_tools: deny.iter().map(|s| s.to_string()).collect(),
+                catalog: None,
+            };
+        let oauth: crate::config::OAuthConfig = serde_json::from_value(serde_json::json!({
+            "issuer": "https://idp.example", "resource": "https://wf.example/mcp"
+        }))
+        .unwrap();
+        let server = ServerConfig {
+            oauth: Some(crate::config::OAuthConfig {
+                groups: vec![
+                    group("eng", Some(&["fix__*"]), &["fix__drop"]),
+                    group("ops", Some(&["wf_admin__*", "fix__drop"]), &[]),
+                    group("all", None, &["secret__*"]),
+                ],
+                ..oauth
+            }),
+            ..ServerConfig::default()
+        };
+        let a = ToolAccess::from_config(&server).unwrap();
+        let p = |groups: &[&str]| {
+            Principal::with_groups("x", groups.iter().map(|s| s.to_string()).collect())
+        };
+        assert!(a.permits(&p(&["eng"]), "fix__echo"));
+        assert!(!a.permits(&p(&["eng"]), "fix__drop"));
+        assert!(!a.permits(&p(&["eng"]), "wf_admin__reload"));
+        assert!(a.permits(&p(&["eng", "ops"]), "wf_admin__reload"));
+        // Either group's deny wins over the other's allow.
+        assert!(!a.permits(&p(&["eng", "ops"]), "fix__drop"));
+        assert!(a.permits(&p(&["all"]), "anything"));
+        assert!(!a.permits(&p(&["all", "eng"]), "secret__key"));
+        // In no listed group: nothing.
+        assert!(!a.permits(&p(&[]), "fix__echo"));
+        assert!(!a.permits(&p(&["nobody"]), "fix__echo"));
+        assert!(
+            a.refusal(&p(&["eng"]), "fix__drop")
+                .unwrap()
+                .contains("groups")
+        );
+        // A reload replaces the lists.
+        a.replace(AccessRules::from_config(&ServerConfig::default()).unwrap());
+        assert!(!a.permits(&p(&["eng"]), "fix__echo"));
     }
 
     #[test]

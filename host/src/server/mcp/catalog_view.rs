@@ -57,6 +57,8 @@ impl Policy {
 pub struct CatalogView {
     base: Policy,
     by_principal: HashMap<String, Policy>,
+    /// `[[server.oauth.groups]]` that set a `catalog`, in file order.
+    by_group: Vec<(String, Policy)>,
     pub usage: Usage,
 }
 
@@ -79,14 +81,35 @@ impl CatalogView {
                 by_principal.insert(t.name.clone(), Policy::new(c.over(&server.catalog), &key)?);
             }
         }
+        let mut by_group = Vec::new();
+        for (i, g) in server
+            .oauth
+            .iter()
+            .flat_map(|o| o.groups.iter())
+            .enumerate()
+        {
+            if let Some(c) = &g.catalog {
+                let key = format!("server.oauth.groups[{i}].catalog");
+                by_group.push((g.name.clone(), Policy::new(c.over(&server.catalog), &key)?));
+            }
+        }
         Ok(Self {
             base,
             by_principal,
+            by_group,
             usage: Usage::default(),
         })
     }
 
     pub fn policy(&self, principal: &Principal) -> &Policy {
+        if let Some(theirs) = principal.groups() {
+            // An OAuth principal: its first group (in file order) with one.
+            return self
+                .by_group
+                .iter()
+                .find(|(g, _)| theirs.iter().any(|t| **t == **g))
+                .map_or(&self.base, |(_, p)| p);
+        }
         self.by_principal
             .get(principal.name())
             .unwrap_or(&self.base)
@@ -97,12 +120,16 @@ impl CatalogView {
     pub fn counts_usage(&self) -> bool {
         let budget =
             |p: &Policy| p.config.max_tools.is_some() || p.config.max_schema_bytes.is_some();
-        budget(&self.base) || self.by_principal.values().any(budget)
+        budget(&self.base)
+            || self.by_principal.values().any(budget)
+            || self.by_group.iter().any(|(_, p)| budget(p))
     }
 
     /// Whether any principal may be shown less than its whole catalog.
     pub fn any_restricts(&self) -> bool {
-        self.base.config.restricts() || self.by_principal.values().any(|p| p.config.restricts())
+        self.base.config.restricts()
+            || self.by_principal.values().any(|p| p.config.restricts())
+            || self.by_group.iter().any(|(_, p)| p.config.restricts())
     }
 
     /// The tools `principal` is listed, of the `visible` ones it may use;
@@ -189,23 +216,34 @@ pub struct Usage {
 impl Usage {
     /// The counts of `principal`'s tools.
     pub fn counts(&self, store: &Store, principal: &Principal) -> HashMap<String, u64> {
-        let mut all = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        Self::loaded(&mut all, store, principal).clone()
+        self.ensure_loaded(store, principal);
+        let all = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        all.get(principal.name()).cloned().unwrap_or_default()
     }
 
-    fn loaded<'m>(
-        all: &'m mut HashMap<String, HashMap<String, u64>>,
-        store: &Store,
-        principal: &Principal,
-    ) -> &'m mut HashMap<String, u64> {
-        all.entry(principal.name().to_string()).or_insert_with(|| {
-            store
-                .blocking(store.tool_usage(principal.name()))
-                .unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "cannot read tool usage");
-                    HashMap::new()
-                })
-        })
+    /// Loads `principal`'s counts from the store on first use. The store is
+    /// read with no lock held (a slow database must not hold up every other
+    /// principal's listing); a concurrent first load keeps the first answer.
+    fn ensure_loaded(&self, store: &Store, principal: &Principal) {
+        let present = self
+            .counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(principal.name());
+        if present {
+            return;
+        }
+        let loaded = store
+            .blocking(store.tool_usage(principal.name()))
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot read tool usage");
+                HashMap::new()
+            });
+        self.counts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(principal.name().to_string())
+            .or_insert(loaded);
     }
 
     /// Adds one to `tool`, allocating only for a tool not seen before.
@@ -222,11 +260,14 @@ impl Usage {
     pub fn record(&self, store: &Arc<Store>, principal: &Principal, tool: &str) {
         {
             let mut all = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-            let mine = match all.get_mut(principal.name()) {
-                Some(m) => m,
-                None => Self::loaded(&mut all, store, principal),
-            };
-            Self::bump(mine, tool);
+            if !all.contains_key(principal.name()) {
+                drop(all);
+                self.ensure_loaded(store, principal);
+                all = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+            }
+            if let Some(mine) = all.get_mut(principal.name()) {
+                Self::bump(mine, tool);
+            }
         }
         {
             let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
@@ -291,6 +332,52 @@ mod tests {
             catalog: token,
         });
         CatalogView::from_config(&config).unwrap()
+    }
+
+    #[test]
+    fn an_oauth_principal_gets_its_first_groups_catalog() {
+        let store = Store::in_memory().unwrap();
+        let oauth: crate::config::OAuthConfig = serde_json::from_value(json!({
+            "issuer": "https://idp.example", "resource": "https://wf.example/mcp",
+            "groups": [
+                {"name": "plain"},
+                {"name": "lean", "catalog": {"mode": "search"}},
+                {"name": "big", "catalog": {"max_tools": 1}},
+            ]
+        }))
+        .unwrap();
+        let v = CatalogView::from_config(&ServerConfig {
+            oauth: Some(oauth),
+            ..ServerConfig::default()
+        })
+        .unwrap();
+        let all = tools(3);
+        let listed = |groups: &[&str]| {
+            let p = Principal::with_groups("p", groups.iter().map(|g| g.to_string()).collect());
+            names(&v.listing(&store, &p, all.iter().collect(), &HashSet::new()))
+        };
+        assert_eq!(listed(&["plain"]).len(), 3);
+        assert_eq!(
+            listed(&["big", "lean"]),
+            ["wf_find", "wf_describe", "wf_call"]
+        );
+        let big = listed(&["big"]);
+        assert!(
+            big.contains(&"wf_find".to_string()) && big.len() < 3 + 3,
+            "{big:?}"
+        );
+        assert!(v.any_restricts() && v.counts_usage());
+        // A static principal named like a group is not in it.
+        assert_eq!(
+            names(&v.listing(
+                &store,
+                &Principal::named("lean"),
+                all.iter().collect(),
+                &HashSet::new()
+            ))
+            .len(),
+            3
+        );
     }
 
     #[test]

@@ -834,8 +834,10 @@ impl ServerHandler for WfServer {
             }
             let proj = self.app.projection_for_tool(&request.name).await;
             let Some(tool) = proj.tool(&request.name) else {
+                // The hold stage: a held tool is in no list, and says why.
+                let why = self.app.projector.held_refusal(&request.name);
                 return Err(McpError::invalid_params(
-                    format!("unknown tool {:?}", request.name),
+                    why.unwrap_or_else(|| format!("unknown tool {:?}", request.name)),
                     None,
                 ));
             };
@@ -877,7 +879,8 @@ impl ServerHandler for WfServer {
                     let result = match (tool.source.as_str(), &self.surfaces.admin) {
                         (SESSION_SOURCE, _) => {
                             let principal = session_route::principal(&context);
-                            session_route::call(&self.app, &tool.original, args, &principal).await
+                            session_route::call(&self.app, &tool.original, args, &principal)
+                                .await?
                         }
                         (ADMIN_SOURCE, Some(admin)) => {
                             admin

@@ -31,7 +31,8 @@ pub fn definitions() -> &'static [Tool] {
             Tool::new(
                 FIND,
                 "Find tools for a task among every tool this server can call (more than are listed). \
-                 Returns the best matches: name, one-line description, source and signature. \
+                 Returns the best matches: name, one-line description, source, signature and a \
+                 confidence (0-1); when nothing matches well it says so and lists the sources. \
                  Call one with wf_call; wf_describe gives its full input schema.",
                 json!({"type": "object", "properties": {
                     "query": {"type": "string", "description": "What you want to do, in a few words"},
@@ -189,21 +190,72 @@ pub fn find(
     let hits = index.search(query, limit, |h| {
         only.is_none_or(|s| s == h.source) && usable(h.source, h.key) && tagged(h.key)
     });
+    let good = hits.first().is_some_and(|h| h.is_good());
     let mut names = Vec::new();
     let tools: Vec<Value> = hits
         .iter()
-        .filter_map(|h| proj.tool(h.key))
-        .map(|t| {
+        // Without a good match, a few weak ones, then the sources.
+        .take(if good { limit } else { WEAK_SHOWN })
+        .filter_map(|h| proj.tool(h.key).map(|t| (t, h)))
+        .map(|(t, h)| {
             names.push(t.name.clone());
-            hit(&t.name, &t.source, &t.item)
+            let mut v = hit(&t.name, &t.source, &t.item);
+            v["confidence"] = json!((h.confidence * 100.0).round() / 100.0);
+            v
         })
         .collect();
+    if good {
+        let hint =
+            "call one with wf_call {name, arguments}; wf_describe {names} gives full schemas";
+        return Ok((json!({"tools": tools, "hint": hint}), names));
+    }
     let hint = if tools.is_empty() {
-        "no tool matches: try other words, or no `source`"
+        "no tool matches; narrow by `source` (one of `sources`) or try other words"
     } else {
-        "call one with wf_call {name, arguments}; wf_describe {names} gives full schemas"
+        "no tool matches well (low confidence); narrow by `source` (one of `sources`) or try other words"
     };
-    Ok((json!({"tools": tools, "hint": hint}), names))
+    let sources = sources_overview(proj, only, &usable);
+    Ok((
+        json!({"tools": tools, "good_match": false, "hint": hint, "sources": sources}),
+        names,
+    ))
+}
+
+/// How many weak matches `wf_find` shows when none is good.
+const WEAK_SHOWN: usize = 3;
+/// Tool names a source's line gives as examples.
+const SOURCE_EXAMPLES: usize = 5;
+
+/// One line per source the caller may use: its name, how many tools, and
+/// the first few tools' own names.
+fn sources_overview(
+    proj: &Projection,
+    only: Option<&str>,
+    usable: &impl Fn(&str, &str) -> bool,
+) -> Vec<String> {
+    let mut by_source: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for t in &proj.tools {
+        if only.is_none_or(|s| s == t.source) && usable(&t.source, &t.name) {
+            by_source.entry(&t.source).or_default().push(&t.original);
+        }
+    }
+    by_source
+        .into_iter()
+        .map(|(source, tools)| {
+            let more = if tools.len() > SOURCE_EXAMPLES {
+                ", …"
+            } else {
+                ""
+            };
+            let shown: Vec<&str> = tools.iter().take(SOURCE_EXAMPLES).copied().collect();
+            format!(
+                "{source} ({} tool{}): {}{more}",
+                tools.len(),
+                if tools.len() == 1 { "" } else { "s" },
+                shown.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// `wf_describe`: the full definitions of the named tools the caller may use.

@@ -171,29 +171,33 @@ fn unseal(app: &App, presented: &str) -> Result<String, McpError> {
     }
 }
 
-/// Runs one of the handle tools for `principal`.
-pub async fn call(app: &App, name: &str, args: Value, principal: &str) -> CallResult {
+/// Runs one of the handle tools for `principal`. A handle of another
+/// replica is a JSON-RPC error (-32050, retryable, naming the replica), as
+/// for every other request that needs its handle's replica.
+pub async fn call(
+    app: &App,
+    name: &str,
+    args: Value,
+    principal: &str,
+) -> Result<CallResult, McpError> {
     let result = match name {
         "open" => app.sessions.open_handle(principal).map(|(handle, label)| {
             json!({"handle": seal(app, handle), "label": label, "meta_key": HANDLE_META_KEY})
         }),
         "close" => match args.get("handle").and_then(Value::as_str) {
             Some(h) => {
-                let h = match unseal(app, h) {
-                    Ok(h) => h,
-                    Err(e) => return CallResult::error(e.message.to_string()),
-                };
+                let h = unseal(app, h)?;
                 app.sessions
                     .close_handle(principal, &h)
                     .await
                     .map(|n| json!({"closed": true, "sessions_closed": n}))
             }
-            None => return CallResult::error("close needs a \"handle\" (a string)"),
+            None => return Ok(CallResult::error("close needs a \"handle\" (a string)")),
         },
-        other => return CallResult::error(format!("unknown tool {other:?}")),
+        other => return Ok(CallResult::error(format!("unknown tool {other:?}"))),
     };
-    match result {
+    Ok(match result {
         Ok(v) => CallResult::structured(v),
         Err(e) => CallResult::error(e.to_string()),
-    }
+    })
 }

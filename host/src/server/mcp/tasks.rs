@@ -186,12 +186,6 @@ impl RunTasks {
                 .as_ref()
                 .map(|u| (u.source.clone(), u.task_id.clone())),
         };
-        if let Some(store) = &self.store
-            && let Err(e) = store.blocking(store.save_run_task(&row))
-        {
-            // The task still works; only a restart would lose it.
-            tracing::warn!(task = %id, "cannot keep the task in the store: {e}");
-        }
         tasks.insert(
             id.clone(),
             RunTask {
@@ -201,6 +195,15 @@ impl RunTasks {
                 upstream,
             },
         );
+        // Saved with the table's lock released: a slow store must not hold
+        // up every other task's lookup.
+        drop(tasks);
+        if let Some(store) = &self.store
+            && let Err(e) = store.blocking(store.save_run_task(&row))
+        {
+            // The task still works; only a restart would lose it.
+            tracing::warn!(task = %id, "cannot keep the task in the store: {e}");
+        }
         Ok(id)
     }
 

@@ -116,6 +116,7 @@ impl Admin {
         match name {
             "list_plugins" => reply(self.list_plugins()),
             "list_sources" => reply(self.list_sources().await),
+            "pin_tools" | "diff_tools" | "approve_tools" => self.tool_pins(name, &args, caller),
             "refresh_catalog" => self.refresh(str_arg("source")).await,
             "status" => reply(self.status(caller)),
             "reload" => {
@@ -300,14 +301,71 @@ impl Admin {
                 // An `mcp` source's generation: its `protocol` setting and what it speaks.
                 "protocol": runtime.get("protocol"),
                 "calls_in_flight": e.handle.as_ref().map(|h| h.calls_in_flight()),
+                // In a plugin child: calls it has said nothing of for a while.
+                "stalled_calls": e.plugin.as_deref().and_then(|p| crate::plugins::process::stalled_calls(p, &e.name)),
                 "capabilities": counts,
                 // Capabilities left out of every surface because they fail the checks.
                 "rejected": st.rejected,
+                // Tools the hold stage keeps out (pinned and changed, new, or
+                // flagged under screen = "hold"), and screening's findings.
+                "held": st.held,
+                "warnings": st.warnings,
                 "sessions": self.app.sessions.describe(&e.name, &runtime),
                 "runtime": runtime,
             })
         });
         json!({"sources": futures::future::join_all(rows).await})
+    }
+
+    /// `pin_tools`, `diff_tools`, `approve_tools`: the tool pins over what
+    /// the sources serve now (`tools.lock` beside the config; the pins are
+    /// applied at once).
+    pub fn tool_pins(&self, action: &str, args: &Value, caller: &Caller) -> CallResult {
+        use crate::sources::tool_pins::{ToolLock, actions};
+        let list = |k: &str| -> Vec<String> {
+            args.get(k)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let config = self.app.live_config.current();
+        let path = match ToolLock::path_for(config.file.as_deref()) {
+            Ok(p) => p,
+            Err(e) => return refuse(e.to_string(), "serve with --config FILE to keep pins"),
+        };
+        let catalogs = self.app.sources.unheld_catalogs();
+        let done = match action {
+            "pin_tools" => actions::pin(&path, &catalogs, &list("sources")).map(|p| {
+                json!({"pinned": p.into_iter().map(|(s, n)| json!({"source": s, "tools": n})).collect::<Vec<_>>(), "file": path})
+            }),
+            "diff_tools" => actions::diff(&path, &catalogs).map(|d| json!({"changes": d, "file": path})),
+            _ => {
+                let names = list("names");
+                if names.is_empty() {
+                    return refuse("needs `names`", "source.tool refs, or a source name for all its changes");
+                }
+                actions::approve(&path, &catalogs, &names).map(|a| json!({"approved": a, "file": path}))
+            }
+        };
+        match done {
+            Ok(v) => {
+                if action != "diff_tools" {
+                    tracing::info!(
+                        principal = caller.principal().name(),
+                        action,
+                        "tool pins changed"
+                    );
+                    self.app.sources.reload_pins();
+                }
+                reply(v)
+            }
+            Err(e) => refuse(e.to_string(), "see diff_tools"),
+        }
     }
 
     async fn refresh(&self, source: Option<String>) -> CallResult {

@@ -22,6 +22,19 @@ pub fn catalog() -> Catalog {
             json!({}),
             &[],
         ))
+        .tool(tool(
+            "pin_tools",
+            "Pins the tool definitions every source (or each of `sources`) serves now in tools.lock beside the config; from then on a changed or new tool of a pinned source is held until approved.",
+            json!({"sources": {"type": "array", "items": {"type": "string"}, "description": "Source names (default: all)"}}),
+            &[],
+        ))
+        .tool(tool("diff_tools", "Per pinned tool that changed, is new or is gone: the description's line diff and every other field that differs.", json!({}), &[]))
+        .tool(tool(
+            "approve_tools",
+            "Accepts changed, new or flagged tools: each name a `source.tool` ref, or a source for all of its changes. Held tools are served again at once.",
+            json!({"names": {"type": "array", "items": {"type": "string"}, "minItems": 1}}),
+            &["names"],
+        ))
         .tool(tool("refresh_catalog", "Rediscovers one source (or all) with a one-shot session.", json!({"source": name}), &[]))
         .tool(tool(
             "add_source",

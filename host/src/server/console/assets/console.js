@@ -256,14 +256,36 @@ async function sourcesPage() {
         el("td", { text: Array.isArray(s.sessions) ? s.sessions.length : "—" }),
         el("td", { text: s.calls_in_flight ?? "—" }),
         el("td", {}, when(s.last_discovery_at), s.discovery_ms != null ? el("span", { class: "muted", text: ` (${s.discovery_ms} ms)` }) : null),
-        el("td", { class: "err", text: [s.error, ...(s.rejected || []).map((r) => typeof r === "string" ? r : json(r))].filter(Boolean).join("; ") || "—" }),
+        el("td", { class: "err", text: [s.error, ...(s.rejected || []).map((r) => typeof r === "string" ? r : json(r)),
+          ...(s.held || []).map((h) => `held: ${h.message}`),
+          ...(s.warnings || []).map((w) => `${w.name}: ${w.rule} in ${w.field} [${w.span[0]}..${w.span[1]}]: ${w.excerpt}`)].filter(Boolean).join("; ") || "—" }),
         el("td", {}, s.enabled === false ? "—" : actionButton("refresh", { "aria-label": `Refresh ${s.name}`, onclick: () => act(() => api("/sources/refresh", { source: s.name }), `Refreshed ${s.name}`), text: "Refresh" }, "actions-why")));
     });
     const last = status.last_reload;
+    // Tool pins (issue 54): held tools with an Approve each, Pin all, the diff.
+    const held = sources.flatMap((s) => (s.held || []).map((h) => ({ ref: `${s.name}.${h.name}`, ...h })));
+    const diffBox = el("pre", { id: "tools-diff", class: "muted" });
+    const pins = el("section", { "aria-labelledby": "pins-title" },
+      el("h3", { id: "pins-title", text: "Tool pins" }),
+      el("div", { class: "row" },
+        actionButton("pin", { id: "pin-all", onclick: () => act(() => api("/tools/pin", {}), "Pinned every source's tools"), text: "Pin all" }, "actions-why"),
+        el("button", { type: "button", id: "show-diff", onclick: async () => {
+          try {
+            const { changes } = await api("/tools/diff", {});
+            diffBox.textContent = changes.length ? changes.map((d) => [`${d.status} ${d.source}.${d.tool}`, ...(d.description || []).map((l) => `    ${l}`), ...(d.schema || []).map((l) => `  ${l}`)].join("\n")).join("\n") : "No changes since the pins.";
+          } catch (e) { failed(e); }
+        }, text: "Show diff" })),
+      held.length
+        ? table(["Tool", "Why", ""], held.map((h) => el("tr", { "data-held": h.ref },
+            el("th", { scope: "row", text: h.ref }), el("td", { text: h.message }),
+            el("td", {}, actionButton("approve", { "aria-label": `Approve ${h.ref}`, onclick: () => act(() => api("/tools/approve", { names: [h.ref] }), `Approved ${h.ref}`), text: "Approve" }, "actions-why")))), "Held tools")
+        : el("p", { class: "muted", text: "No tool is held." }),
+      diffBox);
     body.replaceChildren(
       table(["Source", "Health", "Kind", "Plugin", "Epoch", "Sessions", "Calls in flight", "Last discovery", "Errors", ""], rows, "Sources"),
       el("p", { class: "muted" }, `wf ${status.version}, up ${duration(status.uptime_ms)}, config ${status.config_file || "—"}; last reload: `,
-        last ? `${last.error ? `failed: ${last.error}` : "ok"}` : "none"));
+        last ? `${last.error ? `failed: ${last.error}` : "ok"}` : "none"),
+      pins);
   }
   await loading(body, load);
 }
