@@ -1,0 +1,184 @@
+// An upstream MCP server on the official TypeScript SDK (v2,
+// `@modelcontextprotocol/server`, pinned in package.json), which speaks both
+// 2026-07-28 (`server/discover`, input-required rounds) and 2025-11-25
+// (`initialize`; the SDK's legacy shim turns the same rounds into real
+// server-to-client requests). The generation-matrix tests
+// (test_generations.py) put it behind wf over stdio and streamable HTTP.
+//
+// Tools:
+//   sample       asks the client's model (`sampling/createMessage`) and returns its text
+//   elicit       asks for a form (`elicitation/create`) and returns the accepted content as JSON
+//   elicit_url   asks the client to open a URL (URL-mode elicitation) and returns the action
+//   roots        asks for the client's roots and returns their URIs as JSON
+//   progress     sends `steps` progress notifications (when the call has a progress token)
+//   fail         fails with a JSON-RPC error whose code and data are known
+//   touch        says `notifications/resources/updated` for its `uri` argument
+//
+// Resource `test://watched` (subscribable), prompt `greet` with a completable argument.
+
+import http from 'node:http';
+
+import { McpServer, inputRequired, completable, createMcpHandler } from '@modelcontextprotocol/server';
+import { serveStdio } from '@modelcontextprotocol/server/stdio';
+import * as z from 'zod';
+
+const WATCHED = 'test://watched';
+
+// serveStdio picks the generation from the connection's opening
+// (`server/discover` or `initialize`) and pins one instance of this factory to it.
+function build() {
+const server = new McpServer(
+  { name: 'wf-ts-generations-upstream', version: '1.0.0' },
+  { capabilities: { logging: {}, resources: { subscribe: true, listChanged: true } } }
+);
+
+
+server.registerTool(
+  'sample',
+  { description: 'Asks the client to sample a message', inputSchema: z.object({ prompt: z.string() }) },
+  async ({ prompt }, ctx) => {
+    const answer = ctx.mcpReq.inputResponses?.llm;
+    if (!answer) {
+      return inputRequired({
+        inputRequests: {
+          llm: inputRequired.createMessage({
+            messages: [{ role: 'user', content: { type: 'text', text: prompt } }],
+            maxTokens: 50
+          })
+        }
+      });
+    }
+    const content = Array.isArray(answer.content) ? answer.content[0] : answer.content;
+    return text(`sampled: ${content?.text}`);
+  }
+);
+
+server.registerTool(
+  'elicit',
+  { description: 'Asks the user for a name', inputSchema: z.object({}) },
+  async (_args, ctx) => {
+    const answer = ctx.mcpReq.inputResponses?.form;
+    if (!answer) {
+      return inputRequired({
+        inputRequests: {
+          form: inputRequired.elicit({
+            message: 'Who are you?',
+            requestedSchema: z.object({ name: z.string() })
+          })
+        }
+      });
+    }
+    return text(`elicited: ${answer.action} ${JSON.stringify(answer.content ?? null)}`);
+  }
+);
+
+server.registerTool(
+  'elicit_url',
+  { description: 'Asks the user to open a URL', inputSchema: z.object({}) },
+  async (_args, ctx) => {
+    const answer = ctx.mcpReq.inputResponses?.visit;
+    if (!answer) {
+      return inputRequired({
+        inputRequests: {
+          visit: inputRequired.elicitUrl({ message: 'Please sign in', url: 'https://example.com/sign-in' })
+        }
+      });
+    }
+    return text(`url elicitation: ${answer.action}`);
+  }
+);
+
+server.registerTool(
+  'roots',
+  { description: "Lists the client's roots", inputSchema: z.object({}) },
+  async (_args, ctx) => {
+    const answer = ctx.mcpReq.inputResponses?.roots;
+    if (!answer) {
+      return inputRequired({ inputRequests: { roots: inputRequired.listRoots() } });
+    }
+    return text(`roots: ${JSON.stringify((answer.roots ?? []).map(r => r.uri))}`);
+  }
+);
+
+server.registerTool(
+  'progress',
+  { description: 'Reports progress', inputSchema: z.object({ steps: z.number().int().min(1).max(20) }) },
+  async ({ steps }, ctx) => {
+    const token = ctx.mcpReq._meta?.progressToken;
+    for (let i = 1; i <= steps; i++) {
+      if (token !== undefined) {
+        await ctx.mcpReq.notify({
+          method: 'notifications/progress',
+          params: { progressToken: token, progress: i, total: steps, message: `step ${i}` }
+        });
+      }
+    }
+    return text(`progress: ${steps} steps, token ${token === undefined ? 'absent' : 'present'}`);
+  }
+);
+
+server.registerTool(
+  'touch',
+  { description: 'Says that a resource changed', inputSchema: z.object({ uri: z.string() }) },
+  async ({ uri }) => {
+    await server.server.sendResourceUpdated({ uri });
+    handler?.notify.resourceUpdated(uri);
+    return text(`touched ${uri}`);
+  }
+);
+
+server.registerResource('watched', WATCHED, { description: 'A resource to subscribe to' }, async uri => ({
+  contents: [{ uri: uri.href, text: 'watched' }]
+}));
+
+server.registerPrompt(
+  'greet',
+  {
+    description: 'Greets someone',
+    argsSchema: z.object({ name: completable(z.string(), v => ['Ada', 'Alan', 'Grace'].filter(n => n.startsWith(v))) })
+  },
+  async ({ name }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Hello ${name}` } }] })
+);
+
+return server;
+}
+
+function text(t) {
+  return { content: [{ type: 'text', text: t }] };
+}
+
+// `--http PORT [json|sse|auto]`: streamable HTTP on 127.0.0.1:PORT/mcp (the SDK's
+// web-standard handler under node:http; the second argument shapes 2026-07-28
+// replies). Otherwise stdio.
+let handler;
+const at = process.argv.indexOf('--http');
+if (at >= 0) {
+  const port = Number(process.argv[at + 1]);
+  handler = createMcpHandler(build, { responseMode: process.argv[at + 2] ?? 'auto' });
+  http
+    .createServer(async (req, res) => {
+      const chunks = [];
+      for await (const c of req) chunks.push(c);
+      const body = Buffer.concat(chunks);
+      const abort = new AbortController();
+      res.on('close', () => abort.abort());
+      const request = new Request(`http://127.0.0.1:${port}${req.url}`, {
+        method: req.method,
+        headers: Object.entries(req.headers).flatMap(([k, v]) => (Array.isArray(v) ? v.map(x => [k, x]) : [[k, v]])),
+        body: ['GET', 'HEAD', 'DELETE'].includes(req.method) ? undefined : body,
+        signal: abort.signal
+      });
+      const response = await handler.fetch(request);
+      res.writeHead(response.status, Object.fromEntries(response.headers));
+      if (!response.body) return res.end();
+      try {
+        for await (const chunk of response.body) res.write(chunk);
+      } catch {
+        // the client went away
+      }
+      res.end();
+    })
+    .listen(port, '127.0.0.1');
+} else {
+  serveStdio(build);
+}
