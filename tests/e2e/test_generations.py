@@ -20,10 +20,11 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, types
 
 from admin_support import sources_by_name
 from caller_support import ANSWER_NAME, ROOT_URI, SAMPLED, Answerer
+from forwarding_support import Updates
 from conftest import Wf, call_outcome, content_text, free_port, toml_config, wait_listed
 
 pytestmark = pytest.mark.anyio
@@ -32,6 +33,7 @@ OP_TIMEOUT = 60
 UPSTREAM = Path(__file__).resolve().parent / "ts_generations_upstream.mjs"
 FRONTS = ["stdio", "http"]
 UPSTREAMS = ["stdio", "http-auto", "http-sse", "http-json"]
+WATCHED = "test://watched"
 MODES = ["legacy", "auto"]  # legacy: a 2025-11-25 client; auto: 2026-07-28
 
 
@@ -119,3 +121,54 @@ async def test_form_and_url_elicitation_and_roots_cross(
     assert roots == f"roots: {json.dumps([ROOT_URI], separators=(',', ':'))}", roots
     assert [e.message for e in a.elicitations] == ["Who are you?", "Please sign in"]
     assert a.roots_asked == 1
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("front", FRONTS)
+@pytest.mark.parametrize("upstream", UPSTREAMS)
+async def test_progress_reaches_the_calling_client(wf: Wf, node: str, upstream: str, front: str, mode: str) -> None:
+    """The upstream's progress notifications for a call reach its client's progress callback."""
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    async with client(wf, node, upstream, front, mode) as c:
+        await wait_listed(c, "ts__progress")
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("ts__progress", {"steps": 3}, progress_callback=on_progress)
+    assert not r.is_error, r
+    assert content_text(r.content) == "progress: 3 steps, token present"
+    if upstream == "http-json":
+        return  # a JSON reply carries no notifications (the SDK's `responseMode: "json"` drops them)
+    # The official client runs each progress callback in a task of its own: order is not kept.
+    assert sorted(seen) == [1, 2, 3], seen
+
+
+@pytest.mark.parametrize("front", FRONTS)
+@pytest.mark.parametrize("upstream", UPSTREAMS)
+async def test_a_2025_client_subscription_becomes_the_upstream_listen(
+    wf: Wf, node: str, upstream: str, front: str
+) -> None:
+    """A 2025-11-25 client's `resources/subscribe` is served through the upstream's
+    `subscriptions/listen`, and the upstream's update reaches it as
+    `notifications/resources/updated`."""
+    updates = Updates()
+    async with client(wf, node, upstream, front, "legacy", message_handler=updates.handler) as c:
+        await wait_listed(c, "ts__touch")
+        with anyio.fail_after(OP_TIMEOUT):
+            await c.subscribe_resource(WATCHED)
+            assert not (await c.call_tool("ts__touch", {"uri": WATCHED})).is_error
+        await updates.wait_count(1)
+        assert updates.uris == [WATCHED]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("front", FRONTS)
+async def test_completions_reach_the_upstream(wf: Wf, node: str, front: str, mode: str) -> None:
+    """Argument completion of the upstream's prompt reaches it, under wf's name for the prompt."""
+    async with client(wf, node, "stdio", front, mode) as c:
+        await wait_listed(c, "ts__sample")
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.complete(types.PromptReference(type="ref/prompt", name="ts__greet"), {"name": "name", "value": "A"})
+    assert r.completion.values == ["Ada", "Alan"], r

@@ -10,8 +10,7 @@
 //   elicit       asks for a form (`elicitation/create`) and returns the accepted content as JSON
 //   elicit_url   asks the client to open a URL (URL-mode elicitation) and returns the action
 //   roots        asks for the client's roots and returns their URIs as JSON
-//   progress     sends `steps` progress notifications (when the call has a progress token)
-//   fail         fails with a JSON-RPC error whose code and data are known
+//   progress     sends `steps` progress notifications, 50 ms apart (when the call has a progress token)
 //   touch        says `notifications/resources/updated` for its `uri` argument
 //
 // Resource `test://watched` (subscribable), prompt `greet` with a completable argument.
@@ -112,6 +111,7 @@ server.registerTool(
           params: { progressToken: token, progress: i, total: steps, message: `step ${i}` }
         });
       }
+      await new Promise(resolve => setTimeout(resolve, 50));
     }
     return text(`progress: ${steps} steps, token ${token === undefined ? 'absent' : 'present'}`);
   }
