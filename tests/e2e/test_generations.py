@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, types
+from mcp.shared.exceptions import MCPError
 
 from admin_support import sources_by_name
 from caller_support import ANSWER_NAME, ROOT_URI, SAMPLED, Answerer
@@ -47,7 +48,9 @@ def node() -> str:
     return found
 
 
-def client(wf: Wf, node: str, upstream: str, front: str, mode: str, **kw: Any) -> Client:
+def client(
+    wf: Wf, node: str, upstream: str, front: str, mode: str, extra: dict[str, Any] | None = None, **kw: Any
+) -> Client:
     """A client of `wf serve` (over `front`) with the TS-SDK upstream as source `ts`
     (wf's stdio child, or `http-<json|sse|auto>`: a `url` source whose 2026-07-28
     replies are shaped so), default settings (no `protocol`, no `session`)."""
@@ -55,8 +58,10 @@ def client(wf: Wf, node: str, upstream: str, front: str, mode: str, **kw: Any) -
         settings: dict[str, Any] = {"command": node, "args": [str(UPSTREAM)]}
     else:
         port = free_port()
-        argv = [node, str(UPSTREAM), "--http", str(port), upstream.removeprefix("http-")]
+        shape, *flags = upstream.removeprefix("http-").split("+")
+        argv = [node, str(UPSTREAM), "--http", str(port), shape, *(f"--{f}" for f in flags)]
         settings = {"url": wf.start_upstream_http("ts-upstream", argv, port)}
+    settings.update(extra or {})
     config = wf.write_config(toml_config({"ts": settings}))
     if front == "stdio":
         return wf.stdio_client(mode, "--config", str(config), **kw)
@@ -172,3 +177,24 @@ async def test_completions_reach_the_upstream(wf: Wf, node: str, front: str, mod
         with anyio.fail_after(OP_TIMEOUT):
             r = await c.complete(types.PromptReference(type="ref/prompt", name="ts__greet"), {"name": "name", "value": "A"})
     assert r.completion.values == ["Ada", "Alan"], r
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("front", FRONTS)
+async def test_an_unacknowledged_listen_never_hangs_an_exchange(wf: Wf, node: str, front: str, mode: str) -> None:
+    """An upstream that takes `subscriptions/listen` and never acknowledges it (the
+    `server-stateless` hang): with a connect timeout far beyond the test's bound, the
+    call that opens the session still completes, and a 2025 client's
+    `resources/subscribe` gets a clear error instead of waiting."""
+    a = Answerer()
+    slow = {"connect_timeout_ms": 600_000}
+    async with client(wf, node, "http-auto+mute-listen", front, mode, slow, **a.callbacks()) as c:
+        await wait_listed(c, "ts__sample")
+        with anyio.fail_after(OP_TIMEOUT):
+            text = await call_text(c, "ts__sample", {"prompt": "still there?"})
+            assert text == f"sampled: {SAMPLED}", text
+            if mode == "legacy":
+                with pytest.raises(MCPError, match="did not acknowledge subscriptions/listen"):
+                    await c.subscribe_resource(WATCHED)
+                # The session still serves calls.
+                assert (await call_text(c, "ts__sample", {"prompt": "again"})) == f"sampled: {SAMPLED}"

@@ -147,19 +147,27 @@ function text(t) {
   return { content: [{ type: 'text', text: t }] };
 }
 
-// `--http PORT [json|sse|auto]`: streamable HTTP on 127.0.0.1:PORT/mcp (the SDK's
-// web-standard handler under node:http; the second argument shapes 2026-07-28
-// replies). Otherwise stdio.
+// `--http PORT [json|sse|auto] [--mute-listen]`: streamable HTTP on
+// 127.0.0.1:PORT/mcp (the SDK's web-standard handler under node:http; the second
+// argument shapes 2026-07-28 replies; `--mute-listen` takes `subscriptions/listen`
+// requests and never answers them). Otherwise stdio.
 let handler;
 const at = process.argv.indexOf('--http');
 if (at >= 0) {
   const port = Number(process.argv[at + 1]);
+  const muteListen = process.argv.includes('--mute-listen');
   handler = createMcpHandler(build, { responseMode: process.argv[at + 2] ?? 'auto' });
   http
     .createServer(async (req, res) => {
       const chunks = [];
       for await (const c of req) chunks.push(c);
       const body = Buffer.concat(chunks);
+      if (muteListen && req.method === 'POST' && JSON.parse(body.toString() || '{}').method === 'subscriptions/listen') {
+        // An upstream that takes the listen request and never acknowledges it.
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.flushHeaders();
+        return;
+      }
       const abort = new AbortController();
       res.on('close', () => abort.abort());
       const request = new Request(`http://127.0.0.1:${port}${req.url}`, {
