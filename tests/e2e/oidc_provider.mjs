@@ -12,7 +12,11 @@
 //   consent is granted at once for what was asked. Everything else
 //   (discovery, registration, PKCE, code and token issuance, signing) is the
 //   provider's own code.
-// - `--client ID:REDIRECT` pre-registers a public client (the console's).
+// - `--client ID:REDIRECT` pre-registers a public client (the console's);
+//   `--client ID:SECRET@REDIRECT` a confidential one (client_secret_basic).
+//   ID tokens carry the claims of the scopes granted (`groups`, `email`...),
+//   as IdPs configured for it do (Keycloak's group mapper, Entra ID's
+//   groups claim): `conformIdTokenClaims` off.
 // - `--opaque ID:SECRET`: access tokens for the resource are opaque, and the
 //   confidential client ID may introspect them (RFC 7662).
 //
@@ -58,10 +62,15 @@ const provider = new Provider(issuer, {
   clients: [
     ...values.client.map((c) => {
       const i = c.indexOf(':');
+      const rest = c.slice(i + 1);
+      const at = rest.indexOf('@');
+      const secret = at > 0 && !rest.startsWith('http') ? rest.slice(0, at) : null;
       return {
         client_id: c.slice(0, i),
-        redirect_uris: [c.slice(i + 1)],
-        token_endpoint_auth_method: 'none',
+        redirect_uris: [secret ? rest.slice(at + 1) : rest],
+        ...(secret
+          ? { client_secret: secret, token_endpoint_auth_method: 'client_secret_basic' }
+          : { token_endpoint_auth_method: 'none' }),
         grant_types: ['authorization_code'],
         response_types: ['code'],
       };
@@ -96,6 +105,7 @@ const provider = new Provider(issuer, {
   cookies: { keys: [crypto.randomBytes(32).toString('hex')] },
   pkce: { required: () => true },
   interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+  conformIdTokenClaims: false,
   features: {
     devInteractions: { enabled: false },
     registration: { enabled: true },

@@ -77,6 +77,19 @@ pub struct ConsoleClientConfig {
     /// `${VAR}` is expanded; unset for a public client (PKCE only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
+    /// Where the issuer sends the browser back: the absolute URL of
+    /// `/console/oidc/callback` as browsers reach wf. Unset: that path on
+    /// the origin of `resource`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_uri: Option<String>,
+    /// The scopes asked for (`openid` is always asked for); the principal
+    /// and groups claims must come in the ID token.
+    #[serde(default = "default_console_scopes")]
+    pub scopes: Vec<String>,
+}
+
+fn default_console_scopes() -> Vec<String> {
+    vec!["openid".into()]
 }
 
 /// `[[server.oauth.groups]]`: what the members of one group may see.

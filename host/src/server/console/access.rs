@@ -82,7 +82,7 @@ impl Console {
             Viewer::Session => {
                 if kind == Kind::Action
                     && admin_cfg.console != ConsoleAccess::Actions
-                    && !admin.is_some_and(|a| a.permits(&as_http(Principal::local())))
+                    && !admin.is_some_and(|a| a.permits(&as_http(principal.clone())))
                 {
                     let token = if admin_cfg.over_http() == AdminOverHttp::Token {
                         ", or enter the admin token ([admin] token) with the Tokens button"

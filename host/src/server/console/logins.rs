@@ -1,7 +1,8 @@
 //! The console's sign-in: one-time login links and the sessions they open.
 //! `wf serve --http` prints a link carrying a fresh random token; opening it
 //! trades the token for a session id, kept by the browser in an `HttpOnly`
-//! cookie. Only SHA-256 digests of tokens and session ids are kept, and a
+//! cookie. A sign-in at the identity provider (`oidc`) opens a session the
+//! same way, for the principal its ID token names. Only SHA-256 digests of tokens and session ids are kept, and a
 //! presented value is compared with every entry without an early exit, so
 //! timing tells nothing about which one (if any) matched.
 
@@ -10,6 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::secrets::{eq_32, sha256};
+use crate::server::Principal;
 
 /// How long a login link works after it was printed.
 pub const LINK_TTL: Duration = Duration::from_secs(10 * 60);
@@ -17,8 +19,9 @@ pub const LINK_TTL: Duration = Duration::from_secs(10 * 60);
 pub const SESSION_IDLE: Duration = Duration::from_secs(12 * 60 * 60);
 /// A session ends this long after its sign-in, used or not.
 pub const SESSION_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
-/// Sessions kept at once; one more ends the least recently used.
-pub const MAX_SESSIONS: usize = 16;
+/// Sessions kept at once; one more ends the least recently used (with
+/// `[server.oauth.console]` a whole team may be signed in).
+pub const MAX_SESSIONS: usize = 256;
 /// Links kept at once (used ones too, until they expire, so a reused link
 /// is told apart from a wrong one); one more drops the oldest.
 const MAX_LINKS: usize = 8;
@@ -55,6 +58,8 @@ struct Link {
 
 struct Session {
     digest: [u8; 32],
+    /// `local` for a login link's session.
+    principal: Principal,
     signed_in: Instant,
     last_used: Instant,
 }
@@ -80,7 +85,7 @@ pub struct Logins {
 
 /// 244 random bits from the OS generator (two version-4 UUIDs), as 64 hex
 /// digits: safe in a URL and a cookie as they are.
-fn secret() -> String {
+pub(super) fn secret() -> String {
     format!(
         "{}{}",
         uuid::Uuid::new_v4().simple(),
@@ -139,6 +144,13 @@ impl Logins {
             return Err(LinkRefusal::Expired);
         }
         link.used = true;
+        drop(inner);
+        Ok(self.open_session(Principal::local(), now))
+    }
+
+    /// A new session for `principal`; its id goes in the cookie.
+    pub fn open_session(&self, principal: Principal, now: Instant) -> String {
+        let mut inner = self.lock();
         let id = secret();
         inner.sessions.retain(|s| s.live(now));
         if inner.sessions.len() >= MAX_SESSIONS {
@@ -151,16 +163,17 @@ impl Logins {
         }
         inner.sessions.push_back(Session {
             digest: sha256(id.as_bytes()),
+            principal,
             signed_in: now,
             last_used: now,
         });
-        Ok(id)
+        id
     }
 
-    /// Whether `id` names a live session; using it keeps it alive.
-    pub fn session(&self, id: &str, now: Instant) -> bool {
+    /// The principal of the live session `id` names; using it keeps it alive.
+    pub fn session(&self, id: &str, now: Instant) -> Option<Principal> {
         let Some(digest) = digest_of(id) else {
-            return false;
+            return None;
         };
         let mut inner = self.lock();
         let mut found = None;
@@ -172,13 +185,13 @@ impl Logins {
         match found {
             Some(i) if inner.sessions[i].live(now) => {
                 inner.sessions[i].last_used = now;
-                true
+                Some(inner.sessions[i].principal.clone())
             }
             Some(i) => {
                 inner.sessions.remove(i);
-                false
+                None
             }
-            None => false,
+            None => None,
         }
     }
 
@@ -201,7 +214,7 @@ mod tests {
         assert_ne!(token, logins.mint_link(t0), "each link is fresh");
         let id = logins.redeem(&token, t0).unwrap();
         assert_ne!(id, token);
-        assert!(logins.session(&id, t0));
+        assert!(logins.session(&id, t0).is_some());
         assert_eq!(logins.redeem(&token, t0), Err(LinkRefusal::Used));
         assert_eq!(
             logins.redeem(&secret(), t0),
@@ -219,8 +232,21 @@ mod tests {
         assert_eq!(logins.redeem(&near, t0), Err(LinkRefusal::Unknown));
         // A session id is no link, and a link no session.
         assert_eq!(logins.redeem(&id, t0), Err(LinkRefusal::Unknown));
-        assert!(!logins.session(&token, t0));
-        assert!(!logins.session("", t0));
+        assert!(logins.session(&token, t0).is_none());
+        assert!(logins.session("", t0).is_none());
+    }
+
+    #[test]
+    fn a_session_carries_its_principal() {
+        let logins = Logins::default();
+        let t0 = Instant::now();
+        let link = logins.redeem(&logins.mint_link(t0), t0).unwrap();
+        let alice = Principal::with_groups("alice@example.com", vec!["eng".into()]);
+        let id = logins.open_session(alice.clone(), t0);
+        assert_eq!(logins.session(&link, t0), Some(Principal::local()));
+        let p = logins.session(&id, t0).unwrap();
+        assert_eq!(p.name(), "alice@example.com");
+        assert_eq!(p.groups().unwrap().len(), 1);
     }
 
     #[test]
@@ -245,16 +271,22 @@ mod tests {
         let logins = Logins::default();
         let t0 = Instant::now();
         let id = logins.redeem(&logins.mint_link(t0), t0).unwrap();
-        assert!(!logins.session(&id, t0 + SESSION_IDLE), "idle too long");
-        assert!(!logins.session(&id, t0), "an ended session stays ended");
+        assert!(
+            logins.session(&id, t0 + SESSION_IDLE).is_none(),
+            "idle too long"
+        );
+        assert!(
+            logins.session(&id, t0).is_none(),
+            "an ended session stays ended"
+        );
         // Used often, it still ends at its maximum age.
         let id = logins.redeem(&logins.mint_link(t0), t0).unwrap();
         let mut t = t0;
         while t + SESSION_IDLE / 2 < t0 + SESSION_MAX_AGE {
             t += SESSION_IDLE / 2;
-            assert!(logins.session(&id, t));
+            assert!(logins.session(&id, t).is_some());
         }
-        assert!(!logins.session(&id, t0 + SESSION_MAX_AGE));
+        assert!(logins.session(&id, t0 + SESSION_MAX_AGE).is_none());
     }
 
     #[test]
@@ -269,10 +301,10 @@ mod tests {
         assert_eq!(logins.sessions(), MAX_SESSIONS);
         let now = t0 + Duration::from_secs(100);
         // The three least recently used went; the newest are live.
-        assert!(!logins.session(&ids[0], now));
-        assert!(!logins.session(&ids[2], now));
-        assert!(logins.session(&ids[3], now));
-        assert!(logins.session(ids.last().unwrap(), now));
+        assert!(logins.session(&ids[0], now).is_none());
+        assert!(logins.session(&ids[2], now).is_none());
+        assert!(logins.session(&ids[3], now).is_some());
+        assert!(logins.session(ids.last().unwrap(), now).is_some());
         // Links: the oldest unused ones drop out past the bound.
         let first = logins.mint_link(now);
         for _ in 0..MAX_LINKS {

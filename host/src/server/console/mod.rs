@@ -10,6 +10,7 @@
 mod access;
 mod api;
 pub mod logins;
+mod oidc;
 mod signin;
 mod stream;
 mod stream_slots;
@@ -61,6 +62,8 @@ pub struct Console {
     logins: Arc<logins::Logins>,
     /// The session cookie's name.
     cookie: Arc<str>,
+    /// Sign-ins at the identity provider under way.
+    oidc: Arc<oidc::PendingLogins>,
 }
 
 /// What the console's routes are built from besides the app.
@@ -86,6 +89,7 @@ pub fn router(app: Arc<App>, surfaces: Surfaces, o: ConsoleOptions) -> Router {
         guard: o.guard,
         logins: o.logins,
         cookie: signin::cookie_name(o.bind).into(),
+        oidc: Arc::new(oidc::PendingLogins::default()),
     };
     let pages = Router::new()
         .route(
@@ -108,6 +112,11 @@ pub fn router(app: Arc<App>, surfaces: Surfaces, o: ConsoleOptions) -> Router {
     // Answered without a viewer: signing in, and how to.
     let signin = Router::new()
         .route("/console/login", get(signin::login))
+        .route("/console/oidc/start", get(oidc::start))
+        .route(
+            crate::server::identity::oauth::CONSOLE_CALLBACK_PATH,
+            get(oidc::callback),
+        )
         .route("/console/api/access", get(signin::access))
         .with_state(console.clone())
         .layer(from_fn_with_state(g, guard_host_origin));

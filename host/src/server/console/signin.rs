@@ -82,19 +82,10 @@ pub async fn login(
     let (to, cookie) = match outcome {
         Ok(id) => {
             tracing::info!("console: a browser signed in with the login link");
-            // Secure only when the browser reached wf over HTTPS (a TLS
-            // proxy in front): over plain http:// a browser drops a Secure
-            // cookie, and on loopback the traffic never leaves the machine.
-            let secure = headers
-                .get("x-forwarded-proto")
-                .is_some_and(|p| p.as_bytes().eq_ignore_ascii_case(b"https"));
-            let cookie = format!(
-                "{}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{}",
-                c.cookie,
-                SESSION_MAX_AGE.as_secs(),
-                if secure { "; Secure" } else { "" }
-            );
-            ("/console/".to_string(), Some(cookie))
+            (
+                "/console/".to_string(),
+                Some(session_cookie(&c, &headers, &id)),
+            )
         }
         Err(word) => {
             tracing::warn!("console: a login link was refused ({word})");
@@ -116,6 +107,26 @@ pub async fn login(
         h.insert(header::SET_COOKIE, cookie);
     }
     r
+}
+
+/// Whether the browser reached wf over HTTPS (a TLS proxy in front).
+pub fn over_https(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .is_some_and(|p| p.as_bytes().eq_ignore_ascii_case(b"https"))
+}
+
+/// The `Set-Cookie` value of a new session (login link or identity
+/// provider). Secure only when the browser reached wf over HTTPS: over
+/// plain http:// a browser drops a Secure cookie, and on loopback the
+/// traffic never leaves the machine.
+pub fn session_cookie(c: &Console, headers: &HeaderMap, id: &str) -> String {
+    format!(
+        "{}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        c.cookie,
+        SESSION_MAX_AGE.as_secs(),
+        if over_https(headers) { "; Secure" } else { "" }
+    )
 }
 
 /// The views and actions the page has, each with the tool behind it.
@@ -185,7 +196,11 @@ pub async fn access(State(c): State<Console>, headers: HeaderMap) -> Response {
     let body = match c.identify(&headers) {
         Ok((viewer, principal)) => json!({
             "signed_in": true,
-            "via": match viewer { Viewer::Session => "link", Viewer::Token => "token" },
+            "via": match viewer {
+                Viewer::Session if principal.name() == Principal::LOCAL => "link",
+                Viewer::Session => "oidc",
+                Viewer::Token => "token",
+            },
             "principal": principal.name(),
             "views": reasons(&c, viewer, &headers, &principal, &VIEWS, Kind::Read),
             "actions": reasons(&c, viewer, &headers, &principal, &ACTIONS, Kind::Action),
@@ -200,6 +215,10 @@ pub async fn access(State(c): State<Console>, headers: HeaderMap) -> Response {
             },
             "how": c.how_to_get_in(),
             "tokens": tokens,
+            "oidc": super::oidc::issuer(&c).map(|issuer| json!({
+                "issuer": issuer,
+                "start": "/console/oidc/start",
+            })),
         }),
     };
     let mut r = Json(body).into_response();

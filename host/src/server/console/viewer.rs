@@ -24,8 +24,10 @@ use crate::surfaces::admin::Caller;
 /// How a console request was admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Viewer {
-    /// The session cookie of the login link: principal `local`, read-only
-    /// unless `[admin] console = "actions"` (or the admin rules let it act).
+    /// A session cookie: of the login link (principal `local`) or of a
+    /// sign-in at the identity provider (the principal its ID token names,
+    /// with its groups). Read-only unless `[admin] console = "actions"` (or
+    /// the admin rules let it act).
     Session,
     /// A bearer token (its principal), or on a token-less server the admin
     /// token (principal `local`): the admin surface's rules as over `/mcp`.
@@ -66,8 +68,8 @@ impl Console {
         }
         let mut ended = false;
         if let Some(id) = cookie(headers, &self.cookie) {
-            if self.logins.session(id, Instant::now()) {
-                return Ok((Viewer::Session, Principal::local()));
+            if let Some(p) = self.logins.session(id, Instant::now()) {
+                return Ok((Viewer::Session, p));
             }
             ended = true;
         }

@@ -287,10 +287,7 @@ impl HttpGuard {
         };
         match oauth.verify(token).await {
             Ok(p) => {
-                if p.name() == Principal::LOCAL
-                    || p.name() == Principal::DEFAULT
-                    || self.token_table().iter().any(|(_, q)| q == &p)
-                {
+                if self.names_static(&p) {
                     tracing::warn!(principal = %p, "OAuth token refused: its principal claim names a static principal");
                     return Err(refused(
                         oauth,
@@ -309,6 +306,14 @@ impl HttpGuard {
                 Err(refused(oauth, &r))
             }
         }
+    }
+
+    /// Whether `p` is a name a static token (or stdio) owns: an OAuth
+    /// token or sign-in naming it is refused, so it cannot pass for them.
+    pub(crate) fn names_static(&self, p: &Principal) -> bool {
+        p.name() == Principal::LOCAL
+            || p.name() == Principal::DEFAULT
+            || self.token_table().iter().any(|(_, q)| q == p)
     }
 
     /// Whether bearer tokens are needed (else loopback only, token-less).

@@ -87,6 +87,29 @@ pub struct IssuerMetadata {
     pub token_endpoint: Option<String>,
 }
 
+/// The console's OpenID Connect client (`[server.oauth.console]`), checked.
+#[derive(Clone)]
+pub struct ConsoleClient {
+    pub client_id: String,
+    /// Expanded; `None` for a public client.
+    pub client_secret: Option<String>,
+    pub redirect_uri: String,
+    /// Always with `openid`.
+    pub scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for ConsoleClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleClient")
+            .field("client_id", &self.client_id)
+            .field("redirect_uri", &self.redirect_uri)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The path the console's sign-in comes back to.
+pub const CONSOLE_CALLBACK_PATH: &str = "/console/oidc/callback";
+
 struct KeySet {
     by_kid: HashMap<String, (DecodingKey, Option<Algorithm>)>,
     /// Keys without a `kid`, tried for a token whose header names none.
@@ -104,6 +127,7 @@ pub struct OAuthVerifier {
     refresh: Duration,
     min_refetch: Duration,
     introspection: Option<(Option<String>, String, String)>,
+    console: Option<ConsoleClient>,
     metadata_url: String,
     metadata_path: String,
     http: reqwest::Client,
@@ -202,6 +226,10 @@ impl OAuthVerifier {
                 ))
             }
         };
+        let console = match &c.console {
+            None => None,
+            Some(k) => Some(console_client(k, &resource)?),
+        };
         let path = resource.path().trim_end_matches('/');
         let metadata_path = format!("/.well-known/oauth-protected-resource{path}");
         let mut metadata_url = resource.clone();
@@ -221,6 +249,7 @@ impl OAuthVerifier {
             refresh: Duration::from_secs(c.jwks_refresh_s),
             min_refetch: Duration::from_secs(c.jwks_min_refetch_s),
             introspection,
+            console,
             metadata_url: metadata_url.to_string(),
             metadata_path,
             http,
@@ -237,6 +266,24 @@ impl OAuthVerifier {
 
     pub fn issuer(&self) -> &str {
         &self.issuer
+    }
+
+    /// The console's sign-in client, when `[server.oauth.console]` is set.
+    pub fn console_client(&self) -> Option<&ConsoleClient> {
+        self.console.as_ref()
+    }
+
+    /// The client for calls to the issuer (bounded in time, no redirects).
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The issuer's metadata, fetched now if it is not known yet.
+    pub async fn endpoints(&self) -> Result<IssuerMetadata, OAuthError> {
+        match self.issuer_metadata() {
+            Some(m) => Ok(m),
+            None => self.discover().await,
+        }
     }
 
     /// The path of the protected resource metadata on this server.
@@ -495,6 +542,57 @@ impl OAuthVerifier {
     }
 
     async fn verify_jwt_uncached(&self, token: &str) -> Result<Principal, Refusal> {
+        let claims = self.decode(token, &self.resource).await?;
+        let p = self.principal(&claims)?;
+        if let Some(exp) = claims.get("exp").and_then(Value::as_i64) {
+            let mut checked = self.checked.lock().unwrap_or_else(PoisonError::into_inner);
+            if checked.len() >= MAX_CACHED {
+                let now = crate::clock::now_ms() / 1000;
+                let leeway = self.leeway as i64;
+                checked.retain(|_, (_, e)| now <= *e + leeway);
+                if checked.len() >= MAX_CACHED {
+                    checked.clear();
+                }
+            }
+            checked.insert(crate::secrets::sha256(token.as_bytes()), (p.clone(), exp));
+        }
+        Ok(p)
+    }
+
+    /// The console's ID token (OpenID Connect Core 3.1.3.7): signed by one
+    /// of the issuer's keys, from the issuer, for `client_id`, unexpired,
+    /// carrying the `nonce` the sign-in sent. Names the principal and its
+    /// groups by the same claims as an access token (no scope is needed).
+    pub async fn verify_id_token(
+        &self,
+        token: &str,
+        client_id: &str,
+        nonce: &str,
+    ) -> Result<Principal, Refusal> {
+        if token.len() > 16 * 1024 {
+            return Err(invalid("ID token too long"));
+        }
+        let claims = self.decode(token, client_id).await?;
+        let said = claims.get("nonce").and_then(Value::as_str).unwrap_or("");
+        if !crate::secrets::eq_32(
+            &crate::secrets::sha256(said.as_bytes()),
+            &crate::secrets::sha256(nonce.as_bytes()),
+        ) {
+            return Err(invalid("ID token: wrong nonce"));
+        }
+        if claims.get("sub").and_then(Value::as_str).is_none() {
+            return Err(invalid("ID token: no sub"));
+        }
+        self.principal_from_claims(&claims)
+    }
+
+    /// A JWT's claims once its signature, issuer, audience, expiry and
+    /// not-before check out.
+    async fn decode(
+        &self,
+        token: &str,
+        audience: &str,
+    ) -> Result<serde_json::Map<String, Value>, Refusal> {
         let header =
             jsonwebtoken::decode_header(token).map_err(|e| invalid(format!("header: {e}")))?;
         if !ALGORITHMS.contains(&header.alg) {
@@ -512,26 +610,13 @@ impl OAuthVerifier {
         let mut v = Validation::new(header.alg);
         v.algorithms = vec![header.alg];
         v.set_issuer(&[&self.issuer]);
-        v.set_audience(&[&self.resource]);
+        v.set_audience(&[audience]);
         v.leeway = self.leeway;
         v.validate_nbf = true;
         v.set_required_spec_claims(&["exp", "iss", "aud"]);
         let data = jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &key, &v)
             .map_err(|e| invalid(format!("{e}")))?;
-        let p = self.principal(&data.claims)?;
-        if let Some(exp) = data.claims.get("exp").and_then(Value::as_i64) {
-            let mut checked = self.checked.lock().unwrap_or_else(PoisonError::into_inner);
-            if checked.len() >= MAX_CACHED {
-                let now = crate::clock::now_ms() / 1000;
-                let leeway = self.leeway as i64;
-                checked.retain(|_, (_, e)| now <= *e + leeway);
-                if checked.len() >= MAX_CACHED {
-                    checked.clear();
-                }
-            }
-            checked.insert(crate::secrets::sha256(token.as_bytes()), (p.clone(), exp));
-        }
-        Ok(p)
+        Ok(data.claims)
     }
 
     async fn introspect(&self, token: &str) -> Result<Principal, Refusal> {
@@ -617,6 +702,14 @@ impl OAuthVerifier {
                 reason: format!("scope {missing:?} missing"),
             });
         }
+        self.principal_from_claims(claims)
+    }
+
+    /// The principal and its groups, by the configured claims.
+    fn principal_from_claims(
+        &self,
+        claims: &serde_json::Map<String, Value>,
+    ) -> Result<Principal, Refusal> {
         let name = claims
             .get(&self.principal_claim)
             .and_then(Value::as_str)
@@ -647,7 +740,56 @@ fn usable_name(s: &str) -> bool {
     !s.is_empty() && s.chars().count() <= MAX_NAME_CHARS && !s.chars().any(char::is_control)
 }
 
-async fn read_bounded(resp: &mut reqwest::Response) -> Result<Vec<u8>, String> {
+/// `[server.oauth.console]` checked against the resource's origin.
+fn console_client(
+    k: &crate::config::ConsoleClientConfig,
+    resource: &url::Url,
+) -> Result<ConsoleClient, OAuthError> {
+    if k.client_id.is_empty() {
+        return Err(config_error("console.client_id", "must not be empty"));
+    }
+    let redirect_uri = match &k.redirect_uri {
+        Some(u) => {
+            let parsed = check_url(u, "console.redirect_uri")?;
+            if parsed.path() != CONSOLE_CALLBACK_PATH {
+                return Err(config_error(
+                    "console.redirect_uri",
+                    format!("{u:?} must end in {CONSOLE_CALLBACK_PATH}"),
+                ));
+            }
+            u.clone()
+        }
+        None => {
+            let mut u = resource.clone();
+            u.set_path(CONSOLE_CALLBACK_PATH);
+            u.to_string()
+        }
+    };
+    let client_secret = match &k.client_secret {
+        Some(s) => Some(secret(s, "console.client_secret")?),
+        None => None,
+    };
+    let mut scopes = vec!["openid".to_string()];
+    for s in &k.scopes {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_graphic() && b != b'"') {
+            return Err(config_error(
+                "console.scopes",
+                format!("{s:?} is not a scope"),
+            ));
+        }
+        if !scopes.contains(s) {
+            scopes.push(s.clone());
+        }
+    }
+    Ok(ConsoleClient {
+        client_id: k.client_id.clone(),
+        client_secret,
+        redirect_uri,
+        scopes,
+    })
+}
+
+pub(crate) async fn read_bounded(resp: &mut reqwest::Response) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
     while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
         if body.len() + chunk.len() > MAX_DOC_BYTES {

@@ -321,3 +321,61 @@ async fn settings_and_metadata() {
         .to_string();
     assert!(e.contains("not the configured"), "{e}");
 }
+
+#[tokio::test]
+async fn the_consoles_id_token_is_checked_for_its_client_and_nonce() {
+    let issuer = Issuer::start().await;
+    let key = Key::new("k1");
+    issuer.publish(&[&key]);
+    let mut cfg = config(&issuer.url);
+    cfg.console = Some(
+        serde_json::from_value(json!({"client_id": "wf-console", "scopes": ["groups"]})).unwrap(),
+    );
+    let v = OAuthVerifier::new(&cfg).unwrap();
+    let k = v.console_client().unwrap();
+    assert_eq!(k.redirect_uri, "http://127.0.0.1:9/console/oidc/callback");
+    assert_eq!(k.scopes, ["openid", "groups"]);
+    v.fetch_keys().await.unwrap();
+    let id = with(
+        with(claims(&issuer.url), "aud", json!("wf-console")),
+        "nonce",
+        json!("n-1"),
+    );
+    // No scope is needed in an ID token: only its client, issuer and nonce.
+    let id = with(id, "scope", json!(null));
+    let p = v
+        .verify_id_token(&key.token(&id), "wf-console", "n-1")
+        .await
+        .unwrap();
+    assert_eq!(p.name(), "alice@example.com");
+    assert_eq!(p.groups().unwrap().len(), 2);
+    for (what, token, nonce) in [
+        ("wrong nonce", key.token(&id), "n-2"),
+        (
+            "an access token for the resource",
+            key.token(&claims(&issuer.url)),
+            "n-1",
+        ),
+        (
+            "no nonce",
+            key.token(&with(id.clone(), "nonce", json!(null))),
+            "n-1",
+        ),
+        ("another key", Key::new("k1").token(&id), "n-1"),
+    ] {
+        assert!(
+            v.verify_id_token(&token, "wf-console", nonce)
+                .await
+                .is_err(),
+            "{what}"
+        );
+    }
+    // A redirect URI elsewhere than the callback path is refused at start.
+    cfg.console = Some(
+        serde_json::from_value(
+            json!({"client_id": "c", "redirect_uri": "http://127.0.0.1:9/elsewhere"}),
+        )
+        .unwrap(),
+    );
+    assert!(OAuthVerifier::new(&cfg).is_err());
+}

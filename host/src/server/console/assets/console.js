@@ -23,6 +23,9 @@ const LOGIN_REFUSED = {
   expired: "That sign-in link has expired.",
   invalid: "That sign-in link is not one this wf printed (wf restarted since, or the link is incomplete).",
   off: "Sign-in links are off in this wf's config.",
+  denied: "The identity provider did not sign you in.",
+  oidc: "Signing in with the identity provider failed (wf's log says why).",
+  stale: "That sign-in was not started in this browser, was used already, or took too long: sign in again.",
 };
 let loginRefused = LOGIN_REFUSED[new URLSearchParams(location.search).get("login")] || "";
 if (location.search) history.replaceState(null, "", location.pathname + location.hash);
@@ -183,7 +186,8 @@ function actionsNote(id, keys) {
 function signInPage() {
   const box = el("section", { class: "notice", id: "signin", "aria-labelledby": "signin-title" },
     el("h2", { id: "signin-title", text: "Sign in to use the console" }),
-    el("p", { id: "signin-how", text: [loginRefused || access.error, access.how].filter(Boolean).join(" ") }));
+    el("p", { id: "signin-how", text: [loginRefused || access.error, access.how].filter(Boolean).join(" ") }),
+    access.oidc ? el("p", {}, el("a", { id: "signin-oidc", class: "button", href: access.oidc.start, text: `Sign in with ${access.oidc.issuer}` })) : null);
   main.replaceChildren(box);
   if (access.tokens && (access.tokens.bearer || access.tokens.admin)) showTokens(null, false);
   say("");
