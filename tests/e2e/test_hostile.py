@@ -7,6 +7,8 @@ must see no error).
 
 - memory: a tool that allocates and touches 6 GiB fails at the default
   bound with an error naming it; the child is restarted and serves again;
+  processes it forks, each just under the per-process bound, are bounded
+  together by the child's memory cgroup;
 - CPU: a tool that never yields holds one worker of the plugin's runtime;
   the plugin's other calls are served meanwhile (they all end before it),
   `list_sources` reports the silent call, and its caller's deadline holds;
@@ -40,6 +42,8 @@ PLUGIN = "fixture-hostile"
 DEFAULT_MEMORY_MB = 2048
 DEFAULT_MAX_PROCESSES = 512
 CHILD_NICE = 10
+# What the child's memory cgroup allows over memory_mb (host/src/plugins/process/cgroup.rs).
+MEMORY_HEADROOM_MB = 256
 # Restarts back off 250 ms doubling to 4 s: a generous bound for "comes back".
 BACK_WITHIN_S = 30
 
@@ -119,6 +123,43 @@ def serve(wf: Wf, *extra: str) -> Any:
     return wf.start_http("127.0.0.1", None, "--config", str(config), *extra)
 
 
+def memory_cgroup_possible() -> bool:
+    """Whether this machine lets wf (in the tests' own cgroup) make memory
+    cgroups: v1's memory hierarchy, or v2 with the controller delegated."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        num, controllers, path = line.split(":", 2)
+        if num == "0" and controllers == "":
+            for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
+                d = root / path.lstrip("/")
+                control = d / "cgroup.subtree_control"
+                if (root / "cgroup.controllers").exists() and control.exists():
+                    if "memory" in control.read_text().split() and os.access(d, os.W_OK):
+                        return True
+        elif "memory" in controllers.split(","):
+            if os.access(Path("/sys/fs/cgroup/memory") / path.lstrip("/"), os.W_OK):
+                return True
+    return False
+
+
+def cgroup_dir(pid: int, controller: str) -> Path:
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        num, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return Path("/sys/fs/cgroup") / controller / path.lstrip("/")
+        if num == "0" and controllers == "":
+            for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
+                if (root / path.lstrip("/") / "memory.max").exists():
+                    return root / path.lstrip("/")
+    raise AssertionError(f"process {pid} is in no {controller} cgroup")
+
+
+def memory_bound_bytes(d: Path) -> int:
+    for name in ("memory.max", "memory.limit_in_bytes"):
+        if (d / name).exists():
+            return int((d / name).read_text().split()[0])
+    raise AssertionError(f"no memory bound in {d}")
+
+
 def limit(pid: int, name: str) -> str:
     for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
         if line.startswith(name):
@@ -157,6 +198,51 @@ async def test_a_memory_hog_stops_at_the_default_bound_named_in_its_error(wf: Wf
             assert f'plugin "{PLUGIN}" exited' in err and f"memory_mb = {DEFAULT_MEMORY_MB}" in err, err
             await ok_until_back(c)
         assert server.proc.poll() is None, "wf exited"
+
+
+@pytest.mark.skipif(not memory_cgroup_possible(), reason="no memory cgroup wf may make on this machine")
+async def test_forked_processes_are_bounded_together_by_the_memory_cgroup(wf: Wf) -> None:
+    """RLIMIT_DATA bounds each process only: four forked children each
+    touching 200 MiB under `memory_mb = 256` would hold 800 MiB. The child's
+    memory cgroup (memory_mb + 256 MiB) bounds them together: the call fails
+    naming the bound, the child is restarted, and wf and another client are
+    served throughout."""
+    mb, procs, each = 256, 4, 200
+    wf.install("hostile")
+    config = wf.write_config(f'[admin]\nover_http = "open"\n\n[plugins.{PLUGIN}]\nmemory_mb = {mb}\n')
+    text = wf.run("plugins", *wf.plugin_args(), "--config", str(config)).stdout
+    assert f"memory {mb + MEMORY_HEADROOM_MB} MiB together (memory cgroup)" in text, text
+    server = wf.start_http("127.0.0.1", None, "--config", str(config))
+    async with wf.http_client(server) as c, wf.http_client(server) as other:
+        await wait_listed(c, "hostile__forkhog")
+        [host] = [p for p in plugin_hosts(server.proc.pid) if p.ppid != server.proc.pid]
+        assert int(limit(host.pid, "Max data size")) == mb << 20
+        # The plugin's own bound, set in its cgroup (not the default it started with).
+        assert memory_bound_bytes(cgroup_dir(host.pid, "memory")) == (mb + MEMORY_HEADROOM_MB) << 20
+        async with Bystander(other):
+            with anyio.fail_after(120):
+                result, err = await call_outcome(c, "hostile__forkhog", {"procs": procs, "mib": each})
+            assert err is not None, f"{procs} x {each} MiB went through: {content_text(result.content)}"
+            assert f'plugin "{PLUGIN}" exited (out of memory' in err, err
+            assert f"memory_mb = {mb}" in err and "memory cgroup" in err, err
+            await ok_until_back(c)
+        assert server.proc.poll() is None, "wf exited"
+        # A share that fits the bound still goes through in the new child.
+        seen = await tool(c, "forkhog", {"procs": 2, "mib": 64})
+        assert seen["touched"] == 2, seen
+
+
+def test_without_a_memory_cgroup_wf_says_so(wf: Wf) -> None:
+    """Where wf may make no memory cgroup (here: switched off for the
+    test), `wf plugins` and the log say that memory is bounded per process
+    only."""
+    wf.install("hostile")
+    config = wf.write_config("# defaults only\n")
+    out = wf.run(
+        "plugins", *wf.plugin_args(), "--config", str(config), env={"WF_TEST_NO_MEMORY_CGROUP": "1"}
+    )
+    assert "memory NOT bounded together (no memory cgroup)" in out.stdout, out.stdout
+    assert out.stderr.count("no memory cgroup") == 1, out.stderr
 
 
 @pytest.mark.parametrize("progress", [False, True], ids=["silent", "after-a-progress-report"])

@@ -83,8 +83,12 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
                     d["state"].as_str().unwrap_or("")
                 );
                 let l = &d["limits"];
+                let together = match l["memory_total_mb"].as_u64() {
+                    Some(mb) => format!("{mb} MiB together (memory cgroup)"),
+                    None => "NOT bounded together (no memory cgroup)".into(),
+                };
                 println!(
-                    "    limits: memory_mb {}, max_processes {}, cpu_seconds {}, nice {}",
+                    "    limits: memory_mb {}, max_processes {}, cpu_seconds {}, nice {}; memory {together}",
                     l["memory_mb"], l["max_processes"], l["cpu_seconds"], l["nice"]
                 );
             }

@@ -345,10 +345,17 @@ fn limits_line(start: &Start, nproc: bool) -> String {
     )
 }
 
-/// Whether this process sits in a pids cgroup wf made for it.
+/// Whether this process sits in a pids cgroup wf made for it (v1's pids
+/// hierarchy, or v2's single one; a v1 memory cgroup does not count).
 fn own_pids_cgroup() -> bool {
-    std::fs::read_to_string("/proc/self/cgroup")
-        .is_ok_and(|t| t.lines().any(|l| l.contains("/wf-plugin-")))
+    std::fs::read_to_string("/proc/self/cgroup").is_ok_and(|t| {
+        t.lines().any(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+            path.is_some_and(|p| p.contains("/wf-plugin-"))
+                && controllers.is_some_and(|c| c.is_empty() || c.split(',').any(|c| c == "pids"))
+        })
+    })
 }
 
 /// Closes every descriptor but stdio and the sockets (older kernels without

@@ -63,7 +63,7 @@ pub(super) fn start(
 ) -> Result<(), String> {
     let spawn::Spawned {
         process,
-        cgroup,
+        cgroups,
         control,
         calls,
     } = spawned;
@@ -78,8 +78,36 @@ pub(super) fn start(
     rt.spawn(write_frames(rx, write_half, child.clone()));
     rt.spawn(write_frames(calls_rx, calls_write, child.clone()));
     rt.spawn(read_calls(child.clone(), calls_read, host.clone()));
-    rt.spawn(read_frames(child, read_half, process, cgroup, sup, host));
+    if let Some(events) = cgroups.oom_events() {
+        rt.spawn(watch_memory(child.clone(), events));
+    }
+    rt.spawn(read_frames(child, read_half, process, cgroups, sup, host));
     Ok(())
+}
+
+/// How often a child's memory cgroup is checked for a kill at its bound.
+const OOM_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Ends the whole child when the kernel killed one of its processes at its
+/// memory cgroup's bound: the plugin, or the call that was running, may not
+/// survive that sensibly (v1 kills one process, not the group), and its
+/// caller should learn which bound it met. A read of a small cgroup file
+/// every 100 ms; an eventfd would work on v1 only.
+async fn watch_memory(child: Arc<Child>, events: std::path::PathBuf) {
+    use std::sync::atomic::Ordering;
+    let mut tick = tokio::time::interval(OOM_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if child.has_ended() {
+            return;
+        }
+        if super::cgroup::oom_kills(&events) > 0 {
+            child.out_of_memory.store(true, Ordering::Release);
+            spawn::kill_group(child.pid);
+            return;
+        }
+    }
 }
 
 /// Writes queued frames, batching what queued meanwhile into one write; a
@@ -129,13 +157,15 @@ async fn read_frames(
     child: Arc<Child>,
     input: tokio::net::unix::OwnedReadHalf,
     mut process: std::process::Child,
-    cgroup: Option<spawn::PidsCgroup>,
+    cgroups: super::cgroup::ChildCgroups,
     sup: Weak<Supervisor>,
     host: HostContext,
 ) {
     let broken = read_loop(&child, input, &host).await;
     let memory_mb = child.memory_mb;
+    let memory_total = child.memory_total_mb;
     let pid = child.pid;
+    let watched = child.clone();
     let status = tokio::task::spawn_blocking(move || {
         // The socket closed because the plugin host ended: its outer
         // process follows within moments, with the host's own status, which
@@ -145,11 +175,19 @@ async fn read_frames(
         }
         // Gone or broken: whatever it started goes with it.
         spawn::kill_group(pid);
-        let status = process
-            .wait()
-            .map(|s| spawn::describe_exit(&s, memory_mb))
+        let status = process.wait();
+        // Killed at its memory cgroup's bound, whoever noticed first (the
+        // watch, or the child's own end when the kernel picked it).
+        let oom = watched
+            .out_of_memory
+            .load(std::sync::atomic::Ordering::Acquire)
+            || cgroups
+                .oom_events()
+                .is_some_and(|e| super::cgroup::oom_kills(&e) > 0);
+        let status = status
+            .map(|s| spawn::describe_exit(&s, memory_mb, oom.then_some(memory_total).flatten()))
             .unwrap_or_else(|e| format!("unknown: {e}"));
-        drop(cgroup);
+        drop(cgroups);
         (status, broken)
     })
     .await;

@@ -3,6 +3,7 @@
 //! child does (with the same checks and refusals), and the two speak
 //! length-prefixed JSON frames over a socketpair (`frame`, `protocol`).
 
+mod cgroup;
 pub mod child;
 mod contain;
 mod epochs;
@@ -83,6 +84,9 @@ pub fn describe(sup: &Supervisor) -> serde_json::Value {
             "memory_mb": start.memory_mb,
             "cpu_seconds": start.cpu_seconds,
             "max_processes": start.max_processes,
+            // All its processes together (its memory cgroup); null where wf
+            // may make none: then memory_mb bounds each process only.
+            "memory_total_mb": sup.current().and_then(|c| c.memory_total_mb),
             "nice": spawn::CHILD_NICE,
         },
     })

@@ -16,6 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
+use super::cgroup::ChildCgroups;
+
 /// The fd the child finds its control socket on.
 pub const CHILD_FD: i32 = 3;
 
@@ -107,8 +109,8 @@ fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
 /// A started child and wf's ends of its two sockets.
 pub struct Spawned {
     pub process: Child,
-    /// Its pids cgroup, when one could be made (removed once it is reaped).
-    pub cgroup: Option<PidsCgroup>,
+    /// Its own cgroups, those that could be made (removed once it is reaped).
+    pub cgroups: ChildCgroups,
     /// Fd 3's peer: the handshake, source creation, logs and events.
     pub control: UnixStream,
     /// Fd 4's peer: the call lane.
@@ -154,8 +156,8 @@ fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<Spawned
         .process_group(0);
     let data = limits.memory_mb.map(|mb| mb.saturating_mul(1 << 20));
     let cpu = limits.cpu_seconds;
-    let cgroup = limits.max_processes.and_then(PidsCgroup::create);
-    let join = cgroup.as_ref().map(|c| c.procs.clone());
+    let cgroups = ChildCgroups::create(&limits);
+    let join = cgroups.procs.clone();
     // SAFETY: only async-signal-safe calls (prctl, getppid, dup2, fcntl,
     // setrlimit, setpriority, open, write, close, syscall, _exit) between
     // fork and exec.
@@ -180,9 +182,9 @@ fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<Spawned
                 return Err(io::Error::last_os_error());
             }
             apply_limits(data, cpu, None)?;
-            // Into its pids cgroup before it runs anything: every process
-            // and thread it starts counts there.
-            if let Some(procs) = &join {
+            // Into its cgroups before it runs anything: every process and
+            // thread it starts, and their memory, counts there.
+            for procs in &join {
                 let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) != 2 {
                     return Err(io::Error::last_os_error());
@@ -219,7 +221,7 @@ fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<Spawned
     drop(lane_theirs);
     Ok(Spawned {
         process: child,
-        cgroup,
+        cgroups,
         control: ours,
         calls: lane,
     })
@@ -300,9 +302,21 @@ pub fn await_exit(pid: u32, within: std::time::Duration) {
 }
 
 /// How a child ended, for humans: `signal 11 (SIGSEGV)` or `status 0`;
-/// an allocation refused under its memory limit names the limit.
-pub fn describe_exit(status: &std::process::ExitStatus, memory_mb: Option<u64>) -> String {
+/// an allocation refused under its memory limit names the limit, and so
+/// does a kill under its memory cgroup's bound (`oom_total_mb`: the bound,
+/// when the kernel killed one of its processes there).
+pub fn describe_exit(
+    status: &std::process::ExitStatus,
+    memory_mb: Option<u64>,
+    oom_total_mb: Option<u64>,
+) -> String {
     use std::os::unix::process::ExitStatusExt;
+    if let (Some(total), Some(mb)) = (oom_total_mb, memory_mb) {
+        return format!(
+            "out of memory: its processes together reached their bound of {total} MiB (memory cgroup: memory_mb = {mb} + {} MiB) and the kernel killed one; raise [plugins.<name>] memory_mb if the plugin needs more",
+            super::cgroup::MEMORY_HEADROOM_MB
+        );
+    }
     if status.code() == Some(EXIT_OUT_OF_MEMORY)
         && let Some(mb) = memory_mb
     {
@@ -325,117 +339,4 @@ pub fn describe_exit(status: &std::process::ExitStatus, memory_mb: Option<u64>) 
     } else {
         format!("status {}", status.code().unwrap_or(-1))
     }
-}
-
-/// A child's own pids cgroup (cgroup v2 where wf's cgroup is delegated to
-/// it, else the v1 `pids` hierarchy): `pids.max` bounds its processes and
-/// threads together, whatever its uid. Removed when dropped (the child is
-/// reaped by then; a cgroup with tasks left refuses and stays).
-#[derive(Debug)]
-pub struct PidsCgroup {
-    dir: PathBuf,
-    /// `<dir>/cgroup.procs`, written by the child before exec.
-    procs: std::ffi::CString,
-}
-
-impl PidsCgroup {
-    /// Makes one bounded at `max` tasks; None where wf may not (the child
-    /// then says so in its report, and RLIMIT_NPROC bounds it in a user
-    /// namespace of its own).
-    pub fn create(max: u64) -> Option<PidsCgroup> {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        let base = pids_base()?;
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = base.join(format!("wf-plugin-{}-{n}", std::process::id()));
-        std::fs::create_dir(&dir).ok()?;
-        if std::fs::write(dir.join("pids.max"), max.to_string()).is_err() {
-            let _ = std::fs::remove_dir(&dir);
-            return None;
-        }
-        let procs = std::ffi::CString::new(
-            dir.join("cgroup.procs")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
-        .ok()?;
-        Some(PidsCgroup { dir, procs })
-    }
-}
-
-impl Drop for PidsCgroup {
-    /// Dropped once the child is reaped; what it started (its PID
-    /// namespace) may take a moment more to leave the cgroup.
-    fn drop(&mut self) {
-        for _ in 0..100 {
-            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-}
-
-/// Removes the empty pids cgroups of wf processes that are gone (a wf
-/// killed before it could remove its own): a cgroup with tasks left stays.
-fn remove_stale(base: &Path) {
-    let Ok(dir) = std::fs::read_dir(base) else {
-        return;
-    };
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("wf-plugin-"))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir(entry.path());
-        }
-    }
-}
-
-/// Where wf may make pids cgroups: its own cgroup v2 folder when the pids
-/// controller is enabled for its children, else its v1 `pids` folder.
-fn pids_base() -> Option<PathBuf> {
-    static BASE: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BASE.get_or_init(|| {
-        let mine = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-        let writable = |d: &Path| {
-            let c = std::ffi::CString::new(d.as_os_str().as_encoded_bytes()).ok();
-            // SAFETY: access(2) on a NUL-terminated path.
-            c.is_some_and(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
-        };
-        for line in mine.lines() {
-            let mut parts = line.splitn(3, ':');
-            let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-            let rel = path.trim_start_matches('/');
-            let dir = if id == "0" && controllers.is_empty() {
-                let root = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
-                    .iter()
-                    .map(Path::new)
-                    .find(|r| r.join("cgroup.controllers").exists())?;
-                let d = root.join(rel);
-                let enabled =
-                    std::fs::read_to_string(d.join("cgroup.subtree_control")).unwrap_or_default();
-                if !enabled.split_whitespace().any(|c| c == "pids") {
-                    continue;
-                }
-                d
-            } else if controllers.split(',').any(|c| c == "pids") {
-                Path::new("/sys/fs/cgroup/pids").join(rel)
-            } else {
-                continue;
-            };
-            if dir.is_dir() && writable(&dir) {
-                remove_stale(&dir);
-                return Some(dir);
-            }
-        }
-        None
-    })
-    .clone()
 }

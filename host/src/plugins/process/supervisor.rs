@@ -149,6 +149,12 @@ pub(crate) struct Child {
     pub pid: u32,
     /// Its memory limit, for the error of an allocation refused under it.
     pub memory_mb: Option<u64>,
+    /// The bound of its memory cgroup (all its processes together), MiB;
+    /// None where wf may make none.
+    pub memory_total_mb: Option<u64>,
+    /// The kernel killed one of its processes at that bound, and wf ended
+    /// the child for it.
+    pub(super) out_of_memory: AtomicBool,
     /// Restarts before this child (0: the first).
     pub generation: u64,
     /// Frames for the child's control socket: its writer task drains them (`io`).
@@ -164,6 +170,11 @@ pub(crate) struct Child {
 }
 
 impl Child {
+    /// Whether it ended (and was reaped).
+    pub(super) fn has_ended(&self) -> bool {
+        self.ended.get().is_some()
+    }
+
     fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Pending>> {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -440,7 +451,7 @@ fn died(process: &mut std::process::Child, when: &str, e: &FrameError) -> String
     match process.wait() {
         Ok(status) if !matches!(e, FrameError::Io(_)) || status.code().is_none() => format!(
             "its child process exited ({}) {when}",
-            spawn::describe_exit(&status, None)
+            spawn::describe_exit(&status, None, None)
         ),
         _ => format!("its child process did not answer {when}: {e}"),
     }
@@ -532,6 +543,11 @@ impl Probe {
             plugin: manifest.name.as_str().into(),
             events: events.clone(),
         };
+        // The child was made with the default bounds (its library's
+        // constructors ran before its settings were known): its own now.
+        if !spawned.cgroups.set(&launch.limits()) {
+            tracing::warn!(plugin = %manifest.name, "cannot set the plugin child's cgroup bounds to its own settings; the defaults stay");
+        }
         let sandbox = begin(&mut spawned.process, &spawned.control, &start, &host)?;
         let rt = super::io::runtime();
         let sup = Arc::new_cyclic(|weak: &Weak<Supervisor>| {
@@ -578,6 +594,8 @@ impl Child {
         let child = Arc::new(Child {
             pid: spawned.process.id(),
             memory_mb,
+            memory_total_mb: spawned.cgroups.memory_total_mb(),
+            out_of_memory: AtomicBool::new(false),
             generation,
             out: tx,
             calls: calls_tx,
