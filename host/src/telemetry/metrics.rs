@@ -262,8 +262,53 @@ pub fn request(method: &str, outcome: &str) {
         .inc();
 }
 
+/// Most principals with series of their own in the per-principal metrics
+/// (`http_principal_requests`, `http_queued_requests`,
+/// `http_refused_requests`): with OAuth,
+/// every person is a principal, and a series lives as long as wf. The
+/// first principals seen keep theirs; later ones share [`OTHER_PRINCIPALS`].
+pub const MAX_PRINCIPAL_SERIES: usize = 256;
+/// The `principal` label of those past [`MAX_PRINCIPAL_SERIES`] (no static
+/// principal name can contain parentheses).
+pub const OTHER_PRINCIPALS: &str = "(other)";
+
+static PRINCIPAL_SERIES: LazyLock<std::sync::RwLock<std::collections::HashSet<Box<str>>>> =
+    LazyLock::new(Default::default);
+
+/// The `principal` label `name` gets: its own while it is one of the first
+/// [`MAX_PRINCIPAL_SERIES`] principals seen, else [`OTHER_PRINCIPALS`]
+/// (stable: a principal never moves from one series to the other).
+fn principal_label(name: &str) -> &str {
+    label_among(&PRINCIPAL_SERIES, MAX_PRINCIPAL_SERIES, name)
+}
+
+fn label_among<'a>(
+    series: &std::sync::RwLock<std::collections::HashSet<Box<str>>>,
+    max: usize,
+    name: &'a str,
+) -> &'a str {
+    use std::sync::PoisonError;
+    if series
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .contains(name)
+    {
+        return name;
+    }
+    let mut seen = series.write().unwrap_or_else(PoisonError::into_inner);
+    if seen.contains(name) {
+        return name;
+    }
+    if seen.len() < max {
+        seen.insert(name.into());
+        return name;
+    }
+    OTHER_PRINCIPALS
+}
+
 /// `delta` HTTP requests joined (+1) or left (-1) `principal`'s queue.
 pub fn http_queued(principal: &str, delta: i64) {
+    let principal = principal_label(principal);
     if let Some(o) = instruments() {
         o.http_queued.add(delta, &attrs([("principal", principal)]));
     }
@@ -277,6 +322,7 @@ pub fn http_queued(principal: &str, delta: i64) {
 
 /// An HTTP request of `principal` refused at a per-principal bound.
 pub fn http_refused(principal: &str, limit: &str) {
+    let principal = principal_label(principal);
     if let Some(o) = instruments() {
         o.http_refused
             .add(1, &attrs([("principal", principal), ("limit", limit)]));
@@ -296,6 +342,7 @@ pub fn http_request(principal: &str, via: &str) {
     if !recording_calls() {
         return;
     }
+    let principal = principal_label(principal);
     METRICS
         .http_principal
         .get_or_create(&PrincipalVia {
@@ -487,5 +534,16 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn principal_series_are_capped_and_stable() {
+        let series = std::sync::RwLock::default();
+        assert_eq!(label_among(&series, 2, "alice"), "alice");
+        assert_eq!(label_among(&series, 2, "bob"), "bob");
+        assert_eq!(label_among(&series, 2, "carol"), OTHER_PRINCIPALS);
+        assert_eq!(label_among(&series, 2, "alice"), "alice", "kept");
+        assert_eq!(label_among(&series, 2, "carol"), OTHER_PRINCIPALS, "stays");
+        assert_eq!(series.read().unwrap().len(), 2);
     }
 }

@@ -5,4 +5,5 @@ pub(crate) mod call_slots;
 pub(crate) mod guard;
 pub(crate) mod limits;
 pub(crate) mod oauth;
+mod oauth_cache;
 pub(crate) mod principals;

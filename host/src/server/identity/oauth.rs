@@ -19,6 +19,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
 use super::limits::Principal;
+use super::oauth_cache::CheckedTokens;
 use crate::config::{OAuthConfig, expand_env};
 
 /// Largest metadata or key set document read from the issuer.
@@ -137,10 +138,9 @@ pub struct OAuthVerifier {
     fetching: tokio::sync::Mutex<()>,
     /// When a token with an unknown `kid` last fetched them.
     last_refetch: std::sync::Mutex<Option<Instant>>,
-    /// JWTs already checked, by SHA-256: their principal and `exp`. A hit
-    /// past `exp` (+ leeway) is checked again (and refused). Cleared when
-    /// the keys change and when full.
-    checked: std::sync::Mutex<HashMap<[u8; 32], (Principal, i64)>>,
+    /// JWTs already checked (`CheckedTokens`). Cleared when the keys
+    /// change.
+    checked: std::sync::Mutex<CheckedTokens>,
 }
 
 /// `https`, or `http` to a loopback address.
@@ -260,7 +260,7 @@ impl OAuthVerifier {
             })),
             fetching: tokio::sync::Mutex::new(()),
             last_refetch: std::sync::Mutex::new(None),
-            checked: std::sync::Mutex::new(HashMap::new()),
+            checked: std::sync::Mutex::new(CheckedTokens::new(MAX_CACHED)),
         })
     }
 
@@ -525,36 +525,29 @@ impl OAuthVerifier {
         }
     }
 
+    /// A JWT access token: from the cache of checked tokens when it is
+    /// there and unexpired (a hash and a lookup), else checked in full and
+    /// remembered until its `exp`.
     async fn verify_jwt(&self, token: &str) -> Result<Principal, Refusal> {
         let digest = crate::secrets::sha256(token.as_bytes());
+        let leeway = self.leeway as i64;
         let now = crate::clock::now_ms() / 1000;
-        if let Some((p, exp)) = self
+        if let Some(p) = self
             .checked
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&digest)
-            && now <= exp + self.leeway as i64
+            .get(&digest, now, leeway)
         {
-            return Ok(p.clone());
+            return Ok(p);
         }
-        let p = self.verify_jwt_uncached(token).await?;
-        Ok(p)
-    }
-
-    async fn verify_jwt_uncached(&self, token: &str) -> Result<Principal, Refusal> {
         let claims = self.decode(token, &self.resource).await?;
         let p = self.principal(&claims)?;
         if let Some(exp) = claims.get("exp").and_then(Value::as_i64) {
-            let mut checked = self.checked.lock().unwrap_or_else(PoisonError::into_inner);
-            if checked.len() >= MAX_CACHED {
-                let now = crate::clock::now_ms() / 1000;
-                let leeway = self.leeway as i64;
-                checked.retain(|_, (_, e)| now <= *e + leeway);
-                if checked.len() >= MAX_CACHED {
-                    checked.clear();
-                }
-            }
-            checked.insert(crate::secrets::sha256(token.as_bytes()), (p.clone(), exp));
+            let now = crate::clock::now_ms() / 1000;
+            self.checked
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(digest, p.clone(), exp, now, leeway);
         }
         Ok(p)
     }
