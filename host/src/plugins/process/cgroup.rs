@@ -269,3 +269,56 @@ fn find_base(controller: &str) -> Option<(PathBuf, bool)> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_oom_kill_count_of_v1_and_v2() {
+        let dir = std::env::temp_dir().join(format!("wf-oom-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let v1 = dir.join("memory.oom_control");
+        std::fs::write(&v1, "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n").unwrap();
+        assert_eq!(oom_kills(&v1), 3);
+        let v2 = dir.join("memory.events");
+        std::fs::write(
+            &v2,
+            "low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\noom_group_kill 0\n",
+        )
+        .unwrap();
+        assert_eq!(oom_kills(&v2), 1);
+        assert_eq!(oom_kills(&dir.join("gone")), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_memory_cgroup_is_bounded_at_memory_mb_plus_headroom_and_removed() {
+        let limits = Limits {
+            memory_mb: Some(300),
+            cpu_seconds: None,
+            max_processes: None,
+        };
+        let cg = ChildCgroups::create(&limits);
+        let Some(m) = cg.memory.as_ref() else {
+            // No memory cgroup wf may make here: nothing to check.
+            return;
+        };
+        let dir = m.dir.clone();
+        let file = if m.v2 {
+            "memory.max"
+        } else {
+            "memory.limit_in_bytes"
+        };
+        let set: u64 = std::fs::read_to_string(dir.join(file))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(set, (300 + MEMORY_HEADROOM_MB) << 20);
+        assert_eq!(cg.memory_total_mb(), Some(300 + MEMORY_HEADROOM_MB));
+        assert!(!cg.bounds_processes());
+        drop(cg);
+        assert!(!dir.exists());
+    }
+}
