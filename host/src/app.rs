@@ -61,6 +61,8 @@ pub struct App {
     pub source_logs: Arc<crate::sources::SourceLogs>,
     /// Per-principal and per-client upstream sessions, and session handles.
     pub sessions: Arc<crate::sources::sessions::SessionTable>,
+    /// The one call pipeline every use of a capability passes.
+    pub pipeline: Arc<crate::pipeline::Pipeline>,
 }
 
 /// Live counts of what the MCP front holds open, for the admin `status` tool.
@@ -312,7 +314,22 @@ impl App {
             subscriptions,
             source_logs: Arc::default(),
             sessions,
+            pipeline: Arc::default(),
         });
+        // Workflow nodes and the planner name tools by source and original
+        // name; the pipeline decides on the names clients know.
+        let projector = app.projector.clone();
+        app.pipeline.set_namer(Arc::new(move |source: &str, original: &str| {
+            let proj = projector.projection();
+            let t = proj
+                .tools
+                .iter()
+                .find(|t| t.source == source && t.original == original)?;
+            Some(crate::pipeline::ToolFacts {
+                name: t.name.clone(),
+                annotations: t.item.extra.get("annotations").cloned(),
+            })
+        }));
 
         let sources = app.sources.clone();
         tokio::spawn(async move { sources.discover_all(sources.list(), timeout).await });
@@ -398,6 +415,7 @@ impl App {
             sources: self.sources.clone(),
             sessions: self.sessions.clone(),
             ready_by: self.projector.timing().ready_by,
+            pipeline: self.pipeline.clone(),
         }
     }
 

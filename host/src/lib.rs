@@ -1,7 +1,7 @@
 //! wf-host: the `wf` binary's library. Data flows one way, and no module
 //! uses one above it (checked by `tests/layering.rs`):
 //! clock, secrets, status, text, telemetry → store, config → plugins → sources → catalog →
-//! projection, workflow → app → surfaces → server → cli.
+//! pipeline → projection, workflow → app → surfaces → server → cli.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod app;
@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod pipeline;
 pub mod plugins;
 pub mod projection;
 pub mod secrets;

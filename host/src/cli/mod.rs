@@ -3,6 +3,7 @@
 mod auth;
 mod check;
 pub mod log_filter;
+mod policy;
 mod log_format;
 mod plugins;
 mod run;
@@ -78,6 +79,11 @@ pub enum Command {
     Store {
         #[command(subcommand)]
         command: store::StoreCommand,
+    },
+    /// Policies: `wf policy test FILE REQUESTS` decides example requests.
+    Policy {
+        #[command(subcommand)]
+        command: policy::PolicyCommand,
     },
     /// Tool pins: `wf tools pin [SOURCE...]`, `wf tools diff`, `wf tools approve NAME...`.
     Tools {
@@ -360,6 +366,7 @@ pub fn main() -> i32 {
             Command::Auth { command } => auth::run(command, &cli.log_level).await,
             Command::Store { command } => store::run(command, &cli.log_level).await,
             Command::Tools { command } => tools::run(command, &cli.log_level).await,
+            Command::Policy { command } => policy::run(command, &cli.log_level).await,
         }
     });
     // Plugin runtimes and upstream clients may hold threads; do not wait for them.

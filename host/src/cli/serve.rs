@@ -52,6 +52,11 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     surfaces.isolation = std::sync::Arc::new(Isolation::new(
         ToolAccess::from_config(server).map_err(|e| anyhow::anyhow!("{label}: {e}"))?,
     ));
+    // The tool lists are the call pipeline's first `authorize` stage.
+    app.pipeline.set_authorizer(
+        crate::server::mcp::isolation::TOOL_LISTS,
+        surfaces.isolation.clone(),
+    );
     // The tool lists (tokens' and OAuth groups') follow the config.
     let isolation = surfaces.isolation.clone();
     app.live_config.on_reload(Box::new(move |c| {
@@ -59,6 +64,8 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
         let isolation = isolation.clone();
         Ok(Box::new(move || isolation.access.replace(rules)))
     }));
+    // `[policy] files`: in force once the catalog they name is discovered.
+    super::policy::install(&app).await?;
     surfaces.catalog = std::sync::Arc::new(
         crate::server::mcp::catalog_view::CatalogView::from_config(server)
             .map_err(|e| anyhow::anyhow!("{label}: {e}"))?,

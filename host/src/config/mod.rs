@@ -66,6 +66,9 @@ pub struct Config {
     /// Where the state lives: SQLite (default) or PostgreSQL.
     #[serde(default)]
     pub store: StoreConfig,
+    /// Policy files (`[policy] files`): Cedar policies over every call.
+    #[serde(default)]
+    pub policy: PolicyConfig,
     /// Sources by name. Each has a `kind` served by some plugin.
     #[serde(default)]
     pub sources: BTreeMap<String, SourceConfig>,
@@ -82,6 +85,15 @@ pub struct Config {
     pub global_shortcut: Option<Value>,
     #[serde(default, skip_serializing)]
     pub preferences: Option<Value>,
+}
+
+/// `[policy]`: the Cedar policy files every call is decided by (none: no
+/// policy stage at all). Relative paths are from the config file's folder.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    #[serde(default)]
+    pub files: Vec<PathBuf>,
 }
 
 /// The most worker threads `wf serve` takes (`--workers`, `[server] workers`).

@@ -99,6 +99,20 @@ struct Metrics {
     http_queued: Family<PrincipalLabel, Gauge>,
     http_refused: Family<PrincipalLimit, Counter>,
     http_principal: Family<PrincipalVia, Counter>,
+    pipeline_calls: Family<EntryOutcome, Counter>,
+    policy_decisions: Family<PolicyOutcome, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EntryOutcome {
+    entry: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyOutcome {
+    policy: String,
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -127,6 +141,8 @@ impl Metrics {
             http_queued: Family::default(),
             http_refused: Family::default(),
             http_principal: Family::default(),
+            pipeline_calls: Family::default(),
+            policy_decisions: Family::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -208,6 +224,16 @@ impl Metrics {
             "http_principal_requests",
             "HTTP requests let in at /mcp, by principal (a name, never a token) and how it was identified (token, oauth or local)",
             m.http_principal.clone(),
+        );
+        r.register(
+            "pipeline_calls",
+            "Uses of a capability admitted or refused by the call pipeline, by entry (tools_call, wf_call, resources_read, prompts_get, completion, subscribe, workflow_node, publish, planner, console) and outcome",
+            m.pipeline_calls.clone(),
+        );
+        r.register(
+            "policy_decisions",
+            "Policy decisions by deciding policy id (`default` when none applied) and outcome (allow or deny)",
+            m.policy_decisions.clone(),
         );
         m
     }
@@ -437,6 +463,27 @@ pub fn discovery(source: &str, ok: bool, took: Duration) {
             source: source.into(),
         })
         .observe(took.as_secs_f64());
+}
+
+/// A use of a capability the call pipeline admitted (or refused) at `entry`.
+pub fn pipeline_call(entry: &'static str, admitted: bool) {
+    let outcome = if admitted { "admitted" } else { "refused" };
+    METRICS
+        .pipeline_calls
+        .get_or_create(&EntryOutcome { entry, outcome })
+        .inc();
+}
+
+/// A policy decision: `policy` decided it (`default` when no policy applied).
+pub fn policy_decision(policy: &str, allowed: bool) {
+    let outcome = if allowed { "allow" } else { "deny" };
+    METRICS
+        .policy_decisions
+        .get_or_create(&PolicyOutcome {
+            policy: policy.into(),
+            outcome,
+        })
+        .inc();
 }
 
 pub fn reload(applied: bool) {

@@ -72,6 +72,8 @@ pub struct NodeSources {
     /// Per-principal and per-client sessions a client's run uses.
     pub sessions: Arc<crate::sources::sessions::SessionTable>,
     pub ready_by: Instant,
+    /// The call pipeline each node passes, as the run's principal.
+    pub pipeline: Arc<crate::pipeline::Pipeline>,
 }
 
 impl NodeSources {
@@ -80,6 +82,37 @@ impl NodeSources {
         self.sources.wait_first_discovery(self.ready_by).await;
         PlannerCatalog::from_snapshot(&crate::catalog::Snapshot::take(&self.sources))
             .with_held(&self.sources)
+    }
+
+    /// A node's capability as the pipeline sees it, with its client name.
+    pub fn node_capability(&self, entry: &CapabilityEntry) -> crate::pipeline::ToolFacts {
+        self.pipeline.tool_facts(&entry.source, &entry.name)
+    }
+
+    /// The check at publish: every node's capability is one `principal`
+    /// could be permitted to call; the first that is not, as an error.
+    pub fn check_publish(
+        &self,
+        wf: &Workflow,
+        catalog: &PlannerCatalog,
+        principal: &crate::pipeline::Principal,
+    ) -> Result<(), String> {
+        for node in &wf.nodes {
+            let Some(entry) = catalog.get(&node.uses) else {
+                continue; // validation names unknown refs
+            };
+            let facts = self.node_capability(entry);
+            let capability = crate::pipeline::Capability {
+                kind: crate::pipeline::Kind::Tool,
+                source: &entry.source,
+                name: &facts.name,
+                annotations: facts.annotations.as_ref(),
+            };
+            self.pipeline
+                .check_publish(principal, &capability)
+                .map_err(|r| format!("node {:?}: {r}", node.id))?;
+        }
+        Ok(())
     }
 
     /// The live handle of `source`.
@@ -215,6 +248,11 @@ impl Engine {
         let this = self.clone();
         let id = run_id.clone();
         let caller = current_caller();
+        // The run's nodes are authorized as the principal who started it
+        // (with its groups, when the caller set it).
+        let who = crate::pipeline::current_principal()
+            .filter(|p| p.name() == principal)
+            .unwrap_or_else(|| crate::pipeline::Principal::named(principal));
         tokio::spawn(async move {
             let log = NodeLog::start(this.store.clone(), id.clone());
             let run = Run {
@@ -227,6 +265,7 @@ impl Engine {
                 cancel,
                 on_event,
                 caller,
+                principal: who,
                 held: Mutex::default(),
             };
             run.execute().await;
@@ -441,6 +480,8 @@ struct Run {
     /// The client that started the run: where a source gives each client (or
     /// principal) its own session, the run's "shared" nodes use that one.
     caller: Option<SessionCaller>,
+    /// Who started the run: each node is authorized as them.
+    principal: crate::pipeline::Principal,
     /// Those sessions, held (never reaped as idle) until the run ends.
     held: Mutex<Vec<SessionUse>>,
 }
@@ -532,6 +573,27 @@ impl Run {
 
     fn handle(&self, source: &str) -> Result<Arc<SourceHandle>, String> {
         self.engine.sources.handle(source)
+    }
+
+    /// The call pipeline for one node, as the run's principal: the refusal
+    /// (naming the rule or policy) fails the node.
+    fn admit(&self, entry: &CapabilityEntry, args: &Value) -> Result<(), String> {
+        let sources = &self.engine.sources;
+        let facts = sources.node_capability(entry);
+        let call = crate::pipeline::Call {
+            entry: crate::pipeline::Entry::WorkflowNode,
+            principal: &self.principal,
+            capability: crate::pipeline::Capability {
+                kind: crate::pipeline::Kind::Tool,
+                source: &entry.source,
+                name: &facts.name,
+                annotations: facts.annotations.as_ref(),
+            },
+            arguments: args,
+            client: None,
+            transport: crate::pipeline::Transport::Internal,
+        };
+        sources.pipeline.admit(&call).map_err(|r| r.message)
     }
 
     /// Opens the session each used source's calls run on: a run-scoped lease

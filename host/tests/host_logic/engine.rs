@@ -353,3 +353,56 @@ fn a_running_node_is_recorded_while_it_runs() {
         assert_eq!(text(&run.status), "cancelled");
     })
 }
+
+/// Refuses every call to a capability of one source (a stand-in `authorize` stage).
+struct RefuseSource(&'static str);
+
+impl wf_host::pipeline::Authorize for RefuseSource {
+    fn authorize(
+        &self,
+        call: &wf_host::pipeline::Call<'_>,
+    ) -> Result<(), wf_host::pipeline::Refusal> {
+        if call.capability.source == self.0 {
+            return Err(wf_host::pipeline::Refusal::new(
+                wf_host::pipeline::Stage::Authorize,
+                format!("{} is refused to {}", call.capability.name, call.principal),
+            ));
+        }
+        Ok(())
+    }
+    fn may_list(
+        &self,
+        _: &wf_host::pipeline::Principal,
+        c: &wf_host::pipeline::Capability<'_>,
+    ) -> bool {
+        c.source != self.0
+    }
+}
+
+#[test]
+fn a_workflow_node_passes_the_call_pipeline_as_the_runs_principal() {
+    use wf_host::pipeline::Entry;
+    block_on(async {
+        let h = host("guarded").await;
+        let (run, _) = h
+            .run(json!({"nodes": [{"id": "a", "use": "guarded.echo", "args": {"label": "a"}}]}))
+            .await;
+        assert_eq!(text(&run.status), "succeeded", "{run:?}");
+        assert_eq!(h.pipeline.counts(Entry::WorkflowNode), (1, 0));
+        h.pipeline
+            .set_authorizer("test", Arc::new(RefuseSource("guarded")));
+        let (run, nodes) = h
+            .run(json!({"nodes": [{"id": "a", "use": "guarded.echo", "args": {"label": "a"}}]}))
+            .await;
+        assert_eq!(text(&run.status), "failed", "{run:?}");
+        let error = node(&nodes, "a").error.clone().unwrap_or_default();
+        assert!(error.contains("guarded__echo is refused to"), "{error:?}");
+        assert_eq!(h.pipeline.counts(Entry::WorkflowNode), (1, 1));
+        // Only the first run's node reached the source.
+        let starts = journal("guarded")
+            .iter()
+            .filter(|e| *e == "start:a")
+            .count();
+        assert_eq!(starts, 1);
+    })
+}

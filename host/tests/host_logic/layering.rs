@@ -11,6 +11,7 @@ const LAYERS: &[&[&str]] = &[
     &["plugins"],
     &["sources"],
     &["catalog"],
+    &["pipeline"],
     &["projection", "workflow"],
     &["app"],
     &["surfaces"],

@@ -9,6 +9,7 @@ mod engine;
 mod fake;
 mod layering;
 mod planner;
+mod policy;
 mod projection;
 mod registry;
 mod support;

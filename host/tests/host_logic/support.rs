@@ -79,6 +79,8 @@ pub struct TestHost {
     pub plugins: PluginSet,
     pub sources: Arc<Sources>,
     pub store: Arc<Store>,
+    /// The call pipeline the engine's nodes pass.
+    pub pipeline: Arc<wf_host::pipeline::Pipeline>,
     _events: tokio::sync::mpsc::UnboundedReceiver<HostEvent>,
 }
 
@@ -95,6 +97,7 @@ impl TestHost {
             plugins,
             sources,
             store,
+            pipeline: Arc::default(),
             _events: rx,
         };
         host.apply(toml).await;
@@ -124,6 +127,7 @@ impl TestHost {
             sources: self.sources.clone(),
             sessions: wf_host::sources::sessions::SessionTable::new(),
             ready_by: Instant::now(),
+            pipeline: self.pipeline.clone(),
         };
         Engine::new(sources, self.store.clone())
     }

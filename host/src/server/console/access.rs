@@ -133,11 +133,25 @@ impl Console {
         caller: Caller,
     ) -> Result<Caller, Refusal> {
         let tool = self.client_name(source, name);
-        if let Some(why) = self.surfaces.isolation.access.refusal(principal, &tool) {
+        // A console action is a use of the tool it calls: the call pipeline's.
+        let call = crate::pipeline::Call {
+            entry: crate::pipeline::Entry::Console,
+            principal,
+            capability: crate::pipeline::Capability {
+                kind: crate::pipeline::Kind::Tool,
+                source,
+                name: &tool,
+                annotations: None,
+            },
+            arguments: &Value::Null,
+            client: Some("console"),
+            transport: crate::pipeline::Transport::Http,
+        };
+        if let Err(why) = self.app.pipeline.admit(&call) {
             return Err(Refusal::new(
                 StatusCode::FORBIDDEN,
-                why,
-                "the operator grants tools per token in [[server.tokens]]",
+                why.message,
+                "the operator grants tools per token in [[server.tokens]] and in [policy] files",
             ));
         }
         Ok(caller)
@@ -171,8 +185,13 @@ impl Console {
             .unwrap_or_else(|| format!("{}__{name}", source.replace('.', "_")))
     }
 
-    /// Whether `principal` may see the tool clients know as `tool`.
-    pub fn may_see(&self, principal: &Principal, tool: &str) -> bool {
-        self.surfaces.isolation.access.permits(principal, tool)
+    /// Whether `principal` may see `tool`: some call to it could be permitted.
+    pub fn may_see(
+        &self,
+        principal: &Principal,
+        tool: &crate::projection::Projected<wf_plugin_api::Tool>,
+    ) -> bool {
+        let capability = crate::server::mcp::tool_capability(tool);
+        self.app.pipeline.may_list(principal, &capability)
     }
 }

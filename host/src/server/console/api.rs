@@ -66,7 +66,8 @@ async fn planner_call(
         return *r;
     }
     let planner = &c.surfaces.planner;
-    answer(planner.call(PLANNER_SOURCE, name, args, p.name()).await)
+    let call = planner.call(PLANNER_SOURCE, name, args, p.name());
+    answer(crate::pipeline::as_principal(p.clone(), call).await)
 }
 
 /// An endpoint that is one admin tool called without arguments
@@ -156,15 +157,11 @@ pub async fn capabilities(
         .filter(|k| !k.is_empty());
     let proj = c.app.projection_ready().await;
     let mut items: Vec<Value> = Vec::new();
-    let tools = proj
-        .tools
-        .iter()
-        .filter(|t| c.may_see(&p, &t.name))
-        .map(|t| {
-            json!({"kind": "tool", "name": t.name, "source": t.source, "original": t.original,
+    let tools = proj.tools.iter().filter(|t| c.may_see(&p, t)).map(|t| {
+        json!({"kind": "tool", "name": t.name, "source": t.source, "original": t.original,
                "description": t.item.description, "input_schema": t.item.input_schema,
                "output_schema": t.item.output_schema})
-        });
+    });
     let prompts = proj.prompts.iter().map(|t| {
         json!({"kind": "prompt", "name": t.name, "source": t.source, "original": t.original,
                "description": t.item.description, "arguments": t.item.arguments})

@@ -24,8 +24,10 @@ use super::observe;
 use super::progress_route::{ProgressRoute, notification};
 use super::session_route::{self, SESSION_SOURCE};
 use super::source_error::source_error;
+use super::surfaces::tool_capability;
 use super::{Surfaces, visible};
 use crate::app::App;
+use crate::pipeline::{self, Capability, Entry, Kind, Refusal, Transport};
 use crate::server::identity::call_slots::CallSlots;
 use crate::server::identity::limits::Principal;
 use crate::server::identity::principals::principal_of;
@@ -117,12 +119,43 @@ impl WfServer {
     /// Whether `principal` may hear `source`'s log messages: it may use one
     /// of the source's tools (and admin's only where this front serves admin).
     fn may_see(&self, principal: crate::config::Principal) -> caller::MaySee {
-        let (app, surfaces) = (self.app.clone(), self.surfaces.clone());
+        let app = self.app.clone();
         Arc::new(move |source: &str| {
             app.projection().tools.iter().any(|t| {
-                t.source == source && surfaces.isolation.access.permits(&principal, &t.name)
+                t.source == source && app.pipeline.may_list(&principal, &tool_capability(t))
             })
         })
+    }
+
+    /// The call pipeline's `authorize`, `limit` and `record` stages for one
+    /// use of `capability` by this request's principal.
+    fn admit(
+        &self,
+        context: &RequestContext<RoleServer>,
+        entry: Entry,
+        capability: Capability<'_>,
+        arguments: &Value,
+    ) -> Result<(), McpError> {
+        let principal = principal_of(context);
+        let info = context.peer.peer_info();
+        let call = pipeline::Call {
+            entry,
+            principal: &principal,
+            capability,
+            arguments,
+            client: info.as_ref().map(|i| i.client_info.name.as_str()),
+            transport: if self.http {
+                Transport::Http
+            } else {
+                Transport::Stdio
+            },
+        };
+        self.app.pipeline.admit(&call).map_err(refusal_error)
+    }
+
+    /// Whether a prompt or resource is listed to this request's principal.
+    fn listed(&self, principal: &pipeline::Principal, capability: Capability<'_>) -> bool {
+        self.app.pipeline.may_list(principal, &capability)
     }
 
     /// What serving a task needs: the task table and the planner that runs.
@@ -219,8 +252,11 @@ impl WfServer {
         let (principal, caller) = (principal_of(context), self.caller(context));
         self.app.projection_ready().await;
         let (proj, index) = self.app.projector.tool_index();
-        let usable =
-            |source: &str, name: &str| visible(&self.surfaces, &principal, &caller, source, name);
+        // wf_find and wf_describe never reveal what no call could be permitted.
+        let usable = |_: &str, name: &str| {
+            proj.tool(name)
+                .is_some_and(|t| visible((&self.app, &self.surfaces), &principal, &caller, t))
+        };
         let answer = if name == meta_tools::FIND {
             meta_tools::find(&proj, &index, args, usable).map(|(found, names)| {
                 self.keep_found(&principal, names, context);
@@ -325,6 +361,30 @@ impl WfServer {
                 None,
             )),
         }
+    }
+}
+
+/// A pipeline refusal as the JSON-RPC error the client gets: its message
+/// (naming the rule or policy and why), and in `data` the stage, the policy
+/// id and, for a limit, the seconds until it frees.
+fn refusal_error(r: Refusal) -> McpError {
+    let mut data = json!({"stage": r.stage.name()});
+    if let Some(p) = &r.policy {
+        data["policy"] = json!(p);
+    }
+    if let Some(after) = r.retry_after {
+        data["retryAfterSeconds"] = json!(after.as_secs().max(1));
+    }
+    McpError::invalid_params(r.message, Some(data))
+}
+
+/// A resource (by the URI clients asked for) as the pipeline sees it.
+fn resource_capability<'a>(source: &'a str, uri: &'a str) -> Capability<'a> {
+    Capability {
+        kind: Kind::Resource,
+        source,
+        name: uri,
+        annotations: None,
     }
 }
 
@@ -572,6 +632,17 @@ impl ServerHandler for WfServer {
         // The stream's resource subscriptions end with it.
         let stream = Downstream::new(&self.app);
         if let Some(uris) = &ctx.accepted().resource_subscriptions {
+            for uri in uris {
+                let route = self.app.resource_route(uri).await;
+                let source = route.as_ref().map_or("", |r| r.source.as_str());
+                let capability = resource_capability(source, uri);
+                self.admit(
+                    ctx.request_context(),
+                    Entry::Subscribe,
+                    capability,
+                    &Value::Null,
+                )?;
+            }
             let caller = self.session_caller(ctx.request_context())?;
             forwarding::listen_resources(&self.app, &stream, &caller, ctx.sink().clone(), uris)
                 .await;
@@ -586,10 +657,32 @@ impl ServerHandler for WfServer {
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
         Box::pin(async move {
             let counted = observe::Counted::new("completion/complete");
+            // Completing a prompt's or template's argument is a use of it.
+            let reference = serde_json::to_value(&request.r#ref).unwrap_or_default();
+            let text = |k: &str| reference.get(k).and_then(Value::as_str).unwrap_or("");
+            let proj = self.app.projection();
+            let capability = if text("type") == "ref/prompt" {
+                let name = text("name");
+                Capability {
+                    kind: Kind::Prompt,
+                    source: proj.prompt(name).map_or("", |p| p.source.as_str()),
+                    name,
+                    annotations: None,
+                }
+            } else {
+                let uri = text("uri");
+                let source = proj.templates.iter().find(|t| t.name == uri);
+                resource_capability(source.map_or("", |t| t.source.as_str()), uri)
+            };
+            let arguments = serde_json::to_value(&request.argument).unwrap_or_default();
+            if let Err(refused) = self.admit(&context, Entry::Completion, capability, &arguments) {
+                return counted.finish(Err(refused));
+            }
+            drop(proj);
             counted.finish(forwarding::complete(&self.app, request, CallCtx::new()).await)
         })
         .await
@@ -602,6 +695,12 @@ impl ServerHandler for WfServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let counted = observe::Counted::new("resources/subscribe");
+        let source = self.app.resource_route(&request.uri).await;
+        let source = source.as_ref().map_or("", |r| r.source.as_str());
+        let capability = resource_capability(source, &request.uri);
+        if let Err(refused) = self.admit(&context, Entry::Subscribe, capability, &Value::Null) {
+            return counted.finish(Err(refused));
+        }
         let subscribed = match self.session_caller(&context) {
             Ok(caller) => {
                 forwarding::subscribe(&self.app, &self.client, &caller, context.peer, &request.uri)
@@ -759,7 +858,7 @@ impl ServerHandler for WfServer {
             let usable = proj
                 .tools
                 .iter()
-                .filter(|t| visible(&self.surfaces, &principal, &caller, &t.source, &t.name))
+                .filter(|t| visible((&self.app, &self.surfaces), &principal, &caller, t))
                 .collect();
             let found = self
                 .found
@@ -820,9 +919,13 @@ impl ServerHandler for WfServer {
             // becomes the call it names and takes the direct call's path
             // below (allow and deny lists, progress, cancellation, input).
             let mut request = request;
+            let mut entry = Entry::ToolsCall;
             match request.name.as_ref() {
                 meta_tools::CALL => match unwrap_call(request) {
-                    Ok(inner) => request = inner,
+                    Ok(inner) => {
+                        request = inner;
+                        entry = Entry::WfCall;
+                    }
                     Err(e) => return counted.finish(Err(e)),
                 },
                 name @ (meta_tools::FIND | meta_tools::DESCRIBE) => {
@@ -842,20 +945,15 @@ impl ServerHandler for WfServer {
                 ));
             };
             let principal = principal_of(&context);
-            if let Some(refused) = self
-                .surfaces
-                .isolation
-                .access
-                .refusal(&principal, &tool.name)
-            {
+            let args = Value::Object(request.arguments.unwrap_or_default());
+            if let Err(refused) = self.admit(&context, entry, tool_capability(tool), &args) {
                 tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
-                return Err(McpError::invalid_params(refused, None));
+                return counted.finish(Err(refused));
             }
             if self.surfaces.catalog.counts_usage() {
                 let usage = &self.surfaces.catalog.usage;
                 usage.record(&self.app.store, &principal, &tool.name);
             }
-            let args = Value::Object(request.arguments.unwrap_or_default());
             // A run asked for by a client that declared MCP Tasks: a task handle at once.
             let wants_task = wants_task(&context);
             if Planner::starts_run(&tool.source, &tool.original) && wants_task {
@@ -868,6 +966,7 @@ impl ServerHandler for WfServer {
                     args.clone(),
                     (principal.name(), &owner),
                 );
+                let start = pipeline::as_principal(principal.clone(), start);
                 if let Some(started) = with_caller(caller, start).await {
                     return counted.finish(started);
                 }
@@ -893,6 +992,7 @@ impl ServerHandler for WfServer {
                             let planner = &self.surfaces.planner;
                             let call =
                                 planner.call(&tool.source, &tool.original, args, principal.name());
+                            let call = pipeline::as_principal(principal.clone(), call);
                             with_caller(caller, call).await
                         }
                     };
@@ -955,12 +1055,26 @@ impl ServerHandler for WfServer {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         Box::pin(async move {
             let counted = observe::Counted::new("prompts/list");
             let proj = self.app.live_projection().await;
-            let items: Vec<&wf_plugin_api::Prompt> = proj.prompts.iter().map(|p| &p.item).collect();
+            let principal = principal_of(&context);
+            let items: Vec<&wf_plugin_api::Prompt> = proj
+                .prompts
+                .iter()
+                .filter(|p| {
+                    let c = Capability {
+                        kind: Kind::Prompt,
+                        source: &p.source,
+                        name: &p.name,
+                        annotations: None,
+                    };
+                    self.listed(&principal, c)
+                })
+                .map(|p| &p.item)
+                .collect();
             let (items, next) = paged(&items, &request, self.page_size())?;
             let mut r = ListPromptsResult::with_all_items(convert(items)?);
             r.next_cursor = next;
@@ -990,10 +1104,20 @@ impl ServerHandler for WfServer {
                     None,
                 ));
             };
+            let args = request.arguments.unwrap_or_default();
+            let capability = Capability {
+                kind: Kind::Prompt,
+                source: &prompt.source,
+                name: &prompt.name,
+                annotations: None,
+            };
+            let arguments = serde_json::to_value(&args).unwrap_or_default();
+            if let Err(refused) = self.admit(&context, Entry::PromptsGet, capability, &arguments) {
+                return counted.finish(Err(refused));
+            }
             let handle = self.handle(&prompt.source)?;
             let session = self.session(&handle, &context).await?;
             let name = prompt.original.clone();
-            let args = request.arguments.unwrap_or_default();
             let work = move |context: RequestContext<RoleServer>, asker| async move {
                 let result =
                     with_progress_and_cancel(&context, asker, session.as_ref(), async |ctx| {
@@ -1020,13 +1144,18 @@ impl ServerHandler for WfServer {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         Box::pin(async move {
             let counted = observe::Counted::new("resources/list");
             let proj = self.app.live_projection().await;
-            let items: Vec<&wf_plugin_api::Resource> =
-                proj.resources.iter().map(|r| &r.item).collect();
+            let principal = principal_of(&context);
+            let items: Vec<&wf_plugin_api::Resource> = proj
+                .resources
+                .iter()
+                .filter(|r| self.listed(&principal, resource_capability(&r.source, &r.name)))
+                .map(|r| &r.item)
+                .collect();
             let (items, next) = paged(&items, &request, self.page_size())?;
             let mut r = ListResourcesResult::with_all_items(convert(items)?);
             r.next_cursor = next;
@@ -1038,13 +1167,18 @@ impl ServerHandler for WfServer {
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         Box::pin(async move {
             let counted = observe::Counted::new("resources/templates/list");
             let proj = self.app.live_projection().await;
-            let items: Vec<&wf_plugin_api::ResourceTemplate> =
-                proj.templates.iter().map(|t| &t.item).collect();
+            let principal = principal_of(&context);
+            let items: Vec<&wf_plugin_api::ResourceTemplate> = proj
+                .templates
+                .iter()
+                .filter(|t| self.listed(&principal, resource_capability(&t.source, &t.name)))
+                .map(|t| &t.item)
+                .collect();
             let (items, next) = paged(&items, &request, self.page_size())?;
             let mut r = ListResourceTemplatesResult::with_all_items(convert(items)?);
             r.next_cursor = next;
@@ -1070,6 +1204,12 @@ impl ServerHandler for WfServer {
                     Some(json!({"uri": request.uri})),
                 ));
             };
+            let capability = resource_capability(&route.source, &request.uri);
+            if let Err(refused) =
+                self.admit(&context, Entry::ResourcesRead, capability, &Value::Null)
+            {
+                return counted.finish(Err(refused));
+            }
             let handle = self.handle(&route.source)?;
             let session = self.session(&handle, &context).await?;
             let (source, asked) = (route.source.clone(), request.uri.clone());

@@ -23,5 +23,5 @@ pub(crate) mod tasks_2025;
 mod tool_result;
 mod upstream_tasks;
 
-pub use surfaces::{Surfaces, visible};
+pub use surfaces::{Surfaces, tool_capability, visible};
 pub use task_state::status_of as task_status;

@@ -8,6 +8,8 @@ use super::isolation::Isolation;
 use super::mrtr::Rounds;
 use super::tasks::RunTasks;
 use crate::app::App;
+use crate::pipeline::{Capability, Kind};
+use crate::projection::Projected;
 use crate::server::identity::limits::Principal;
 use crate::surfaces::admin::{ADMIN_SOURCE, Admin, Caller};
 use crate::surfaces::planner::Planner;
@@ -47,21 +49,31 @@ impl Surfaces {
     }
 }
 
-/// Whether a tool is listed to this caller: its principal's tool lists
-/// allow it, and for admin tools the caller passes the admin access rules
-/// (a client is not shown tools it can never call).
+/// Whether a tool is listed to this caller: the pipeline's `authorize`
+/// stages (tool lists, policies) could permit some call to it, and for admin
+/// tools the caller passes the admin access rules (a client is not shown
+/// tools it can never call).
 pub fn visible(
-    surfaces: &Surfaces,
+    (app, surfaces): (&App, &Surfaces),
     principal: &Principal,
     caller: &Caller,
-    source: &str,
-    name: &str,
+    tool: &Projected<wf_plugin_api::Tool>,
 ) -> bool {
-    if !surfaces.isolation.access.permits(principal, name) {
+    if !app.pipeline.may_list(principal, &tool_capability(tool)) {
         return false;
     }
-    match (source, &surfaces.admin) {
+    match (tool.source.as_str(), &surfaces.admin) {
         (ADMIN_SOURCE, Some(admin)) => admin.permits(caller),
         _ => true,
+    }
+}
+
+/// A projected tool as the pipeline sees it.
+pub fn tool_capability(tool: &Projected<wf_plugin_api::Tool>) -> Capability<'_> {
+    Capability {
+        kind: Kind::Tool,
+        source: &tool.source,
+        name: &tool.name,
+        annotations: tool.item.extra.get("annotations"),
     }
 }

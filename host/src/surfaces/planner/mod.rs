@@ -170,7 +170,7 @@ impl Planner {
                     .collect();
                 Ok(json!({"drafts": drafts}))
             }
-            "publish_artifact" => self.publish(args).await,
+            "publish_artifact" => self.publish(args, principal).await,
             "deploy" => self.deploy(args).await,
             "run_deployment" => self.run_deployment(args, principal).await,
             "run_workflow" => self.run_workflow(args, principal).await,
@@ -194,7 +194,7 @@ impl Planner {
                 let (run, _) = self.engine.wait(id, Duration::from_secs(10)).await?;
                 Ok(json!({"run_id": id, "cancelled": cancelled, "status": run.status}))
             }
-            "call_capability" => self.call_capability(args).await,
+            "call_capability" => self.call_capability(args, principal).await,
             other => Err(fail(
                 format!("no planner tool {other:?}"),
                 "list the server's tools",
@@ -362,11 +362,12 @@ impl Planner {
         )
     }
 
-    async fn publish(&self, args: &Value) -> Reply {
+    async fn publish(&self, args: &Value, principal: &str) -> Reply {
         let d = self.app.store.draft(need(args, "draft_id")?).await?;
         let wf = Workflow::from_value(&d.document)
             .map_err(|e| fail(e, "fix the draft with save_draft"))?;
-        let problems = validate(&wf, &self.engine.catalog().await);
+        let catalog = self.engine.catalog().await;
+        let problems = validate(&wf, &catalog);
         if !problems.is_empty() {
             return Err(Failure::Invalid {
                 error: "the draft is not valid",
@@ -374,6 +375,13 @@ impl Planner {
                 problems,
             });
         }
+        // The call pipeline's check at publish: nothing the publisher could
+        // never call (each node is checked again when it runs).
+        let who = acting_as(principal);
+        self.app
+            .node_sources()
+            .check_publish(&wf, &catalog, &who)
+            .map_err(|e| fail(e, "ask the operator for access, or use other capabilities"))?;
         let name = arg(args, "name").unwrap_or(&d.name);
         let a = self
             .app
@@ -538,7 +546,7 @@ impl Planner {
         self.run(wf, origin, args, principal).await
     }
 
-    async fn call_capability(&self, args: &Value) -> Reply {
+    async fn call_capability(&self, args: &Value, principal: &str) -> Reply {
         let reference = need(args, "ref")?;
         let catalog = self.engine.catalog().await;
         let e = catalog.get(reference).ok_or_else(|| {
@@ -547,6 +555,27 @@ impl Planner {
                 "call list_capabilities to find refs",
             )
         })?;
+        let arguments = args.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        // The call pipeline, as the caller: the same decision as a direct call.
+        let who = acting_as(principal);
+        let facts = self.app.pipeline.tool_facts(&e.source, &e.name);
+        let call = crate::pipeline::Call {
+            entry: crate::pipeline::Entry::Planner,
+            principal: &who,
+            capability: crate::pipeline::Capability {
+                kind: crate::pipeline::Kind::Tool,
+                source: &e.source,
+                name: &facts.name,
+                annotations: facts.annotations.as_ref(),
+            },
+            arguments: &arguments,
+            client: None,
+            transport: crate::pipeline::Transport::Internal,
+        };
+        self.app
+            .pipeline
+            .admit(&call)
+            .map_err(|r| fail(r.message, "ask the operator for access"))?;
         let handle = self
             .app
             .sources
@@ -558,7 +587,6 @@ impl Planner {
                     "check the source's status",
                 )
             })?;
-        let arguments = args.get("arguments").cloned().unwrap_or_else(|| json!({}));
         // The caller's own session where the source has per-client ones.
         let session = match crate::sources::sessions::current_caller() {
             Some(caller) => self
@@ -582,6 +610,14 @@ impl Planner {
             )),
         }
     }
+}
+
+/// The principal a planner call acts as: the one the caller set (with its
+/// groups), else the named one.
+fn acting_as(principal: &str) -> crate::pipeline::Principal {
+    crate::pipeline::current_principal()
+        .filter(|p| p.name() == principal)
+        .unwrap_or_else(|| crate::pipeline::Principal::named(principal))
 }
 
 /// With several replicas, a deploy on any of them refreshes this one's

@@ -206,6 +206,11 @@ impl<'r> Scheduler<'r> {
             .transpose()
             .and_then(|_| refs::resolve_map(&node.args, &values))
             .and_then(|args| Ok((args, run.handle(&entry.source)?)));
+        // The call pipeline, as the run's principal, with the node's real arguments.
+        let prepared = prepared.and_then(|(args, handle)| {
+            run.admit(entry, &args)?;
+            Ok((args, handle))
+        });
         let (args, handle) = match prepared {
             Ok(x) => x,
             Err(e) => {
