@@ -86,9 +86,28 @@ impl ChildCgroups {
             });
         }
         if !made.set(limits) {
-            return ChildCgroups::default();
+            // Keep the pids bound when only the memory one could not be set.
+            made.drop_memory();
+            if !made.set(limits) {
+                return ChildCgroups::default();
+            }
         }
         made
+    }
+
+    /// Gives up the memory cgroup (its folder too, unless pids share it).
+    fn drop_memory(&mut self) {
+        let Some(m) = self.memory.take() else {
+            return;
+        };
+        if self.pids.as_ref().is_some_and(|p| p.starts_with(&m.dir)) {
+            return;
+        }
+        if let Some(i) = self.dirs.iter().position(|d| *d == m.dir) {
+            self.dirs.remove(i);
+            self.procs.remove(i);
+            let _ = std::fs::remove_dir(&m.dir);
+        }
     }
 
     /// Sets the bounds (again: the plugin's own, once its settings are
