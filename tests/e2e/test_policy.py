@@ -1,0 +1,165 @@
+"""Cedar policies on the one call pipeline (issue #51), end to end: the official
+Python client, the real `wf serve` and the real @modelcontextprotocol/server-everything.
+
+- An argument rule allows one call to a tool and denies another, with the policy's
+  id and `@reason` in the error; the same denial through `wf_call`, the planner's
+  `call_capability` and a workflow node at run time; `wf_find` and `wf_describe`
+  never reveal a tool no call could be permitted, and a workflow using one is
+  refused at publish.
+- `tools/list` hides a tool every call to it is denied; prompts are governed too.
+- A reload that adds a forbid takes effect on the next call.
+- A policy naming an unknown tool is refused at start with its file and line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from admin_support import admin, admin_outcome
+from conftest import Wf, all_prompts, all_tools, call_outcome, toml_config, wait_listed
+
+pytestmark = pytest.mark.anyio
+
+OP_TIMEOUT = 60
+
+POLICIES = """\
+@id("baseline")
+permit(principal, action, resource);
+
+@id("echo-ok-only")
+@reason("echo may only say ok")
+forbid(principal, action == wf::Action::"everything__echo", resource)
+unless { context.arguments.message like "ok*" };
+
+@id("no-sum")
+@reason("sums are off today")
+forbid(principal, action == wf::Action::"everything__get-sum", resource);
+
+@id("no-args-prompt")
+@reason("that prompt is retired")
+forbid(principal, action == wf::Action::"prompt:everything__args-prompt", resource);
+"""
+
+NO_ECHO = """
+@id("no-echo")
+@reason("echo is closed")
+forbid(principal, action == wf::Action::"everything__echo", resource);
+"""
+
+
+def config_with(wf: Wf, everything_bin: Path, policies: str) -> Path:
+    wf.write_config(policies, "policy.cedar")
+    text = toml_config({"everything": {"command": str(everything_bin)}})
+    return wf.write_config('[policy]\nfiles = ["policy.cedar"]\n\n' + text)
+
+
+async def structured(c: Client, name: str, arguments: dict[str, Any]) -> Any:
+    result = await c.call_tool(name, arguments)
+    assert not result.is_error, result
+    return result.structured_content
+
+
+async def test_policies_hold_on_every_path(wf: Wf, everything_bin: Path) -> None:
+    config = config_with(wf, everything_bin, POLICIES)
+    async with wf.stdio_client("auto", "--config", str(config)) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            tools = {t.name for t in await wait_listed(c, "everything__echo")}
+            # Listed when some call could be permitted, hidden when none could.
+            assert "everything__echo" in tools
+            assert "everything__get-sum" not in tools, "a tool every call is denied is listed"
+            assert "everything__get-env" in tools
+
+            ok = await c.call_tool("everything__echo", {"message": "ok, fine"})
+            assert not ok.is_error, ok
+            _, error = await call_outcome(c, "everything__echo", {"message": "not fine"})
+            assert error is not None, "the argument rule did not deny"
+            assert 'echo-ok-only' in error and "echo may only say ok" in error, error
+
+            # wf_call: the same decision, the same error.
+            _, error = await call_outcome(
+                c, "wf_call", {"name": "everything__echo", "arguments": {"message": "not fine"}}
+            )
+            assert error is not None and 'echo-ok-only' in error, error
+            _, error = await call_outcome(c, "wf_call", {"name": "everything__get-sum", "arguments": {"a": 1, "b": 2}})
+            assert error is not None and 'no-sum' in error and "sums are off today" in error, error
+            ok = await c.call_tool("wf_call", {"name": "everything__echo", "arguments": {"message": "ok via wf_call"}})
+            assert not ok.is_error, ok
+
+            # wf_find and wf_describe never reveal what no call could be permitted.
+            found = await structured(c, "wf_find", {"query": "sum of two numbers add", "limit": 50})
+            assert "everything__get-sum" not in json.dumps(found), found
+            described = await structured(c, "wf_describe", {"names": ["everything__get-sum", "everything__echo"]})
+            assert described["unknown"] == ["everything__get-sum"], described
+
+            # The planner's call_capability decides the same.
+            _, error = await call_outcome(
+                c, "wf_planner__call_capability", {"ref": "everything.echo", "arguments": {"message": "nope"}}
+            )
+            assert error is not None and 'echo-ok-only' in error, error
+
+            # A workflow node, at run time, as the run's principal.
+            _, error = await call_outcome(
+                c,
+                "wf_planner__run_workflow",
+                {"workflow": {"name": "w", "nodes": [{"id": "n", "use": "everything.echo", "args": {"message": "nope"}}]}},
+            )
+            assert error is not None and '"failed"' in error and "echo-ok-only" in error, error
+            run = await structured(
+                c,
+                "wf_planner__run_workflow",
+                {"workflow": {"name": "w", "nodes": [{"id": "n", "use": "everything.echo", "args": {"message": "ok"}}]}},
+            )
+            assert run["status"] == "succeeded", run
+
+            # At publish: a workflow using a capability no call could be permitted.
+            draft = await structured(
+                c,
+                "wf_planner__save_draft",
+                {"name": "sums", "workflow": {"name": "sums", "nodes": [{"id": "s", "use": "everything.get-sum", "args": {"a": 1, "b": 2}}]}},
+            )
+            _, error = await call_outcome(c, "wf_planner__publish_artifact", {"draft_id": draft["draft_id"]})
+            assert error is not None and "everything__get-sum" in error, error
+
+            # Prompts are governed: hidden and refused.
+            prompts = {p.name for p in await all_prompts(c)}
+            assert "everything__simple-prompt" in prompts, prompts
+            assert "everything__args-prompt" not in prompts, prompts
+            with pytest.raises(Exception) as refused:
+                await c.get_prompt("everything__args-prompt", {"city": "Paris", "state": "Texas"})
+            assert "no-args-prompt" in str(refused.value), refused.value
+
+            # A reload that adds a forbid takes effect on the next call.
+            config.parent.joinpath("policy.cedar").write_text(POLICIES + NO_ECHO)
+            outcome = await admin(c, "reload")
+            assert outcome["error"] is None, outcome
+            _, error = await call_outcome(c, "everything__echo", {"message": "ok again"})
+            assert error is not None and 'no-echo' in error and "echo is closed" in error, error
+            assert "everything__echo" not in {t.name for t in await all_tools(c)}
+
+            # A reload whose policies do not load is refused; the ones in force stay.
+            config.parent.joinpath("policy.cedar").write_text(POLICIES + 'forbid(principal, action == wf::Action::"everything__ech0", resource);\n')
+            _, outcome = await admin_outcome(c, "reload")
+            assert "policy.cedar:16:" in json.dumps(outcome) and "everything__ech0" in json.dumps(outcome), outcome
+            _, error = await call_outcome(c, "everything__echo", {"message": "ok again"})
+            assert error is not None and 'no-echo' in error, error
+
+
+def test_a_policy_naming_an_unknown_tool_or_argument_is_refused_at_start(wf: Wf, everything_bin: Path) -> None:
+    for bad, line in (
+        ('permit(principal, action, resource);\n\nforbid(principal, action == wf::Action::"everything__ecoh", resource);\n', 3),
+        (
+            'permit(principal, action, resource);\nforbid(principal, action == wf::Action::"everything__echo", resource)\n'
+            '  when { context.arguments.mesage == "x" };\n',
+            3,
+        ),
+    ):
+        config = config_with(wf, everything_bin, bad)
+        proc = wf.run("serve", *wf.plugin_args(), "--config", str(config), timeout=120)
+        assert proc.returncode != 0, proc.stderr
+        assert f"policy.cedar:{line}:" in proc.stderr, proc.stderr
