@@ -576,6 +576,17 @@ impl OAuthVerifier {
         if claims.get("sub").and_then(Value::as_str).is_none() {
             return Err(invalid("ID token: no sub"));
         }
+        // For several audiences, the authorized party must be this client.
+        if claims
+            .get("aud")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.len() > 1)
+            && claims.get("azp").and_then(Value::as_str) != Some(client_id)
+        {
+            return Err(invalid(
+                "ID token: several audiences and azp is not this client",
+            ));
+        }
         self.principal_from_claims(&claims)
     }
 

@@ -362,6 +362,11 @@ async fn the_consoles_id_token_is_checked_for_its_client_and_nonce() {
             "n-1",
         ),
         ("another key", Key::new("k1").token(&id), "n-1"),
+        (
+            "several audiences, no azp",
+            key.token(&with(id.clone(), "aud", json!(["wf-console", "other"]))),
+            "n-1",
+        ),
     ] {
         assert!(
             v.verify_id_token(&token, "wf-console", nonce)
