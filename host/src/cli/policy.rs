@@ -12,6 +12,7 @@ use super::CommonArgs;
 use crate::app::App;
 use crate::config::LoadedConfig;
 use crate::pipeline::policy::{CatalogShape, Policies, PromptShape, ToolShape, test_requests};
+use crate::pipeline::quota::Quotas;
 use crate::projection::Projection;
 
 /// The name policies go by in the pipeline's `authorize` stage.
@@ -96,6 +97,9 @@ fn apply(app: &App, policies: Option<Policies>) {
 /// is the live catalog's), and again at every config reload: a reload whose
 /// policies do not load is refused as a whole.
 pub async fn install(app: &Arc<App>) -> anyhow::Result<()> {
+    let quotas =
+        Quotas::from_config(&app.config.config.quotas).map_err(|e| anyhow::anyhow!("{e}"))?;
+    app.pipeline.set_quotas(Some(quotas));
     if !app.config.config.policy.files.is_empty() {
         app.projection_ready().await;
         let loaded = load(app, &app.config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -107,7 +111,15 @@ pub async fn install(app: &Arc<App>) -> anyhow::Result<()> {
             return Ok(Box::new(|| {}));
         };
         let loaded = load(&app, c)?;
-        Ok(Box::new(move || apply(&app, loaded)))
+        // Changed rules start with fresh budgets.
+        let quotas = Quotas::from_config(&c.config.quotas).map_err(|e| e.to_string())?;
+        let same = c.config.quotas == app.live_config.current().config.quotas;
+        Ok(Box::new(move || {
+            apply(&app, loaded);
+            if !same {
+                app.pipeline.set_quotas(Some(quotas));
+            }
+        }))
     }));
     Ok(())
 }

@@ -69,6 +69,9 @@ pub struct Config {
     /// Policy files (`[policy] files`): Cedar policies over every call.
     #[serde(default)]
     pub policy: PolicyConfig,
+    /// `[[quotas]]`: rates, daily counts and concurrency per principal or group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quotas: Vec<QuotaConfig>,
     /// Sources by name. Each has a `kind` served by some plugin.
     #[serde(default)]
     pub sources: BTreeMap<String, SourceConfig>,
@@ -94,6 +97,34 @@ pub struct Config {
 pub struct PolicyConfig {
     #[serde(default)]
     pub files: Vec<PathBuf>,
+}
+
+/// One `[[quotas]]` rule: for `principal` or `group` (else everyone), on the
+/// capabilities `tools` matches (a glob over the names clients see; `*`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaConfig {
+    /// The rule's name in errors and metrics (else `quotas[i] (who, glob)`).
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub principal: Option<String>,
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub tools: Option<String>,
+    /// `N/s`, `N/min`, `N/hour` or `N/day`.
+    #[serde(default)]
+    pub rate: Option<String>,
+    /// Calls at once above the rate (default: N).
+    #[serde(default)]
+    pub burst: Option<u64>,
+    /// Calls per UTC day.
+    #[serde(default)]
+    pub per_day: Option<u64>,
+    /// Calls in progress at once.
+    #[serde(default)]
+    pub concurrency: Option<usize>,
 }
 
 /// The most worker threads `wf serve` takes (`--workers`, `[server] workers`).

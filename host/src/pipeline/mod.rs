@@ -17,8 +17,8 @@
 //! counter: no allocation on the call path.
 
 pub mod policy;
+pub mod quota;
 
-pub mod record;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -254,6 +254,8 @@ pub struct Pipeline {
     /// `authorize` stages by name, in registration order.
     authorize: RwLock<Vec<(&'static str, Arc<dyn Authorize>)>>,
     namer: RwLock<Option<Namer>>,
+    /// The `limit` stage's quotas (`[[quotas]]`).
+    quotas: RwLock<Option<Arc<quota::Quotas>>>,
     admitted: [AtomicU64; ENTRIES.len()],
     refused: [AtomicU64; ENTRIES.len()],
 }
@@ -295,10 +297,37 @@ impl Pipeline {
             .retain(|(n, _)| *n != name);
     }
 
+    /// Puts `[[quotas]]` in force (`None`: no limit stage).
+    pub fn set_quotas(&self, quotas: Option<quota::Quotas>) {
+        *self
+            .quotas
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            quotas.filter(|q| !q.is_empty()).map(Arc::new);
+    }
+
+    /// The `limit` stage: what the call holds while it runs.
+    fn limit(&self, call: &Call<'_>) -> Result<quota::Held, Refusal> {
+        let quotas = self
+            .quotas
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        match quotas {
+            Some(q) => q.take(call),
+            None => Ok(quota::Held::default()),
+        }
+    }
+
     /// The entry function every use of a capability calls after resolving
     /// it: runs `authorize`, `limit` and `record`; the first refusal wins.
-    pub fn admit(&self, call: &Call<'_>) -> Result<(), Refusal> {
-        let decided = self.read().iter().try_for_each(|(_, s)| s.authorize(call));
+    /// What it returns is held for the call's length (its concurrency slots).
+    pub fn admit(&self, call: &Call<'_>) -> Result<quota::Held, Refusal> {
+        let decided = self
+            .read()
+            .iter()
+            .try_for_each(|(_, s)| s.authorize(call))
+            .and_then(|()| self.limit(call));
         let counts = if decided.is_ok() {
             &self.admitted
         } else {

@@ -101,6 +101,13 @@ struct Metrics {
     http_principal: Family<PrincipalVia, Counter>,
     pipeline_calls: Family<EntryOutcome, Counter>,
     policy_decisions: Family<PolicyOutcome, Counter>,
+    quota_calls: Family<QuotaOutcome, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuotaOutcome {
+    rule: String,
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -143,6 +150,7 @@ impl Metrics {
             http_principal: Family::default(),
             pipeline_calls: Family::default(),
             policy_decisions: Family::default(),
+            quota_calls: Family::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -234,6 +242,11 @@ impl Metrics {
             "policy_decisions",
             "Policy decisions by deciding policy id (`default` when none applied) and outcome (allow or deny)",
             m.policy_decisions.clone(),
+        );
+        r.register(
+            "quota_calls",
+            "Calls counted against a [[quotas]] rule, by rule and outcome (used or refused)",
+            m.quota_calls.clone(),
         );
         m
     }
@@ -481,6 +494,18 @@ pub fn policy_decision(policy: &str, allowed: bool) {
         .policy_decisions
         .get_or_create(&PolicyOutcome {
             policy: policy.into(),
+            outcome,
+        })
+        .inc();
+}
+
+/// A call counted against quota `rule` (`used`), or refused by it.
+pub fn quota(rule: &str, used: bool) {
+    let outcome = if used { "used" } else { "refused" };
+    METRICS
+        .quota_calls
+        .get_or_create(&QuotaOutcome {
+            rule: rule.into(),
             outcome,
         })
         .inc();

@@ -593,7 +593,7 @@ impl Run {
             client: None,
             transport: crate::pipeline::Transport::Internal,
         };
-        sources.pipeline.admit(&call).map_err(|r| r.message)
+        sources.pipeline.admit(&call).map(drop).map_err(|r| r.message)
     }
 
     /// Opens the session each used source's calls run on: a run-scoped lease

@@ -135,7 +135,7 @@ impl WfServer {
         entry: Entry,
         capability: Capability<'_>,
         arguments: &Value,
-    ) -> Result<(), McpError> {
+    ) -> Result<pipeline::quota::Held, McpError> {
         let principal = principal_of(context);
         let info = context.peer.peer_info();
         let call = pipeline::Call {
@@ -946,10 +946,14 @@ impl ServerHandler for WfServer {
             };
             let principal = principal_of(&context);
             let args = Value::Object(request.arguments.unwrap_or_default());
-            if let Err(refused) = self.admit(&context, entry, tool_capability(tool), &args) {
-                tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
-                return counted.finish(Err(refused));
-            }
+            // Held (its concurrency slots) until the call's answer.
+            let _held = match self.admit(&context, entry, tool_capability(tool), &args) {
+                Ok(held) => held,
+                Err(refused) => {
+                    tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
+                    return counted.finish(Err(refused));
+                }
+            };
             if self.surfaces.catalog.counts_usage() {
                 let usage = &self.surfaces.catalog.usage;
                 usage.record(&self.app.store, &principal, &tool.name);
