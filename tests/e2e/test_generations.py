@@ -131,8 +131,12 @@ async def test_form_and_url_elicitation_and_roots_cross(
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("front", FRONTS)
 @pytest.mark.parametrize("upstream", UPSTREAMS)
-async def test_progress_reaches_the_calling_client(wf: Wf, node: str, upstream: str, front: str, mode: str) -> None:
-    """The upstream's progress notifications for a call reach its client's progress callback."""
+@pytest.mark.parametrize("gap_ms", [50, 0])
+async def test_progress_reaches_the_calling_client(
+    wf: Wf, node: str, upstream: str, front: str, mode: str, gap_ms: int
+) -> None:
+    """The upstream's progress notifications for a call reach its client's progress
+    callback, also when they come in a burst right before the call's result."""
     seen: list[float] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -141,7 +145,7 @@ async def test_progress_reaches_the_calling_client(wf: Wf, node: str, upstream: 
     async with client(wf, node, upstream, front, mode) as c:
         await wait_listed(c, "ts__progress")
         with anyio.fail_after(OP_TIMEOUT):
-            r = await c.call_tool("ts__progress", {"steps": 3}, progress_callback=on_progress)
+            r = await c.call_tool("ts__progress", {"steps": 3, "gap_ms": gap_ms}, progress_callback=on_progress)
     assert not r.is_error, r
     assert content_text(r.content) == "progress: 3 steps, token present"
     if upstream == "http-json":

@@ -10,7 +10,7 @@
 //   elicit       asks for a form (`elicitation/create`) and returns the accepted content as JSON
 //   elicit_url   asks the client to open a URL (URL-mode elicitation) and returns the action
 //   roots        asks for the client's roots and returns their URIs as JSON
-//   progress     sends `steps` progress notifications, 50 ms apart (when the call has a progress token)
+//   progress     sends `steps` progress notifications, `gap_ms` (default 50) apart, when the call has a progress token
 //   touch        says `notifications/resources/updated` for its `uri` argument
 //
 // Resource `test://watched` (subscribable), prompt `greet` with a completable argument.
@@ -101,8 +101,11 @@ server.registerTool(
 
 server.registerTool(
   'progress',
-  { description: 'Reports progress', inputSchema: z.object({ steps: z.number().int().min(1).max(20) }) },
-  async ({ steps }, ctx) => {
+  {
+    description: 'Reports progress',
+    inputSchema: z.object({ steps: z.number().int().min(1).max(20), gap_ms: z.number().int().min(0).max(1000).optional() })
+  },
+  async ({ steps, gap_ms = 50 }, ctx) => {
     const token = ctx.mcpReq._meta?.progressToken;
     for (let i = 1; i <= steps; i++) {
       if (token !== undefined) {
@@ -111,7 +114,7 @@ server.registerTool(
           params: { progressToken: token, progress: i, total: steps, message: `step ${i}` }
         });
       }
-      await new Promise(resolve => setTimeout(resolve, 50));
+      if (gap_ms > 0) await new Promise(resolve => setTimeout(resolve, gap_ms));
     }
     return text(`progress: ${steps} steps, token ${token === undefined ? 'absent' : 'present'}`);
   }

@@ -438,9 +438,16 @@ impl Runtime {
                 ctx.progress(p.progress, p.total, p.message.as_deref());
             }
         }
-        // The same for log lines, while the caller is still registered.
+        // The same for log lines and progress reports (counted off the wire:
+        // `pending_logs`), while the caller is still registered; then the
+        // reports that came before the reply and were not forwarded yet.
         if caller.is_some() {
             client.logs.settle(LOG_GRACE).await;
+        }
+        if let (Some(ctx), Some(progress)) = (ctx, progress.as_mut()) {
+            while let Some(p) = progress.try_next() {
+                ctx.progress(p.progress, p.total, p.message.as_deref());
+            }
         }
         if let Some(t) = &mut traced {
             t.outcome(&result);

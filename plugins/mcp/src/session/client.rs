@@ -270,6 +270,8 @@ impl ClientHandler for McpClient {
         _: NotificationContext<RoleClient>,
     ) {
         self.progress.handle_notification(params).await;
+        // Counted off the wire like log messages (`pending_logs`).
+        self.logs.delivered();
     }
 
     async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {

@@ -1,11 +1,14 @@
-//! Log messages the upstream sent before a reply, delivered before the call
-//! returns. rmcp hands each notification to a task of its own but the reply
+//! Log messages (and progress notifications) the upstream sent before a
+//! reply, delivered before the call returns. rmcp hands each notification to a task of its own but the reply
 //! to the waiting call at once, so a log line sent just before the reply can
 //! still be on its way when the call ends; once the call's caller is gone,
 //! the line has nobody to go to. The transports count each log message as it
 //! arrives (in the order of the wire), the client handler counts it once it
 //! is delivered, and a call whose reply came waits until every message that
-//! arrived before it has been delivered, for a short while at most.
+//! arrived before it has been delivered, for a short while at most. Progress
+//! notifications are counted the same way ([`counted`]): one sent right before
+//! the reply would otherwise reach the call's progress channel after the call
+//! stopped reading it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,6 +84,24 @@ pub fn is_log(message: &[u8]) -> bool {
         })
 }
 
+/// Whether a raw JSON-RPC message is a progress notification.
+pub fn is_progress(message: &[u8]) -> bool {
+    memchr::memmem::find(message, b"notifications/progress").is_some()
+        && serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(message).is_ok_and(|m| {
+            matches!(
+                m,
+                rmcp::model::JsonRpcMessage::Notification(n)
+                    if matches!(n.notification, rmcp::model::ServerNotification::ProgressNotification(_))
+            )
+        })
+}
+
+/// Whether a raw JSON-RPC message is one the transports count as arrived
+/// (a log message or a progress notification).
+pub fn counted(message: &[u8]) -> bool {
+    is_log(message) || is_progress(message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +143,13 @@ mod tests {
         assert!(!is_log(
             br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"nonsense"}}"#
         ));
+    }
+
+    #[test]
+    fn progress_notifications_count_too() {
+        let progress = br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
+        assert!(is_progress(progress) && counted(progress));
+        assert!(!is_progress(br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"notifications/progress"}]}}"#));
+        assert!(counted(br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#));
     }
 }

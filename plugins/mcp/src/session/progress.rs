@@ -100,6 +100,11 @@ impl Subscriber {
     pub async fn next(&mut self) -> Option<ProgressNotificationParam> {
         self.rx.recv().await
     }
+
+    /// A notification already here, without waiting.
+    pub fn try_next(&mut self) -> Option<ProgressNotificationParam> {
+        self.rx.try_recv().ok()
+    }
 }
 
 impl Drop for Subscriber {

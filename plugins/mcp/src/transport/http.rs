@@ -113,7 +113,7 @@ impl WatchedHttp {
                     if let Some(seen) = &executions {
                         executions::note(seen, data.as_bytes());
                     }
-                    if crate::session::pending_logs::is_log(data.as_bytes()) {
+                    if crate::session::pending_logs::counted(data.as_bytes()) {
                         logs.arrived();
                     }
                 }

@@ -229,6 +229,11 @@ impl Transport<RoleClient> for ChildTransport {
                 {
                     self.logs.arrived();
                 }
+                Ok(Some(JsonRpcMessage::Notification(n)))
+                    if matches!(n.notification, ServerNotification::ProgressNotification(_)) =>
+                {
+                    self.logs.arrived();
+                }
                 _ => {}
             }
             self.line.clear();
