@@ -36,6 +36,7 @@ mod openapi_docs;
 mod otlp_sink;
 mod overhead;
 mod peers;
+mod policy;
 mod proc;
 mod relay;
 mod retrieval;
@@ -138,6 +139,8 @@ enum Bench {
     OpenapiDocs,
     /// Identifying a request by an OAuth JWT (warm JWKS) against a static token.
     Oauth,
+    /// The call pipeline's admission: no policy, 10 and 1,000 Cedar policies, a quota.
+    Policy,
     /// 200 concurrent HTTP sessions, then a 100 000-call soak (not in the default run).
     Load,
 }
@@ -405,6 +408,9 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     }
     if wants(Bench::Oauth) {
         oauth::run(env).await?;
+    }
+    if wants(Bench::Policy) {
+        policy::run(env).await?;
     }
     // Minutes long: only when asked for by name.
     if only.contains(&Bench::Load) {

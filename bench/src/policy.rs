@@ -1,0 +1,155 @@
+//! The call pipeline's admission (issue #51): what `Pipeline::admit` adds to
+//! a call with no policy, with 10 and with 1,000 Cedar policies, and with a
+//! quota, against the check today's path made (the tool lists alone). In
+//! process, one call's admission at a time: the stage's own cost, not a
+//! round trip.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wf_host::config::{Principal, QuotaConfig, ServerConfig};
+use wf_host::pipeline::policy::{CatalogShape, Policies, ToolShape};
+use wf_host::pipeline::quota::Quotas;
+use wf_host::pipeline::{
+    Authorize, Call, Capability, Entry, Kind, Pipeline, Refusal, Stage, Transport,
+};
+use wf_host::server::ToolAccess;
+
+use crate::Env;
+use crate::stats::{percentile, us};
+
+/// The tool lists as an authorize stage (as `wf serve` registers them).
+struct Lists(ToolAccess);
+
+impl Authorize for Lists {
+    fn authorize(&self, call: &Call<'_>) -> Result<(), Refusal> {
+        match self.0.refusal(call.principal, call.capability.name) {
+            None => Ok(()),
+            Some(why) => Err(Refusal::new(Stage::Authorize, why)),
+        }
+    }
+    fn may_list(&self, principal: &Principal, capability: &Capability<'_>) -> bool {
+        self.0.permits(principal, capability.name)
+    }
+}
+
+/// `n` tools and `n` policies: a baseline permit and, per tool, a group's
+/// argument rule (the issue's "support may create issues only in acme/*").
+fn policies(n: usize) -> anyhow::Result<Policies> {
+    let schema = json!({"type": "object", "properties": {"repo": {"type": "string"}, "title": {"type": "string"}}, "required": ["repo"]});
+    let catalog = CatalogShape {
+        tools: (0..n.max(1))
+            .map(|i| ToolShape {
+                name: format!("gh__create_issue_{i}"),
+                source: "gh".into(),
+                input_schema: schema.clone(),
+            })
+            .collect(),
+        prompts: Vec::new(),
+    };
+    let mut text = String::from("@id(\"everyone\")\npermit(principal, action, resource);\n");
+    for i in 0..n.saturating_sub(1) {
+        text.push_str(&format!(
+            "@id(\"p{i}\")\n@reason(\"only acme\")\nforbid(principal in wf::Group::\"support\", action == wf::Action::\"gh__create_issue_{i}\", resource)\nunless {{ context.arguments.repo like \"acme/*\" }};\n"
+        ));
+    }
+    Ok(Policies::from_texts(
+        &[("bench.cedar".into(), text)],
+        &catalog,
+    )?)
+}
+
+fn sample(n: usize, mut admit: impl FnMut() -> bool) -> anyhow::Result<Vec<Duration>> {
+    let warm = n / 10;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n + warm {
+        let t = Instant::now();
+        let ok = admit();
+        let took = t.elapsed();
+        if !ok {
+            anyhow::bail!("a call the benchmark expects admitted was refused");
+        }
+        if i >= warm {
+            out.push(took);
+        }
+    }
+    Ok(out)
+}
+
+pub async fn run(env: &Env) -> anyhow::Result<()> {
+    eprintln!("policy: the call pipeline's admission, with and without policies");
+    let n = if env.quick { 2_000 } else { 20_000 };
+    let who = Principal::with_groups("alice", vec!["support".into()]);
+    let args: Value = json!({"repo": "acme/web", "title": "t"});
+    let call = Call {
+        entry: Entry::ToolsCall,
+        principal: &who,
+        capability: Capability {
+            kind: Kind::Tool,
+            source: "gh",
+            name: "gh__create_issue_0",
+            annotations: None,
+        },
+        arguments: &args,
+        client: Some("bench"),
+        transport: Transport::Http,
+    };
+    let lists = ToolAccess::from_config(&ServerConfig::default())?;
+    let mut rows: Vec<(String, Vec<Duration>)> = Vec::new();
+    // Today's path before the pipeline: the tool lists' check, inline.
+    rows.push((
+        "tool lists inline (before the pipeline)".into(),
+        sample(n, || lists.refusal(&who, "gh__create_issue_0").is_none())?,
+    ));
+    let pipeline = Pipeline::default();
+    pipeline.set_authorizer(
+        "tool_lists",
+        Arc::new(Lists(ToolAccess::from_config(&ServerConfig::default())?)),
+    );
+    rows.push((
+        "pipeline, no policy".into(),
+        sample(n, || pipeline.admit(&call).is_ok())?,
+    ));
+    for count in [10, 1_000] {
+        let p = Pipeline::default();
+        p.set_authorizer(
+            "tool_lists",
+            Arc::new(Lists(ToolAccess::from_config(&ServerConfig::default())?)),
+        );
+        p.set_authorizer("policies", Arc::new(policies(count)?));
+        rows.push((
+            format!("pipeline, {count} policies"),
+            sample(n, || p.admit(&call).is_ok())?,
+        ));
+    }
+    let p = Pipeline::default();
+    let rule = QuotaConfig {
+        rate: Some(format!("{}/s", u32::MAX)),
+        ..Default::default()
+    };
+    p.set_quotas(Some(Quotas::from_config(&[rule])?));
+    rows.push((
+        "pipeline, one quota (rate)".into(),
+        sample(n, || p.admit(&call).is_ok())?,
+    ));
+
+    println!("\n## The call pipeline's admission\n");
+    println!(
+        "One `tools/call`'s admission in process ({n} calls, after {} warm-up): the \
+         tool lists alone as the handler checked them before the pipeline, then \
+         `Pipeline::admit` with the tool lists, with 10 and 1,000 Cedar policies \
+         (a baseline permit and per tool a group's argument rule) and with one quota.\n",
+        n / 10
+    );
+    println!("| admission | p50 µs | p99 µs |");
+    println!("|---|---:|---:|");
+    for (what, samples) in &rows {
+        println!(
+            "| {what} | {:.2} | {:.2} |",
+            us(percentile(samples, 0.50)),
+            us(percentile(samples, 0.99))
+        );
+    }
+    Ok(())
+}
