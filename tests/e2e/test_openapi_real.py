@@ -442,3 +442,34 @@ async def test_discovery_timeout_bounds_a_large_document_and_list_sources_answer
         assert rows["gh"]["state"] == "failed", rows["gh"]
         assert "timed out after 100 ms" in rows["gh"]["error"], rows["gh"]
         assert slowest < 2.0, f"list_sources took {slowest:.2f} s during discovery"
+
+
+async def test_list_sources_answers_while_a_large_document_is_discovered(wf: Wf) -> None:
+    """GitHub's document (13 MB, 1,223 operations) with default settings: the
+    plugin parses and builds it on its blocking threads, and the host screens
+    and judges the 1,223 tools on its own (issue #55: that ran on the stdio
+    front's one worker and held `list_sources` for seconds on Microsoft
+    Graph). `list_sources` answers while discovery runs, showing the source
+    pending, and then ready with every tool. The time it waits is the
+    benchmark's (`wf-bench --only openapi-docs`, slowest list_sources)."""
+    need(GITHUB)
+    config = wf.write_config(toml_config(
+        {"gh": {"kind": "openapi", "spec": str(GITHUB), "base_url": "http://127.0.0.1:9"}},
+    ))
+    async with wf.stdio_client("auto", "--config", str(config)) as c:
+        answered_pending = 0
+        with anyio.fail_after(180):
+            while True:
+                rows = await sources_by_name(c)
+                if rows["gh"]["state"] != "pending":
+                    break
+                answered_pending += 1
+                await anyio.sleep(0.05)
+        assert answered_pending >= 1, "list_sources answered only after discovery had finished"
+        assert rows["gh"]["state"] == "ready", rows["gh"]
+        assert rows["gh"]["capabilities"]["tools"] == 1223, rows["gh"]["capabilities"]
+        # Screened and judged, the catalog is served whole (nothing is held
+        # by default).
+        assert rows["gh"]["held"] == [], rows["gh"]["held"][:3]
+        tools = await all_tools(c)
+        assert len([t for t in tools if t.name.startswith("gh__")]) == 1223

@@ -16,6 +16,7 @@ pub mod tool_pins;
 pub use call::{AskFuture, Asker, CallCtx, Progress};
 pub use handle::{SourceError, SourceHandle};
 pub use logs::{SourceLog, SourceLogs};
+pub(crate) use registry::release_freed;
 pub use registry::{
     ApplyReport, SourceEntry, SourceState, SourceStatus, Sources, close, desired_sources,
 };

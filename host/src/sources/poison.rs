@@ -10,6 +10,10 @@
 //! "Screening tool definitions").
 
 use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use aho_corasick::AhoCorasick;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -99,13 +103,20 @@ pub fn scan(catalog: &Catalog, others: &Others) -> Vec<Finding> {
         .chain(others.tools.iter().map(String::as_str))
         .map(|n| (skeleton(n), n))
         .collect();
+    let names = OtherNames::new(&own, others);
     let mut out = Vec::new();
     for tool in &catalog.tools {
         let before = out.len();
         scan_name(tool, &skeletons, &mut out);
-        for (field, text) in texts(tool) {
-            scan_text(&tool.name, &field, &text, &own, others, &mut out);
+        if let Some(Value::String(t)) = tool.extra.get("title") {
+            scan_text(&tool.name, &|| "title".into(), t, &names, &mut out);
         }
+        if let Some(d) = &tool.description {
+            scan_text(&tool.name, &|| "description".into(), d, &names, &mut out);
+        }
+        schema_texts(&tool.input_schema, &mut Vec::new(), 0, &mut |path, text| {
+            scan_text(&tool.name, &|| field_of(path), text, &names, &mut out)
+        });
         let len = tool.description.as_deref().map_or(0, |d| d.chars().count());
         if len > norm {
             out.push(Finding {
@@ -143,37 +154,56 @@ fn norm_length(tools: &[Tool]) -> usize {
     (median * 6).max(4000)
 }
 
-/// The texts of a tool the model reads: title, description, and every
-/// `description`/`title` string inside its input schema.
-fn texts(tool: &Tool) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    if let Some(Value::String(t)) = tool.extra.get("title") {
-        out.push(("title".into(), t.clone()));
-    }
-    if let Some(d) = &tool.description {
-        out.push(("description".into(), d.clone()));
-    }
-    schema_texts(&tool.input_schema, "inputSchema", 0, &mut out);
-    out
+/// One step of a path into an input schema.
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
 }
 
-fn schema_texts(v: &Value, path: &str, depth: usize, out: &mut Vec<(String, String)>) {
+/// A finding's field for a text at `path` in the input schema
+/// (`inputSchema.properties.note.description`): only made for a finding,
+/// not for every node walked.
+fn field_of(path: &[Step<'_>]) -> String {
+    let mut s = String::from("inputSchema");
+    for step in path {
+        match step {
+            Step::Key(k) => {
+                s.push('.');
+                s.push_str(k);
+            }
+            Step::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+/// Every `description`/`title` string inside an input schema, with its path.
+fn schema_texts<'a>(
+    v: &'a Value,
+    path: &mut Vec<Step<'a>>,
+    depth: usize,
+    each: &mut dyn FnMut(&[Step<'a>], &'a str),
+) {
     if depth > 32 {
         return;
     }
     match v {
         Value::Object(m) => {
             for (k, v) in m {
-                let p = format!("{path}.{k}");
+                path.push(Step::Key(k));
                 match (k.as_str(), v) {
-                    ("description" | "title", Value::String(s)) => out.push((p, s.clone())),
-                    _ => schema_texts(v, &p, depth + 1, out),
+                    ("description" | "title", Value::String(s)) => each(path, s),
+                    _ => schema_texts(v, path, depth + 1, each),
                 }
+                path.pop();
             }
         }
         Value::Array(a) => {
             for (i, v) in a.iter().enumerate() {
-                schema_texts(v, &format!("{path}[{i}]"), depth + 1, out);
+                path.push(Step::Index(i));
+                schema_texts(v, path, depth + 1, each);
+                path.pop();
             }
         }
         _ => {}
@@ -483,12 +513,178 @@ fn find_word(hay: &str, needle: &str) -> Option<(usize, usize)> {
     None
 }
 
+/// Many needles searched at once with [`find_word`]'s answer for each: one
+/// pass of an Aho-Corasick automaton over a text rather than one search per
+/// needle (issue #55: screening a catalog of thousands of tools, each text
+/// against every phrase and every other source's tool name, held the host).
+struct Needles {
+    needles: Vec<String>,
+    /// Whether each needle starts and ends with a word character.
+    ends: Vec<(bool, bool)>,
+    /// None when there are no needles, or the automaton could not be built
+    /// (then each needle is searched on its own, as before).
+    automaton: Option<AhoCorasick>,
+}
+
+impl Needles {
+    fn new(needles: Vec<String>) -> Self {
+        let ends = needles
+            .iter()
+            .map(|n| {
+                (
+                    n.chars().next().is_some_and(word_char),
+                    n.chars().next_back().is_some_and(word_char),
+                )
+            })
+            .collect();
+        let automaton = if needles.is_empty() || needles.iter().any(String::is_empty) {
+            None
+        } else {
+            // Standard semantics: the overlapping search reports every
+            // occurrence of every needle, as a search per needle would.
+            AhoCorasick::new(&needles).ok()
+        };
+        Self {
+            needles,
+            ends,
+            automaton,
+        }
+    }
+
+    /// `find_word(hay, needle)` for every needle that has an answer, as
+    /// `(needle index, char span)`, by needle index.
+    fn word_hits(&self, hay: &str) -> Vec<(usize, (usize, usize))> {
+        let Some(automaton) = &self.automaton else {
+            return self
+                .needles
+                .iter()
+                .enumerate()
+                .filter_map(|(i, n)| find_word(hay, n).map(|hit| (i, hit)))
+                .collect();
+        };
+        // Per needle seen: where find_word would search next, and whether it
+        // has its answer. A needle's occurrences arrive in order of start.
+        let mut seen: Vec<(usize, usize, bool)> = Vec::new();
+        let mut out = Vec::new();
+        for m in automaton.find_overlapping_iter(hay) {
+            let p = m.pattern().as_usize();
+            let i = match seen.iter().position(|s| s.0 == p) {
+                Some(i) => i,
+                None => {
+                    seen.push((p, 0, false));
+                    seen.len() - 1
+                }
+            };
+            let (_, from, found) = seen[i];
+            if found || m.start() < from {
+                continue;
+            }
+            let (first, last) = self.ends[p];
+            if bounded(hay, m.start(), m.end(), first, last) {
+                seen[i].2 = true;
+                out.push((
+                    p,
+                    (
+                        hay[..m.start()].chars().count(),
+                        hay[..m.end()].chars().count(),
+                    ),
+                ));
+            } else {
+                seen[i].1 = m.end();
+            }
+        }
+        out.sort_unstable_by_key(|h| h.0);
+        out
+    }
+}
+
+/// Whether `hay[start..end]` starts and ends on a word boundary where the
+/// needle itself starts (`first`) and ends (`last`) with a word character.
+fn bounded(hay: &str, start: usize, end: usize, first: bool, last: bool) -> bool {
+    let before = hay[..start].chars().next_back();
+    let after = hay[end..].chars().next();
+    (!first || !before.is_some_and(word_char)) && (!last || !after.is_some_and(word_char))
+}
+
+/// The fixed phrase lists, in this order, as one set of needles.
+const PHRASE_LISTS: [&[&str]; 7] = [
+    OVERRIDE,
+    CONCEAL,
+    BLOCKS,
+    SECRET_PATHS,
+    PASS_ALONG,
+    STRONG_PREFER,
+    WEAK_PREFER,
+];
+const OVERRIDE_AT: usize = 0;
+const CONCEAL_AT: usize = 1;
+const BLOCKS_AT: usize = 2;
+const SECRET_PATHS_AT: usize = 3;
+const PASS_ALONG_AT: usize = 4;
+const STRONG_PREFER_AT: usize = 5;
+const WEAK_PREFER_AT: usize = 6;
+
+/// Every fixed phrase, with each list's range of needle indexes.
+struct Phrases {
+    needles: Needles,
+    lists: [Range<usize>; 7],
+}
+
+fn phrases() -> &'static Phrases {
+    static PHRASES: OnceLock<Phrases> = OnceLock::new();
+    PHRASES.get_or_init(|| {
+        let mut at = 0;
+        let lists = PHRASE_LISTS.map(|l| {
+            at += l.len();
+            at - l.len()..at
+        });
+        let needles = PHRASE_LISTS
+            .iter()
+            .flat_map(|l| l.iter().map(|p| p.to_string()))
+            .collect();
+        Phrases {
+            needles: Needles::new(needles),
+            lists,
+        }
+    })
+}
+
+/// The other sources' names a description may mention, lowercased:
+/// distinctive tool names (not this source's own), in name order; and those
+/// with the other sources' names of four characters or more.
+struct OtherNames {
+    tools: Needles,
+    tools_and_sources: Needles,
+}
+
+impl OtherNames {
+    fn new(own: &BTreeSet<&str>, others: &Others) -> Self {
+        let tools: Vec<String> = others
+            .tools
+            .iter()
+            .filter(|n| distinctive(n) && !own.contains(n.as_str()))
+            .map(|n| n.to_lowercase())
+            .collect();
+        let mut both = tools.clone();
+        both.extend(
+            others
+                .sources
+                .iter()
+                .filter(|s| s.len() >= 4)
+                .map(|s| s.to_lowercase()),
+        );
+        Self {
+            tools: Needles::new(tools),
+            tools_and_sources: Needles::new(both),
+        }
+    }
+}
+
 fn scan_text(
     tool: &str,
-    field: &str,
+    field: &dyn Fn() -> String,
     text: &str,
-    own: &BTreeSet<&str>,
-    others: &Others,
+    names: &OtherNames,
     out: &mut Vec<Finding>,
 ) {
     let chars: Vec<char> = text.chars().collect();
@@ -496,7 +692,7 @@ fn scan_text(
         out.push(Finding {
             name: tool.into(),
             rule,
-            field: field.into(),
+            field: field(),
             span,
             excerpt,
         });
@@ -534,12 +730,20 @@ fn scan_text(
             .map_or(start, |e| e + 1);
         [start, end]
     };
-    for (rule, phrases) in [
-        ("override_instructions", OVERRIDE),
-        ("conceal_from_user", CONCEAL),
-        ("hidden_block", BLOCKS),
+    let phrases = phrases();
+    let hits = phrases.needles.word_hits(&norm);
+    // The first phrase of a list (in list order) found, with its first hit.
+    let in_list = |list: usize| {
+        let range = &phrases.lists[list];
+        hits.iter().filter(move |(p, _)| range.contains(p))
+    };
+    let first_of = |list: usize| in_list(list).next().map(|(_, hit)| *hit);
+    for (rule, list) in [
+        ("override_instructions", OVERRIDE_AT),
+        ("conceal_from_user", CONCEAL_AT),
+        ("hidden_block", BLOCKS_AT),
     ] {
-        if let Some(hit) = phrases.iter().find_map(|p| find_word(&norm, p)) {
+        if let Some(hit) = first_of(list) {
             let s = span(hit);
             push(rule, s, show(s));
         }
@@ -554,10 +758,10 @@ fn scan_text(
             .collect();
         SECRET_VERBS.iter().any(|v| find_word(&window, v).is_some())
     };
-    let secret = SECRET_PATHS
-        .iter()
-        .find_map(|p| find_word(&norm, p).filter(|hit| asked(*hit)))
-        .or_else(|| PASS_ALONG.iter().find_map(|p| find_word(&norm, p)));
+    let secret = in_list(SECRET_PATHS_AT)
+        .map(|(_, hit)| *hit)
+        .find(|hit| asked(*hit))
+        .or_else(|| first_of(PASS_ALONG_AT));
     if let Some(hit) = secret {
         let s = span(hit);
         push("sensitive_read", s, show(s));
@@ -565,33 +769,24 @@ fn scan_text(
     // Another source's tool named in this description. Only distinctive
     // names count (`browser_navigate`, `send-email`), never a common word
     // like `search` that many servers use, nor one this source has itself.
-    let named = others
-        .tools
-        .iter()
-        .filter(|n| distinctive(n) && !own.contains(n.as_str()))
-        .find_map(|n| find_word(&norm, &n.to_lowercase()).map(|hit| (n, hit)));
-    if let Some((_, hit)) = named {
-        let s = span(hit);
+    if let Some((_, hit)) = names.tools.word_hits(&norm).first() {
+        let s = span(*hit);
         push("names_other_source_tool", s, show(s));
     }
     // Steering away from other tools: a strong phrase alone, or a weak one
     // ("instead of") followed closely by another source's tool or name.
-    let strong = STRONG_PREFER.iter().find_map(|p| find_word(&norm, p));
+    let strong = first_of(STRONG_PREFER_AT);
     let weak = || {
-        WEAK_PREFER.iter().find_map(|p| {
+        // Only the weak phrases the text has at all are followed up.
+        in_list(WEAK_PREFER_AT).find_map(|(p, _)| {
+            let p = phrases.needles.needles[*p].as_str();
             let mut from = 0;
             while let Some((a, b)) = find_word(&norm[from..], p).map(|(a, b)| {
                 let off = norm[..from].chars().count();
                 (a + off, b + off)
             }) {
                 let after: String = norm.chars().skip(b).take(48).collect();
-                let names_other = others
-                    .tools
-                    .iter()
-                    .filter(|n| distinctive(n) && !own.contains(n.as_str()))
-                    .chain(others.sources.iter().filter(|s| s.len() >= 4))
-                    .any(|n| find_word(&after, &n.to_lowercase()).is_some());
-                if names_other {
+                if !names.tools_and_sources.word_hits(&after).is_empty() {
                     return Some((a, b));
                 }
                 from = norm.char_indices().nth(b).map_or(norm.len(), |(i, _)| i);
@@ -615,5 +810,7 @@ fn distinctive(name: &str) -> bool {
                 .any(|(a, b)| a.is_lowercase() && b.is_uppercase()))
 }
 
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod tests;

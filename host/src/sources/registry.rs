@@ -417,9 +417,10 @@ impl Sources {
                     for r in &rejected {
                         tracing::warn!(source = %entry.name, plugin = ?entry.plugin, "{r}");
                     }
+                    let c = Arc::new(c);
                     let judged = self.judge(&entry.name, &c);
                     let mut st = entry.status.lock().unwrap_or_else(PoisonError::into_inner);
-                    publish(entry, &mut st, Arc::new(c), judged);
+                    publish(entry, &mut st, c, judged);
                     st.rejected = rejected;
                     st.discovered_at = Some(at);
                     st.from_snapshot = true;
@@ -451,7 +452,7 @@ impl Sources {
     }
 
     /// One-shot discovery of one source; true when its catalog changed.
-    pub async fn discover(&self, entry: &SourceEntry, timeout: Duration) -> bool {
+    pub async fn discover(self: &Arc<Self>, entry: &SourceEntry, timeout: Duration) -> bool {
         let Some(handle) = &entry.handle else {
             return false;
         };
@@ -470,13 +471,32 @@ impl Sources {
         let elapsed = started.elapsed().as_millis() as u64;
         crate::telemetry::metrics::discovery(&entry.name, result.is_ok(), started.elapsed());
         // Screened and judged before the status lock: judging reads the
-        // other sources' catalogs (their locks, never two at once).
-        let result = result.map(|catalog| {
-            let raw = json!(catalog);
-            let (catalog, rejected) = screen(catalog);
-            let judged = self.judge(&entry.name, &catalog);
-            (raw, catalog, rejected, judged)
-        });
+        // other sources' catalogs (their locks, never two at once). On a
+        // blocking thread: a catalog of thousands of tools takes a while to
+        // check, and the runtime's workers (one, over stdio) keep answering
+        // `list_sources` and calls meanwhile (issue #55).
+        let result = match result {
+            Ok(catalog) => {
+                let (guard, others) = (self.guard(), self.others(&entry.name));
+                let name = entry.name.clone();
+                let before = entry.catalog();
+                // The snapshot keeps what the source said (only when saved).
+                // Made here, on the thread that saves and frees it: mimalloc
+                // keeps a page another thread freed until its own collects.
+                let raw = self.store.is_some().then(|| json!(catalog));
+                tokio::task::spawn_blocking(move || {
+                    let (catalog, rejected) = screen(catalog);
+                    let catalog = Arc::new(catalog);
+                    let judged = tool_pins::judge(&guard, &name, &catalog, &others);
+                    let same = same_catalog(before.as_ref(), &judged.served);
+                    release_freed();
+                    (raw, catalog, rejected, judged, (before, same))
+                })
+                .await
+                .map_err(|e| format!("screening its catalog failed: {e}"))
+            }
+            Err(e) => Err(e),
+        };
         let (was_waiting, changed);
         // Saved after the status lock is released: a store call (PostgreSQL
         // over the network) must never hold up `list_sources` or `/readyz`.
@@ -494,11 +514,9 @@ impl Sources {
             was_waiting = st.state == SourceState::Pending && st.catalog.is_none();
             st.discovery_ms = Some(elapsed);
             match result {
-                Ok((raw, catalog, rejected, judged)) => {
+                Ok((raw, catalog, rejected, judged, (before, same))) => {
                     // The snapshot keeps what the source said; it is screened again on restore.
-                    if self.store.is_some() {
-                        snapshot = Some(raw);
-                    }
+                    snapshot = raw;
                     // Said once per change, not at every rediscovery.
                     if st.rejected != rejected {
                         for r in &rejected {
@@ -506,11 +524,17 @@ impl Sources {
                         }
                     }
                     tracing::info!(source = %entry.name, tools = catalog.tools.len(), left_out = rejected.len(), held = judged.held.len(), ms = elapsed, "discovered");
-                    changed = st.catalog.as_deref() != Some(&judged.served);
+                    // Compared off the lock, against the catalog served
+                    // then; again here only if another result came between.
+                    changed = !match (&st.catalog, &before) {
+                        (Some(now), Some(then)) if Arc::ptr_eq(now, then) => same,
+                        (None, None) => same,
+                        (now, _) => same_catalog(now.as_ref(), &judged.served),
+                    };
                     st.rejected = rejected;
                     st.state = SourceState::Ready;
                     st.error = None;
-                    publish(entry, &mut st, Arc::new(catalog), judged);
+                    publish(entry, &mut st, catalog, judged);
                     st.discovered_at = Some(now_ms());
                     st.from_snapshot = false;
                 }
@@ -527,11 +551,20 @@ impl Sources {
                 }
             }
         }
-        // Screening of the other sources names this one's tools: judged again.
-        if changed {
-            self.rejudge();
-        }
+        // Before any await: a client that sees the source ready (list_sources)
+        // lists its tools.
         self.touch();
+        // Screening of the other sources names this one's tools: they are
+        // judged again (this one was just judged), off the runtime's workers;
+        // `rejudge_except` ticks `changes()` again if that changed any.
+        if changed {
+            let (this, name) = (self.clone(), entry.name.clone());
+            let _ = tokio::task::spawn_blocking(move || {
+                this.rejudge_except(Some(&name));
+                release_freed();
+            })
+            .await;
+        }
         entry.first_discovery.send_replace(true);
         if let (Some(store), Some(catalog)) = (&self.store, snapshot)
             && let Err(e) = store
@@ -587,15 +620,23 @@ impl Sources {
     }
 
     /// The hold stage over source `name`'s screened catalog.
-    fn judge(&self, name: &str, catalog: &Catalog) -> Judged {
+    fn judge(&self, name: &str, catalog: &Arc<Catalog>) -> Judged {
         tool_pins::judge(&self.guard(), name, catalog, &self.others(name))
     }
 
     /// Judges every source's last catalog again (the pins or policies
     /// changed); ticks `changes()` when something served changed.
     pub fn rejudge(&self) {
+        self.rejudge_except(None);
+    }
+
+    /// [`Self::rejudge`] but for source `skip`.
+    fn rejudge_except(&self, skip: Option<&str>) {
         let mut changed = false;
         for e in self.list() {
+            if skip == Some(e.name.as_str()) {
+                continue;
+            }
             let raw = e
                 .status
                 .lock()
@@ -606,7 +647,7 @@ impl Sources {
             let judged = self.judge(&e.name, &raw);
             let mut st = e.status.lock().unwrap_or_else(PoisonError::into_inner);
             if st.raw.as_ref().is_some_and(|r| Arc::ptr_eq(r, &raw)) {
-                changed |= st.catalog.as_deref() != Some(&judged.served);
+                changed |= !same_catalog(st.catalog.as_ref(), &judged.served);
                 publish(&e, &mut st, raw.clone(), judged);
             }
         }
@@ -718,9 +759,32 @@ fn publish(entry: &SourceEntry, st: &mut SourceStatus, raw: Arc<Catalog>, judged
         }
     }
     st.raw = Some(raw);
-    st.catalog = Some(Arc::new(judged.served));
+    st.catalog = Some(judged.served);
     st.held = judged.held;
     st.warnings = judged.warnings;
+}
+
+/// Hands the pages this thread's heap freed back to the system: screening
+/// a large catalog is many small allocations, freed on a blocking thread
+/// that may not allocate again for a long time (issue #55: a fifth of
+/// GitHub's RSS added was memory already freed). wf's allocator is mimalloc
+/// (main.rs); elsewhere (tests) this only tidies mimalloc's own empty heap.
+pub(crate) fn release_freed() {
+    use mimalloc as _;
+    unsafe extern "C" {
+        // mimalloc's own (libmimalloc-sys builds all of mimalloc; its Rust
+        // declaration is behind the `extended` feature).
+        fn mi_collect(force: bool);
+    }
+    // SAFETY: mi_collect takes no pointers; it only returns this thread's
+    // free pages to the system.
+    unsafe { mi_collect(true) }
+}
+
+/// Whether `served` is what `was` served: the same catalog, or an equal one
+/// (compared in full only when they are not one and the same).
+fn same_catalog(was: Option<&Arc<Catalog>>, served: &Arc<Catalog>) -> bool {
+    was.is_some_and(|w| Arc::ptr_eq(w, served) || **w == **served)
 }
 
 /// Closes retired or all sources, each bounded in time.

@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -246,14 +247,16 @@ pub struct Held {
 /// A source's catalog after the hold stage.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Judged {
-    pub served: Catalog,
+    /// What is served: the judged catalog itself (shared, not copied) when
+    /// nothing is held.
+    pub served: Arc<Catalog>,
     pub held: Vec<Held>,
     /// Screening findings, and changes let through by `on_change = "warn"`.
     pub warnings: Vec<Finding>,
 }
 
 /// Applies pins and screening to source `source`'s (schema-screened) catalog.
-pub fn judge(guard: &Guard, source: &str, catalog: &Catalog, others: &Others) -> Judged {
+pub fn judge(guard: &Guard, source: &str, catalog: &Arc<Catalog>, others: &Others) -> Judged {
     let policy = guard.policy(source);
     let findings = poison::scan(catalog, others);
     let pins = guard.lock.as_ref().and_then(|l| l.sources.get(source));
@@ -261,8 +264,10 @@ pub fn judge(guard: &Guard, source: &str, catalog: &Catalog, others: &Others) ->
     let mut warnings = findings.clone();
     for tool in &catalog.tools {
         let reference = format!("{source}.{}", tool.name);
-        let current = digest(&sorted(&definition(tool)));
         let pinned = pins.map(|p| p.get(&tool.name));
+        // Digested only to compare with a pin (a large catalog's tools are
+        // judged again whenever another source changes).
+        let current = matches!(pinned, Some(Some(_))).then(|| digest(&sorted(&definition(tool))));
         if guard.broken.is_some() && (pins.is_some() || guard.lock.is_none()) {
             held.push(Held {
                 name: tool.name.clone(),
@@ -275,7 +280,7 @@ pub fn judge(guard: &Guard, source: &str, catalog: &Catalog, others: &Others) ->
             continue;
         }
         let change = match pinned {
-            Some(Some(pin)) if pin.digest == current => None,
+            Some(Some(pin)) if Some(&pin.digest) == current.as_ref() => None,
             Some(Some(_)) => Some(HeldWhy::Changed),
             Some(None) => Some(HeldWhy::New),
             None => None,
@@ -313,7 +318,7 @@ pub fn judge(guard: &Guard, source: &str, catalog: &Catalog, others: &Others) ->
             }
         }
         // A flagged tool is released by approving it as it is now.
-        let approved = matches!(pinned, Some(Some(pin)) if pin.digest == current);
+        let approved = matches!(pinned, Some(Some(pin)) if Some(&pin.digest) == current.as_ref());
         if policy.screen == ScreenMode::Hold && !approved {
             let rules: Vec<&str> = findings
                 .iter()
@@ -332,13 +337,16 @@ pub fn judge(guard: &Guard, source: &str, catalog: &Catalog, others: &Others) ->
             }
         }
     }
-    let mut served = catalog.clone();
-    if !held.is_empty() {
+    let served = if held.is_empty() {
+        catalog.clone()
+    } else {
+        let mut served = (**catalog).clone();
         let out = |name: &str| held.iter().any(|h| h.name == name);
         served.tools.retain(|t| !out(&t.name));
         // The mcp plugin mirrors each tool as a node spec of the same name.
         served.node_specs.retain(|n| !out(&n.name));
-    }
+        Arc::new(served)
+    };
     Judged {
         served,
         held,
@@ -612,5 +620,3 @@ pub mod actions {
         out
     }
 }
-
-use std::sync::Arc;

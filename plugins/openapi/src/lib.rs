@@ -212,27 +212,33 @@ impl OpenApiSource {
             None => self.load().await,
         }
     }
+}
 
-    fn catalog_of(&self, current: &Current) -> Catalog {
-        let catalog = current
-            .api
-            .operations
-            .iter()
-            .fold(Catalog::default(), |c, op| c.node(op.node_spec()));
-        catalog
-            .resource(docs::document_resource(&self.name, current))
-            .prompt(docs::prompt(&self.name))
-    }
+/// The catalog of source `name` serving `current`.
+fn catalog_of(name: &str, current: &Current) -> Catalog {
+    let catalog = current
+        .api
+        .operations
+        .iter()
+        .fold(Catalog::default(), |c, op| c.node(op.node_spec()));
+    catalog
+        .resource(docs::document_resource(name, current))
+        .prompt(docs::prompt(name))
 }
 
 impl Source for OpenApiSource {
     async fn catalog(&self) -> Result<Catalog, PluginError> {
         let current = self.load().await?;
-        Ok(self.catalog_of(&current))
+        // Built on the thread that serializes and frees it: mimalloc keeps a
+        // page another thread freed until its own thread collects, and a
+        // blocking thread's catalog stayed resident (issue #55).
+        Ok(catalog_of(&self.name, &current))
     }
 
     async fn list_resources(&self) -> Result<Vec<Resource>, PluginError> {
-        Ok(self.catalog_of(&*self.current().await?).resources)
+        // The document, as in the catalog (not every tool built to get it).
+        let current = self.current().await?;
+        Ok(vec![docs::document_resource(&self.name, &current)])
     }
 
     async fn list_prompts(&self) -> Result<Vec<Prompt>, PluginError> {

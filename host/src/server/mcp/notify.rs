@@ -74,7 +74,20 @@ where
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         changes.borrow_and_update();
-        let now = shape(&app.projection());
+        // Off the runtime's workers: a large catalog's projection and its
+        // digest take a while, and `list_sources` must not wait (issue #55).
+        let now = {
+            let app = app.clone();
+            let shaped = move || {
+                let now = shape(&app.projection());
+                crate::sources::release_freed();
+                now
+            };
+            match tokio::task::spawn_blocking(shaped).await {
+                Ok(now) => now,
+                Err(_) => return,
+            }
+        };
         for (i, kind) in [ListKind::Tools, ListKind::Prompts, ListKind::Resources]
             .into_iter()
             .enumerate()

@@ -38,6 +38,11 @@ fn guard(lock: ToolLock, policy: Policy) -> Guard {
     }
 }
 
+/// Judges a catalog of its own (the registry shares its `Arc`).
+fn judge(guard: &Guard, source: &str, catalog: &Catalog, others: &Others) -> Judged {
+    super::judge(guard, source, &Arc::new(catalog.clone()), others)
+}
+
 fn served(j: &Judged) -> Vec<&str> {
     j.served.tools.iter().map(|t| t.name.as_str()).collect()
 }
@@ -257,4 +262,15 @@ fn approving_a_flagged_tool_of_an_unpinned_source_pins_the_rest_served() {
     assert_eq!(served(&j), ["add", "echo"]);
     assert_eq!(j.held.len(), 1);
     assert!(actions::approve(&path, &catalogs, &["fx.nope".to_string()]).is_err());
+}
+
+#[test]
+fn a_catalog_with_nothing_held_is_served_as_it_is_not_copied() {
+    let c = Arc::new(catalog("Adds."));
+    let j = super::judge(&Guard::default(), "fx", &c, &Others::default());
+    assert!(
+        Arc::ptr_eq(&j.served, &c),
+        "served shares the judged catalog"
+    );
+    assert_eq!(served(&j), ["add", "echo"]);
 }
