@@ -34,7 +34,7 @@ impl Authorize for Lists {
     }
 }
 
-/// `n` tools and `n` policies: a baseline permit and, per tool, a group's
+/// `n` tools and `n` policies: a baseline permit and, per tool, a principal's
 /// argument rule (the issue's "support may create issues only in acme/*").
 fn policies(n: usize) -> anyhow::Result<Policies> {
     let schema = json!({"type": "object", "properties": {"repo": {"type": "string"}, "title": {"type": "string"}}, "required": ["repo"]});
@@ -51,7 +51,7 @@ fn policies(n: usize) -> anyhow::Result<Policies> {
     let mut text = String::from("@id(\"everyone\")\npermit(principal, action, resource);\n");
     for i in 0..n.saturating_sub(1) {
         text.push_str(&format!(
-            "@id(\"p{i}\")\n@reason(\"only acme\")\nforbid(principal in wf::Group::\"support\", action == wf::Action::\"gh__create_issue_{i}\", resource)\nunless {{ context.arguments.repo like \"acme/*\" }};\n"
+            "@id(\"p{i}\")\n@reason(\"only acme\")\nforbid(principal == wf::Principal::\"alice\", action == wf::Action::\"gh__create_issue_{i}\", resource)\nunless {{ context.arguments.repo like \"acme/*\" }};\n"
         ));
     }
     Ok(Policies::from_texts(
@@ -80,7 +80,8 @@ fn sample(n: usize, mut admit: impl FnMut() -> bool) -> anyhow::Result<Vec<Durat
 pub async fn run(env: &Env) -> anyhow::Result<()> {
     eprintln!("policy: the call pipeline's admission, with and without policies");
     let n = if env.quick { 2_000 } else { 20_000 };
-    let who = Principal::with_groups("alice", vec!["support".into()]);
+    // A named principal (a token's): the tool lists refuse an OAuth one in no configured group.
+    let who = Principal::named("alice");
     let args: Value = json!({"repo": "acme/web", "title": "t"});
     let call = Call {
         entry: Entry::ToolsCall,
@@ -120,7 +121,11 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         p.set_authorizer("policies", Arc::new(policies(count)?));
         rows.push((
             format!("pipeline, {count} policies"),
-            sample(n, || p.admit(&call).is_ok())?,
+            sample(n, || {
+                p.admit(&call)
+                    .map_err(|e| eprintln!("refused: {e}"))
+                    .is_ok()
+            })?,
         ));
     }
     let p = Pipeline::default();
@@ -131,7 +136,11 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     p.set_quotas(Some(Quotas::from_config(&[rule])?));
     rows.push((
         "pipeline, one quota (rate)".into(),
-        sample(n, || p.admit(&call).is_ok())?,
+        sample(n, || {
+            p.admit(&call)
+                .map_err(|e| eprintln!("refused: {e}"))
+                .is_ok()
+        })?,
     ));
 
     println!("\n## The call pipeline's admission\n");
@@ -139,7 +148,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         "One `tools/call`'s admission in process ({n} calls, after {} warm-up): the \
          tool lists alone as the handler checked them before the pipeline, then \
          `Pipeline::admit` with the tool lists, with 10 and 1,000 Cedar policies \
-         (a baseline permit and per tool a group's argument rule) and with one quota.\n",
+         (a baseline permit and per tool a principal's argument rule) and with one quota.\n",
         n / 10
     );
     println!("| admission | p50 µs | p99 µs |");
