@@ -172,9 +172,7 @@ impl Logins {
 
     /// The principal of the live session `id` names; using it keeps it alive.
     pub fn session(&self, id: &str, now: Instant) -> Option<Principal> {
-        let Some(digest) = digest_of(id) else {
-            return None;
-        };
+        let digest = digest_of(id)?;
         let mut inner = self.lock();
         let mut found = None;
         for (i, s) in inner.sessions.iter().enumerate() {
