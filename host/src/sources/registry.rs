@@ -566,12 +566,17 @@ impl Sources {
             .await;
         }
         entry.first_discovery.send_replace(true);
-        if let (Some(store), Some(catalog)) = (&self.store, snapshot)
-            && let Err(e) = store
+        if let (Some(store), Some(catalog)) = (&self.store, snapshot) {
+            if let Err(e) = store
                 .save_snapshot(&entry.name, &entry.fingerprint, &catalog)
                 .await
-        {
-            tracing::warn!(source = %entry.name, "cannot save the catalog snapshot: {e}");
+            {
+                tracing::warn!(source = %entry.name, "cannot save the catalog snapshot: {e}");
+            }
+            // The snapshot's JSON was made and freed on this thread: its pages
+            // go back to the system now, not at some later allocation.
+            drop(catalog);
+            release_freed();
         }
         if was_waiting
             && self
