@@ -93,7 +93,7 @@ pub enum Entry {
     Console,
 }
 
-/// Every entry, in the order of [`Entry::index`].
+/// Every entry, in the order of its index (its counters' slot).
 pub const ENTRIES: [Entry; 10] = [
     Entry::ToolsCall,
     Entry::WfCall,

@@ -221,7 +221,7 @@ fn located(d: &dyn miette::Diagnostic, text: &str) -> (usize, String) {
 }
 
 /// One loaded policy set: the one calls are decided by, and the one lists
-/// are (see [`listing_policy`]).
+/// are (see `listing_policy`).
 pub struct Policies {
     set: PolicySet,
     listing: PolicySet,
