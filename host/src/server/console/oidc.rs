@@ -220,7 +220,7 @@ pub async fn start(State(c): State<Console>, headers: HeaderMap) -> Response {
         .append_pair("nonce", &b.nonce)
         .append_pair("code_challenge", &b.challenge)
         .append_pair("code_challenge_method", "S256");
-    let secure = super::signin::over_https(&headers) || k.redirect_uri.starts_with("https:");
+    let secure = super::viewer::over_https(&headers) || k.redirect_uri.starts_with("https:");
     let binding = format!(
         "{}={}; Path=/console/oidc; HttpOnly; SameSite=Lax; Max-Age={}{}",
         binding_cookie(&c),
@@ -284,7 +284,7 @@ pub async fn callback(State(c): State<Console>, headers: HeaderMap, uri: Uri) ->
     }
     tracing::info!(principal = %principal, groups = ?principal.groups(), "console: signed in at the identity provider");
     let id = c.logins.open_session(principal, Instant::now());
-    let mut cookies = vec![super::signin::session_cookie(&c, &headers, &id)];
+    let mut cookies = vec![super::viewer::session_cookie(&c, &headers, &id)];
     cookies.push(format!(
         "{}=; Path=/console/oidc; HttpOnly; SameSite=Lax; Max-Age=0",
         binding_cookie(&c)

@@ -15,8 +15,8 @@ use serde_json::{Map, Value, json};
 
 use super::Console;
 use super::access::Kind;
-use super::logins::{LINK_TTL, SESSION_MAX_AGE};
-use super::viewer::{NotIn, Viewer};
+use super::logins::LINK_TTL;
+use super::viewer::{NotIn, Viewer, session_cookie};
 use crate::config::{AdminOverHttp, ConsoleAccess};
 use crate::server::Principal;
 use crate::surfaces::admin::ADMIN_SOURCE;
@@ -107,26 +107,6 @@ pub async fn login(
         h.insert(header::SET_COOKIE, cookie);
     }
     r
-}
-
-/// Whether the browser reached wf over HTTPS (a TLS proxy in front).
-pub fn over_https(headers: &HeaderMap) -> bool {
-    headers
-        .get("x-forwarded-proto")
-        .is_some_and(|p| p.as_bytes().eq_ignore_ascii_case(b"https"))
-}
-
-/// The `Set-Cookie` value of a new session (login link or identity
-/// provider). Secure only when the browser reached wf over HTTPS: over
-/// plain http:// a browser drops a Secure cookie, and on loopback the
-/// traffic never leaves the machine.
-pub fn session_cookie(c: &Console, headers: &HeaderMap, id: &str) -> String {
-    format!(
-        "{}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{}",
-        c.cookie,
-        SESSION_MAX_AGE.as_secs(),
-        if over_https(headers) { "; Secure" } else { "" }
-    )
 }
 
 /// The views and actions the page has, each with the tool behind it.
