@@ -27,6 +27,7 @@ HEADINGS=(
   "## A slow upstream beside a fast one"
   "## OpenAPI source: a GET through wf versus direct"
   "## Finding tools in a large catalog (wf_find)"
+  "## Audit trail: the record stage's price, and records written per second"
 )
 
 started=$SECONDS

@@ -24,6 +24,7 @@
 //!
 //! Prints markdown tables on stdout, progress on stderr. See docs/benchmarks.md.
 
+mod audit;
 mod engine;
 mod fencing;
 mod front;
@@ -139,6 +140,8 @@ enum Bench {
     OpenapiDocs,
     /// Identifying a request by an OAuth JWT (warm JWKS) against a static token.
     Oauth,
+    /// The audit trail's record stage (on against off) and writer throughput.
+    Audit,
     /// The call pipeline's admission: no policy, 10 and 1,000 Cedar policies, a quota.
     Policy,
     /// 200 concurrent HTTP sessions, then a 100 000-call soak (not in the default run).
@@ -408,6 +411,9 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     }
     if wants(Bench::Oauth) {
         oauth::run(env).await?;
+    }
+    if wants(Bench::Audit) {
+        audit::run(env).await?;
     }
     if wants(Bench::Policy) {
         policy::run(env).await?;

@@ -61,6 +61,8 @@ pub struct App {
     pub source_logs: Arc<crate::sources::SourceLogs>,
     /// Per-principal and per-client upstream sessions, and session handles.
     pub sessions: Arc<crate::sources::sessions::SessionTable>,
+    /// The audit trail's writer (`[audit]`), fed by the call pipeline.
+    pub audit: Arc<crate::audit::AuditLog>,
     /// The one call pipeline every use of a capability passes.
     pub pipeline: Arc<crate::pipeline::Pipeline>,
 }
@@ -301,7 +303,14 @@ impl App {
                 discovery_timeout: timeout,
             },
         ));
+        let audit = crate::audit::AuditLog::start(
+            &config.config.audit,
+            store.clone(),
+            &config.base_dir(),
+            Some(store.replica().to_string()),
+        );
         let app = Arc::new(Self {
+            audit,
             config,
             live_config,
             plugins,
@@ -319,17 +328,19 @@ impl App {
         // Workflow nodes and the planner name tools by source and original
         // name; the pipeline decides on the names clients know.
         let projector = app.projector.clone();
-        app.pipeline.set_namer(Arc::new(move |source: &str, original: &str| {
-            let proj = projector.projection();
-            let t = proj
-                .tools
-                .iter()
-                .find(|t| t.source == source && t.original == original)?;
-            Some(crate::pipeline::ToolFacts {
-                name: t.name.clone(),
-                annotations: t.item.extra.get("annotations").cloned(),
-            })
-        }));
+        app.pipeline.set_audit(app.audit.clone());
+        app.pipeline
+            .set_namer(Arc::new(move |source: &str, original: &str| {
+                let proj = projector.projection();
+                let t = proj
+                    .tools
+                    .iter()
+                    .find(|t| t.source == source && t.original == original)?;
+                Some(crate::pipeline::ToolFacts {
+                    name: t.name.clone(),
+                    annotations: t.item.extra.get("annotations").cloned(),
+                })
+            }));
 
         let sources = app.sources.clone();
         tokio::spawn(async move { sources.discover_all(sources.list(), timeout).await });
@@ -484,6 +495,9 @@ impl App {
             _ => {}
         }
         self.sources.shutdown(Duration::from_secs(5)).await;
+        if !self.audit.flush(Duration::from_secs(2)).await {
+            tracing::warn!("audit: records still unwritten at shutdown were lost");
+        }
         crate::plugins::process::stop_all();
         self.plugins
             .write()

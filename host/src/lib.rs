@@ -1,10 +1,11 @@
 //! wf-host: the `wf` binary's library. Data flows one way, and no module
 //! uses one above it (checked by `tests/layering.rs`):
-//! clock, secrets, status, text, telemetry → store, config → plugins → sources → catalog →
+//! clock, secrets, status, text, telemetry → store, config → plugins, audit → sources → catalog →
 //! pipeline → projection, workflow → app → surfaces → server → cli.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod app;
+pub mod audit;
 pub mod catalog;
 pub mod cli;
 pub mod clock;

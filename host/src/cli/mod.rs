@@ -1,11 +1,12 @@
 //! The `wf` command line.
 
+mod audit;
 mod auth;
 mod check;
 pub mod log_filter;
-mod policy;
 mod log_format;
 mod plugins;
+mod policy;
 mod run;
 mod serve;
 mod sources;
@@ -90,6 +91,9 @@ pub enum Command {
         #[command(subcommand)]
         command: tools::ToolsCommand,
     },
+    /// The audit trail: who called what, when, with what result and why it
+    /// was allowed, filtered (--since, --principal, --capability, --outcome…).
+    Audit(audit::AuditArgs),
 }
 
 #[derive(Args, Debug)]
@@ -367,6 +371,7 @@ pub fn main() -> i32 {
             Command::Store { command } => store::run(command, &cli.log_level).await,
             Command::Tools { command } => tools::run(command, &cli.log_level).await,
             Command::Policy { command } => policy::run(command, &cli.log_level).await,
+            Command::Audit(args) => audit::run(args, &cli.log_level).await,
         }
     });
     // Plugin runtimes and upstream clients may hold threads; do not wait for them.

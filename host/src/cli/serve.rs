@@ -23,6 +23,10 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;
     let otlp_metrics = crate::telemetry::otlp_metrics::start(&telemetry)
         .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;
+    let audit = &app.config.config.audit;
+    let otlp_logs =
+        crate::telemetry::otlp_logs::start(&telemetry, audit.enabled && audit.otlp_logs)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", app.config.file_label()))?;
     if otlp_metrics.is_some() {
         // Weak: the reader lives in a static and must not keep the app alive.
         let app = std::sync::Arc::downgrade(&app);
@@ -117,6 +121,9 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     }
     if let Some(m) = otlp_metrics {
         let _ = tokio::task::spawn_blocking(move || m.shutdown()).await;
+    }
+    if let Some(l) = otlp_logs {
+        let _ = tokio::task::spawn_blocking(move || l.shutdown()).await;
     }
     result.map(|()| 0)
 }

@@ -2,6 +2,7 @@
 //! `mcpServers` object accepted as it is. Errors name the file, the key and
 //! what is wrong.
 
+mod audit;
 mod catalog;
 mod edit;
 mod env;
@@ -21,6 +22,7 @@ use serde_json::{Map, Value};
 
 use crate::text::one_line;
 
+pub use audit::{AuditConfig, AuditExport, AuditValues};
 pub use catalog::{CatalogConfig, CatalogMode};
 pub use edit::{Edit, stage};
 pub use env::{EnvError, expand_env};
@@ -66,6 +68,9 @@ pub struct Config {
     /// Where the state lives: SQLite (default) or PostgreSQL.
     #[serde(default)]
     pub store: StoreConfig,
+    /// The audit trail (`[audit]`): on by default, bounded.
+    #[serde(default)]
+    pub audit: AuditConfig,
     /// Policy files (`[policy] files`): Cedar policies over every call.
     #[serde(default)]
     pub policy: PolicyConfig,
@@ -722,6 +727,10 @@ pub(crate) fn parse(file: &str, text: &str, ext: &str) -> Result<Config, ConfigE
         }
         _ => Err(ConfigError::Format { file: file.into() }),
     }
+    .and_then(|config: Config| match config.audit.problems().first() {
+        Some(problem) => Err(invalid("audit".into(), problem.clone())),
+        None => Ok(config),
+    })
 }
 
 /// The key and the one-line reason of a deserialization error; an unknown

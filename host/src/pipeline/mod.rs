@@ -18,7 +18,7 @@
 
 pub mod policy;
 pub mod quota;
-
+pub mod record;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -256,6 +256,8 @@ pub struct Pipeline {
     namer: RwLock<Option<Namer>>,
     /// The `limit` stage's quotas (`[[quotas]]`).
     quotas: RwLock<Option<Arc<quota::Quotas>>>,
+    /// The `record` stage's audit trail (off until [`Pipeline::set_audit`]).
+    audit: RwLock<Option<Arc<crate::audit::AuditLog>>>,
     admitted: [AtomicU64; ENTRIES.len()],
     refused: [AtomicU64; ENTRIES.len()],
 }
@@ -323,6 +325,16 @@ impl Pipeline {
     /// it: runs `authorize`, `limit` and `record`; the first refusal wins.
     /// What it returns is held for the call's length (its concurrency slots).
     pub fn admit(&self, call: &Call<'_>) -> Result<quota::Held, Refusal> {
+        self.admit_at(call, None)
+    }
+
+    /// [`Pipeline::admit`] for a workflow node: a refusal's record names
+    /// the run and the node.
+    pub fn admit_at(
+        &self,
+        call: &Call<'_>,
+        node: Option<record::RunNode<'_>>,
+    ) -> Result<quota::Held, Refusal> {
         let decided = self
             .read()
             .iter()
@@ -345,8 +357,41 @@ impl Pipeline {
                 "call refused: {}",
                 r.message
             );
+            // The record stage: a refusal is recorded where it is made.
+            if let Some(audit) = self.audit() {
+                record::refused(&audit, call, r, node);
+            }
         }
         decided
+    }
+
+    /// Sets the audit trail the `record` stage writes to.
+    pub fn set_audit(&self, audit: Arc<crate::audit::AuditLog>) {
+        *self
+            .audit
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(audit);
+    }
+
+    fn audit(&self) -> Option<Arc<crate::audit::AuditLog>> {
+        self.audit
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .filter(|a| a.enabled())
+    }
+
+    /// The `record` stage of an admitted call: its audit record, which the
+    /// caller ends with the call's outcome ([`record::Pending::finish`];
+    /// dropped unfinished, it is recorded `cancelled`). `None` with the
+    /// audit off. A refusal needs no call here: [`Pipeline::admit`] records it.
+    pub fn record(
+        &self,
+        call: &Call<'_>,
+        node: Option<record::RunNode<'_>>,
+    ) -> Option<record::Pending> {
+        let audit = self.audit()?;
+        record::admitted(&audit, call, Vec::new(), node)
     }
 
     /// Whether `capability` is listed to `principal`: some call to it could

@@ -43,6 +43,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("migrations/sqlite_0004_source_tasks.sql"),
         postgres: include_str!("migrations/pg_0004_source_tasks.sql"),
     },
+    Migration {
+        version: 5,
+        name: "audit trail",
+        sqlite: include_str!("migrations/0005_audit.sql"),
+        postgres: include_str!("migrations/0005_audit.sql"),
+    },
 ];
 
 /// The schema version this build writes.

@@ -13,6 +13,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use wf_plugin_api::ErrorCode;
 
+mod audit;
+pub use audit::{AuditFilter, AuditRecord, MAX_QUERY_ROWS};
 pub mod db;
 mod events;
 mod leases;

@@ -102,6 +102,7 @@ struct Metrics {
     pipeline_calls: Family<EntryOutcome, Counter>,
     policy_decisions: Family<PolicyOutcome, Counter>,
     quota_calls: Family<QuotaOutcome, Counter>,
+    audit_records: Family<OutcomeLabel, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -151,6 +152,7 @@ impl Metrics {
             pipeline_calls: Family::default(),
             policy_decisions: Family::default(),
             quota_calls: Family::default(),
+            audit_records: Family::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -242,6 +244,11 @@ impl Metrics {
             "policy_decisions",
             "Policy decisions by deciding policy id (`default` when none applied) and outcome (allow or deny)",
             m.policy_decisions.clone(),
+        );
+        r.register(
+            "audit_records",
+            "Audit records by outcome: written to the store, or dropped (a full buffer, or a batch the store refused for 30 s)",
+            m.audit_records.clone(),
         );
         r.register(
             "quota_calls",
@@ -485,6 +492,16 @@ pub fn pipeline_call(entry: &'static str, admitted: bool) {
         .pipeline_calls
         .get_or_create(&EntryOutcome { entry, outcome })
         .inc();
+}
+
+/// `n` audit records `written` to the store or `dropped`.
+pub fn audit_records(outcome: &'static str, n: u64) {
+    METRICS
+        .audit_records
+        .get_or_create(&OutcomeLabel {
+            outcome: outcome.into(),
+        })
+        .inc_by(n);
 }
 
 /// A policy decision: `policy` decided it (`default` when no policy applied).

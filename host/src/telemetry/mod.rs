@@ -4,6 +4,7 @@
 //! The bottom layer: every other module records with one-line calls.
 
 pub mod metrics;
+pub mod otlp_logs;
 pub mod otlp_metrics;
 pub mod traces;
 

@@ -276,6 +276,17 @@ pub fn record_ids(span: &Span) {
     }
 }
 
+/// The current span's trace id (hex), when traces are on: what an audit
+/// record carries to find the call's trace.
+pub fn current_trace_id() -> Option<String> {
+    if !enabled() {
+        return None;
+    }
+    let cx = Span::current().context();
+    let sc = cx.span().span_context().clone();
+    sc.is_valid().then(|| sc.trace_id().to_string())
+}
+
 /// `span`'s W3C context as the per-call info key `"trace"` (`None` when off).
 pub fn info_of(span: &Span) -> Option<Value> {
     if !enabled() {

@@ -577,7 +577,12 @@ impl Run {
 
     /// The call pipeline for one node, as the run's principal: the refusal
     /// (naming the rule or policy) fails the node.
-    fn admit(&self, entry: &CapabilityEntry, args: &Value) -> Result<(), String> {
+    fn admit(
+        &self,
+        entry: &CapabilityEntry,
+        node_id: &str,
+        args: &Value,
+    ) -> Result<Option<crate::pipeline::record::Pending>, String> {
         let sources = &self.engine.sources;
         let facts = sources.node_capability(entry);
         let call = crate::pipeline::Call {
@@ -593,7 +598,15 @@ impl Run {
             client: None,
             transport: crate::pipeline::Transport::Internal,
         };
-        sources.pipeline.admit(&call).map(drop).map_err(|r| r.message)
+        let node = crate::pipeline::record::RunNode {
+            run_id: &self.id,
+            node_id,
+        };
+        sources
+            .pipeline
+            .admit_at(&call, Some(node))
+            .map_err(|r| r.message)?;
+        Ok(sources.pipeline.record(&call, Some(node)))
     }
 
     /// Opens the session each used source's calls run on: a run-scoped lease

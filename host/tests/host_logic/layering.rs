@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["clock", "secrets", "status", "text", "telemetry"],
     &["store", "config"],
-    &["plugins"],
+    &["plugins", "audit"],
     &["sources"],
     &["catalog"],
     &["pipeline"],

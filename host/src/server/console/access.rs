@@ -175,7 +175,7 @@ impl Console {
     }
 
     /// The name clients know a host-local tool by (e.g. `wf_admin__status`).
-    fn client_name(&self, source: &str, name: &str) -> String {
+    pub(super) fn client_name(&self, source: &str, name: &str) -> String {
         self.app
             .projection()
             .tools

@@ -48,9 +48,52 @@ async fn admin_call(
         Ok(caller) => caller,
         Err(r) => return *r,
     };
+    let recorded = (kind == Kind::Action).then(|| record_action(c, &p, ADMIN_SOURCE, name, &args));
     match &c.surfaces.admin {
-        Some(admin) => answer(admin.call(name, args, &caller).await),
+        Some(admin) => {
+            let r = admin.call(name, args, &caller).await;
+            finish_action(recorded.flatten(), &r);
+            answer(r)
+        }
         None => refused(StatusCode::FORBIDDEN, "the admin surface is off", ""),
+    }
+}
+
+/// The record stage of a console action (views, which the page repeats,
+/// are not recorded; a refusal of either is, by the pipeline).
+fn record_action(
+    c: &Console,
+    p: &Principal,
+    source: &str,
+    name: &str,
+    args: &Value,
+) -> Option<crate::pipeline::record::Pending> {
+    let tool = c.client_name(source, name);
+    let call = crate::pipeline::Call {
+        entry: crate::pipeline::Entry::Console,
+        principal: p,
+        capability: crate::pipeline::Capability {
+            kind: crate::pipeline::Kind::Tool,
+            source,
+            name: &tool,
+            annotations: None,
+        },
+        arguments: args,
+        client: Some("console"),
+        transport: crate::pipeline::Transport::Http,
+    };
+    c.app.pipeline.record(&call, None)
+}
+
+fn finish_action(recorded: Option<crate::pipeline::record::Pending>, r: &CallResult) {
+    use crate::pipeline::record::Outcome;
+    if let Some(pending) = recorded {
+        let outcome = if r.is_error {
+            Outcome::ToolError
+        } else {
+            Outcome::Ok
+        };
+        pending.finish(outcome, r.structured_content.as_ref());
     }
 }
 
@@ -65,9 +108,13 @@ async fn planner_call(
     if let Err(r) = c.admit(v, h, &p, PLANNER_SOURCE, name, kind) {
         return *r;
     }
+    let recorded =
+        (kind == Kind::Action).then(|| record_action(c, &p, PLANNER_SOURCE, name, &args));
     let planner = &c.surfaces.planner;
     let call = planner.call(PLANNER_SOURCE, name, args, p.name());
-    answer(crate::pipeline::as_principal(p.clone(), call).await)
+    let r = crate::pipeline::as_principal(p.clone(), call).await;
+    finish_action(recorded.flatten(), &r);
+    answer(r)
 }
 
 /// An endpoint that is one admin tool called without arguments
@@ -377,4 +424,33 @@ pub async fn tasks(
     });
     let rows = futures::future::join_all(looks).await;
     Json(json!({"tasks": rows, "more": more})).into_response()
+}
+
+/// The Calls view: the audit trail, filtered as `query_audit` filters it
+/// (empty filters dropped), newest first.
+pub async fn audit(
+    State(c): State<Console>,
+    Extension(v): Extension<Viewer>,
+    Extension(p): Extension<Principal>,
+    h: HeaderMap,
+    Json(args): Json<Value>,
+) -> Response {
+    let mut filter = serde_json::Map::new();
+    if let Some(given) = args.as_object() {
+        for (k, val) in given {
+            let empty = val.is_null() || val.as_str().is_some_and(str::is_empty);
+            if !empty {
+                filter.insert(k.clone(), val.clone());
+            }
+        }
+    }
+    admin_call(
+        &c,
+        &h,
+        (v, p),
+        "query_audit",
+        Value::Object(filter),
+        Kind::Read,
+    )
+    .await
 }

@@ -138,6 +138,7 @@ pub fn router(app: Arc<App>, surfaces: Surfaces, o: ConsoleOptions) -> Router {
         )
         .route("/console/api/capabilities", post(api::capabilities))
         .route("/console/api/runs", post(api::runs))
+        .route("/console/api/audit", post(api::audit))
         .route("/console/api/runs/{id}", get(api::run))
         .route("/console/api/runs/{id}/cancel", post(api::cancel))
         .route("/console/api/tasks", get(api::tasks))

@@ -135,7 +135,7 @@ impl WfServer {
         entry: Entry,
         capability: Capability<'_>,
         arguments: &Value,
-    ) -> Result<pipeline::quota::Held, McpError> {
+    ) -> Result<(pipeline::quota::Held, Option<pipeline::record::Pending>), McpError> {
         let principal = principal_of(context);
         let info = context.peer.peer_info();
         let call = pipeline::Call {
@@ -150,7 +150,8 @@ impl WfServer {
                 Transport::Stdio
             },
         };
-        self.app.pipeline.admit(&call).map_err(refusal_error)
+        let held = self.app.pipeline.admit(&call).map_err(refusal_error)?;
+        Ok((held, self.app.pipeline.record(&call, None)))
     }
 
     /// Whether a prompt or resource is listed to this request's principal.
@@ -636,12 +637,15 @@ impl ServerHandler for WfServer {
                 let route = self.app.resource_route(uri).await;
                 let source = route.as_ref().map_or("", |r| r.source.as_str());
                 let capability = resource_capability(source, uri);
-                self.admit(
+                let (_, recorded) = self.admit(
                     ctx.request_context(),
                     Entry::Subscribe,
                     capability,
                     &Value::Null,
                 )?;
+                if let Some(r) = recorded {
+                    r.finish::<()>(pipeline::record::Outcome::Ok, None);
+                }
             }
             let caller = self.session_caller(ctx.request_context())?;
             forwarding::listen_resources(&self.app, &stream, &caller, ctx.sink().clone(), uris)
@@ -660,7 +664,7 @@ impl ServerHandler for WfServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
         Box::pin(async move {
-            let counted = observe::Counted::new("completion/complete");
+            let mut counted = observe::Counted::new("completion/complete");
             // Completing a prompt's or template's argument is a use of it.
             let reference = serde_json::to_value(&request.r#ref).unwrap_or_default();
             let text = |k: &str| reference.get(k).and_then(Value::as_str).unwrap_or("");
@@ -679,9 +683,13 @@ impl ServerHandler for WfServer {
                 resource_capability(source.map_or("", |t| t.source.as_str()), uri)
             };
             let arguments = serde_json::to_value(&request.argument).unwrap_or_default();
-            if let Err(refused) = self.admit(&context, Entry::Completion, capability, &arguments) {
-                return counted.finish(Err(refused));
-            }
+            let _held = match self.admit(&context, Entry::Completion, capability, &arguments) {
+                Ok((held, recorded)) => {
+                    counted.audited(recorded);
+                    held
+                }
+                Err(refused) => return counted.finish(Err(refused)),
+            };
             drop(proj);
             counted.finish(forwarding::complete(&self.app, request, CallCtx::new()).await)
         })
@@ -694,13 +702,17 @@ impl ServerHandler for WfServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let counted = observe::Counted::new("resources/subscribe");
+        let mut counted = observe::Counted::new("resources/subscribe");
         let source = self.app.resource_route(&request.uri).await;
         let source = source.as_ref().map_or("", |r| r.source.as_str());
         let capability = resource_capability(source, &request.uri);
-        if let Err(refused) = self.admit(&context, Entry::Subscribe, capability, &Value::Null) {
-            return counted.finish(Err(refused));
-        }
+        let _held = match self.admit(&context, Entry::Subscribe, capability, &Value::Null) {
+            Ok((held, recorded)) => {
+                counted.audited(recorded);
+                held
+            }
+            Err(refused) => return counted.finish(Err(refused)),
+        };
         let subscribed = match self.session_caller(&context) {
             Ok(caller) => {
                 forwarding::subscribe(&self.app, &self.client, &caller, context.peer, &request.uri)
@@ -910,7 +922,7 @@ impl ServerHandler for WfServer {
         // Boxed: rmcp spawns a task per request, and this future inline made
         // every spawn copy it whole (docs/benchmarks.md, "the call path").
         Box::pin(async move {
-            let counted = observe::Counted::new("tools/call");
+            let mut counted = observe::Counted::new("tools/call");
             let _slot = match self.slots.take("tools/call") {
                 Ok(slot) => slot,
                 Err(busy) => return counted.finish(Err(busy)),
@@ -948,7 +960,10 @@ impl ServerHandler for WfServer {
             let args = Value::Object(request.arguments.unwrap_or_default());
             // Held (its concurrency slots) until the call's answer.
             let _held = match self.admit(&context, entry, tool_capability(tool), &args) {
-                Ok(held) => held,
+                Ok((held, recorded)) => {
+                    counted.audited(recorded);
+                    held
+                }
                 Err(refused) => {
                     tracing::warn!(principal = principal.name(), tool = %tool.name, "tool call refused");
                     return counted.finish(Err(refused));
@@ -1093,7 +1108,7 @@ impl ServerHandler for WfServer {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         Box::pin(async move {
-            let counted = observe::Counted::new("prompts/get");
+            let mut counted = observe::Counted::new("prompts/get");
             let _slot = match self.slots.take("prompts/get") {
                 Ok(slot) => slot,
                 Err(busy) => return counted.finish(Err(busy)),
@@ -1116,9 +1131,13 @@ impl ServerHandler for WfServer {
                 annotations: None,
             };
             let arguments = serde_json::to_value(&args).unwrap_or_default();
-            if let Err(refused) = self.admit(&context, Entry::PromptsGet, capability, &arguments) {
-                return counted.finish(Err(refused));
-            }
+            let _held = match self.admit(&context, Entry::PromptsGet, capability, &arguments) {
+                Ok((held, recorded)) => {
+                    counted.audited(recorded);
+                    held
+                }
+                Err(refused) => return counted.finish(Err(refused)),
+            };
             let handle = self.handle(&prompt.source)?;
             let session = self.session(&handle, &context).await?;
             let name = prompt.original.clone();
@@ -1197,7 +1216,7 @@ impl ServerHandler for WfServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         Box::pin(async move {
-            let counted = observe::Counted::new("resources/read");
+            let mut counted = observe::Counted::new("resources/read");
             let _slot = match self.slots.take("resources/read") {
                 Ok(slot) => slot,
                 Err(busy) => return counted.finish(Err(busy)),
@@ -1209,11 +1228,13 @@ impl ServerHandler for WfServer {
                 ));
             };
             let capability = resource_capability(&route.source, &request.uri);
-            if let Err(refused) =
-                self.admit(&context, Entry::ResourcesRead, capability, &Value::Null)
-            {
-                return counted.finish(Err(refused));
-            }
+            let _held = match self.admit(&context, Entry::ResourcesRead, capability, &Value::Null) {
+                Ok((held, recorded)) => {
+                    counted.audited(recorded);
+                    held
+                }
+                Err(refused) => return counted.finish(Err(refused)),
+            };
             let handle = self.handle(&route.source)?;
             let session = self.session(&handle, &context).await?;
             let (source, asked) = (route.source.clone(), request.uri.clone());

@@ -10,6 +10,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use tracing::Span;
 
+use crate::pipeline::record::{self, Pending};
 use crate::telemetry::{metrics, traces};
 
 /// `what` is `"<method> <target>"` (e.g. `tools/call echo`).
@@ -37,10 +38,13 @@ pub(super) fn request_span(context: &RequestContext<RoleServer>, what: &str) -> 
 
 /// Counts one MCP request in `wf_requests_total{method,outcome}`: by
 /// [`Counted::finish`], or as `error` when the handler returned early (`?`)
-/// or was dropped (the client cancelled).
+/// or was dropped (the client cancelled). An admitted call's audit record
+/// ([`Counted::audited`]) ends with it: written by `finish` with the outcome,
+/// or `cancelled` when dropped unfinished.
 pub(super) struct Counted {
     method: &'static str,
     done: bool,
+    audit: Option<Pending>,
 }
 
 impl Counted {
@@ -48,7 +52,13 @@ impl Counted {
         Self {
             method,
             done: false,
+            audit: None,
         }
+    }
+
+    /// The audit record `finish` completes.
+    pub(super) fn audited(&mut self, pending: Option<Pending>) {
+        self.audit = pending;
     }
 
     /// Records `result`'s outcome and hands it back.
@@ -59,6 +69,25 @@ impl Counted {
             Err(e) => Cow::Owned(e.code.0.to_string()),
         };
         metrics::request(self.method, &outcome);
+        if let Some(pending) = self.audit.take() {
+            match &result {
+                Ok(r) => {
+                    let ended = match outcome.as_ref() {
+                        "tool_error" => record::Outcome::ToolError,
+                        "input_required" => record::Outcome::InputRequired,
+                        _ => record::Outcome::Ok,
+                    };
+                    r.audited(pending, ended);
+                }
+                Err(e) => pending.finish::<()>(
+                    record::Outcome::ProtocolError {
+                        code: i64::from(e.code.0),
+                        message: e.message.to_string(),
+                    },
+                    None,
+                ),
+            }
+        }
         result
     }
 }
@@ -71,10 +100,15 @@ impl Drop for Counted {
     }
 }
 
-/// The outcome label of a successful reply.
+/// The outcome label of a successful reply, and what its audit record keeps.
 pub(super) trait Outcome {
     fn outcome(&self) -> Cow<'static, str> {
         Cow::Borrowed("ok")
+    }
+
+    /// Ends `pending` with this reply (its size and shape).
+    fn audited(&self, pending: Pending, ended: record::Outcome) {
+        pending.finish::<()>(ended, None);
     }
 }
 
@@ -88,14 +122,39 @@ impl Outcome for CallToolResponse {
             _ => Cow::Borrowed("ok"),
         }
     }
+
+    fn audited(&self, pending: Pending, ended: record::Outcome) {
+        match self {
+            CallToolResponse::Complete(r) => pending.finish(ended, Some(r)),
+            _ => pending.finish::<()>(ended, None),
+        }
+    }
 }
 impl Outcome for () {}
 impl Outcome for ListToolsResult {}
 impl Outcome for ListPromptsResult {}
 impl Outcome for ListResourcesResult {}
 impl Outcome for ListResourceTemplatesResult {}
-impl Outcome for GetPromptResponse {}
-impl Outcome for ReadResourceResponse {}
-impl Outcome for CompleteResult {}
+impl Outcome for GetPromptResponse {
+    fn audited(&self, pending: Pending, ended: record::Outcome) {
+        match self {
+            GetPromptResponse::Complete(r) => pending.finish(ended, Some(r)),
+            _ => pending.finish::<()>(record::Outcome::InputRequired, None),
+        }
+    }
+}
+impl Outcome for ReadResourceResponse {
+    fn audited(&self, pending: Pending, ended: record::Outcome) {
+        match self {
+            ReadResourceResponse::Complete(r) => pending.finish(ended, Some(r)),
+            _ => pending.finish::<()>(record::Outcome::InputRequired, None),
+        }
+    }
+}
+impl Outcome for CompleteResult {
+    fn audited(&self, pending: Pending, ended: record::Outcome) {
+        pending.finish(ended, Some(self));
+    }
+}
 impl Outcome for GetTaskResult {}
 impl Outcome for CustomResult {}

@@ -118,6 +118,7 @@ impl Admin {
             "list_sources" => reply(self.list_sources().await),
             "pin_tools" | "diff_tools" | "approve_tools" => self.tool_pins(name, &args, caller),
             "refresh_catalog" => self.refresh(str_arg("source")).await,
+            "query_audit" => self.query_audit(args).await,
             "status" => reply(self.status(caller)),
             "reload" => {
                 let outcome = self.app.reload_everywhere().await;
@@ -385,6 +386,30 @@ impl Admin {
         reply(json!({"refreshed": futures::future::join_all(runs).await}))
     }
 
+    /// `query_audit`: the trail, filtered as `wf audit` filters it.
+    async fn query_audit(&self, mut args: Value) -> CallResult {
+        let now = crate::store::now_ms();
+        for key in ["since", "until"] {
+            if let Some(t) = args.get(key).and_then(Value::as_str).map(str::to_string) {
+                match crate::audit::query::parse_time(&t, now) {
+                    Ok(ms) => args[key] = json!(ms),
+                    Err(e) => return refuse(format!("{key}: {e}"), "see the tool's input schema"),
+                }
+            }
+        }
+        let filter: crate::store::AuditFilter = match serde_json::from_value(args) {
+            Ok(f) => f,
+            Err(e) => return refuse(format!("bad filter: {e}"), "see the tool's input schema"),
+        };
+        match self.app.store.audit(&filter).await {
+            Ok(records) => reply(json!({"records": records, "count": records.len()})),
+            Err(e) => refuse(
+                format!("cannot read the audit trail: {e}"),
+                "try again; see wf's log",
+            ),
+        }
+    }
+
     fn status(&self, caller: &Caller) -> Value {
         let proj = self.app.projection();
         let principals: Vec<Value> = self
@@ -429,6 +454,12 @@ impl Admin {
                 .filter_map(|e| Some((e.name.clone(), json!(e.handle.as_ref()?.calls_in_flight()))))
                 .collect::<Map<String, Value>>(),
             "sessions": self.app.sessions.totals(),
+            "audit": {
+                "enabled": self.app.audit.enabled(),
+                "written": self.app.audit.counts().written.load(Ordering::Relaxed),
+                "dropped": self.app.audit.counts().dropped.load(Ordering::Relaxed),
+                "pruned": self.app.audit.counts().pruned.load(Ordering::Relaxed),
+            },
             "name_collisions": proj.collisions,
             "last_reload": self.app.live_config.last_reload(),
             "restart_needed": plugins.changed_files(),

@@ -35,6 +35,24 @@ pub fn catalog() -> Catalog {
             json!({"names": {"type": "array", "items": {"type": "string"}, "minItems": 1}}),
             &["names"],
         ))
+        .tool(tool(
+            "query_audit",
+            "The audit trail, newest first: who called what, when, with what decision and outcome. Every filter is optional.",
+            json!({
+                "since": {"type": ["string", "integer"], "description": "2026-12-01, 2026-12-01T09:00:00Z, Unix ms, or an age (15m, 2h, 7d)"},
+                "until": {"type": ["string", "integer"], "description": "Same forms as since"},
+                "principal": {"type": "string"},
+                "group": {"type": "string"},
+                "capability": {"type": "string", "description": "A glob over the capability's name"},
+                "source": {"type": "string"},
+                "outcome": {"type": "string", "enum": ["ok", "tool_error", "protocol_error", "cancelled", "timed_out", "denied", "limited"]},
+                "decision": {"type": "string", "enum": ["allow", "deny", "held", "limited"]},
+                "run": {"type": "string", "description": "A workflow run's id"},
+                "kind": {"type": "string", "enum": ["tool", "resource", "prompt", "completion", "subscription", "node", "admin", "console"]},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 10000}
+            }),
+            &[],
+        ))
         .tool(tool("refresh_catalog", "Rediscovers one source (or all) with a one-shot session.", json!({"source": name}), &[]))
         .tool(tool(
             "add_source",

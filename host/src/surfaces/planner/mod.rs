@@ -572,10 +572,12 @@ impl Planner {
             client: None,
             transport: crate::pipeline::Transport::Internal,
         };
-        self.app
+        let _held = self
+            .app
             .pipeline
             .admit(&call)
             .map_err(|r| fail(r.message, "ask the operator for access"))?;
+        let recorded = self.app.pipeline.record(&call, None);
         let handle = self
             .app
             .sources
@@ -602,12 +604,23 @@ impl Planner {
             s.annotate(&mut info);
         }
         let ctx = CallCtx::new().with_info(info);
+        use crate::pipeline::record::Outcome;
         match handle.run_node(&e.name, arguments, ctx).await {
-            Ok(output) => Ok(json!({"ref": reference, "output": output})),
-            Err(err) => Err(fail(
-                err.to_string(),
-                "check the arguments against describe_capability",
-            )),
+            Ok(output) => {
+                if let Some(r) = recorded {
+                    r.finish(Outcome::Ok, Some(&output));
+                }
+                Ok(json!({"ref": reference, "output": output}))
+            }
+            Err(err) => {
+                if let Some(r) = recorded {
+                    r.fail(Outcome::ToolError, &err.to_string());
+                }
+                Err(fail(
+                    err.to_string(),
+                    "check the arguments against describe_capability",
+                ))
+            }
         }
     }
 }

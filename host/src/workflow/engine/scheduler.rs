@@ -75,6 +75,9 @@ pub(super) struct Scheduler<'r> {
     /// Polled by the run's task itself (no spawn): a node's completion needs
     /// no extra thread hand-off. Dropping a future cancels its call.
     tasks: FuturesUnordered<BoxFuture<'static, NodeOutcome>>,
+    /// Each running node's audit record (the call pipeline's record stage),
+    /// ended with its outcome; one dropped unfinished is recorded cancelled.
+    audit: Vec<Option<crate::pipeline::record::Pending>>,
 }
 
 impl<'r> Scheduler<'r> {
@@ -123,6 +126,7 @@ impl<'r> Scheduler<'r> {
             recs,
             failure: None,
             tasks: FuturesUnordered::new(),
+            audit: (0..n).map(|_| None).collect(),
         }
     }
 
@@ -208,11 +212,14 @@ impl<'r> Scheduler<'r> {
             .and_then(|args| Ok((args, run.handle(&entry.source)?)));
         // The call pipeline, as the run's principal, with the node's real arguments.
         let prepared = prepared.and_then(|(args, handle)| {
-            run.admit(entry, &args)?;
-            Ok((args, handle))
+            let recorded = run.admit(entry, &node.id, &args)?;
+            Ok((args, handle, recorded))
         });
         let (args, handle) = match prepared {
-            Ok(x) => x,
+            Ok((args, handle, recorded)) => {
+                self.audit[i] = recorded;
+                (args, handle)
+            }
             Err(e) => {
                 self.state[i] = State::Failed;
                 self.failure = Some(format!("node {:?}: {e}", node.id));
@@ -299,6 +306,20 @@ impl<'r> Scheduler<'r> {
         self.busy.remove(&entry.source);
         let node = &run.wf.nodes[i];
         self.recs[i].attempts = attempts as i64;
+        if let Some(recorded) = self.audit[i].take() {
+            use crate::pipeline::record::Outcome;
+            match &result {
+                Ok(out) => recorded.finish(Outcome::Ok, Some(out)),
+                Err(err) => {
+                    let outcome = match err.code {
+                        Some(ErrorCode::Cancelled) => Outcome::Cancelled,
+                        Some(ErrorCode::Timeout) => Outcome::TimedOut,
+                        _ => Outcome::ToolError,
+                    };
+                    recorded.fail(outcome, &err.message);
+                }
+            }
+        }
         match result {
             Ok(out) => {
                 self.state[i] = State::Done;

@@ -421,6 +421,43 @@ async function runsPage() {
   });
 }
 
+const CALL_OUTCOMES = ["", "ok", "tool_error", "protocol_error", "cancelled", "timed_out", "denied", "limited"];
+// The audit trail, newest first, looked at again every half second while shown.
+async function callsPage() {
+  const principal = el("input", { id: "call-principal", type: "search", placeholder: "principal" });
+  const capability = el("input", { id: "call-capability", type: "search", placeholder: "e.g. github__*" });
+  const outcome = el("select", { id: "call-outcome" }, CALL_OUTCOMES.map((o) => el("option", { value: o, text: o || "any outcome" })));
+  const body = el("div", {});
+  const form = el("form", { class: "row", role: "search", onsubmit: (e) => { e.preventDefault(); load(); } },
+    el("label", { for: "call-principal" }, "Principal", principal), el("label", { for: "call-capability" }, "Capability", capability),
+    el("label", { for: "call-outcome" }, "Outcome", outcome), el("button", { type: "submit", text: "Apply" }));
+  main.replaceChildren(el("h2", { text: "Calls" }), form, body);
+  outcome.addEventListener("change", load);
+  let busy = false;
+  async function load() {
+    if (busy) return true;
+    busy = true;
+    try {
+      const r = await api("/audit", { principal: principal.value.trim(), capability: capability.value.trim(), outcome: outcome.value, limit: 200 });
+      const rows = r.records.map((x) => el("tr", { "data-call": x.id },
+        el("td", { text: when(x.at) }), el("td", { text: x.principal }),
+        el("td", {}, el("code", { text: x.capability })), el("td", { text: x.kind }),
+        el("td", {}, badge(x.decision), x.policies && x.policies.length ? el("span", { class: "muted", text: ` ${x.policies.join(" ")}` }) : null),
+        el("td", {}, badge(x.outcome)), el("td", { text: duration(Math.round(x.duration_us / 100) / 10) }),
+        el("td", {}, x.run_id ? el("a", { href: `#/runs/${encodeURIComponent(x.run_id)}`, text: x.node_id ? `${x.run_id} · ${x.node_id}` : x.run_id }) : "—"),
+        el("td", { class: "err", text: x.error || "" })));
+      body.replaceChildren(rows.length
+        ? table(["Time", "Principal", "Capability", "Kind", "Decision", "Outcome", "Took", "Run", "Error"], rows, "Calls")
+        : el("p", { text: "No calls match." }));
+      say("");
+      return true;
+    } catch (e) { const p = problem(e); if (p) body.replaceChildren(p); return false; } finally { busy = false; }
+  }
+  body.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
+  if (!(await load())) return;
+  const timer = setInterval(() => { if (document.body.contains(body)) load(); else clearInterval(timer); }, 500);
+}
+
 // Layered layout: a node's layer is its longest path from a root; layers go
 // top to bottom, nodes in a layer left to right ordered by their parents'
 // mean position (one pass), edges as curves from bottom to top.
@@ -580,7 +617,7 @@ function runPage(id) {
 }
 
 // ---- routing -------------------------------------------------------------
-const PAGES = { sources: sourcesPage, plugins: pluginsPage, capabilities: capabilitiesPage, runs: runsPage };
+const PAGES = { sources: sourcesPage, plugins: pluginsPage, capabilities: capabilitiesPage, runs: runsPage, calls: callsPage };
 async function route() {
   if (pageAbort) pageAbort.abort();
   pageAbort = new AbortController();

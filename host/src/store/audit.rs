@@ -1,0 +1,378 @@
+//! The audit trail's rows (`audit_records`): written in batches by the audit
+//! writer, read by `wf audit`, the admin `query_audit` tool and the console,
+//! and pruned by age and by count.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::db::{Arg, Stmt, args};
+use super::{Result, Store};
+
+/// One decision and call, as stored.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub id: String,
+    /// Unix milliseconds.
+    pub at: i64,
+    pub principal: String,
+    pub groups: Vec<String>,
+    /// `name/version` of the MCP client, when it said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// `stdio`, `http`, or `internal` (workflow nodes, the console, the admin CLI).
+    pub transport: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// `tool`, `resource`, `prompt`, `completion`, `subscription`, `node`, `admin`, `console`.
+    pub kind: String,
+    /// The name the caller used (a client-facing name, a URI, an admin action).
+    pub capability: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The source's own name for it (`source.name`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// `allow`, `deny`, or `held`/`limited` for the stages that refuse before a policy.
+    pub decision: String,
+    /// The policies that decided it.
+    pub policies: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<String>,
+    /// `ok`, `tool_error`, `protocol_error`, `cancelled`, `timed_out`, `denied`, `limited`.
+    pub outcome: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub duration_us: i64,
+    pub bytes_in: i64,
+    pub bytes_out: i64,
+    /// The arguments' shape (keys, types, sizes), or their values where the
+    /// operator asked for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
+}
+
+/// What `wf audit` and `query_audit` filter on; every field is optional.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditFilter {
+    /// Unix milliseconds, inclusive.
+    #[serde(default)]
+    pub since: Option<i64>,
+    /// Unix milliseconds, exclusive.
+    #[serde(default)]
+    pub until: Option<i64>,
+    #[serde(default)]
+    pub principal: Option<String>,
+    #[serde(default)]
+    pub group: Option<String>,
+    /// A glob over the capability (`*` any run of characters, `?` one).
+    #[serde(default)]
+    pub capability: Option<String>,
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub outcome: Option<String>,
+    #[serde(default)]
+    pub decision: Option<String>,
+    #[serde(default)]
+    pub run: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Newest first, at most this many (default 100, at most [`MAX_QUERY_ROWS`]).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// The most rows one query returns.
+pub const MAX_QUERY_ROWS: usize = 10_000;
+
+const COLUMNS: &str = "id, at, principal, groups, client, transport, endpoint, kind, capability, \
+     source, target, decision, policies, quota, outcome, error, duration_us, bytes_in, bytes_out, \
+     arguments, result, trace_id, run_id, node_id, replica";
+
+const INSERT: &str = "INSERT INTO audit_records (id, at, principal, groups, client, transport, \
+     endpoint, kind, capability, source, target, decision, policies, quota, outcome, error, \
+     duration_us, bytes_in, bytes_out, arguments, result, trace_id, run_id, node_id, replica) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
+     ?19, ?20, ?21, ?22, ?23, ?24, ?25) ON CONFLICT (id) DO NOTHING";
+
+fn json_text(v: &impl Serialize) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+fn insert(r: &AuditRecord) -> Stmt {
+    (
+        INSERT,
+        args![
+            &r.id,
+            r.at,
+            &r.principal,
+            json_text(&r.groups),
+            r.client.clone(),
+            &r.transport,
+            r.endpoint.clone(),
+            &r.kind,
+            &r.capability,
+            r.source.clone(),
+            r.target.clone(),
+            &r.decision,
+            json_text(&r.policies),
+            r.quota.clone(),
+            &r.outcome,
+            r.error.clone(),
+            r.duration_us,
+            r.bytes_in,
+            r.bytes_out,
+            r.arguments.as_ref().map(json_text),
+            r.result.as_ref().map(json_text),
+            r.trace_id.clone(),
+            r.run_id.clone(),
+            r.node_id.clone(),
+            r.replica.clone(),
+        ],
+    )
+}
+
+/// A glob as a `LIKE` pattern (escape character `\`).
+fn like_pattern(glob: &str) -> String {
+    let mut out = String::with_capacity(glob.len());
+    for c in glob.chars() {
+        match c {
+            '*' => out.push('%'),
+            '?' => out.push('_'),
+            '%' | '_' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+impl Store {
+    /// Writes a batch of records in one transaction (off the runtime's
+    /// workers on SQLite).
+    pub async fn put_audit(&self, records: &[AuditRecord]) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.db.bulk(records.iter().map(insert).collect()).await?;
+        Ok(())
+    }
+
+    /// Records matching `filter`, newest first.
+    pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>> {
+        let mut clauses: Vec<String> = Vec::new();
+        let mut values: Vec<Arg> = Vec::new();
+        let mut add = |clause: &str, value: Arg| {
+            values.push(value);
+            clauses.push(clause.replace('#', &format!("?{}", values.len())));
+        };
+        if let Some(t) = filter.since {
+            add("at >= #", t.into());
+        }
+        if let Some(t) = filter.until {
+            add("at < #", t.into());
+        }
+        if let Some(p) = &filter.principal {
+            add("principal = #", p.into());
+        }
+        if let Some(g) = &filter.group {
+            // `groups` is a JSON array of strings: match the quoted name.
+            add(
+                "groups LIKE # ESCAPE '\\'",
+                format!("%{}%", like_pattern(&json_text(g))).into(),
+            );
+        }
+        if let Some(c) = &filter.capability {
+            add("capability LIKE # ESCAPE '\\'", like_pattern(c).into());
+        }
+        if let Some(s) = &filter.source {
+            add("source = #", s.into());
+        }
+        if let Some(o) = &filter.outcome {
+            add("outcome = #", o.into());
+        }
+        if let Some(d) = &filter.decision {
+            add("decision = #", d.into());
+        }
+        if let Some(r) = &filter.run {
+            add("run_id = #", r.into());
+        }
+        if let Some(k) = &filter.kind {
+            add("kind = #", k.into());
+        }
+        let limit = filter.limit.unwrap_or(100).clamp(1, MAX_QUERY_ROWS);
+        let mut sql = format!("SELECT {COLUMNS} FROM audit_records");
+        if !clauses.is_empty() {
+            sql.push_str(" WHERE ");
+            sql.push_str(&clauses.join(" AND "));
+        }
+        sql.push_str(&format!(" ORDER BY at DESC, id DESC LIMIT {limit}"));
+        let rows = self.db.query(&sql, values).await?;
+        rows.iter()
+            .map(|r| {
+                let json = |i: usize| r.opt_text(i).and_then(|t| serde_json::from_str(&t).ok());
+                let list = |i: usize| -> Vec<String> {
+                    r.opt_text(i)
+                        .and_then(|t| serde_json::from_str(&t).ok())
+                        .unwrap_or_default()
+                };
+                Ok(AuditRecord {
+                    id: r.text(0)?,
+                    at: r.int(1)?,
+                    principal: r.text(2)?,
+                    groups: list(3),
+                    client: r.opt_text(4),
+                    transport: r.text(5)?,
+                    endpoint: r.opt_text(6),
+                    kind: r.text(7)?,
+                    capability: r.text(8)?,
+                    source: r.opt_text(9),
+                    target: r.opt_text(10),
+                    decision: r.text(11)?,
+                    policies: list(12),
+                    quota: r.opt_text(13),
+                    outcome: r.text(14)?,
+                    error: r.opt_text(15),
+                    duration_us: r.int(16)?,
+                    bytes_in: r.int(17)?,
+                    bytes_out: r.int(18)?,
+                    arguments: json(19),
+                    result: json(20),
+                    trace_id: r.opt_text(21),
+                    run_id: r.opt_text(22),
+                    node_id: r.opt_text(23),
+                    replica: r.opt_text(24),
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes records older than `before` (Unix ms) and all but the newest
+    /// `keep_rows`; returns how many went.
+    pub async fn prune_audit(&self, before: i64, keep_rows: u64) -> Result<u64> {
+        let by_age = self
+            .db
+            .execute("DELETE FROM audit_records WHERE at < ?1", args![before])
+            .await?;
+        // `LIMIT <max> OFFSET n`: both backends' way to say "from the n+1th on".
+        let by_rows = self
+            .db
+            .execute(
+                "DELETE FROM audit_records WHERE id IN (SELECT id FROM audit_records \
+                 ORDER BY at DESC, id DESC LIMIT 9223372036854775807 OFFSET ?1)",
+                args![keep_rows as i64],
+            )
+            .await?;
+        Ok(by_age + by_rows)
+    }
+
+    /// How many records the trail holds.
+    pub async fn audit_rows(&self) -> Result<u64> {
+        let row = self
+            .db
+            .query_opt("SELECT COUNT(*) FROM audit_records", args![])
+            .await?;
+        Ok(row.and_then(|r| r.opt_int(0)).unwrap_or(0) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_stores;
+
+    fn record(id: &str, at: i64, principal: &str, capability: &str, outcome: &str) -> AuditRecord {
+        AuditRecord {
+            id: id.into(),
+            at,
+            principal: principal.into(),
+            groups: vec!["support".into(), "100%_real".into()],
+            transport: "http".into(),
+            kind: "tool".into(),
+            capability: capability.into(),
+            source: capability.split("__").next().map(str::to_string),
+            decision: "allow".into(),
+            outcome: outcome.into(),
+            arguments: Some(serde_json::json!({"repo": "string(9)"})),
+            ..AuditRecord::default()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn filters_and_prunes_on_both_backends() {
+        for s in test_stores().await {
+            s.put_audit(&[
+                record("a1", 1_000, "alice", "github__create_issue", "ok"),
+                record("a2", 2_000, "bob", "github__delete_branch", "denied"),
+                record("a3", 3_000, "alice", "fs__read_file", "tool_error"),
+                record("a4", 4_000, "carol", "github_x_create", "ok"),
+            ])
+            .await
+            .unwrap();
+            // Written twice (a retried batch): still one row each.
+            s.put_audit(&[record("a1", 1_000, "alice", "github__create_issue", "ok")])
+                .await
+                .unwrap();
+            assert_eq!(s.audit_rows().await.unwrap(), 4);
+
+            let ids = |rs: Vec<AuditRecord>| rs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+            let all = s.audit(&AuditFilter::default()).await.unwrap();
+            assert_eq!(ids(all.clone()), ["a4", "a3", "a2", "a1"]);
+            assert_eq!(
+                all[3],
+                record("a1", 1_000, "alice", "github__create_issue", "ok")
+            );
+
+            let by_principal = AuditFilter {
+                principal: Some("alice".into()),
+                ..Default::default()
+            };
+            assert_eq!(ids(s.audit(&by_principal).await.unwrap()), ["a3", "a1"]);
+            // `_` in the glob is a literal underscore, not any character.
+            let by_glob = AuditFilter {
+                capability: Some("github__*".into()),
+                ..Default::default()
+            };
+            assert_eq!(ids(s.audit(&by_glob).await.unwrap()), ["a2", "a1"]);
+            let by_time_and_outcome = AuditFilter {
+                since: Some(2_000),
+                until: Some(4_000),
+                outcome: Some("denied".into()),
+                ..Default::default()
+            };
+            assert_eq!(ids(s.audit(&by_time_and_outcome).await.unwrap()), ["a2"]);
+            let by_group = AuditFilter {
+                group: Some("100%_real".into()),
+                limit: Some(2),
+                ..Default::default()
+            };
+            assert_eq!(ids(s.audit(&by_group).await.unwrap()), ["a4", "a3"]);
+            let no_group = AuditFilter {
+                group: Some("support2".into()),
+                ..Default::default()
+            };
+            assert!(s.audit(&no_group).await.unwrap().is_empty());
+
+            // By age: a1 goes; by rows: the newest two stay.
+            assert_eq!(s.prune_audit(1_500, 10).await.unwrap(), 1);
+            assert_eq!(s.prune_audit(0, 2).await.unwrap(), 1);
+            assert_eq!(
+                ids(s.audit(&AuditFilter::default()).await.unwrap()),
+                ["a4", "a3"]
+            );
+        }
+    }
+}
