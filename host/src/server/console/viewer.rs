@@ -177,6 +177,26 @@ pub async fn guard(State(c): State<Console>, mut request: Request, next: Next) -
     next.run(request).await
 }
 
+/// Whether the browser reached wf over HTTPS (a TLS proxy in front).
+pub fn over_https(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .is_some_and(|p| p.as_bytes().eq_ignore_ascii_case(b"https"))
+}
+
+/// The `Set-Cookie` value of a new session (login link or identity
+/// provider). Secure only when the browser reached wf over HTTPS: over
+/// plain http:// a browser drops a Secure cookie, and on loopback the
+/// traffic never leaves the machine.
+pub fn session_cookie(c: &Console, headers: &HeaderMap, id: &str) -> String {
+    format!(
+        "{}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        c.cookie,
+        super::logins::SESSION_MAX_AGE.as_secs(),
+        if over_https(headers) { "; Secure" } else { "" }
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,24 +299,4 @@ mod tests {
             .is_err()
         );
     }
-}
-
-/// Whether the browser reached wf over HTTPS (a TLS proxy in front).
-pub fn over_https(headers: &HeaderMap) -> bool {
-    headers
-        .get("x-forwarded-proto")
-        .is_some_and(|p| p.as_bytes().eq_ignore_ascii_case(b"https"))
-}
-
-/// The `Set-Cookie` value of a new session (login link or identity
-/// provider). Secure only when the browser reached wf over HTTPS: over
-/// plain http:// a browser drops a Secure cookie, and on loopback the
-/// traffic never leaves the machine.
-pub fn session_cookie(c: &Console, headers: &HeaderMap, id: &str) -> String {
-    format!(
-        "{}={id}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{}",
-        c.cookie,
-        super::logins::SESSION_MAX_AGE.as_secs(),
-        if over_https(headers) { "; Secure" } else { "" }
-    )
 }
