@@ -33,6 +33,7 @@ FX_TOOLS = {"echo", "increment", "get_count", "slow", "progress", "crash", "pid"
 ADMIN_TOOLS = {
     "list_plugins",
     "list_sources",
+    "query_audit",
     "refresh_catalog",
     "add_source",
     "update_source",
