@@ -234,7 +234,8 @@ async def test_the_admin_token_chain_through_an_upstream_tool_fails(
 # --------------------------------------------------------------------------- finding 2: bounds
 
 BOMB = 512 * MIB
-PEAK_RSS_LIMIT_KIB = 100 * 1024
+# What 512 MiB of stderr may add to wf's peak RSS (it reads in bounded chunks).
+BOMB_GROWTH_LIMIT_KIB = 64 * 1024
 
 
 async def test_a_stderr_bomb_leaves_wf_small_and_serving(wf: Wf, fixture_upstream_bin: Path) -> None:
@@ -247,6 +248,8 @@ async def test_a_stderr_bomb_leaves_wf_small_and_serving(wf: Wf, fixture_upstrea
     server = start(wf, toml_config(sources), {"WF_HTTP_TOKEN": token})
     async with client(server, token) as c:
         await wait_tools(c, "bomb__stderr_bomb_status", "fx__echo")
+        # wf's own peak so far: what the bomb may add to is measured from here.
+        before = proc_status_kib(server.proc.pid, "VmHWM")
         pid = (await call(c, "bomb__pid"))["pid"]
         # The bomb is written through a pipe, so it is done only once wf has read it.
         with anyio.fail_after(600):
@@ -257,8 +260,11 @@ async def test_a_stderr_bomb_leaves_wf_small_and_serving(wf: Wf, fixture_upstrea
         assert content_text((await c.call_tool("bomb__echo", {"message": "still here"})).content) == "still here"
         assert content_text((await c.call_tool("fx__echo", {"message": "other"})).content) == "other"
     peak = proc_status_kib(server.proc.pid, "VmHWM")
-    print(f"wf VmHWM after {BOMB} bytes of stderr: {peak} KiB")
-    assert peak < PEAK_RSS_LIMIT_KIB, f"wf's peak RSS {peak} KiB after {BOMB} bytes of stderr"
+    print(f"wf VmHWM after {BOMB} bytes of stderr: {peak} KiB (before: {before} KiB)")
+    # Bounded by the line cut, not by the bomb: a small fraction of its 512 MiB.
+    assert peak - before < BOMB_GROWTH_LIMIT_KIB, (
+        f"wf's peak RSS grew {peak - before} KiB (from {before}) after {BOMB} bytes of stderr"
+    )
     warnings = await wait_log(server.log, r"stderr line over \d+ bytes truncated.*bomb|bomb.*stderr line over", "truncation warning")
     assert len(warnings) <= 5, f"rate-limited, not one per chunk: {len(warnings)} lines"
     assert not log_matches(server.log, r"(?i)panick"), "wf panicked"
