@@ -34,25 +34,16 @@ pub fn enabled() -> bool {
 /// Starts the OTLP log export when `wanted` and a collector is configured.
 pub fn start(config: &Settings, wanted: bool) -> Result<Option<OtlpLogs>, TraceError> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let from_env = env("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")
-        .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
-        .is_some();
     let wanted = wanted && env("OTEL_LOGS_EXPORTER").as_deref() != Some("none");
-    if !wanted || (config.otlp_endpoint.is_none() && !from_env) {
+    let Some(protocol) = config.collector_protocol("LOGS").filter(|_| wanted) else {
         return Ok(None);
-    }
-    let protocol = config
-        .otlp_protocol
-        .clone()
-        .or_else(|| env("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"))
-        .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
-        .unwrap_or_else(|| "http".into());
+    };
     let builder = opentelemetry_otlp::LogExporter::builder();
     let exporter = match protocol.as_str() {
         "http" | "http/protobuf" => {
             let mut b = builder.with_http().with_protocol(Protocol::HttpBinary);
             if let Some(base) = &config.otlp_endpoint {
-                b = b.with_endpoint(http_logs_url(base));
+                b = b.with_endpoint(super::traces::signal_url(base, "/v1/logs"));
             }
             b.build()
         }
@@ -101,28 +92,4 @@ pub fn emit(
     r.set_body(AnyValue::String(body.into()));
     r.add_attributes(attributes);
     logger.emit(r);
-}
-
-fn http_logs_url(base: &str) -> String {
-    let base = base.trim_end_matches('/');
-    if base.ends_with("/v1/logs") {
-        base.to_string()
-    } else {
-        format!("{base}/v1/logs")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_logs_path_is_added_once() {
-        assert_eq!(
-            super::http_logs_url("http://c:4318"),
-            "http://c:4318/v1/logs"
-        );
-        assert_eq!(
-            super::http_logs_url("http://c:4318/v1/logs/"),
-            "http://c:4318/v1/logs"
-        );
-    }
 }

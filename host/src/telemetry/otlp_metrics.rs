@@ -76,25 +76,16 @@ impl OtlpMetrics {
 /// Starts the periodic OTLP export when configured; `None` when off.
 pub fn start(config: &Settings) -> Result<Option<OtlpMetrics>, TraceError> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let from_env = env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-        .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
-        .is_some();
     let wanted = config.otlp_metrics && env("OTEL_METRICS_EXPORTER").as_deref() != Some("none");
-    if !wanted || (config.otlp_endpoint.is_none() && !from_env) {
+    let Some(protocol) = config.collector_protocol("METRICS").filter(|_| wanted) else {
         return Ok(None);
-    }
-    let protocol = config
-        .otlp_protocol
-        .clone()
-        .or_else(|| env("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"))
-        .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
-        .unwrap_or_else(|| "http".into());
+    };
     let builder = opentelemetry_otlp::MetricExporter::builder();
     let exporter = match protocol.as_str() {
         "http" | "http/protobuf" => {
             let mut b = builder.with_http().with_protocol(Protocol::HttpBinary);
             if let Some(base) = &config.otlp_endpoint {
-                b = b.with_endpoint(http_metrics_url(base));
+                b = b.with_endpoint(super::traces::signal_url(base, "/v1/metrics"));
             }
             b.build()
         }
@@ -218,17 +209,6 @@ impl Instruments {
     }
 }
 
-/// `[telemetry] otlp_endpoint` is the collector's base URL; metrics go to
-/// its `/v1/metrics`.
-fn http_metrics_url(base: &str) -> String {
-    let base = base.trim_end_matches('/');
-    if base.ends_with("/v1/metrics") {
-        base.to_string()
-    } else {
-        format!("{base}/v1/metrics")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,7 +219,7 @@ mod tests {
         assert_eq!((b.len(), b[0]), (16, 0.001));
         assert!((b[15] - 32.768).abs() < 1e-9, "{b:?}");
         assert_eq!(
-            http_metrics_url("http://c:4318/"),
+            super::super::traces::signal_url("http://c:4318/", "/v1/metrics"),
             "http://c:4318/v1/metrics"
         );
     }

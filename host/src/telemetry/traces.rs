@@ -115,25 +115,15 @@ impl Traces {
 /// Starts exporting when configured (config first, then the standard
 /// `OTEL_*` variables); `None` when traces are off.
 pub fn start(config: &Settings) -> Result<Option<Traces>, TraceError> {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let from_env = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
-        .is_some();
-    if config.otlp_endpoint.is_none() && !from_env {
+    let Some(protocol) = config.collector_protocol("TRACES") else {
         return Ok(None);
-    }
-    let protocol = config
-        .otlp_protocol
-        .clone()
-        .or_else(|| env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
-        .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
-        .unwrap_or_else(|| "http".into());
+    };
     let builder = opentelemetry_otlp::SpanExporter::builder();
     let exporter = match protocol.as_str() {
         "http" | "http/protobuf" => {
             let mut b = builder.with_http().with_protocol(Protocol::HttpBinary);
             if let Some(base) = &config.otlp_endpoint {
-                b = b.with_endpoint(http_traces_url(base));
+                b = b.with_endpoint(signal_url(base, "/v1/traces"));
             }
             b.build()
         }
@@ -148,11 +138,11 @@ pub fn start(config: &Settings) -> Result<Option<Traces>, TraceError> {
     }
     .map_err(|e| TraceError::Exporter(e.to_string()))?;
     let mut resource = opentelemetry_sdk::Resource::builder();
-    if let Some(name) = config
-        .service_name
-        .clone()
-        .or_else(|| env("OTEL_SERVICE_NAME"))
-    {
+    if let Some(name) = config.service_name.clone().or_else(|| {
+        std::env::var("OTEL_SERVICE_NAME")
+            .ok()
+            .filter(|v| !v.is_empty())
+    }) {
         resource = resource.with_service_name(name);
     } else {
         resource = resource.with_service_name("wf");
@@ -177,13 +167,36 @@ pub fn start(config: &Settings) -> Result<Option<Traces>, TraceError> {
 }
 
 /// `[telemetry] otlp_endpoint` is the collector's base URL, as
-/// `OTEL_EXPORTER_OTLP_ENDPOINT`; traces go to its `/v1/traces`.
-fn http_traces_url(base: &str) -> String {
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`: `base` with a signal's OTLP/HTTP path
+/// (`/v1/traces`, `/v1/metrics`, `/v1/logs`) added once.
+pub(super) fn signal_url(base: &str, path: &str) -> String {
     let base = base.trim_end_matches('/');
-    if base.ends_with("/v1/traces") {
+    if base.ends_with(path) {
         base.to_string()
     } else {
-        format!("{base}/v1/traces")
+        format!("{base}{path}")
+    }
+}
+
+impl Settings {
+    /// The OTLP protocol of `signal` (`TRACES`, `METRICS`, `LOGS`) when a
+    /// collector is configured for it (`otlp_endpoint`, or the
+    /// `OTEL_EXPORTER_OTLP_[SIGNAL_]ENDPOINT` environment); `None` otherwise.
+    pub(super) fn collector_protocol(&self, signal: &str) -> Option<String> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let from_env = env(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT"))
+            .or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"))
+            .is_some();
+        if self.otlp_endpoint.is_none() && !from_env {
+            return None;
+        }
+        Some(
+            self.otlp_protocol
+                .clone()
+                .or_else(|| env(&format!("OTEL_EXPORTER_OTLP_{signal}_PROTOCOL")))
+                .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
+                .unwrap_or_else(|| "http".into()),
+        )
     }
 }
 
@@ -426,10 +439,16 @@ mod tests {
 
     #[test]
     fn http_endpoint_is_a_base_url() {
-        assert_eq!(http_traces_url("http://c:4318"), "http://c:4318/v1/traces");
-        assert_eq!(http_traces_url("http://c:4318/"), "http://c:4318/v1/traces");
         assert_eq!(
-            http_traces_url("http://c:4318/v1/traces"),
+            signal_url("http://c:4318", "/v1/traces"),
+            "http://c:4318/v1/traces"
+        );
+        assert_eq!(
+            signal_url("http://c:4318/", "/v1/traces"),
+            "http://c:4318/v1/traces"
+        );
+        assert_eq!(
+            signal_url("http://c:4318/v1/traces", "/v1/traces"),
             "http://c:4318/v1/traces"
         );
     }
