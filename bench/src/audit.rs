@@ -34,7 +34,8 @@ fn record_stage(log: &Arc<AuditLog>, n: usize) -> Vec<Duration> {
             annotations: None,
         },
         arguments: &arguments,
-        client: Some("bench/1.0"),
+        client: Some("bench"),
+        client_version: Some("1.0"),
         transport: Transport::Http,
     };
     (0..n)

@@ -23,9 +23,9 @@ use crate::stats::{percentile, us};
 struct Lists(ToolAccess);
 
 impl Authorize for Lists {
-    fn authorize(&self, call: &Call<'_>) -> Result<(), Refusal> {
+    fn authorize(&self, call: &Call<'_>) -> Result<Vec<String>, Refusal> {
         match self.0.refusal(call.principal, call.capability.name) {
-            None => Ok(()),
+            None => Ok(Vec::new()),
             Some(why) => Err(Refusal::new(Stage::Authorize, why)),
         }
     }
@@ -94,6 +94,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         },
         arguments: &args,
         client: Some("bench"),
+        client_version: None,
         transport: Transport::Http,
     };
     let lists = ToolAccess::from_config(&ServerConfig::default())?;

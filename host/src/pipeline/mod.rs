@@ -186,6 +186,8 @@ pub struct Call<'a> {
     pub arguments: &'a Value,
     /// The client's name, when it gave one.
     pub client: Option<&'a str>,
+    /// The client's version, when it gave one (recorded; policies see the name).
+    pub client_version: Option<&'a str>,
     pub transport: Transport,
 }
 
@@ -215,7 +217,9 @@ impl Refusal {
 /// An `authorize` stage: decides a call, and whether some call to a
 /// capability could be permitted (for lists).
 pub trait Authorize: Send + Sync {
-    fn authorize(&self, call: &Call<'_>) -> Result<(), Refusal>;
+    /// `Ok` with the ids of the policies that permitted the call (empty for
+    /// a stage without named policies), for its audit record.
+    fn authorize(&self, call: &Call<'_>) -> Result<Vec<String>, Refusal>;
     /// Whether any call by `principal` to `capability` could be permitted,
     /// whatever its arguments and context.
     fn may_list(&self, principal: &Principal, capability: &Capability<'_>) -> bool;
@@ -246,6 +250,14 @@ pub async fn as_principal<F: std::future::Future>(principal: Principal, fut: F) 
 /// The principal [`as_principal`] set for this task, if any.
 pub fn current_principal() -> Option<Principal> {
     PRINCIPAL.try_with(Principal::clone).ok()
+}
+
+/// An admitted call: what it holds while it runs (its concurrency slots)
+/// and the policies that permitted it (for its record).
+#[derive(Debug, Default)]
+pub struct Admission {
+    pub held: quota::Held,
+    pub policies: Vec<String>,
 }
 
 /// The pipeline's configured stages and its counts.
@@ -324,7 +336,7 @@ impl Pipeline {
     /// The entry function every use of a capability calls after resolving
     /// it: runs `authorize`, `limit` and `record`; the first refusal wins.
     /// What it returns is held for the call's length (its concurrency slots).
-    pub fn admit(&self, call: &Call<'_>) -> Result<quota::Held, Refusal> {
+    pub fn admit(&self, call: &Call<'_>) -> Result<Admission, Refusal> {
         self.admit_at(call, None)
     }
 
@@ -334,12 +346,18 @@ impl Pipeline {
         &self,
         call: &Call<'_>,
         node: Option<record::RunNode<'_>>,
-    ) -> Result<quota::Held, Refusal> {
+    ) -> Result<Admission, Refusal> {
         let decided = self
             .read()
             .iter()
-            .try_for_each(|(_, s)| s.authorize(call))
-            .and_then(|()| self.limit(call));
+            .try_fold(Vec::new(), |mut permitted, (_, s)| -> Result<_, Refusal> {
+                permitted.extend(s.authorize(call)?);
+                Ok(permitted)
+            })
+            .and_then(|policies| {
+                let held = self.limit(call)?;
+                Ok(Admission { held, policies })
+            });
         let counts = if decided.is_ok() {
             &self.admitted
         } else {
@@ -388,10 +406,11 @@ impl Pipeline {
     pub fn record(
         &self,
         call: &Call<'_>,
+        admission: &Admission,
         node: Option<record::RunNode<'_>>,
     ) -> Option<record::Pending> {
         let audit = self.audit()?;
-        record::admitted(&audit, call, Vec::new(), node)
+        record::admitted(&audit, call, admission.policies.clone(), node)
     }
 
     /// Whether `capability` is listed to `principal`: some call to it could
@@ -468,11 +487,11 @@ mod tests {
     struct DenyNamed(&'static str);
 
     impl Authorize for DenyNamed {
-        fn authorize(&self, call: &Call<'_>) -> Result<(), Refusal> {
+        fn authorize(&self, call: &Call<'_>) -> Result<Vec<String>, Refusal> {
             if call.capability.name == self.0 {
                 return Err(Refusal::new(Stage::Authorize, "no"));
             }
-            Ok(())
+            Ok(Vec::new())
         }
         fn may_list(&self, _: &Principal, c: &Capability<'_>) -> bool {
             c.name != self.0
@@ -491,6 +510,7 @@ mod tests {
             },
             arguments: &Value::Null,
             client: None,
+            client_version: None,
             transport: Transport::Stdio,
         }
     }

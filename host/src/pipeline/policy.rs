@@ -565,7 +565,7 @@ fn refusal(policies: &Policies, call: &Call<'_>, decided: &Decided) -> Refusal {
 }
 
 impl Authorize for Policies {
-    fn authorize(&self, call: &Call<'_>) -> Result<(), Refusal> {
+    fn authorize(&self, call: &Call<'_>) -> Result<Vec<String>, Refusal> {
         let decided = self.decide(call);
         tracing::debug!(
             principal = call.principal.name(),
@@ -587,7 +587,7 @@ impl Authorize for Policies {
             crate::telemetry::metrics::policy_decision(id, decided.allowed);
         }
         if decided.allowed {
-            return Ok(());
+            return Ok(decided.policies);
         }
         Err(refusal(self, call, &decided))
     }
@@ -644,6 +644,7 @@ pub fn test_requests(policies: &Policies, requests: &[Value]) -> Vec<Value> {
                 },
                 arguments: &arguments,
                 client: r.get("client").and_then(Value::as_str),
+                client_version: None,
                 transport: super::Transport::Http,
             };
             let decided = policies.decide(&call);

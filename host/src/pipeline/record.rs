@@ -94,7 +94,10 @@ fn base(audit: &AuditLog, call: &Call<'_>, keep: Keep, node: Option<RunNode<'_>>
             .groups()
             .map(|g| g.iter().map(|s| s.to_string()).collect())
             .unwrap_or_default(),
-        client: call.client.map(str::to_string),
+        client: call.client.map(|name| match call.client_version {
+            Some(v) if !v.is_empty() => format!("{name}/{v}"),
+            _ => name.to_string(),
+        }),
         transport: call.transport.name().to_string(),
         kind: kind(call).to_string(),
         capability: cap.name.to_string(),
@@ -237,7 +240,8 @@ mod tests {
                 annotations: None,
             },
             arguments: args,
-            client: Some("claude/1.0"),
+            client: Some("claude"),
+            client_version: Some("1.0"),
             transport: Transport::Http,
         }
     }

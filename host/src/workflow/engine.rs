@@ -596,17 +596,20 @@ impl Run {
             },
             arguments: args,
             client: None,
+            client_version: None,
             transport: crate::pipeline::Transport::Internal,
         };
         let node = crate::pipeline::record::RunNode {
             run_id: &self.id,
             node_id,
         };
-        sources
+        // The node's slots are not held past admission: a run's own bounds
+        // limit its nodes.
+        let admission = sources
             .pipeline
             .admit_at(&call, Some(node))
             .map_err(|r| r.message)?;
-        Ok(sources.pipeline.record(&call, Some(node)))
+        Ok(sources.pipeline.record(&call, &admission, Some(node)))
     }
 
     /// Opens the session each used source's calls run on: a run-scoped lease

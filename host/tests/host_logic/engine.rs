@@ -361,14 +361,14 @@ impl wf_host::pipeline::Authorize for RefuseSource {
     fn authorize(
         &self,
         call: &wf_host::pipeline::Call<'_>,
-    ) -> Result<(), wf_host::pipeline::Refusal> {
+    ) -> Result<Vec<String>, wf_host::pipeline::Refusal> {
         if call.capability.source == self.0 {
             return Err(wf_host::pipeline::Refusal::new(
                 wf_host::pipeline::Stage::Authorize,
                 format!("{} is refused to {}", call.capability.name, call.principal),
             ));
         }
-        Ok(())
+        Ok(Vec::new())
     }
     fn may_list(
         &self,

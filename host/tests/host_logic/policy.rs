@@ -64,6 +64,7 @@ fn call<'a>(
         },
         arguments: args,
         client: Some("test"),
+        client_version: None,
         transport: Transport::Stdio,
     }
 }
@@ -75,9 +76,11 @@ fn an_argument_rule_allows_one_repository_and_denies_another() {
     // Not destructive (MCP's default is destructive, which `no-deletes` forbids).
     let a = json!({"destructiveHint": false});
     let ok = json!({"repo": "acme/web", "title": "t"});
-    assert!(
+    // An allowed call names the policy that permitted it (for its record).
+    assert_eq!(
         p.authorize(&call(&alice, "github__create_issue", &ok, Some(&a)))
-            .is_ok()
+            .unwrap(),
+        vec!["everyone-reads".to_string()]
     );
     let other = json!({"repo": "other/web", "title": "t"});
     let refused = p

@@ -80,9 +80,14 @@ fn record_action(
         },
         arguments: args,
         client: Some("console"),
+        client_version: None,
         transport: crate::pipeline::Transport::Http,
     };
-    c.app.pipeline.record(&call, None)
+    // The console admitted the action before (`Console::admit`), without
+    // keeping which policies permitted it.
+    c.app
+        .pipeline
+        .record(&call, &crate::pipeline::Admission::default(), None)
 }
 
 fn finish_action(recorded: Option<crate::pipeline::record::Pending>, r: &CallResult) {

@@ -135,7 +135,7 @@ impl WfServer {
         entry: Entry,
         capability: Capability<'_>,
         arguments: &Value,
-    ) -> Result<(pipeline::quota::Held, Option<pipeline::record::Pending>), McpError> {
+    ) -> Result<(pipeline::Admission, Option<pipeline::record::Pending>), McpError> {
         let principal = principal_of(context);
         let info = context.peer.peer_info();
         let call = pipeline::Call {
@@ -144,14 +144,16 @@ impl WfServer {
             capability,
             arguments,
             client: info.as_ref().map(|i| i.client_info.name.as_str()),
+            client_version: info.as_ref().map(|i| i.client_info.version.as_str()),
             transport: if self.http {
                 Transport::Http
             } else {
                 Transport::Stdio
             },
         };
-        let held = self.app.pipeline.admit(&call).map_err(refusal_error)?;
-        Ok((held, self.app.pipeline.record(&call, None)))
+        let admission = self.app.pipeline.admit(&call).map_err(refusal_error)?;
+        let recorded = self.app.pipeline.record(&call, &admission, None);
+        Ok((admission, recorded))
     }
 
     /// Whether a prompt or resource is listed to this request's principal.

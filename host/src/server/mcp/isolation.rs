@@ -26,12 +26,12 @@ impl Isolation {
 /// The tool lists (`allow_tools` / `deny_tools`) as the pipeline's first
 /// `authorize` stage: they govern tools only, by the name clients know.
 impl Authorize for Isolation {
-    fn authorize(&self, call: &Call<'_>) -> Result<(), Refusal> {
+    fn authorize(&self, call: &Call<'_>) -> Result<Vec<String>, Refusal> {
         if call.capability.kind != Kind::Tool {
-            return Ok(());
+            return Ok(Vec::new());
         }
         match self.access.refusal(call.principal, call.capability.name) {
-            None => Ok(()),
+            None => Ok(Vec::new()),
             Some(why) => Err(Refusal::new(Stage::Authorize, why)),
         }
     }

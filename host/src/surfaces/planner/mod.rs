@@ -570,14 +570,15 @@ impl Planner {
             },
             arguments: &arguments,
             client: None,
+            client_version: None,
             transport: crate::pipeline::Transport::Internal,
         };
-        let _held = self
+        let admission = self
             .app
             .pipeline
             .admit(&call)
             .map_err(|r| fail(r.message, "ask the operator for access"))?;
-        let recorded = self.app.pipeline.record(&call, None);
+        let recorded = self.app.pipeline.record(&call, &admission, None);
         let handle = self
             .app
             .sources
