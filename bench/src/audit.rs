@@ -15,6 +15,7 @@ use wf_host::pipeline::{Call, Capability, Entry, Kind, Transport};
 use wf_host::store::{Store, new_id};
 
 use crate::Env;
+use crate::web::{Generation, HttpWf, WebClient};
 use crate::stats::{median, percentile, us};
 
 /// Per-call time of the record stage with `log`, over `n` calls.
@@ -142,5 +143,65 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         println!("\n(PostgreSQL row skipped: no --pg-url / WF_BENCH_PG_URL)");
     }
     println!();
+    whole_call(env, rounds, if env.quick { 50 } else { 300 }).await
+}
+
+/// A whole `tools/call` through `wf serve --http` with `[audit]` on (the
+/// default) against off, the two servers taking turns: what a client sees.
+async fn whole_call(env: &Env, rounds: usize, batch: usize) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    for (name, enabled) in [("audit-on", true), ("audit-off", false)] {
+        let (cmd, log) = env.wf_command_with_config(
+            &env.wf,
+            name,
+            json!({"sources": {"fx": env.fixture_source(0)}, "audit": {"enabled": enabled}}),
+        )?;
+        let server = HttpWf::start(cmd, &log).await?;
+        let mut client = WebClient::connect(&http, &server.url, Generation::Sessions2025).await?;
+        for i in 0..batch {
+            client.echo("fx__echo", &format!("warm-up {i}")).await?;
+        }
+        servers.push(server);
+        clients.push(client);
+    }
+    let mut lat = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        for k in [round % 2, 1 - round % 2] {
+            for i in 0..batch {
+                let t = Instant::now();
+                clients[k].echo("fx__echo", &format!("r{round} {i}")).await?;
+                lat[k].push(t.elapsed());
+            }
+        }
+    }
+    println!(
+        "A whole `tools/call` (echo, the Rust fixture over stdio) through `wf serve --http`, a 2025-11-25 \
+         client on its session, `[audit]` on (the default, records shaped) against `enabled = false`; \
+         {rounds} interleaved rounds of {batch} calls per server.\n"
+    );
+    println!("| audit | p50 | p99 | added p50 |");
+    println!("|---|---:|---:|---:|");
+    let base = us(median(&lat[1]));
+    for (k, name) in [(1, "off"), (0, "on")] {
+        let p50 = us(median(&lat[k]));
+        let added = if k == 0 {
+            format!("{:+.1} µs", p50 - base)
+        } else {
+            "—".into()
+        };
+        println!(
+            "| {name} | {p50:.1} µs | {:.1} µs | {added} |",
+            us(percentile(&lat[k], 0.99))
+        );
+    }
+    println!();
+    for c in clients {
+        c.close().await?;
+    }
+    for mut s in servers {
+        s.stop().await;
+    }
     Ok(())
 }

@@ -335,7 +335,9 @@ async def test_every_path_into_a_capability_leaves_one_record(wf: Wf, everything
     tool each leave one record of their own kind."""
     from conftest import all_resources, wait_listed
 
-    cfg = wf.write_config(f'[sources.everything]\ncommand = "{everything_bin}"\n')
+    # One Cedar policy permits everything: each allowed record names it.
+    wf.write_config('@id("everyone-may")\npermit(principal, action, resource);\n', "policy.cedar")
+    cfg = wf.write_config(f'[policy]\nfiles = ["policy.cedar"]\n\n[sources.everything]\ncommand = "{everything_bin}"\n')
     async with wf.stdio_client("legacy", "--config", str(cfg)) as c:
         with anyio.fail_after(OP_TIMEOUT * 2):
             await wait_listed(c, "everything__echo")
@@ -376,3 +378,9 @@ async def test_every_path_into_a_capability_leaves_one_record(wf: Wf, everything
     echoes = [r for r in rows if r["kind"] == "tool" and r["capability"] == "everything__echo"]
     assert len(echoes) == 2, echoes
     assert {r["transport"] for r in echoes} == {"stdio", "internal"}, echoes
+    # The permitting policy, on every path the policy set governs.
+    assert all(r["policies"] == ["everyone-may"] for r in rows if r["kind"] in ("tool", "node", "prompt")), rows
+    # The client as name/version (what it said in initialize).
+    proxied = next(r for r in echoes if r["transport"] == "stdio")
+    name, _, version = (proxied.get("client") or "").partition("/")
+    assert name and version, proxied
