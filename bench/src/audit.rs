@@ -15,8 +15,8 @@ use wf_host::pipeline::{Call, Capability, Entry, Kind, Transport};
 use wf_host::store::{Store, new_id};
 
 use crate::Env;
-use crate::web::{Generation, HttpWf, WebClient};
 use crate::stats::{median, percentile, us};
+use crate::web::{Generation, HttpWf, WebClient};
 
 /// Per-call time of the record stage with `log`, over `n` calls.
 fn record_stage(log: &Arc<AuditLog>, n: usize) -> Vec<Duration> {
@@ -171,7 +171,9 @@ async fn whole_call(env: &Env, rounds: usize, batch: usize) -> anyhow::Result<()
         for k in [round % 2, 1 - round % 2] {
             for i in 0..batch {
                 let t = Instant::now();
-                clients[k].echo("fx__echo", &format!("r{round} {i}")).await?;
+                clients[k]
+                    .echo("fx__echo", &format!("r{round} {i}"))
+                    .await?;
                 lat[k].push(t.elapsed());
             }
         }
