@@ -231,6 +231,10 @@ pub struct ServeArgs {
     /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at /mcp instead of stdio.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+    /// Over stdio, serve endpoint NAME (`[endpoints.NAME]`) instead of the
+    /// whole surface. Over HTTP every endpoint is at /mcp/NAME.
+    #[arg(long, value_name = "NAME")]
+    pub endpoint: Option<String>,
     /// This replica's id, recorded with its runs and their leases (several
     /// replicas on one `[store] url`); default `hostname:pid:start`.
     #[arg(long, value_name = "ID", env = "WF_REPLICA_ID")]

@@ -9,7 +9,7 @@ use super::ServeArgs;
 use crate::app::App;
 use crate::server::identity::principals::{AccessRules, static_tokens};
 use crate::server::{
-    HttpOptions, Isolation, Surfaces, ToolAccess, serve_http, serve_stdio, shutdown_signal,
+    HttpOptions, Isolation, Surfaces, ToolAccess, serve_http, serve_stdio_at, shutdown_signal,
 };
 
 pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
@@ -68,6 +68,13 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
         let isolation = isolation.clone();
         Ok(Box::new(move || isolation.access.replace(rules)))
     }));
+    // `[endpoints.NAME]` follow the config: a reload replaces them whole.
+    let endpoints = surfaces.endpoints.clone();
+    app.live_config.on_reload(Box::new(move |c| {
+        let compiled = crate::surfaces::endpoints::compile(&c.config)?;
+        let endpoints = endpoints.clone();
+        Ok(Box::new(move || endpoints.replace(compiled)))
+    }));
     // `[policy] files`: in force once the catalog they name is discovered.
     super::policy::install(&app).await?;
     surfaces.catalog = std::sync::Arc::new(
@@ -76,7 +83,7 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     );
     let http = args.http.clone().or_else(|| server.http.clone());
     let result = match http {
-        None => serve_stdio(app.clone(), surfaces.clone()).await,
+        None => serve_stdio_at(app.clone(), surfaces.clone(), args.endpoint.clone()).await,
         Some(addr) => {
             let bind: SocketAddr = addr
                 .parse()

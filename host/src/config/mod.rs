@@ -5,6 +5,7 @@
 mod audit;
 mod catalog;
 mod edit;
+mod endpoints;
 mod env;
 mod oauth;
 mod plugin_isolation;
@@ -25,6 +26,7 @@ use crate::text::one_line;
 pub use audit::{AuditConfig, AuditExport, AuditValues};
 pub use catalog::{CatalogConfig, CatalogMode};
 pub use edit::{Edit, stage};
+pub use endpoints::{EndpointConfig, ToolTransform, check_endpoint_name, check_tool_name};
 pub use env::{EnvError, expand_env};
 pub use oauth::{ConsoleClientConfig, GroupConfig, IntrospectionConfig, OAuthConfig};
 pub use plugin_isolation::{Isolation, PluginSettings, Sandbox, problems as plugin_table_problems};
@@ -77,6 +79,9 @@ pub struct Config {
     /// `[[quotas]]`: rates, daily counts and concurrency per principal or group.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quotas: Vec<QuotaConfig>,
+    /// `[endpoints.NAME]`: virtual servers at `/mcp/NAME`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub endpoints: BTreeMap<String, EndpointConfig>,
     /// Sources by name. Each has a `kind` served by some plugin.
     #[serde(default)]
     pub sources: BTreeMap<String, SourceConfig>,
@@ -730,6 +735,12 @@ pub(crate) fn parse(file: &str, text: &str, ext: &str) -> Result<Config, ConfigE
     .and_then(|config: Config| match config.audit.problems().first() {
         Some(problem) => Err(invalid("audit".into(), problem.clone())),
         None => Ok(config),
+    })
+    .and_then(|config: Config| {
+        match endpoints::problems(&config.endpoints).into_iter().next() {
+            Some((key, reason)) => Err(invalid(key, reason)),
+            None => Ok(config),
+        }
     })
 }
 

@@ -33,11 +33,30 @@ use crate::app::App;
 /// arrives. `stdio_pipes` reads and writes the pipes directly instead of
 /// through a blocking helper thread (measured: ~50-60 µs less per call).
 pub async fn serve_stdio(app: Arc<App>, surfaces: Surfaces) -> anyhow::Result<()> {
+    serve_stdio_at(app, surfaces, None).await
+}
+
+/// [`serve_stdio`], for endpoint `endpoint` (`wf serve --endpoint NAME`)
+/// when given: it must be configured.
+pub async fn serve_stdio_at(
+    app: Arc<App>,
+    surfaces: Surfaces,
+    endpoint: Option<String>,
+) -> anyhow::Result<()> {
+    if let Some(name) = &endpoint
+        && surfaces.endpoints.get(name).is_none()
+    {
+        anyhow::bail!(
+            "--endpoint {name}: no [endpoints.{name}] in {}",
+            app.config.file_label()
+        );
+    }
     let max_line = app.config.config.server.max_request_bytes;
     let (read, write) = rmcp::transport::stdio_pipes();
     tracing::debug!("serving MCP on stdio; client messages up to {max_line} bytes");
     let mut signal = std::pin::pin!(shutdown_signal());
     let serving = WfServer::new(app, surfaces, false)
+        .for_endpoint(endpoint.map(Arc::from))
         .serve(stdio::StdioTransport::new(read, write, max_line));
     // A signal during the handshake ends wf as cleanly as one after it.
     let service = tokio::select! {

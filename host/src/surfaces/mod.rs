@@ -2,6 +2,7 @@
 //! under client-safe names). Planner and admin surfaces will live beside it.
 
 pub mod admin;
+pub mod endpoints;
 pub mod failure;
 pub mod planner;
 pub mod proxy;

@@ -7,6 +7,7 @@
 
 mod connections;
 mod direct;
+mod endpoint_gate;
 mod headers;
 mod late;
 mod messages;
@@ -221,6 +222,10 @@ fn resource_metadata(oauth: Option<&Arc<OAuthVerifier>>, g: &Arc<HttpGuard>) -> 
     r.layer(from_fn_with_state(g.clone(), guard_host_origin))
 }
 
+fn surfaces_endpoint_names(e: &crate::surfaces::endpoints::Endpoints) -> Vec<String> {
+    e.all().keys().cloned().collect()
+}
+
 pub async fn serve_http(
     app: Arc<App>,
     surfaces: Surfaces,
@@ -271,6 +276,7 @@ pub async fn serve_http(
         crate::server::mcp::session_route::catalog(),
     );
     let factory_app = app.clone();
+    let endpoints = surfaces.endpoints.clone();
     let console_surfaces = surfaces.clone();
     // With JSON answers, a session's plain calls are answered in place too.
     let calls = opts.json_response.then(|| sessions.calls().clone());
@@ -321,6 +327,12 @@ pub async fn serve_http(
     let router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(from_fn_with_state(messages, check_messages))
+        // `/mcp/NAME`: after the guard (it needs the principal), before
+        // anything answers (the message checks answer stateless calls).
+        .layer(from_fn_with_state(
+            endpoints.clone(),
+            endpoint_gate::gate,
+        ))
         .layer(from_fn_with_state(g.clone(), guard))
         .merge(resource_metadata(oauth.as_ref(), &g))
         // Outside the /mcp guard: it has its own token and peer rule.
@@ -339,6 +351,9 @@ pub async fn serve_http(
             },
         ));
     tracing::info!("listening on http://{local}/mcp");
+    for name in surfaces_endpoint_names(&endpoints) {
+        tracing::info!("endpoint {name}: http://{local}/mcp/{name}");
+    }
     let console = app.config.config.admin.console;
     if console != crate::config::ConsoleAccess::Off {
         // Printed, not logged: the token must reach the operator's terminal

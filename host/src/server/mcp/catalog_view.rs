@@ -15,6 +15,7 @@ use crate::config::{CatalogConfig, CatalogMode, ServerConfig};
 use crate::projection::Projected;
 use crate::server::identity::limits::Principal;
 use crate::store::Store;
+use crate::surfaces::endpoints::Endpoint;
 
 /// One principal's resolved catalog settings.
 #[derive(Debug, Default)]
@@ -60,6 +61,9 @@ pub struct CatalogView {
     /// `[[server.oauth.groups]]` that set a `catalog`, in file order.
     by_group: Vec<(String, Policy)>,
     pub usage: Usage,
+    /// Endpoints' policies, made on first use; a reload's new endpoint
+    /// (another `Arc`) gets a new one.
+    by_endpoint: Mutex<HashMap<String, (Arc<Endpoint>, Arc<Policy>)>>,
 }
 
 /// What one `tools/list` shows.
@@ -98,6 +102,7 @@ impl CatalogView {
             by_principal,
             by_group,
             usage: Usage::default(),
+            by_endpoint: Mutex::default(),
         })
     }
 
@@ -113,6 +118,26 @@ impl CatalogView {
         self.by_principal
             .get(principal.name())
             .unwrap_or(&self.base)
+    }
+
+    /// Endpoint `e`'s policy: its `catalog` over `[server.catalog]`.
+    pub fn endpoint_policy(&self, e: &Arc<Endpoint>) -> Arc<Policy> {
+        let mut all = self
+            .by_endpoint
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((had, p)) = all.get(&*e.name)
+            && Arc::ptr_eq(had, e)
+        {
+            return p.clone();
+        }
+        let key = format!("endpoints.{}.catalog", e.name);
+        let p = Arc::new(Policy::new(e.catalog.clone(), &key).unwrap_or_else(|err| {
+            tracing::warn!("{err}");
+            Policy::default()
+        }));
+        all.insert(e.name.to_string(), (e.clone(), p.clone()));
+        p
     }
 
     /// Whether calls are counted: only while some principal has a budget
@@ -141,7 +166,18 @@ impl CatalogView {
         visible: Vec<&'a Projected<Tool>>,
         found: &HashSet<String>,
     ) -> Listing<'a> {
-        let policy = self.policy(principal);
+        self.listing_by(self.policy(principal), store, principal, visible, found)
+    }
+
+    /// [`Self::listing`] under `policy` (an endpoint's).
+    pub fn listing_by<'a>(
+        &self,
+        policy: &Policy,
+        store: &Store,
+        principal: &Principal,
+        visible: Vec<&'a Projected<Tool>>,
+        found: &HashSet<String>,
+    ) -> Listing<'a> {
         let searching = policy.searching(visible.len());
         let total = visible.len();
         let keep_found = policy.config.keep_found.unwrap_or(false);

@@ -16,6 +16,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument;
 
 use super::caller::{self, ClientAsker, ClientLevel};
+use super::endpoint_route;
 use super::forwarding::{self, Downstream};
 use super::meta_tools;
 use super::mrtr::Step;
@@ -29,11 +30,11 @@ use super::{Surfaces, visible};
 use crate::app::App;
 use crate::pipeline::{self, Capability, Entry, Kind, Refusal, Transport};
 use crate::server::identity::call_slots::CallSlots;
-use crate::server::identity::limits::Principal;
 use crate::server::identity::principals::principal_of;
 use crate::sources::sessions::{SessionCaller, SessionUse, with_caller};
 use crate::sources::{Asker, CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
+use crate::surfaces::endpoints::Endpoint;
 use crate::surfaces::planner::Planner;
 use crate::surfaces::proxy::page;
 
@@ -73,6 +74,9 @@ pub struct WfServer {
     slots: Arc<CallSlots>,
     /// Tools this session found with `wf_find` (listed when `keep_found`).
     found: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// The endpoint this server is for (`wf serve --endpoint`); over HTTP
+    /// each request's path names its own.
+    endpoint: Option<Arc<str>>,
 }
 
 impl WfServer {
@@ -92,8 +96,46 @@ impl WfServer {
             session_calls: None,
             slots: Arc::new(slots),
             found: Arc::default(),
+            endpoint: None,
         }
     }
+
+    /// This server serves endpoint `name` only (stdio).
+    pub fn for_endpoint(mut self, name: Option<Arc<str>>) -> Self {
+        self.endpoint = name;
+        self
+
+    /// The endpoint a request is served on, if any: refused when it is no
+    /// longer configured or this principal is not allowed on it.
+    fn endpoint(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<Arc<Endpoint>>, McpError> {
+        self.endpoint_at(context.extensions.get::<http::request::Parts>())
+
+    fn endpoint_at(
+        &self,
+        parts: Option<&http::request::Parts>,
+    ) -> Result<Option<Arc<Endpoint>>, McpError> {
+        let Some(name) = self
+            .endpoint
+            .clone()
+            .or_else(|| endpoint_route::named(parts))
+        else {
+            return Ok(None);
+        let principal = crate::server::identity::limits::principal_of_request(parts);
+        endpoint_route::resolve(&self.surfaces.endpoints, &name, &principal).map(Some)
+
+    /// The endpoint's name and its registry, for a list-change follower.
+    fn followed_endpoint(
+        &self,
+        parts: Option<&http::request::Parts>,
+    ) -> Option<(Arc<crate::surfaces::endpoints::Endpoints>, Arc<str>)> {
+        let name = self
+            .endpoint
+            .clone()
+            .or_else(|| endpoint_route::named(parts))?;
+        Some((self.surfaces.endpoints.clone(), name))
 
     pub fn with_session_calls(mut self, calls: Arc<dyn InPlaceCalls>) -> Self {
         self.session_calls = Some(calls);
@@ -253,6 +295,7 @@ impl WfServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let (principal, caller) = (principal_of(context), self.caller(context));
+        let endpoint = self.endpoint(context)?;
         self.app.projection_ready().await;
         let (proj, index) = self.app.projector.tool_index();
         // wf_find and wf_describe never reveal what no call could be permitted.
@@ -260,14 +303,25 @@ impl WfServer {
             proj.tool(name)
                 .is_some_and(|t| visible((&self.app, &self.surfaces), &principal, &caller, t))
         };
-        let answer = if name == meta_tools::FIND {
-            meta_tools::find(&proj, &index, args, usable).map(|(found, names)| {
-                self.keep_found(&principal, names, context);
-                found
-            })
-        } else {
-            meta_tools::describe(&proj, args, usable)
+        let keep = match &endpoint {
+            Some(e) => self.surfaces.catalog.endpoint_policy(e).config.keep_found,
+            None => self.surfaces.catalog.policy(&principal).config.keep_found,
         };
+        let view = endpoint.as_ref().map(|e| e.view(&proj));
+        let answer = match (name == meta_tools::FIND, &view) {
+            (true, Some(v)) => endpoint_route::find(v, usable, |on| {
+                meta_tools::find(&proj, &index, args, on)
+            }),
+            (true, None) => meta_tools::find(&proj, &index, args, usable),
+            (false, Some(v)) => endpoint_route::describe(v, args, usable).map(|d| (d, Vec::new())),
+            (false, None) => meta_tools::describe(&proj, args, usable).map(|d| (d, Vec::new())),
+        }
+        .map(|(found, names)| {
+            if keep.unwrap_or(false) {
+                self.keep_found(names, context);
+            }
+            found
+        });
         let result = match answer {
             Ok(v) => wf_plugin_api::CallResult::structured(v),
             Err(e) => wf_plugin_api::CallResult::error(e),
@@ -275,16 +329,39 @@ impl WfServer {
         super::tool_result::to_mcp(result)
     }
 
+    /// An endpoint's own server name and instructions.
+    fn brand(&self, info: &mut InitializeResult, e: &Arc<Endpoint>) {
+        info.server_info.name = e.server_name();
+        let searching = self.surfaces.catalog.endpoint_policy(e).config.restricts();
+        info.instructions = Some(endpoint_route::instructions(e, searching));
+
+    /// A call on endpoint `e` as the call of the tool it shows: the original
+    /// name, with its transform's fixed values and defaults merged in.
+    async fn endpoint_call(
+        &self,
+        e: &Endpoint,
+        request: &mut CallToolRequestParams,
+    ) -> Result<(), McpError> {
+        let proj = self.app.projection_ready().await;
+        let view = e.view(&proj);
+        let Some(t) = view.tool(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!("unknown tool {:?} on endpoint {:?}", request.name, e.name),
+                None,
+            ));
+        if let Some(x) = t.transform {
+            let mut args = request.arguments.take().unwrap_or_default();
+            crate::surfaces::endpoints::call_arguments(&request.name, &mut args, x)
+                .map_err(|why| McpError::invalid_params(why, None))?;
+            request.arguments = Some(args);
+        }
+        request.name = t.original.name.clone().into();
+        Ok(())
+
     /// With `keep_found`, tools found join this session's list, and the
     /// client is told its list changed.
-    fn keep_found(
-        &self,
-        principal: &Principal,
-        names: Vec<String>,
-        context: &RequestContext<RoleServer>,
-    ) {
-        let policy = self.surfaces.catalog.policy(principal);
-        if !policy.config.keep_found.unwrap_or(false) {
+    fn keep_found(&self, names: Vec<String>, context: &RequestContext<RoleServer>) {
+        if names.is_empty() {
             return;
         }
         let added = {
@@ -545,7 +622,8 @@ impl ServerHandler for WfServer {
             self.ended.clone(),
             self.may_see(principal),
         );
-        let follow = notify::follow(self.app.clone(), move |kind| {
+        let endpoint = self.followed_endpoint(context.extensions.get::<http::request::Parts>());
+        let follow = notify::follow(self.app.clone(), endpoint, move |kind| {
             let peer = peer.clone();
             async move {
                 let sent = match kind {
@@ -583,7 +661,12 @@ impl ServerHandler for WfServer {
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let ctx = Arc::new(context);
         let sink = ctx.clone();
-        let follow = notify::follow(self.app.clone(), move |kind| {
+        let endpoint = self.followed_endpoint(
+            ctx.request_context()
+                .extensions
+                .get::<http::request::Parts>(),
+        );
+        let follow = notify::follow(self.app.clone(), endpoint, move |kind| {
             let sink = sink.clone();
             async move {
                 let sent = match kind {
@@ -738,6 +821,29 @@ impl ServerHandler for WfServer {
         observe::Counted::new("resources/unsubscribe").finish(Ok(()))
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        if let Some(e) = self.endpoint(&context)? {
+            self.brand(&mut result, &e);
+        }
+        Ok(result)
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, McpError> {
+        let mut info = self.get_info();
+        if let Some(e) = self.endpoint(&context)? {
+            self.brand(&mut info, &e);
+        }
+        let versions = self.supported_protocol_versions().into_owned();
+        Ok(DiscoverResult::from_server_info(versions, info))
+
     #[allow(deprecated)] // `logging` (SEP-2577) is still served to 2025-11-25 clients.
     fn get_info(&self) -> ServerConfig {
         let caps = ServerCapabilities::builder()
@@ -869,20 +975,38 @@ impl ServerHandler for WfServer {
             let counted = observe::Counted::new("tools/list");
             let proj = self.app.projection_ready().await;
             let (principal, caller) = (principal_of(&context), self.caller(&context));
-            let usable = proj
-                .tools
-                .iter()
-                .filter(|t| visible((&self.app, &self.surfaces), &principal, &caller, t))
-                .collect();
+            let endpoint = self.endpoint(&context)?;
+            let view = endpoint.as_ref().map(|e| e.view(&proj));
+            let room = (&*self.app, &self.surfaces);
+            let usable = match &view {
+                // An endpoint lists what it shows of what the caller may use.
+                Some(v) => v
+                    .tools()
+                    .filter(|t| visible(room, &principal, &caller, t.original))
+                    .map(|t| t.shown)
+                    .collect(),
+                None => proj
+                    .tools
+                    .iter()
+                    .filter(|t| visible(room, &principal, &caller, t))
+                    .collect(),
+            };
             let found = self
                 .found
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone();
-            let listing =
-                self.surfaces
-                    .catalog
-                    .listing(&self.app.store, &principal, usable, &found);
+            let catalog = &self.surfaces.catalog;
+            let listing = match &endpoint {
+                Some(e) => catalog.listing_by(
+                    &catalog.endpoint_policy(e),
+                    &self.app.store,
+                    &principal,
+                    usable,
+                    &found,
+                ),
+                None => catalog.listing(&self.app.store, &principal, usable, &found),
+            };
             let (items, next) = paged(&listing.tools, &request, self.page_size())?;
             let mut tools: Vec<Tool> = convert(&items)?;
             // 2025-11-25 clients read whether a tool may be called as a task
@@ -948,6 +1072,17 @@ impl ServerHandler for WfServer {
                     return counted.finish(r.map(CallToolResponse::Complete));
                 }
                 _ => {}
+            }
+            // The view stage: an endpoint's name for a tool becomes the
+            // original, its arguments the original call's.
+            match self.endpoint(&context) {
+                Ok(Some(e)) => {
+                    if let Err(refused) = self.endpoint_call(&e, &mut request).await {
+                        return counted.finish(Err(refused));
+                    }
+                }
+                Ok(None) => {}
+                Err(refused) => return counted.finish(Err(refused)),
             }
             let proj = self.app.projection_for_tool(&request.name).await;
             let Some(tool) = proj.tool(&request.name) else {
@@ -1082,9 +1217,15 @@ impl ServerHandler for WfServer {
             let counted = observe::Counted::new("prompts/list");
             let proj = self.app.live_projection().await;
             let principal = principal_of(&context);
+            let endpoint = self.endpoint(&context)?;
             let items: Vec<&wf_plugin_api::Prompt> = proj
                 .prompts
                 .iter()
+                .filter(|p| {
+                    endpoint
+                        .as_ref()
+                        .is_none_or(|e| e.selects_prompt(&p.source, &p.name))
+                })
                 .filter(|p| {
                     let c = Capability {
                         kind: Kind::Prompt,
@@ -1119,7 +1260,13 @@ impl ServerHandler for WfServer {
             if proj.prompt(&request.name).is_none() {
                 proj = self.app.live_projection().await;
             }
-            let Some(prompt) = proj.prompt(&request.name) else {
+            let endpoint = self.endpoint(&context)?;
+            let prompt = proj.prompt(&request.name).filter(|p| {
+                endpoint
+                    .as_ref()
+                    .is_none_or(|e| e.selects_prompt(&p.source, &p.name))
+            });
+            let Some(prompt) = prompt else {
                 return Err(McpError::invalid_params(
                     format!("unknown prompt {:?}", request.name),
                     None,
@@ -1175,9 +1322,15 @@ impl ServerHandler for WfServer {
             let counted = observe::Counted::new("resources/list");
             let proj = self.app.live_projection().await;
             let principal = principal_of(&context);
+            let endpoint = self.endpoint(&context)?;
             let items: Vec<&wf_plugin_api::Resource> = proj
                 .resources
                 .iter()
+                .filter(|r| {
+                    endpoint
+                        .as_ref()
+                        .is_none_or(|e| e.selects_resource(&r.source, &r.name))
+                })
                 .filter(|r| self.listed(&principal, resource_capability(&r.source, &r.name)))
                 .map(|r| &r.item)
                 .collect();
@@ -1198,9 +1351,15 @@ impl ServerHandler for WfServer {
             let counted = observe::Counted::new("resources/templates/list");
             let proj = self.app.live_projection().await;
             let principal = principal_of(&context);
+            let endpoint = self.endpoint(&context)?;
             let items: Vec<&wf_plugin_api::ResourceTemplate> = proj
                 .templates
                 .iter()
+                .filter(|t| {
+                    endpoint
+                        .as_ref()
+                        .is_none_or(|e| e.selects_resource(&t.source, &t.name))
+                })
                 .filter(|t| self.listed(&principal, resource_capability(&t.source, &t.name)))
                 .map(|t| &t.item)
                 .collect();
@@ -1223,7 +1382,13 @@ impl ServerHandler for WfServer {
                 Ok(slot) => slot,
                 Err(busy) => return counted.finish(Err(busy)),
             };
-            let Some(route) = self.app.resource_route(&request.uri).await else {
+            let endpoint = self.endpoint(&context)?;
+            let route = self.app.resource_route(&request.uri).await.filter(|r| {
+                endpoint
+                    .as_ref()
+                    .is_none_or(|e| e.selects_resource(&r.source, &request.uri))
+            });
+            let Some(route) = route else {
                 return Err(McpError::resource_not_found(
                     format!("no source serves resource {:?}", request.uri),
                     Some(json!({"uri": request.uri})),

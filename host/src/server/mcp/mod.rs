@@ -3,6 +3,7 @@
 
 pub(crate) mod caller;
 pub(crate) mod catalog_view;
+pub(crate) mod endpoint_route;
 mod epochs;
 mod forwarding;
 pub(crate) mod handler;

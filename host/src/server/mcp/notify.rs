@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::app::App;
+use crate::surfaces::endpoints::Endpoints;
 use crate::surfaces::proxy::Projection;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,16 +59,30 @@ impl Drop for Follower {
     }
 }
 
-/// Calls `send` for each list that changed, until `send` says the client is
-/// gone. Bursts of changes (a reload discovering several sources) are
-/// coalesced.
-pub async fn follow<F, Fut>(app: Arc<App>, mut send: F)
+/// The lists of endpoint `name` (`[endpoints.NAME]`), looked up anew each
+/// time (a reload may replace it).
+pub type Followed = (Arc<Endpoints>, Arc<str>);
+
+/// What a client of `/mcp` or of an endpoint lists, fingerprinted.
+fn shape_of(app: &App, endpoint: Option<&Followed>) -> Shape {
+    let proj = app.projection();
+    match endpoint {
+        None => shape(&proj),
+        Some((all, name)) => Shape(all.get(name).map_or([0; 3], |e| e.view(&proj).shape())),
+    }
+}
+
+/// Calls `send` for each list that changed (on `endpoint`'s view, when
+/// given), until `send` says the client is gone. Bursts of changes (a
+/// reload discovering several sources) are coalesced.
+pub async fn follow<F, Fut>(app: Arc<App>, endpoint: Option<Followed>, mut send: F)
 where
     F: FnMut(ListKind) -> Fut,
     Fut: Future<Output = bool>,
 {
     let mut changes = app.sources.changes();
-    let mut last = shape(&app.projection());
+    let endpoint = endpoint.map(Arc::new);
+    let mut last = shape_of(&app, endpoint.as_deref());
     loop {
         if changes.changed().await.is_err() {
             return;
@@ -77,9 +92,9 @@ where
         // Off the runtime's workers: a large catalog's projection and its
         // digest take a while, and `list_sources` must not wait (issue #55).
         let now = {
-            let app = app.clone();
+            let (app, endpoint) = (app.clone(), endpoint.clone());
             let shaped = move || {
-                let now = shape(&app.projection());
+                let now = shape_of(&app, endpoint.as_deref());
                 crate::sources::release_freed();
                 now
             };

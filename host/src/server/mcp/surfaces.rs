@@ -12,6 +12,7 @@ use crate::pipeline::{Capability, Kind};
 use crate::projection::Projected;
 use crate::server::identity::limits::Principal;
 use crate::surfaces::admin::{ADMIN_SOURCE, Admin, Caller};
+use crate::surfaces::endpoints::Endpoints;
 use crate::surfaces::planner::Planner;
 
 /// The host-side surfaces a server routes calls to.
@@ -27,6 +28,8 @@ pub struct Surfaces {
     pub catalog: Arc<CatalogView>,
     /// Runs started as MCP Tasks, by task id.
     pub tasks: Arc<RunTasks>,
+    /// `[endpoints.NAME]`: the virtual servers, views over the projection.
+    pub endpoints: Arc<Endpoints>,
 }
 
 impl Surfaces {
@@ -44,6 +47,12 @@ impl Surfaces {
                 RunTasks::for_config(&app.config.config.server)
                     .with_seal(crate::server::handles::Seal::for_app(app))
                     .kept_in(app.store.clone()),
+            ),
+            endpoints: Arc::new(
+                Endpoints::from_config(&app.config.config).unwrap_or_else(|e| {
+                    tracing::warn!("endpoints: {e}");
+                    Endpoints::default()
+                }),
             ),
         }
     }

@@ -1,0 +1,159 @@
+use std::sync::Arc;
+
+use serde_json::json;
+use wf_plugin_api::{Catalog, Tool};
+
+use super::*;
+use crate::catalog::Snapshot;
+use crate::projection::NameRules;
+
+fn tool(name: &str, read_only: bool) -> Tool {
+    let mut t = Tool::new(
+        name,
+        "d",
+        json!({"type": "object", "properties": {"repo": {"type": "string"}, "q": {"type": "string"}}}),
+    );
+    t.extra
+        .insert("annotations".into(), json!({"readOnlyHint": read_only}));
+    t
+}
+
+fn projection(sources: &[(&str, &[(&str, bool)])]) -> Arc<Projection> {
+    let mut s = Snapshot::default();
+    for (name, tools) in sources {
+        let c = tools
+            .iter()
+            .fold(Catalog::default(), |c, (t, ro)| c.tool(tool(t, *ro)));
+        s.sources.push((name.to_string(), Arc::new(c)));
+    }
+    s.sources.sort_by(|a, b| a.0.cmp(&b.0));
+    Arc::new(Projection::build(&s, NameRules { max_len: 64 }))
+}
+
+fn endpoint(toml_text: &str) -> Endpoint {
+    let c: EndpointConfig = toml::from_str(toml_text).unwrap();
+    Endpoint::new("e", c, CatalogConfig::default(), 64).unwrap()
+}
+
+fn shown(v: &View) -> Vec<String> {
+    v.tools().map(|t| t.shown.name.clone()).collect()
+}
+
+fn proj() -> Arc<Projection> {
+    projection(&[
+        (
+            "github",
+            &[
+                ("get_issue", true),
+                ("create_issue", false),
+                ("search", true),
+            ],
+        ),
+        ("tickets", &[("list", true), ("close", false)]),
+    ])
+}
+
+#[test]
+fn selectors_all_apply() {
+    let p = proj();
+    let e = endpoint(
+        r#"sources = ["github"]
+tags = ["read_only"]"#,
+    );
+    assert_eq!(shown(&e.view(&p)), ["github__get_issue", "github__search"]);
+    let e = endpoint(
+        r#"tools = ["*__list", "*__close"]
+exclude = ["*close"]"#,
+    );
+    assert_eq!(shown(&e.view(&p)), ["tickets__list"]);
+    let none = endpoint("");
+    assert!(none.view(&p).is_empty());
+    assert!(findings(&none, &p).contains(&"selects nothing".to_string()));
+}
+
+#[test]
+fn a_transform_selects_renames_and_is_found_both_ways() {
+    let p = proj();
+    let e = endpoint(
+        r#"tools = ["tickets__*"]
+[transform.github__create_issue]
+name = "file_bug"
+description = "Files a bug."
+fixed = { repo = "acme/site" }"#,
+    );
+    let v = e.view(&p);
+    assert_eq!(shown(&v), ["file_bug", "tickets__list", "tickets__close"]);
+    let t = v.tool("file_bug").unwrap();
+    assert_eq!(t.original.name, "github__create_issue");
+    assert_eq!(t.shown.item.name, "file_bug");
+    assert_eq!(t.shown.item.description.as_deref(), Some("Files a bug."));
+    assert!(
+        t.shown.item.input_schema["properties"]
+            .get("repo")
+            .is_none()
+    );
+    assert!(v.tool("github__create_issue").is_none());
+    assert_eq!(
+        v.by_original("github__create_issue").unwrap().shown.name,
+        "file_bug"
+    );
+    // The same projection gives the same view; a new one, a new view.
+    assert!(Arc::ptr_eq(&v, &e.view(&p)));
+    assert!(!Arc::ptr_eq(&v, &e.view(&proj())));
+}
+
+#[test]
+fn alias_collisions_are_reported_and_resolved() {
+    let p = proj();
+    let e = endpoint(
+        r#"sources = ["tickets"]
+[transform.github__search]
+name = "tickets__list"
+[transform.github__get_issue]
+name = "x"
+[transform.github__create_issue]
+name = "x"
+[transform.tickets__nope]
+name = "y"
+[transform.tickets__close]
+name = "wf_find""#,
+    );
+    let v = e.view(&p);
+    // The alias wins over the plain tool; the second rename to "x" is left out.
+    assert_eq!(shown(&v), ["x", "tickets__list", "tickets__close"]);
+    assert_eq!(
+        v.tool("tickets__list").unwrap().original.name,
+        "github__search"
+    );
+    assert_eq!(v.tool("x").unwrap().original.name, "github__get_issue");
+    let f = findings(&e, &p);
+    let all = f.join("\n");
+    assert!(all.contains("both renamed \"x\""), "{all}");
+    assert!(all.contains("tickets__list is left out"), "{all}");
+    assert!(all.contains("no tool \"tickets__nope\""), "{all}");
+    assert!(all.contains("meta-tool"), "{all}");
+}
+
+#[test]
+fn findings_check_arguments_and_enums() {
+    let p = proj();
+    let e = endpoint(
+        r#"[transform.github__search]
+fixed = { owner = "acme" }
+enums = { q = ["a"] }"#,
+    );
+    let f = findings(&e, &p).join("\n");
+    assert!(f.contains("has no argument \"owner\""), "{f}");
+    assert!(!f.contains("\"q\""), "{f}");
+}
+
+#[test]
+fn principals_and_groups_are_allowed_by_name() {
+    let e = endpoint(r#"allow = ["alice", "group:support"]"#);
+    assert!(e.allows(&Principal::named("alice")));
+    assert!(!e.allows(&Principal::named("bob")));
+    assert!(e.allows(&Principal::with_groups("carol", vec!["support".into()])));
+    assert!(!e.allows(&Principal::with_groups("dan", vec!["sales".into()])));
+    assert!(endpoint("").allows(&Principal::named("anyone")));
+    assert!(!endpoint("allow = []").allows(&Principal::local()));
+}

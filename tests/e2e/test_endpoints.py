@@ -1,0 +1,314 @@
+"""Endpoints (issue #53, docs/operator-manual.md "Endpoints"): virtual servers
+at /mcp/NAME over one wf, against the real @modelcontextprotocol/server-everything
+and a real FastAPI app's OpenAPI document, with the official `mcp` client.
+
+One wf serves four endpoints beside /mcp: `support` (three everything tools,
+`echo` renamed and reworded, a hidden fixed argument), `release` (one OpenAPI
+operation with its path parameter fixed and an enum narrowed), `research`
+(the API in search mode) and `api` (the API in full). Each shows its own
+surface; a principal it does not allow gets 403; a principal's deny list
+applies inside; an operation added to the document appears on `api` only.
+Over stdio, `wf serve --endpoint` serves one endpoint to `local`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from conftest import HttpServer, Wf, all_tools, content_text
+from list_changed_support import list_changed_waiter
+from test_openapi import App
+
+pytestmark = pytest.mark.anyio
+
+OP_TIMEOUT = 60
+LOOKUP = "api__lookup_items__item_id__get"
+EXTRA = "api__extra_v2_extra_get"
+
+
+def tokens() -> dict[str, str]:
+    return {who: f"{who}-{os.urandom(12).hex()}" for who in ("alice", "bob", "carol")}
+
+
+def config(everything_bin: Path, app: App, toks: dict[str, str]) -> str:
+    return f"""
+[sources.everything]
+command = "{everything_bin}"
+
+[sources.api]
+kind = "openapi"
+spec = "{app.base}/openapi.json"
+refresh_interval_ms = 1000
+
+[[server.tokens]]
+name = "alice"
+token = "{toks["alice"]}"
+deny_tools = ["everything__get-sum"]
+
+[[server.tokens]]
+name = "bob"
+token = "{toks["bob"]}"
+
+[[server.tokens]]
+name = "carol"
+token = "{toks["carol"]}"
+
+[endpoints.support]
+server_name = "support-desk"
+instructions = "Tools for answering customers."
+allow = ["alice", "bob"]
+tools = ["everything__echo", "everything__get-sum", "everything__get-annotated-message"]
+
+[endpoints.support.transform.everything__echo]
+name = "say"
+title = "Say"
+description = "Says the message back to the customer."
+
+[endpoints.support.transform.everything__get-annotated-message]
+fixed = {{ messageType = "success" }}
+
+[endpoints.release]
+allow = ["bob", "local"]
+
+[endpoints.release.transform.{LOOKUP}]
+name = "release_item"
+description = "Looks up item 7, the release."
+fixed = {{ item_id = 7 }}
+enums = {{ limit = [10, 20] }}
+
+[endpoints.research]
+allow = ["bob", "carol"]
+sources = ["api"]
+catalog = {{ mode = "search" }}
+
+[endpoints.api]
+sources = ["api"]
+"""
+
+
+@pytest.fixture(scope="module")
+def toks() -> dict[str, str]:
+    return tokens()
+
+
+@pytest.fixture(scope="module")
+def app(wf_module: Wf) -> Iterator[App]:
+    a = App(wf_module.root)
+    yield a
+    a.stop()
+
+
+@pytest.fixture(scope="module")
+def cfg(wf_module: Wf, everything_bin: Path, app: App, toks: dict[str, str]) -> Path:
+    return wf_module.write_config(config(everything_bin, app, toks))
+
+
+@pytest.fixture(scope="module")
+def server(wf_module: Wf, cfg: Path) -> HttpServer:
+    return wf_module.start_http("127.0.0.1", None, "--config", str(cfg))
+
+
+@contextlib.asynccontextmanager
+async def client(url: str, bearer: str, mode: str = "legacy", **kw: Any) -> AsyncIterator[Client]:
+    kw.setdefault("read_timeout_seconds", OP_TIMEOUT)
+    async with create_mcp_http_client(headers={"Authorization": f"Bearer {bearer}"}) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None, **kw) as c:
+            yield c
+
+
+async def names(c: Client) -> list[str]:
+    with anyio.fail_after(OP_TIMEOUT):
+        return [t.name for t in await all_tools(c)]
+
+
+async def wait_names(c: Client, want: set[str]) -> list[str]:
+    """The tools, once every one of `want` is listed (discovery may still run)."""
+    with anyio.fail_after(OP_TIMEOUT):
+        while True:
+            got = await names(c)
+            if want <= set(got):
+                return got
+            await anyio.sleep(0.2)
+
+
+async def refused(c: Client, tool: str, args: dict[str, Any]) -> str:
+    """The error text of a call that must fail (a JSON-RPC error or an error result)."""
+    try:
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool(tool, args)
+    except MCPError as e:
+        return str(e)
+    assert r.is_error, f"{tool} {args} was not refused: {r}"
+    return content_text(r.content)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_endpoints_show_their_own_surfaces(server: HttpServer, toks: dict[str, str], mode: str) -> None:
+    async with client(f"{server.url}/support", toks["bob"], mode) as c:
+        got = await wait_names(c, {"say"})
+        assert sorted(got) == ["everything__get-annotated-message", "everything__get-sum", "say"], got
+        assert c.server_info.name == "support-desk", c.server_info
+        assert c.instructions == "Tools for answering customers."
+        say = next(t for t in await all_tools(c) if t.name == "say")
+        assert say.description == "Says the message back to the customer." and say.title == "Say", say
+        annotated = next(t for t in await all_tools(c) if t.name == "everything__get-annotated-message")
+        assert "messageType" not in annotated.input_schema.get("properties", {}), annotated.input_schema
+    async with client(f"{server.url}/release", toks["bob"], mode) as c:
+        got = await wait_names(c, {"release_item"})
+        assert got == ["release_item"], got
+        item = (await all_tools(c))[0]
+        assert "item_id" not in item.input_schema["properties"], item.input_schema
+        assert item.input_schema["properties"]["limit"]["enum"] == [10, 20], item.input_schema
+        assert c.server_info.name == "wf-release", c.server_info
+    # /mcp itself is unchanged: the whole surface under the usual names.
+    async with client(server.url, toks["bob"], mode) as c:
+        got = set(await wait_names(c, {"everything__echo", LOOKUP}))
+        assert "say" not in got and "release_item" not in got
+
+
+async def test_a_renamed_tool_is_called_by_its_new_name_only(server: HttpServer, toks: dict[str, str]) -> None:
+    async with client(f"{server.url}/support", toks["bob"]) as c:
+        await wait_names(c, {"say"})
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("say", {"message": "hello from support"})
+        assert not r.is_error and "hello from support" in content_text(r.content), r
+        # Its /mcp name and tools the endpoint does not select are unknown here.
+        assert "unknown tool" in await refused(c, "everything__echo", {"message": "x"})
+        assert "unknown tool" in await refused(c, "everything__get-env", {})
+        assert "unknown tool" in await refused(c, LOOKUP, {"item_id": 1})
+
+
+async def test_hidden_fixed_arguments_are_enforced(server: HttpServer, toks: dict[str, str], app: App) -> None:
+    async with client(f"{server.url}/release", toks["bob"]) as c:
+        await wait_names(c, {"release_item"})
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("release_item", {"q": "notes"})
+        assert not r.is_error, r
+        # The call that reached the app is the original with the fixed value.
+        assert r.structured_content["item_id"] == 7 and r.structured_content["q"] == "notes", r.structured_content
+        assert "is fixed" in await refused(c, "release_item", {"item_id": 8})
+        assert "must be one of" in await refused(c, "release_item", {"limit": 30})
+        with anyio.fail_after(OP_TIMEOUT):
+            ok = await c.call_tool("release_item", {"item_id": 7, "limit": 20})
+        assert not ok.is_error and ok.structured_content["limit"] == 20, ok
+    async with client(f"{server.url}/support", toks["bob"]) as c:
+        await wait_names(c, {"say"})
+        assert "is fixed" in await refused(c, "everything__get-annotated-message", {"messageType": "error"})
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("everything__get-annotated-message", {})
+        assert not r.is_error, r
+
+
+async def test_a_search_mode_endpoint_finds_only_its_own_tools(server: HttpServer, toks: dict[str, str]) -> None:
+    async with client(f"{server.url}/research", toks["carol"]) as c:
+        got = await names(c)
+        assert sorted(got) == ["wf_call", "wf_describe", "wf_find"], got
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("wf_find", {"query": "look an item up"})
+        found = [t["name"] for t in r.structured_content["tools"]]
+        assert LOOKUP in found and all(n.startswith("api__") for n in found), found
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("wf_find", {"query": "echo the input string"})
+        found = [t["name"] for t in r.structured_content["tools"]]
+        assert not any(n.startswith("everything__") for n in found), found
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("wf_describe", {"names": ["everything__echo", LOOKUP]})
+        assert r.structured_content["unknown"] == ["everything__echo"], r.structured_content
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("wf_call", {"name": LOOKUP, "arguments": {"item_id": 3}})
+        assert not r.is_error and r.structured_content["item_id"] == 3, r
+        assert "unknown tool" in await refused(c, "wf_call", {"name": "everything__echo", "arguments": {"message": "x"}})
+    # On the release endpoint, wf_find shows the endpoint's name and wording.
+    async with client(f"{server.url}/release", toks["bob"]) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("wf_find", {"query": "look an item up"})
+        hits = r.structured_content["tools"]
+        assert [h["name"] for h in hits] == ["release_item"], hits
+        assert hits[0]["description"] == "Looks up item 7, the release.", hits
+
+
+def initialize(url: str, bearer: str | None) -> httpx2.Response:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+    return httpx2.post(url, json=body, headers=headers, timeout=OP_TIMEOUT)
+
+
+async def test_a_principal_not_allowed_gets_403(server: HttpServer, toks: dict[str, str]) -> None:
+    r = initialize(f"{server.url}/support", toks["carol"])
+    assert r.status_code == 403, (r.status_code, r.text)
+    assert "not allowed on endpoint" in r.json()["error"]["message"], r.text
+    assert initialize(f"{server.url}/release", toks["alice"]).status_code == 403
+    assert initialize(f"{server.url}/nowhere", toks["bob"]).status_code == 404
+    # The guard still comes first: no token is 401 on an endpoint too.
+    assert initialize(f"{server.url}/support", None).status_code == 401
+    assert initialize(f"{server.url}/support", toks["alice"]).status_code == 200
+
+
+async def test_a_deny_list_applies_inside_an_endpoint(server: HttpServer, toks: dict[str, str]) -> None:
+    async with client(f"{server.url}/support", toks["alice"]) as c:
+        got = await wait_names(c, {"say"})
+        assert "everything__get-sum" not in got, got
+        text = await refused(c, "everything__get-sum", {"a": 1, "b": 2})
+        assert "get-sum" in text, text
+    async with client(f"{server.url}/support", toks["bob"]) as c:
+        assert "everything__get-sum" in await wait_names(c, {"everything__get-sum"})
+
+
+async def test_an_operation_added_upstream_appears_on_the_matching_endpoint_only(
+    server: HttpServer, toks: dict[str, str], app: App
+) -> None:
+    notes: list[Any] = []
+
+    async def handler(message: Any) -> None:
+        notes.append(message)
+
+    async with client(f"{server.url}/api", toks["bob"], message_handler=handler) as c:
+        before = await wait_names(c, {LOOKUP})
+        assert EXTRA not in before
+        async with list_changed_waiter(c, notes) as announced:
+            app.flag.write_text("v2")
+            await announced(OP_TIMEOUT)
+        assert EXTRA in await names(c)
+    async with client(f"{server.url}/support", toks["bob"]) as c:
+        assert EXTRA not in await wait_names(c, {"say"})
+    async with client(f"{server.url}/research", toks["bob"]) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("wf_describe", {"names": [EXTRA]})
+        assert r.structured_content["unknown"] == [], r.structured_content
+
+
+async def test_stdio_serves_one_endpoint(wf: Wf, everything_bin: Path) -> None:
+    app = App(wf.root)
+    try:
+        cfg = wf.write_config(config(everything_bin, app, tokens()))
+        async with wf.stdio_client("legacy", "--config", str(cfg), "--endpoint", "release") as c:
+            got = await wait_names(c, {"release_item"})
+            assert got == ["release_item"], got
+            with anyio.fail_after(OP_TIMEOUT):
+                r = await c.call_tool("release_item", {})
+            assert not r.is_error and r.structured_content["item_id"] == 7, r
+            assert "is fixed" in await refused(c, "release_item", {"item_id": 1})
+        # `local` is not allowed on support: every request is a JSON-RPC error.
+        with pytest.raises(Exception) as e:  # noqa: PT011 - the client wraps it in a group
+            async with wf.stdio_client("legacy", "--config", str(cfg), "--endpoint", "support") as c:
+                await c.list_tools()
+        assert "not allowed on endpoint" in repr(e.value) or "not allowed" in str(e.value), repr(e.value)
+        missing = wf.run("serve", "--config", str(cfg), "--endpoint", "nope", *wf.plugin_args())
+        assert missing.returncode != 0 and "no [endpoints.nope]" in missing.stderr, missing.stderr
+    finally:
+        app.stop()
