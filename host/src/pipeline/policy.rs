@@ -18,8 +18,12 @@
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+
 use cedar_policy::{
-    Authorizer, Context, Decision, Entities, EntityUid, Policy, PolicyId, PolicySet, Request,
+    ActionConstraint, Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName,
+    EntityUid, Policy, PolicyId, PolicySet, Request, ResourceConstraint, RestrictedExpression,
     Schema, ValidationMode, Validator,
 };
 use serde_json::{Map, Value, json};
@@ -220,18 +224,248 @@ fn located(d: &dyn miette::Diagnostic, text: &str) -> (usize, String) {
     (line, message)
 }
 
+/// How many buckets, or principals' and capabilities' entities, one policy
+/// set keeps; past it the cache starts over (a bound, not an eviction policy:
+/// a catalog has far fewer capabilities).
+const CACHE_BOUND: usize = 4096;
+
+/// The entity types of the model, parsed once.
+struct Types {
+    principal: EntityTypeName,
+    group: EntityTypeName,
+    action: EntityTypeName,
+    tool: EntityTypeName,
+    prompt: EntityTypeName,
+    resource: EntityTypeName,
+}
+
+impl Types {
+    fn new() -> Self {
+        let parse = |t: &str| EntityTypeName::from_str(t).expect("a constant type name parses");
+        Self {
+            principal: parse("wf::Principal"),
+            group: parse("wf::Group"),
+            action: parse("wf::Action"),
+            tool: parse("wf::Tool"),
+            prompt: parse("wf::Prompt"),
+            resource: parse("wf::Resource"),
+        }
+    }
+
+    fn uid(ty: &EntityTypeName, id: &str) -> EntityUid {
+        EntityUid::from_type_name_and_id(ty.clone(), EntityId::new(id))
+    }
+
+    fn resource_type(&self, kind: Kind) -> &EntityTypeName {
+        match kind {
+            Kind::Tool => &self.tool,
+            Kind::Prompt => &self.prompt,
+            Kind::Resource => &self.resource,
+        }
+    }
+}
+
+/// An entity named in a policy's scope, as `(type, id)` text.
+type Named = (String, String);
+
+fn named(uid: &EntityUid) -> Named {
+    (
+        uid.type_name().to_string(),
+        uid.id().unescaped().to_string(),
+    )
+}
+
+/// What a policy's scope says about the action and resource: which calls
+/// it could apply to at all.
+struct Scoped {
+    policy: Policy,
+    /// The actions it names (`==` or `in`); `None`: any action.
+    actions: Option<Vec<Named>>,
+    /// The one resource it names (`==`, `in`, `is … in`); `None`: any.
+    resource: Option<Named>,
+    /// Whether its conditions read `context`.
+    reads_context: bool,
+}
+
+/// Whether a policy's conditions read `context` (then a decision needs the
+/// call's context built; else an empty one decides the same).
+fn reads_context(policy: &Policy) -> bool {
+    policy.to_json().map_or(true, |json| {
+        json.get("conditions")
+            .is_some_and(|c| c.to_string().contains(r#""Var":"context""#))
+    })
+}
+
+impl Scoped {
+    fn new(policy: Policy) -> Self {
+        let actions = match policy.action_constraint() {
+            ActionConstraint::Any => None,
+            ActionConstraint::Eq(a) => Some(vec![named(&a)]),
+            ActionConstraint::In(list) => Some(list.iter().map(named).collect()),
+        };
+        let resource = match policy.resource_constraint() {
+            ResourceConstraint::Any | ResourceConstraint::Is(_) => None,
+            ResourceConstraint::Eq(r)
+            | ResourceConstraint::In(r)
+            | ResourceConstraint::IsIn(_, r) => Some(named(&r)),
+        };
+        let reads_context = reads_context(&policy);
+        Self {
+            policy,
+            actions,
+            resource,
+            reads_context,
+        }
+    }
+
+    /// Whether its scope could match `action` (in `group`) on `resource`.
+    /// Exact for the model's entities: an action's only parent is its group
+    /// and a capability has none, so `in` a capability is `==`; when in
+    /// doubt it says yes (evaluating one policy more decides the same).
+    fn could_apply(&self, action: &Named, group: &Named, resource: &Named) -> bool {
+        let action_ok = self
+            .actions
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| n == action || n == group));
+        action_ok && self.resource.as_ref().is_none_or(|r| r == resource)
+    }
+}
+
+/// The policies that could apply to one capability, ready to evaluate.
+struct Bucket {
+    set: PolicySet,
+    reads_context: bool,
+}
+
+/// A policy set split by action and resource: a decision evaluates only the
+/// policies whose scope could match its call (evaluating one that cannot
+/// decides nothing: its scope is false before its conditions run). Each
+/// capability's bucket is built on its first decision and kept.
+struct Indexed {
+    set: PolicySet,
+    scoped: Vec<Scoped>,
+    /// Per kind, the capabilities some policy's scope names: each gets its
+    /// own bucket; every other one of that kind shares its action's.
+    named: [HashSet<String>; 3],
+    buckets: [RwLock<HashMap<String, Arc<Bucket>>>; 3],
+}
+
+fn kind_index(kind: Kind) -> usize {
+    match kind {
+        Kind::Tool => 0,
+        Kind::Prompt => 1,
+        Kind::Resource => 2,
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Indexed {
+    fn new(set: PolicySet) -> Self {
+        let scoped: Vec<Scoped> = set.policies().cloned().map(Scoped::new).collect();
+        let mut named: [HashSet<String>; 3] = Default::default();
+        for s in &scoped {
+            if let Some((ty, id)) = &s.resource {
+                let kind = match ty.as_str() {
+                    "wf::Tool" => Kind::Tool,
+                    "wf::Prompt" => Kind::Prompt,
+                    "wf::Resource" => Kind::Resource,
+                    _ => continue,
+                };
+                named[kind_index(kind)].insert(id.clone());
+            }
+        }
+        Self {
+            set,
+            scoped,
+            named,
+            buckets: Default::default(),
+        }
+    }
+
+    /// The bucket of `capability`: the policies that could apply to a call to it.
+    fn bucket(&self, capability: &Capability<'_>) -> Arc<Bucket> {
+        let k = kind_index(capability.kind);
+        // A tool or a prompt is its own action, so its own bucket; every
+        // resource is read by one action, so those no scope names share one.
+        let own = capability.kind != Kind::Resource || self.named[k].contains(capability.name);
+        let key = if own { capability.name } else { "\0" };
+        if let Some(b) = read(&self.buckets[k]).get(key) {
+            return b.clone();
+        }
+        let (action, group, resource_type) = names(capability);
+        let action = ("wf::Action".to_string(), action);
+        let group = ("wf::Action".to_string(), group.to_string());
+        // Outside the named ones, a resource matches no policy that names one.
+        let resource = if own {
+            (resource_type.to_string(), capability.name.to_string())
+        } else {
+            (String::new(), String::new())
+        };
+        let mut set = PolicySet::new();
+        let mut reads_context = false;
+        for s in &self.scoped {
+            if s.could_apply(&action, &group, &resource) {
+                reads_context |= s.reads_context;
+                // Ids are unique in `self.set`, so adding cannot fail.
+                let _ = set.add(s.policy.clone());
+            }
+        }
+        let bucket = Arc::new(Bucket { set, reads_context });
+        let mut buckets = write(&self.buckets[k]);
+        if buckets.len() >= CACHE_BOUND {
+            buckets.clear();
+        }
+        buckets.insert(key.to_string(), bucket.clone());
+        bucket
+    }
+}
+
+/// The entities and request ids of one principal using one capability,
+/// kept while neither changes.
+struct Subject {
+    groups: Vec<String>,
+    source: String,
+    annotations: Option<Value>,
+    principal: EntityUid,
+    action: EntityUid,
+    resource: EntityUid,
+    entities: Entities,
+}
+
+impl Subject {
+    fn is_for(&self, principal: &Principal, capability: &Capability<'_>) -> bool {
+        let groups = principal.groups().unwrap_or_default();
+        self.groups.len() == groups.len()
+            && self.groups.iter().zip(groups).all(|(a, b)| a == &**b)
+            && self.source == capability.source
+            && self.annotations.as_ref() == capability.annotations
+    }
+}
+
 /// One loaded policy set: the one calls are decided by, and the one lists
 /// are (see `listing_policy`).
 pub struct Policies {
-    set: PolicySet,
-    listing: PolicySet,
+    calls: Indexed,
+    listing: Indexed,
+    types: Types,
+    /// Subjects by (kind, principal, capability name).
+    subjects: RwLock<HashMap<(Kind, String, String), Arc<Subject>>>,
     authorizer: Authorizer,
 }
 
 impl std::fmt::Debug for Policies {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Policies")
-            .field("policies", &self.set.policies().count())
+            .field("policies", &self.calls.scoped.len())
             .finish()
     }
 }
@@ -261,6 +495,11 @@ fn listing_policy(policy: &Policy) -> Option<Policy> {
     }
     json["conditions"] = json!([]);
     Policy::from_json(Some(policy.id().clone()), json).ok()
+}
+
+/// The context lists are decided in: no arguments, no client, time zero.
+fn listing_context() -> Result<Context, String> {
+    context_of(&Map::new(), "", "", 0)
 }
 
 impl Policies {
@@ -323,8 +562,10 @@ impl Policies {
             }
         }
         Ok(Self {
-            set,
-            listing,
+            calls: Indexed::new(set),
+            listing: Indexed::new(listing),
+            types: Types::new(),
+            subjects: RwLock::default(),
             authorizer: Authorizer::new(),
         })
     }
@@ -351,7 +592,7 @@ impl Policies {
     }
 
     pub fn len(&self) -> usize {
-        self.set.policies().count()
+        self.calls.scoped.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -360,34 +601,142 @@ impl Policies {
 
     /// The reason annotation of policy `id`, if it has one.
     pub fn reason(&self, id: &str) -> Option<&str> {
-        self.set.annotation(&PolicyId::new(id), "reason")
+        self.calls.set.annotation(&PolicyId::new(id), "reason")
     }
 
     /// Decides `call`: allowed or not, with the ids of the policies that
     /// decided (and of those that failed to evaluate, which deny).
     pub fn decide(&self, call: &Call<'_>) -> Decided {
-        let context = context_json(call);
-        self.decide_with(&self.set, call.principal, &call.capability, context)
+        self.decide_in(&self.calls, call.principal, &call.capability, || {
+            call_context(call)
+        })
     }
 
-    fn decide_with(
+    /// The entities of `principal` using `capability`, from the cache when
+    /// they are still what it was built from.
+    fn subject(
         &self,
-        set: &PolicySet,
         principal: &Principal,
         capability: &Capability<'_>,
-        context: Value,
+    ) -> Result<Arc<Subject>, String> {
+        let key = (
+            capability.kind,
+            principal.name().to_string(),
+            capability.name.to_string(),
+        );
+        if let Some(s) = read(&self.subjects).get(&key)
+            && s.is_for(principal, capability)
+        {
+            return Ok(s.clone());
+        }
+        let subject = Arc::new(self.build_subject(principal, capability)?);
+        let mut subjects = write(&self.subjects);
+        if subjects.len() >= CACHE_BOUND {
+            subjects.clear();
+        }
+        subjects.insert(key, subject.clone());
+        Ok(subject)
+    }
+
+    fn build_subject(
+        &self,
+        principal: &Principal,
+        capability: &Capability<'_>,
+    ) -> Result<Subject, String> {
+        let t = &self.types;
+        let (action, group, _) = names(capability);
+        let groups: Vec<String> = principal
+            .groups()
+            .unwrap_or_default()
+            .iter()
+            .map(|g| g.to_string())
+            .collect();
+        let principal_uid = Types::uid(&t.principal, principal.name());
+        let action_uid = Types::uid(&t.action, &action);
+        let group_uid = Types::uid(&t.action, group);
+        let resource_uid = Types::uid(t.resource_type(capability.kind), capability.name);
+        let string = |s: &str| RestrictedExpression::new_string(s.to_string());
+        let who = Entity::new(
+            principal_uid.clone(),
+            HashMap::from([("name".to_string(), string(principal.name()))]),
+            groups.iter().map(|g| Types::uid(&t.group, g)).collect(),
+        )
+        .map_err(|e| e.to_string())?;
+        let what = Entity::new(
+            resource_uid.clone(),
+            capability_attrs(capability)?,
+            HashSet::new(),
+        )
+        .map_err(|e| e.to_string())?;
+        let entities = Entities::from_entities(
+            [
+                who,
+                what,
+                Entity::new_no_attrs(action_uid.clone(), HashSet::from([group_uid.clone()])),
+                Entity::new_no_attrs(group_uid, HashSet::new()),
+            ],
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Subject {
+            groups,
+            source: capability.source.to_string(),
+            annotations: capability.annotations.cloned(),
+            principal: principal_uid,
+            action: action_uid,
+            resource: resource_uid,
+            entities,
+        })
+    }
+
+    /// Decides in `index`: only the policies whose scope could match are
+    /// evaluated, none at all when there are none (nothing permits: denied),
+    /// and the context is built only when one of them reads it.
+    fn decide_in(
+        &self,
+        index: &Indexed,
+        principal: &Principal,
+        capability: &Capability<'_>,
+        context: impl FnOnce() -> Result<Context, String>,
     ) -> Decided {
-        let (request, entities) = match request(principal, capability, context) {
-            Ok(r) => r,
-            Err(e) => {
-                return Decided {
-                    allowed: false,
-                    policies: Vec::new(),
-                    failed: vec![e],
-                };
-            }
+        let failed = |e: String| Decided {
+            allowed: false,
+            policies: Vec::new(),
+            failed: vec![e],
         };
-        let response = self.authorizer.is_authorized(&request, set, &entities);
+        let bucket = index.bucket(capability);
+        if bucket.set.is_empty() {
+            return Decided {
+                allowed: false,
+                policies: Vec::new(),
+                failed: Vec::new(),
+            };
+        }
+        let subject = match self.subject(principal, capability) {
+            Ok(s) => s,
+            Err(e) => return failed(e),
+        };
+        let context = if bucket.reads_context {
+            match context() {
+                Ok(c) => c,
+                Err(e) => return failed(e),
+            }
+        } else {
+            Context::empty()
+        };
+        let request = match Request::new(
+            subject.principal.clone(),
+            subject.action.clone(),
+            subject.resource.clone(),
+            context,
+            None,
+        ) {
+            Ok(r) => r,
+            Err(e) => return failed(e.to_string()),
+        };
+        let response = self
+            .authorizer
+            .is_authorized(&request, &bucket.set, &subject.entities);
         let policies: Vec<String> = response
             .diagnostics()
             .reason()
@@ -416,7 +765,7 @@ pub struct Decided {
     pub failed: Vec<String>,
 }
 
-/// The action, resource and their types for a capability.
+/// The action, its group and the resource type for a capability.
 fn names(capability: &Capability<'_>) -> (String, &'static str, &'static str) {
     match capability.kind {
         Kind::Tool => (capability.name.to_string(), "tool", "wf::Tool"),
@@ -425,111 +774,114 @@ fn names(capability: &Capability<'_>) -> (String, &'static str, &'static str) {
     }
 }
 
-fn uid(ty: &str, id: &str) -> Value {
-    json!({"type": ty, "id": id})
-}
-
-fn parse_uid(ty: &str, id: &str) -> Result<EntityUid, String> {
-    EntityUid::from_json(uid(ty, id)).map_err(|e| e.to_string())
-}
-
-/// The request and entities of one decision.
-fn request(
-    principal: &Principal,
+/// A capability's attributes: source, kind, URI, tags and annotations (with
+/// the spec's defaults; a prompt or a resource only reads).
+fn capability_attrs(
     capability: &Capability<'_>,
-    context: Value,
-) -> Result<(Request, Entities), String> {
-    let (action, group, resource_type) = names(capability);
-    let groups: Vec<Value> = principal
-        .groups()
-        .into_iter()
-        .flatten()
-        .map(|g| uid("wf::Group", g))
-        .collect();
-    let uri = if capability.kind == Kind::Resource {
-        capability.name
-    } else {
-        ""
-    };
-    // Getting a prompt or reading a resource only reads.
+) -> Result<HashMap<String, RestrictedExpression>, String> {
     let read = json!({"readOnlyHint": true, "destructiveHint": false,
         "idempotentHint": true, "openWorldHint": false});
     let a = match capability.kind {
         Kind::Tool => capability.annotations,
         Kind::Prompt | Kind::Resource => Some(&read),
     };
-    let hints: Map<String, Value> = HINTS
+    let hints: Vec<(&str, bool)> = HINTS
         .iter()
         .map(|(h, d)| {
             let v = a.and_then(|a| a.get(*h)).and_then(Value::as_bool);
-            (h.to_string(), json!(v.unwrap_or(*d)))
+            (*h, v.unwrap_or(*d))
         })
         .collect();
-    let tags: Vec<&str> = TAGS
+    let tags = TAGS
         .iter()
-        .filter(|(h, _)| hints.get(*h) == Some(&Value::Bool(true)))
-        .map(|(_, t)| *t)
-        .collect();
-    let attrs = json!({"source": capability.source, "kind": capability.kind.name(),
-        "uri": uri, "tags": tags, "annotations": hints});
-    let entities = json!([
-        {"uid": uid("wf::Principal", principal.name()), "attrs": {"name": principal.name()}, "parents": groups},
-        {"uid": uid(resource_type, capability.name), "attrs": attrs, "parents": []},
-        {"uid": uid("wf::Action", &action), "attrs": {}, "parents": [uid("wf::Action", group)]},
-        {"uid": uid("wf::Action", group), "attrs": {}, "parents": []}
-    ]);
-    let entities = Entities::from_json_value(entities, None).map_err(|e| e.to_string())?;
-    let context = Context::from_json_value(context, None).map_err(|e| e.to_string())?;
-    let request = Request::new(
-        parse_uid("wf::Principal", principal.name())?,
-        parse_uid("wf::Action", &action)?,
-        parse_uid(resource_type, capability.name)?,
-        context,
-        None,
+        .filter(|(h, _)| hints.iter().any(|(n, v)| n == h && *v))
+        .map(|(_, t)| RestrictedExpression::new_string(t.to_string()));
+    let annotations = RestrictedExpression::new_record(
+        hints
+            .iter()
+            .map(|(h, v)| (h.to_string(), RestrictedExpression::new_bool(*v))),
     )
     .map_err(|e| e.to_string())?;
-    Ok((request, entities))
+    let uri = if capability.kind == Kind::Resource {
+        capability.name
+    } else {
+        ""
+    };
+    let string = |s: &str| RestrictedExpression::new_string(s.to_string());
+    Ok(HashMap::from([
+        ("source".to_string(), string(capability.source)),
+        ("kind".to_string(), string(capability.kind.name())),
+        ("uri".to_string(), string(uri)),
+        ("tags".to_string(), RestrictedExpression::new_set(tags)),
+        ("annotations".to_string(), annotations),
+    ]))
 }
 
 /// A JSON value as Cedar can hold it: numbers that are integers, strings,
-/// booleans, and sets and records of those.
-fn cedar_value(v: &Value) -> Option<Value> {
+/// booleans, and sets of those.
+fn cedar_value(v: &Value) -> Option<RestrictedExpression> {
     match v {
-        Value::String(_) | Value::Bool(_) => Some(v.clone()),
-        Value::Number(n) => n.as_i64().map(|i| json!(i)),
+        Value::String(s) => Some(RestrictedExpression::new_string(s.clone())),
+        Value::Bool(b) => Some(RestrictedExpression::new_bool(*b)),
+        Value::Number(n) => n.as_i64().map(RestrictedExpression::new_long),
         Value::Array(items) => items
             .iter()
             .map(cedar_value)
             .collect::<Option<Vec<_>>>()
-            .map(Value::Array),
+            .map(RestrictedExpression::new_set),
         Value::Object(_) | Value::Null => None,
     }
 }
 
-/// The context of a call: its arguments, client, transport and time (UTC).
-fn context_json(call: &Call<'_>) -> Value {
-    let arguments: Map<String, Value> = call
-        .arguments
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, v)| Some((k.clone(), cedar_value(v)?)))
-        .collect();
+/// A context: `arguments`, `client`, `transport` and `time` at `epoch` (UTC).
+fn context_of(
+    arguments: &Map<String, Value>,
+    client: &str,
+    transport: &str,
+    epoch: i64,
+) -> Result<Context, String> {
+    let arguments = RestrictedExpression::new_record(
+        arguments
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), cedar_value(v)?))),
+    )
+    .map_err(|e| e.to_string())?;
+    let long = RestrictedExpression::new_long;
+    let time = RestrictedExpression::new_record([
+        ("hour".to_string(), long((epoch / 3600) % 24)),
+        ("minute".to_string(), long((epoch / 60) % 60)),
+        // 1970-01-01 was a Thursday (4); 0 is Sunday.
+        ("weekday".to_string(), long((epoch / 86_400 + 4) % 7)),
+        ("epoch".to_string(), long(epoch)),
+    ])
+    .map_err(|e| e.to_string())?;
+    Context::from_pairs([
+        ("arguments".to_string(), arguments),
+        (
+            "client".to_string(),
+            RestrictedExpression::new_string(client.to_string()),
+        ),
+        (
+            "transport".to_string(),
+            RestrictedExpression::new_string(transport.to_string()),
+        ),
+        ("time".to_string(), time),
+    ])
+    .map_err(|e| e.to_string())
+}
+
+/// The context of a call: its arguments, client, transport and time (now, UTC).
+fn call_context(call: &Call<'_>) -> Result<Context, String> {
     let epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
-    json!({
-        "arguments": arguments,
-        "client": call.client.unwrap_or(""),
-        "transport": call.transport.name(),
-        "time": {
-            "hour": (epoch / 3600) % 24,
-            "minute": (epoch / 60) % 60,
-            // 1970-01-01 was a Thursday (4); 0 is Sunday.
-            "weekday": (epoch / 86_400 + 4) % 7,
-            "epoch": epoch
-        }
-    })
+    let none = Map::new();
+    context_of(
+        call.arguments.as_object().unwrap_or(&none),
+        call.client.unwrap_or(""),
+        call.transport.name(),
+        epoch,
+    )
 }
 
 /// The refusal for a denied call: the deciding policy's id and its `@reason`.
@@ -593,9 +945,7 @@ impl Authorize for Policies {
     }
 
     fn may_list(&self, principal: &Principal, capability: &Capability<'_>) -> bool {
-        let context = json!({"arguments": {}, "client": "", "transport": "",
-            "time": {"hour": 0, "minute": 0, "weekday": 0, "epoch": 0}});
-        self.decide_with(&self.listing, principal, capability, context)
+        self.decide_in(&self.listing, principal, capability, listing_context)
             .allowed
     }
 }
@@ -662,4 +1012,294 @@ pub fn test_requests(policies: &Policies, requests: &[Value]) -> Vec<Value> {
             out
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The split evaluation decides as Cedar does over the whole set, with
+    //! the request built from JSON (the straightforward way), on random
+    //! policies and requests.
+
+    use super::*;
+    use crate::pipeline::{Entry, Transport};
+
+    /// A small deterministic generator (xorshift), so a failure reproduces.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+        fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+            items[self.below(items.len())]
+        }
+    }
+
+    const TOOLS: [&str; 4] = ["t0", "t1", "t2", "t3"];
+
+    fn catalog() -> CatalogShape {
+        let schema = json!({"type": "object", "properties": {
+            "repo": {"type": "string"}, "n": {"type": "integer"}}, "required": ["repo"]});
+        CatalogShape {
+            tools: TOOLS
+                .iter()
+                .map(|t| ToolShape {
+                    name: t.to_string(),
+                    source: "s".into(),
+                    input_schema: schema.clone(),
+                })
+                .collect(),
+            prompts: vec![PromptShape {
+                name: "review".into(),
+                arguments: vec![("code".into(), false)],
+            }],
+        }
+    }
+
+    fn random_policy(r: &mut Rng) -> String {
+        let effect = r.pick(&["permit", "permit", "forbid"]);
+        let principal = r.pick(&[
+            "principal",
+            "principal == wf::Principal::\"alice\"",
+            "principal == wf::Principal::\"bob\"",
+            "principal in wf::Group::\"support\"",
+            "principal in wf::Group::\"ci\"",
+        ]);
+        let tool = r.pick(&TOOLS);
+        let other = r.pick(&TOOLS);
+        let action = match r.below(7) {
+            0 => "action".to_string(),
+            1 | 2 => format!("action == wf::Action::\"{tool}\""),
+            3 => format!("action in [wf::Action::\"{tool}\", wf::Action::\"{other}\"]"),
+            4 => "action in wf::Action::\"tool\"".to_string(),
+            5 => "action == wf::Action::\"prompt:review\"".to_string(),
+            _ => "action == wf::Action::\"read_resource\"".to_string(),
+        };
+        let resource = match r.below(6) {
+            0..=2 => "resource".to_string(),
+            3 => format!("resource == wf::Tool::\"{}\"", r.pick(&TOOLS)),
+            4 => format!(
+                "resource == wf::Resource::\"{}\"",
+                r.pick(&["file:///a", "file:///b"])
+            ),
+            _ => "resource is wf::Tool".to_string(),
+        };
+        let condition = r.pick(&[
+            "",
+            "when { context.transport == \"http\" }",
+            "unless { context.arguments.repo like \"acme/*\" }",
+            "when { context.arguments has n && context.arguments.n > 3 }",
+            "when { resource.annotations.destructiveHint }",
+            "when { resource.tags.contains(\"read_only\") }",
+            "when { principal.name == \"carol\" }",
+            "when { context.time.hour < 24 }",
+        ]);
+        format!("{effect}({principal}, {action}, {resource}) {condition};\n")
+    }
+
+    /// The straightforward request: entities and context from JSON.
+    fn plain_request(call: &Call<'_>) -> (Request, Entities) {
+        let c = &call.capability;
+        let (action, group, resource_type) = names(c);
+        let uid = |ty: &str, id: &str| json!({"type": ty, "id": id});
+        let groups: Vec<Value> = call
+            .principal
+            .groups()
+            .into_iter()
+            .flatten()
+            .map(|g| uid("wf::Group", g))
+            .collect();
+        let read = json!({"readOnlyHint": true, "destructiveHint": false,
+            "idempotentHint": true, "openWorldHint": false});
+        let a = match c.kind {
+            Kind::Tool => c.annotations,
+            _ => Some(&read),
+        };
+        let hints: Map<String, Value> = HINTS
+            .iter()
+            .map(|(h, d)| {
+                let v = a.and_then(|a| a.get(*h)).and_then(Value::as_bool);
+                (h.to_string(), json!(v.unwrap_or(*d)))
+            })
+            .collect();
+        let tags: Vec<&str> = TAGS
+            .iter()
+            .filter(|(h, _)| hints.get(*h) == Some(&Value::Bool(true)))
+            .map(|(_, t)| *t)
+            .collect();
+        let uri = if c.kind == Kind::Resource { c.name } else { "" };
+        let attrs = json!({"source": c.source, "kind": c.kind.name(), "uri": uri,
+            "tags": tags, "annotations": hints});
+        let name = call.principal.name();
+        let entities = Entities::from_json_value(
+            json!([
+                {"uid": uid("wf::Principal", name), "attrs": {"name": name}, "parents": groups},
+                {"uid": uid(resource_type, c.name), "attrs": attrs, "parents": []},
+                {"uid": uid("wf::Action", &action), "attrs": {}, "parents": [uid("wf::Action", group)]},
+                {"uid": uid("wf::Action", group), "attrs": {}, "parents": []}
+            ]),
+            None,
+        )
+        .unwrap();
+        let arguments: Map<String, Value> = call
+            .arguments
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, v)| cedar_value(v).is_some())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let context = Context::from_json_value(
+            json!({"arguments": arguments, "client": call.client.unwrap_or(""),
+                "transport": call.transport.name(),
+                "time": {"hour": (epoch / 3600) % 24, "minute": (epoch / 60) % 60,
+                    "weekday": (epoch / 86_400 + 4) % 7, "epoch": epoch}}),
+            None,
+        )
+        .unwrap();
+        let parse = |v: Value| EntityUid::from_json(v).unwrap();
+        let request = Request::new(
+            parse(uid("wf::Principal", name)),
+            parse(uid("wf::Action", &action)),
+            parse(uid(resource_type, c.name)),
+            context,
+            None,
+        )
+        .unwrap();
+        (request, entities)
+    }
+
+    fn plain(policies: &Policies, call: &Call<'_>) -> (bool, Vec<String>, bool) {
+        let (request, entities) = plain_request(call);
+        let response = Authorizer::new().is_authorized(&request, &policies.calls.set, &entities);
+        let mut ids: Vec<String> = response
+            .diagnostics()
+            .reason()
+            .map(ToString::to_string)
+            .collect();
+        ids.sort();
+        let failed = response.diagnostics().errors().next().is_some();
+        (
+            response.decision() == Decision::Allow && !failed,
+            ids,
+            failed,
+        )
+    }
+
+    #[test]
+    fn split_evaluation_decides_as_the_whole_set_on_random_requests() {
+        let mut r = Rng(0x5eed_1234_abcd_0042);
+        let catalog = catalog();
+        let (mut checked, mut allowed, mut evaluated, mut all) = (0, 0, 0, 0);
+        for round in 0..40 {
+            let mut text = String::new();
+            let mut n = 0;
+            let want = 1 + r.below(30);
+            while n < want {
+                let p = random_policy(&mut r);
+                // Keep only what validates (some scopes are impossible).
+                if Policies::from_texts(&[("f".into(), p.clone())], &catalog).is_ok() {
+                    text.push_str(&format!("@id(\"r{round}p{n}\")\n{p}"));
+                    n += 1;
+                }
+            }
+            let policies = Policies::from_texts(&[("f".into(), text.clone())], &catalog).unwrap();
+            for _ in 0..60 {
+                let groups: Vec<String> = match r.below(3) {
+                    0 => Vec::new(),
+                    1 => vec!["support".into()],
+                    _ => vec!["ci".into(), "support".into()],
+                };
+                let who = Principal::with_groups(r.pick(&["alice", "bob", "carol"]), groups);
+                let annotations = match r.below(3) {
+                    0 => None,
+                    1 => Some(json!({"destructiveHint": false, "readOnlyHint": true})),
+                    _ => Some(json!({"destructiveHint": true})),
+                };
+                let (kind, name) = match r.below(6) {
+                    0 => (Kind::Prompt, "review"),
+                    1 => (
+                        Kind::Resource,
+                        r.pick(&["file:///a", "file:///b", "file:///c"]),
+                    ),
+                    _ => (Kind::Tool, r.pick(&TOOLS)),
+                };
+                let arguments = match r.below(4) {
+                    0 => json!({"repo": "acme/web"}),
+                    1 => json!({"repo": "other/x", "n": 5}),
+                    2 => json!({"repo": "acme/y", "n": 1, "extra": {"nested": true}}),
+                    _ => json!({"repo": "z"}),
+                };
+                let call = Call {
+                    entry: Entry::ToolsCall,
+                    principal: &who,
+                    capability: Capability {
+                        kind,
+                        source: "s",
+                        name,
+                        annotations: annotations.as_ref(),
+                    },
+                    arguments: &arguments,
+                    client: Some("c"),
+                    client_version: None,
+                    transport: if r.below(2) == 0 {
+                        Transport::Http
+                    } else {
+                        Transport::Stdio
+                    },
+                };
+                let expected = plain(&policies, &call);
+                // Twice: the second decision comes from the caches.
+                for _ in 0..2 {
+                    let fast = policies.decide(&call);
+                    let mut ids = fast.policies.clone();
+                    ids.sort();
+                    assert_eq!(
+                        (fast.allowed, ids, !fast.failed.is_empty()),
+                        expected.clone(),
+                        "policies:\n{text}\ncall: {call:?}"
+                    );
+                }
+                allowed += usize::from(expected.0);
+                evaluated += policies
+                    .calls
+                    .bucket(&call.capability)
+                    .set
+                    .policies()
+                    .count();
+                all += policies.len();
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 40 * 60);
+        // Not a degenerate mix: both outcomes, and the split leaves policies out.
+        assert!(
+            allowed > checked / 10 && allowed < checked * 9 / 10,
+            "{allowed}"
+        );
+        assert!(evaluated < all / 2, "{evaluated} of {all}");
+    }
+
+    #[test]
+    fn a_capability_no_policy_names_is_denied_without_evaluation() {
+        let text = "@id(\"only-t1\")\npermit(principal, action == wf::Action::\"t1\", resource);\n";
+        let policies = Policies::from_texts(&[("f".into(), text.into())], &catalog()).unwrap();
+        let who = Principal::named("alice");
+        let cap = |name| Capability {
+            kind: Kind::Tool,
+            source: "s",
+            name,
+            annotations: None,
+        };
+        assert!(policies.calls.bucket(&cap("t0")).set.is_empty());
+        assert!(!policies.may_list(&who, &cap("t0")));
+        assert!(policies.may_list(&who, &cap("t1")));
+    }
 }
