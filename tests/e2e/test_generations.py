@@ -68,13 +68,13 @@ def client(
     return wf.http_client(wf.start_http("127.0.0.1", None, "--config", str(config)), mode, **kw)
 
 
-async def spoken(c: Client) -> str:
+async def spoken(c: Client, setting: str = "auto") -> str:
     """The generation wf speaks to source `ts` (admin `list_sources`, served over stdio)."""
     with anyio.fail_after(OP_TIMEOUT):
         while True:
             row = (await sources_by_name(c))["ts"]["protocol"]
             if row and row["spoken"]:
-                assert row["setting"] == "auto", row
+                assert row["setting"] == setting, row
                 return row["spoken"]
             await anyio.sleep(0.1)
 

@@ -12,12 +12,19 @@
 //   roots        asks for the client's roots and returns their URIs as JSON
 //   progress     sends `steps` progress notifications, `gap_ms` (default 50) apart, when the call has a progress token
 //   touch        says `notifications/resources/updated` for its `uri` argument
+//   sample_push  asks the client's model with a request mid-call, as servers written for
+//                2025-11-25 do: only a 2025-11-25 session carries it (the SDK refuses it
+//                on 2026-07-28, as the conformance suite's reference server's 2026 path does)
+//   log          logs one line at each of debug, info and warning
+//   meta         returns the request's `_meta` keys outside `io.modelcontextprotocol/`, and
+//                a `_meta` of its own on the result
 //
-// Resource `test://watched` (subscribable), prompt `greet` with a completable argument.
+// Resource `test://watched` (subscribable), prompt `greet` with a completable argument,
+// prompt `refuse`, which fails with a JSON-RPC error carrying a code and `data`.
 
 import http from 'node:http';
 
-import { McpServer, inputRequired, completable, createMcpHandler } from '@modelcontextprotocol/server';
+import { McpServer, ProtocolError, inputRequired, completable, createMcpHandler } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import * as z from 'zod';
 
@@ -129,6 +136,39 @@ server.registerTool(
     return text(`touched ${uri}`);
   }
 );
+
+server.registerTool(
+  'sample_push',
+  { description: 'Asks the client to sample a message, with a request mid-call', inputSchema: z.object({ prompt: z.string() }) },
+  async ({ prompt }, ctx) => {
+    try {
+      const answer = await ctx.mcpReq.requestSampling({
+        messages: [{ role: 'user', content: { type: 'text', text: prompt } }],
+        maxTokens: 50
+      });
+      const content = Array.isArray(answer.content) ? answer.content[0] : answer.content;
+      return text(`sampled: ${content?.text}`);
+    } catch (e) {
+      return { content: [{ type: 'text', text: `sampling failed: ${e.message}` }], isError: true };
+    }
+  }
+);
+
+server.registerTool('log', { description: 'Logs three lines', inputSchema: z.object({}) }, async (_args, ctx) => {
+  for (const level of ['debug', 'info', 'warning']) await ctx.mcpReq.log(level, `${level} line`, 'ts');
+  return text('logged');
+});
+
+server.registerTool('meta', { description: "Echoes the request's _meta", inputSchema: z.object({}) }, async (_args, ctx) => {
+  const meta = Object.fromEntries(
+    Object.entries(ctx.mcpReq._meta ?? {}).filter(([k]) => !k.startsWith('io.modelcontextprotocol/') && k !== 'progressToken')
+  );
+  return { ...text(JSON.stringify(meta)), _meta: { 'example.com/upstream': 'from the upstream' } };
+});
+
+server.registerPrompt('refuse', { description: 'Always fails', argsSchema: z.object({}) }, async () => {
+  throw new ProtocolError(-32050, 'the upstream refuses', { reason: 'test', n: 1 });
+});
 
 server.registerResource('watched', WATCHED, { description: 'A resource to subscribe to' }, async uri => ({
   contents: [{ uri: uri.href, text: 'watched' }]

@@ -6,6 +6,7 @@
 mod deadlines;
 mod forwarding;
 mod listen;
+mod request_meta;
 mod tasks;
 mod tasks_2025;
 mod tool_result;
@@ -310,7 +311,10 @@ impl Runtime {
             {
                 self.too_large()
             }
-            ServiceError::McpError(m) => {
+            ServiceError::McpError(mut m) => {
+                // Passed on to the client as it is (code, message, data):
+                // never with a secret of wf's the upstream quoted.
+                m.message = crate::oauth::redact(&self.config, &m.message).into();
                 PluginError::upstream(format!("upstream error {}: {}", m.code.0, m.message))
                     .with_data(json!({"mcp_error": m}))
             }
@@ -378,6 +382,7 @@ impl Runtime {
         let mut traced = ctx.and_then(|c| trace::Upstream::start(c, &mut request, &self.source));
         let expect = expect.or_else(|| ctx.and_then(|c| c.scope().expect_epoch));
         let (peer, client, epoch) = self.peer(expect).await?;
+        let meta = request_meta::forwarded(ctx, listen::is_modern(&peer), meta);
         let _in_flight = InFlight::new(&self.in_flight);
         // The call's caller answers what the upstream asks back meanwhile.
         let caller = ctx.map(|c| client.callers.register(c));

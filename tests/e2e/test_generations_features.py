@@ -1,0 +1,118 @@
+"""More cells of the generation matrix (docs/operator-manual.md, "Generation matrix"),
+against the same TypeScript-SDK upstream as test_generations.py
+(`ts_generations_upstream.mjs`): which generation `protocol = "auto"` speaks to an
+upstream that serves some input only to one of them, log messages and their levels,
+`_meta` both ways, and a JSON-RPC error's code and `data`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from caller_support import SAMPLED, Answerer
+from conftest import Wf, call_outcome, content_text, wait_listed
+from test_generations import OP_TIMEOUT, client, node, spoken  # noqa: F401  (node: a fixture)
+
+pytestmark = pytest.mark.anyio
+
+
+async def sampled(c: Client, tool: str) -> str | None:
+    """The tool's text when it sampled, or None when the call failed (either way)."""
+    with anyio.fail_after(OP_TIMEOUT):
+        r, err = await call_outcome(c, tool, {"prompt": "say something"})
+    if err is not None:
+        return None
+    return content_text(r.content)
+
+
+# Which input an upstream serves in which generation, through wf with the default
+# `auto` and with `protocol = "2025-11-25"` pinned. The SDK's HTTP handler serves
+# 2025-11-25 statelessly (no mid-call requests), and its 2026-07-28 serving refuses
+# the push-style request servers written for 2025-11-25 make: neither generation
+# carries everything, which is why `auto` keeps 2026-07-28 (the manual's "How `auto`
+# decides"). `None`: the call fails, visibly.
+SERVED = {
+    # (upstream, protocol): (`sample`, input-required round; `sample_push`, request mid-call)
+    ("stdio", None): (True, False),
+    ("stdio", "2025-11-25"): (True, True),
+    ("http-auto", None): (True, False),
+    ("http-auto", "2025-11-25"): (False, False),
+}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize(("upstream", "protocol"), list(SERVED))
+async def test_which_sampling_each_generation_carries(
+    wf: Wf, node: str, upstream: str, protocol: str | None, mode: str
+) -> None:
+    """The upstream's sampling, asked in a round (`sample`) and with a request mid-call
+    (`sample_push`), reaches a client of either generation exactly where the generation
+    wf speaks to the upstream carries it; where it does not, the call fails with the
+    upstream's words, it is not dropped in silence."""
+    a = Answerer()
+    extra: dict[str, Any] = {"protocol": protocol} if protocol else {}
+    if (upstream, protocol) == ("http-auto", "2025-11-25"):
+        # Its stateless 2025-11-25 serving sends the request but cannot take the
+        # answer (a fresh instance gets it): the call would wait for ever.
+        extra["call_timeout_ms"] = 3000
+    async with client(wf, node, upstream, "stdio", mode, extra, **a.callbacks()) as c:
+        await wait_listed(c, "ts__sample_push")
+        got = (await sampled(c, "ts__sample"), await sampled(c, "ts__sample_push"))
+        assert await spoken(c, protocol or "auto") == (protocol or "2026-07-28")
+    want = SERVED[(upstream, protocol)]
+    assert got == tuple(f"sampled: {SAMPLED}" if w else None for w in want), got
+    assert len(a.samplings) == sum(want), a.samplings
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("upstream", ["stdio", "http-sse"])
+async def test_log_messages_reach_the_client_at_its_level(wf: Wf, node: str, upstream: str, mode: str) -> None:
+    """The upstream's log lines during a call reach the calling client, filtered by the
+    level it set (`logging/setLevel` for a 2025-11-25 client, the request's log level
+    for a 2026-07-28 one)."""
+    a = Answerer()
+    kw: dict[str, Any] = a.callbacks()
+    if mode == "auto":
+        kw["log_level"] = "info"
+    async with client(wf, node, upstream, "stdio", mode, **kw) as c:
+        await wait_listed(c, "ts__log")
+        with anyio.fail_after(OP_TIMEOUT):
+            if mode == "legacy":
+                await c.set_logging_level("info")
+            r = await c.call_tool("ts__log", {})
+        assert content_text(r.content) == "logged", r
+        await a.wait_logs(2, timeout=OP_TIMEOUT)
+    assert sorted((m.level, m.data) for m in a.logs) == [("info", "info line"), ("warning", "warning line")], a.logs
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("upstream", ["stdio", "http-auto"])
+async def test_meta_crosses_both_ways(wf: Wf, node: str, upstream: str, mode: str) -> None:
+    """A call's own `_meta` keys reach the upstream, and the result's `_meta` the client."""
+    async with client(wf, node, upstream, "stdio", mode) as c:
+        await wait_listed(c, "ts__meta")
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("ts__meta", {}, meta={"example.com/trace": "abc"})
+    assert not r.is_error, r
+    assert json.loads(content_text(r.content)) == {"example.com/trace": "abc"}, r
+    assert (r.meta or {}).get("example.com/upstream") == "from the upstream", r.meta
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("upstream", ["stdio", "http-auto"])
+async def test_an_error_keeps_its_code_and_data(wf: Wf, node: str, upstream: str, mode: str) -> None:
+    """A JSON-RPC error of the upstream (its prompt `refuse`) reaches the client with
+    its code, message and `data`."""
+    async with client(wf, node, upstream, "stdio", mode) as c:
+        await wait_listed(c, "ts__sample")
+        with anyio.fail_after(OP_TIMEOUT), pytest.raises(MCPError) as e:
+            await c.get_prompt("ts__refuse", {})
+    assert e.value.code == -32050, e.value
+    assert "the upstream refuses" in e.value.message, e.value
+    assert e.value.data == {"reason": "test", "n": 1}, e.value.data
