@@ -5,6 +5,7 @@
 mod callers;
 pub mod client;
 pub mod opener;
+pub mod parked;
 pub mod pending_logs;
 pub mod progress;
 pub(crate) mod rounds;
