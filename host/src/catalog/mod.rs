@@ -3,6 +3,7 @@
 //! is screened on its way in by the sources ([`screen`]): only valid
 //! capabilities are served.
 
+pub mod embed;
 pub mod probe;
 pub mod search;
 pub mod synonyms;

@@ -21,6 +21,11 @@
 //!   ([`NAME_FIT`]): `geocode` over `reverse_geocode` for "geocode";
 //! - wf's own tools (a source named `wf` or `wf.*`) rank after every other
 //!   match unless the query names them ("wf", "std", "workflow").
+//!
+//! With a semantic ranker configured (embed.rs), [`Index::search_blended`]
+//! fuses this ranking with the tools nearest the query's vector by
+//! reciprocal rank ([`RRF_K`], [`LEX_DEPTH`], [`SEM_DEPTH`], [`SEM_WEIGHT`]:
+//! tuned on bench/retrieval/queries.json only; intent.json is held out).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock};
@@ -46,6 +51,16 @@ pub const NAME_FIT: f32 = 0.3;
 /// Below this share of the query matched, a hit is not a good match
 /// (`wf_find` then says so and lists the sources).
 pub const GOOD_MATCH: f32 = 0.34;
+
+/// Reciprocal-rank fusion: a ranking's `r`-th item (0-based) adds
+/// `weight / (RRF_K + r)`.
+pub const RRF_K: f32 = 60.0;
+/// How many lexical matches enter the fusion.
+pub const LEX_DEPTH: usize = 10;
+/// How many of the nearest tools by vector enter the fusion.
+pub const SEM_DEPTH: usize = 50;
+/// The semantic ranking's weight in the fusion (the lexical one's is 1).
+pub const SEM_WEIGHT: f32 = 1.0;
 
 /// Words that carry no meaning in a query or a description.
 const STOP: &[&str] = &[
@@ -295,6 +310,8 @@ pub struct Index {
     df: HashMap<String, (u32, Vec<u32>)>,
     n_docs: usize,
     avg_len: f32,
+    /// key → global document.
+    by_key: HashMap<String, u32>,
 }
 
 impl Index {
@@ -311,6 +328,12 @@ impl Index {
                 e.1.push(i as u32);
             }
         }
+        let by_key = segments
+            .iter()
+            .flat_map(|s| s.docs.iter())
+            .enumerate()
+            .map(|(i, d)| (d.key.clone(), i as u32))
+            .collect();
         let avg_len = if n_docs == 0 {
             1.0
         } else {
@@ -322,6 +345,7 @@ impl Index {
             df,
             n_docs,
             avg_len,
+            by_key,
         }
     }
 
@@ -403,15 +427,12 @@ impl Index {
         out
     }
 
-    /// The best `limit` documents for `query` that `keep` accepts, best
-    /// first (ties in index order). Documents that share no word with the
-    /// query (or a synonym of one) are not returned; wf's own tools come
-    /// after every other match unless the query asks for them.
-    pub fn search(&self, query: &str, limit: usize, keep: impl Fn(&Hit) -> bool) -> Vec<Hit<'_>> {
+    /// Every document `query` matches lexically, best first, as (ranked
+    /// after the others: a host tool not asked for; document; score;
+    /// confidence).
+    fn ranked(&self, query: &str) -> Vec<(bool, usize, f32, f32)> {
         let terms = query_terms(query);
-        let wants_host = terms
-            .iter()
-            .any(|(t, w)| *w >= 1.0 && HOST_WORDS.contains(&t.as_str()));
+        let wants_host = self.wants_host(&terms);
         let mut ranked: Vec<(bool, usize, f32, f32)> = self
             .score(&terms)
             .into_iter()
@@ -421,8 +442,22 @@ impl Index {
             })
             .collect();
         ranked.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.total_cmp(&a.2)).then(a.1.cmp(&b.1)));
+        ranked
+    }
+
+    fn wants_host(&self, terms: &[(String, f32)]) -> bool {
+        terms
+            .iter()
+            .any(|(t, w)| *w >= 1.0 && HOST_WORDS.contains(&t.as_str()))
+    }
+
+    /// The best `limit` documents for `query` that `keep` accepts, best
+    /// first (ties in index order). Documents that share no word with the
+    /// query (or a synonym of one) are not returned; wf's own tools come
+    /// after every other match unless the query asks for them.
+    pub fn search(&self, query: &str, limit: usize, keep: impl Fn(&Hit) -> bool) -> Vec<Hit<'_>> {
         let mut out = Vec::with_capacity(limit);
-        for (_, i, score, confidence) in ranked {
+        for (_, i, score, confidence) in self.ranked(query) {
             if out.len() >= limit {
                 break;
             }
@@ -438,6 +473,85 @@ impl Index {
             }
         }
         out
+    }
+
+    /// [`Self::search`] fused with `nearest`, the tools nearest the query's
+    /// vector (key, cosine), best first: reciprocal-rank fusion of the first
+    /// [`LEX_DEPTH`] lexical matches and the first [`SEM_DEPTH`] nearest
+    /// that `keep` accepts. A hit's confidence is the larger of its lexical
+    /// confidence and its cosine; its score is the fused one. wf's own
+    /// tools still come last unless asked for. Keys not in the index are
+    /// ignored.
+    pub fn search_blended(
+        &self,
+        query: &str,
+        nearest: &[(&str, f32)],
+        limit: usize,
+        keep: impl Fn(&Hit) -> bool,
+    ) -> Vec<Hit<'_>> {
+        let terms = query_terms(query);
+        let wants_host = self.wants_host(&terms);
+        // document → (fused score, confidence)
+        let mut fused: HashMap<usize, (f32, f32)> = HashMap::new();
+        let mut rank = 0usize;
+        for (_, d, score, confidence) in self.ranked(query) {
+            if rank >= LEX_DEPTH {
+                break;
+            }
+            let doc = self.doc(d);
+            let hit = Hit {
+                key: &doc.key,
+                source: &doc.source,
+                score,
+                confidence,
+            };
+            if keep(&hit) {
+                fused.insert(d, (1.0 / (RRF_K + rank as f32), confidence));
+                rank += 1;
+            }
+        }
+        let mut rank = 0usize;
+        for (key, cos) in nearest {
+            if rank >= SEM_DEPTH {
+                break;
+            }
+            let Some(&d) = self.by_key.get(*key) else {
+                continue;
+            };
+            let d = d as usize;
+            let doc = self.doc(d);
+            let cos = cos.clamp(0.0, 1.0);
+            let hit = Hit {
+                key: &doc.key,
+                source: &doc.source,
+                score: cos,
+                confidence: cos,
+            };
+            if keep(&hit) {
+                let e = fused.entry(d).or_default();
+                e.0 += SEM_WEIGHT / (RRF_K + rank as f32);
+                e.1 = e.1.max(cos);
+                rank += 1;
+            }
+        }
+        let mut ranked: Vec<(bool, usize, f32, f32)> = fused
+            .into_iter()
+            .map(|(d, (s, c))| (!wants_host && self.doc(d).host, d, s, c))
+            .collect();
+        ranked.sort_by(|a, b| a.0.cmp(&b.0).then(b.2.total_cmp(&a.2)).then(a.1.cmp(&b.1)));
+        ranked
+            .into_iter()
+            .take(limit)
+            .map(|(_, d, score, confidence)| {
+                let doc = self.doc(d);
+                Hit {
+                    key: &doc.key,
+                    source: &doc.source,
+                    score,
+                    confidence,
+                }
+            })
+            .collect()
     }
 
     fn doc(&self, i: usize) -> &Doc {
@@ -669,6 +783,41 @@ mod tests {
             index.search("echo a message", 3, |_| true)[0].key,
             "everything__echo"
         );
+    }
+
+    #[test]
+    fn the_blend_finds_what_shares_no_word_and_keeps_lexical_hits() {
+        let index = Index::new(vec![
+            Arc::new(Segment::build(&[
+                doc("web__screenshot", "web", "Capture the browser viewport"),
+                doc("web__navigate", "web", "Open a page in the browser"),
+                doc("fs__read_file", "fs", "Read a file"),
+            ])),
+            Arc::new(Segment::build(&[doc(
+                "wf_std__sleep",
+                "wf.std",
+                "Sleep for a while",
+            )])),
+        ]);
+        let q = "freeze this moment visually";
+        assert!(index.search(q, 5, |_| true).is_empty());
+        let nearest = [
+            ("wf_std__sleep", 0.7),
+            ("web__screenshot", 0.62),
+            ("gone__tool", 0.9),
+            ("fs__read_file", 0.1),
+        ];
+        let hits = index.search_blended(q, &nearest, 5, |_| true);
+        let keys: Vec<&str> = hits.iter().map(|h| h.key).collect();
+        // The host tool, though nearest, is not asked for; a vanished key is ignored.
+        assert_eq!(keys, ["web__screenshot", "fs__read_file", "wf_std__sleep"]);
+        assert!(hits[0].is_good() && (hits[0].confidence - 0.62).abs() < 1e-6);
+        // A lexical match with no vector still ranks; `keep` filters both.
+        let hits = index.search_blended("open a page", &nearest, 5, |h| h.source != "wf.std");
+        let keys: Vec<&str> = hits.iter().map(|h| h.key).collect();
+        assert_eq!(keys.len(), 3, "{keys:?}");
+        assert!(keys[..2].contains(&"web__navigate"), "{keys:?}");
+        assert!(!keys.contains(&"wf_std__sleep"));
     }
 
     #[test]

@@ -81,6 +81,13 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
         crate::server::mcp::catalog_view::CatalogView::from_config(server)
             .map_err(|e| anyhow::anyhow!("{label}: {e}"))?,
     );
+    if let Some(e) = &server.catalog.embeddings {
+        let semantic = crate::catalog::embed::Semantic::new(e, Some(app.store.clone()))
+            .map_err(|e| anyhow::anyhow!("{label}: server.catalog.embeddings: {e}"))?;
+        let semantic = std::sync::Arc::new(semantic);
+        crate::server::mcp::semantic::follow(app.clone(), semantic.clone());
+        surfaces.semantic = Some(semantic);
+    }
     let http = args.http.clone().or_else(|| server.http.clone());
     let result = match http {
         None => serve_stdio_at(app.clone(), surfaces.clone(), args.endpoint.clone()).await,

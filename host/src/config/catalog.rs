@@ -41,6 +41,39 @@ pub struct CatalogConfig {
     /// `list_changed` notification).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_found: Option<bool>,
+    /// The semantic ranker's embeddings endpoint (`[server.catalog]` only;
+    /// a token's or group's is ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embeddings: Option<EmbeddingsConfig>,
+}
+
+/// `[server.catalog] embeddings`: an OpenAI-compatible `/v1/embeddings`
+/// endpoint whose vectors `wf_find` blends with its lexical ranking.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingsConfig {
+    /// The full URL, e.g. `http://127.0.0.1:11434/v1/embeddings`.
+    pub endpoint: String,
+    /// The `model` sent with every request (and part of the cache key).
+    pub model: String,
+    /// The environment variable holding a bearer token, if the endpoint needs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// How long a query's embedding may take before `wf_find` answers
+    /// lexically (default 1500).
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// How long one batch of tool texts may take at discovery (default 120000).
+    #[serde(default = "default_batch_timeout_ms")]
+    pub batch_timeout_ms: u64,
+}
+
+fn default_timeout_ms() -> u64 {
+    1_500
+}
+
+fn default_batch_timeout_ms() -> u64 {
+    120_000
 }
 
 pub const DEFAULT_AUTO_THRESHOLD: usize = 40;
@@ -55,6 +88,7 @@ impl CatalogConfig {
             max_schema_bytes: self.max_schema_bytes.or(base.max_schema_bytes),
             pinned: self.pinned.clone().or_else(|| base.pinned.clone()),
             keep_found: self.keep_found.or(base.keep_found),
+            embeddings: base.embeddings.clone(),
         }
     }
 

@@ -49,6 +49,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("migrations/0005_audit.sql"),
         postgres: include_str!("migrations/0005_audit.sql"),
     },
+    Migration {
+        version: 6,
+        name: "tool embeddings",
+        sqlite: include_str!("migrations/0006_tool_embeddings.sql"),
+        postgres: include_str!("migrations/0006_tool_embeddings.sql"),
+    },
 ];
 
 /// The schema version this build writes.

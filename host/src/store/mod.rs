@@ -24,6 +24,7 @@ mod run_tasks;
 pub use run_tasks::RunTaskRow;
 mod tls;
 mod usage;
+mod embeddings;
 
 use db::{Db, Row, args};
 pub use leases::LeaseTimes;

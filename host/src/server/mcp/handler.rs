@@ -298,6 +298,15 @@ impl WfServer {
         let endpoint = self.endpoint(context)?;
         self.app.projection_ready().await;
         let (proj, index) = self.app.projector.tool_index();
+        // With a semantic ranker, the query's vector (none: lexical only).
+        let query = args.get("query").and_then(Value::as_str).unwrap_or("");
+        let near = match &self.surfaces.semantic {
+            Some(s) if name == meta_tools::FIND && !query.trim().is_empty() => s.query(query).await,
+            _ => None,
+        };
+        let nearest = near
+            .as_ref()
+            .map(|(v, q)| v.nearest(q, crate::catalog::search::SEM_DEPTH));
         // wf_find and wf_describe never reveal what no call could be permitted.
         let usable = |_: &str, name: &str| {
             proj.tool(name)
@@ -310,9 +319,9 @@ impl WfServer {
         let view = endpoint.as_ref().map(|e| e.view(&proj));
         let answer = match (name == meta_tools::FIND, &view) {
             (true, Some(v)) => endpoint_route::find(v, usable, |on| {
-                meta_tools::find(&proj, &index, args, on)
+                meta_tools::find(&proj, &index, nearest.as_deref(), args, on)
             }),
-            (true, None) => meta_tools::find(&proj, &index, args, usable),
+            (true, None) => meta_tools::find(&proj, &index, nearest.as_deref(), args, usable),
             (false, Some(v)) => endpoint_route::describe(v, args, usable).map(|d| (d, Vec::new())),
             (false, None) => meta_tools::describe(&proj, args, usable).map(|d| (d, Vec::new())),
         }

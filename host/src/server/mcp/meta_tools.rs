@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use serde_json::{Value, json};
 use wf_plugin_api::Tool;
 
-use crate::catalog::search::Index;
+use crate::catalog::search::{Hit, Index};
 use crate::projection::Projection;
 
 pub const FIND: &str = "wf_find";
@@ -153,10 +153,12 @@ pub fn hit(name: &str, source: &str, tool: &Tool) -> Value {
 
 /// `wf_find`: the best matches for `args.query` among the tools `usable`
 /// accepts (the caller's allow and deny lists), as a JSON result, and their
-/// names.
+/// names. `nearest`: the tools nearest the query's vector, when a semantic
+/// ranker answered (blended with the lexical ranking).
 pub fn find(
     proj: &Projection,
     index: &Index,
+    nearest: Option<&[(&str, f32)]>,
     args: &Value,
     usable: impl Fn(&str, &str) -> bool,
 ) -> Result<(Value, Vec<String>), String> {
@@ -187,9 +189,12 @@ pub fn find(
         .get("limit")
         .and_then(Value::as_u64)
         .map_or(FIND_DEFAULT, |l| (l as usize).clamp(1, FIND_MAX));
-    let hits = index.search(query, limit, |h| {
-        only.is_none_or(|s| s == h.source) && usable(h.source, h.key) && tagged(h.key)
-    });
+    let keep =
+        |h: &Hit| only.is_none_or(|s| s == h.source) && usable(h.source, h.key) && tagged(h.key);
+    let hits = match nearest {
+        Some(n) => index.search_blended(query, n, limit, keep),
+        None => index.search(query, limit, keep),
+    };
     let good = hits.first().is_some_and(|h| h.is_good());
     let mut names = Vec::new();
     let tools: Vec<Value> = hits

@@ -15,6 +15,7 @@ mod notify;
 mod observe;
 mod progress_route;
 mod roots;
+pub(crate) mod semantic;
 pub(crate) mod session_route;
 mod source_error;
 mod surfaces;

@@ -26,6 +26,8 @@ pub struct Surfaces {
     pub rounds: Arc<Rounds>,
     /// How much of the catalog each principal is listed; tool usage.
     pub catalog: Arc<CatalogView>,
+    /// `wf_find`'s semantic ranker, when `[server.catalog] embeddings` is set.
+    pub semantic: Option<Arc<crate::catalog::embed::Semantic>>,
     /// Runs started as MCP Tasks, by task id.
     pub tasks: Arc<RunTasks>,
     /// `[endpoints.NAME]`: the virtual servers, views over the projection.
@@ -43,6 +45,7 @@ impl Surfaces {
                     .with_seal(crate::server::handles::Seal::for_app(app)),
             ),
             catalog: Arc::default(),
+            semantic: None,
             tasks: Arc::new(
                 RunTasks::for_config(&app.config.config.server)
                     .with_seal(crate::server::handles::Seal::for_app(app))
