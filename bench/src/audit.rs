@@ -37,6 +37,7 @@ fn record_stage(log: &Arc<AuditLog>, n: usize) -> Vec<Duration> {
         arguments: &arguments,
         client: Some("bench"),
         client_version: Some("1.0"),
+        endpoint: None,
         transport: Transport::Http,
     };
     (0..n)

@@ -25,6 +25,7 @@
 //! Prints markdown tables on stdout, progress on stderr. See docs/benchmarks.md.
 
 mod audit;
+mod endpoints;
 mod engine;
 mod fencing;
 mod front;
@@ -144,6 +145,8 @@ enum Bench {
     Audit,
     /// The call pipeline's admission: no policy, 10 and 1,000 Cedar policies, a quota.
     Policy,
+    /// Endpoints: tools/list and a call with a transform against plain /mcp; 50 endpoints' memory.
+    Endpoints,
     /// 200 concurrent HTTP sessions, then a 100 000-call soak (not in the default run).
     Load,
 }
@@ -417,6 +420,9 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     }
     if wants(Bench::Policy) {
         policy::run(env).await?;
+    }
+    if wants(Bench::Endpoints) {
+        endpoints::run(env).await?;
     }
     // Minutes long: only when asked for by name.
     if only.contains(&Bench::Load) {

@@ -95,6 +95,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         arguments: &args,
         client: Some("bench"),
         client_version: None,
+        endpoint: None,
         transport: Transport::Http,
     };
     let lists = ToolAccess::from_config(&ServerConfig::default())?;

@@ -312,3 +312,43 @@ async def test_stdio_serves_one_endpoint(wf: Wf, everything_bin: Path) -> None:
         assert missing.returncode != 0 and "no [endpoints.nope]" in missing.stderr, missing.stderr
     finally:
         app.stop()
+
+
+def test_wf_check_reports_missing_targets_and_alias_collisions(wf: Wf, everything_bin: Path) -> None:
+    cfg = wf.write_config(f"""
+[sources.everything]
+command = "{everything_bin}"
+
+[endpoints.good]
+tools = ["everything__echo"]
+
+[endpoints.broken]
+tools = ["everything__get-*"]
+
+[endpoints.broken.transform.everything__no-such-tool]
+name = "ghost"
+
+[endpoints.broken.transform.everything__echo]
+name = "everything__get-sum"
+
+[endpoints.broken.transform.everything__get-env]
+fixed = {{ repo = "acme/site" }}
+
+[endpoints.empty]
+tools = ["nothing__*"]
+""")
+    r = wf.run("check", "--deep", "--config", str(cfg), *wf.plugin_args(), timeout=120)
+    assert r.returncode == 1, r.stderr
+    err = r.stderr
+    assert 'endpoints.broken: transform.everything__no-such-tool: no tool "everything__no-such-tool"' in err, err
+    assert "everything__echo is renamed \"everything__get-sum\", the name of a selected tool" in err, err
+    assert 'everything__get-env has no argument "repo"' in err, err
+    assert "endpoints.empty: selects nothing" in err, err
+    assert "endpoints.good" not in err, err
+    # Bad names and unknown keys are refused with the key that holds them.
+    bad = wf.write_config("[endpoints.Bad]\ntools = [\"x\"]\n", "bad.toml")
+    r = wf.run("check", "--config", str(bad), *wf.plugin_args())
+    assert r.returncode == 1 and "endpoints.Bad" in r.stderr and "invalid endpoint name" in r.stderr, r.stderr
+    typo = wf.write_config("[endpoints.ok]\ntool = [\"x\"]\n", "typo.toml")
+    r = wf.run("check", "--config", str(typo), *wf.plugin_args())
+    assert r.returncode == 1 and 'unknown key "tool" (did you mean "tools"?)' in r.stderr, r.stderr

@@ -2,12 +2,14 @@
 against the same TypeScript-SDK upstream as test_generations.py
 (`ts_generations_upstream.mjs`): which generation `protocol = "auto"` speaks to an
 upstream that serves some input only to one of them, log messages and their levels,
-`_meta` both ways, and a JSON-RPC error's code and `data`.
+`_meta` both ways, a JSON-RPC error's code and `data`, cancellation and list_changed.
 """
 
 from __future__ import annotations
 
 import json
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from caller_support import SAMPLED, Answerer
 from conftest import Wf, call_outcome, content_text, wait_listed
+from list_changed_support import list_changed_waiter
 from test_generations import OP_TIMEOUT, client, node, spoken  # noqa: F401  (node: a fixture)
 
 pytestmark = pytest.mark.anyio
@@ -116,3 +119,48 @@ async def test_an_error_keeps_its_code_and_data(wf: Wf, node: str, upstream: str
     assert e.value.code == -32050, e.value
     assert "the upstream refuses" in e.value.message, e.value
     assert e.value.data == {"reason": "test", "n": 1}, e.value.data
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("upstream", ["stdio", "http-sse"])
+async def test_a_clients_cancellation_reaches_the_upstream(
+    wf: Wf, node: str, upstream: str, mode: str, tmp_path: Path
+) -> None:
+    """A client that cancels its call: the upstream's handler sees its request
+    cancelled (its abort signal fires), in either generation."""
+    marker = tmp_path / "wait.marker"
+    async with client(wf, node, upstream, "stdio", mode) as c:
+        await wait_listed(c, "ts__wait")
+        with anyio.fail_after(OP_TIMEOUT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(partial(c.call_tool, "ts__wait", {"marker": str(marker)}))
+                while "started" not in lines(marker):
+                    await anyio.sleep(0.02)
+                tg.cancel_scope.cancel()
+            while "cancelled" not in lines(marker):
+                await anyio.sleep(0.02)
+    assert lines(marker) == ["started", "cancelled"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("upstream", ["stdio", "http-auto"])
+async def test_the_upstreams_list_change_reaches_the_client(wf: Wf, node: str, upstream: str, mode: str) -> None:
+    """The upstream adds a tool and says so: the client is told its tool list changed
+    (a notification for a 2025-11-25 client, its listen stream for a 2026-07-28 one)
+    and lists the new tool."""
+    notes: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        notes.append(message)
+
+    async with client(wf, node, upstream, "stdio", mode, message_handler=on_message) as c:
+        await wait_listed(c, "ts__add_tool")
+        async with list_changed_waiter(c, notes) as announced:
+            with anyio.fail_after(OP_TIMEOUT):
+                assert content_text((await c.call_tool("ts__add_tool", {})).content) == "added"
+            await announced(OP_TIMEOUT)
+        await wait_listed(c, "ts__added")
+
+
+def lines(marker: Path) -> list[str]:
+    return marker.read_text().split() if marker.exists() else []

@@ -18,10 +18,15 @@
 //   log          logs one line at each of debug, info and warning
 //   meta         returns the request's `_meta` keys outside `io.modelcontextprotocol/`, and
 //                a `_meta` of its own on the result
+//   wait         appends `started` to the file `marker`, waits until the call is cancelled
+//                (at most 60 s), then appends `cancelled`
+//   add_tool     adds a tool `added` (to every instance from then on) and says
+//                `notifications/tools/list_changed`
 //
 // Resource `test://watched` (subscribable), prompt `greet` with a completable argument,
 // prompt `refuse`, which fails with a JSON-RPC error carrying a code and `data`.
 
+import { appendFileSync } from 'node:fs';
 import http from 'node:http';
 
 import { McpServer, ProtocolError, inputRequired, completable, createMcpHandler } from '@modelcontextprotocol/server';
@@ -29,6 +34,8 @@ import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import * as z from 'zod';
 
 const WATCHED = 'test://watched';
+// Whether `add_tool` was called: every instance built from then on lists `added`.
+let added = false;
 
 // serveStdio picks the generation from the connection's opening
 // (`server/discover` or `initialize`) and pins one instance of this factory to it.
@@ -170,6 +177,35 @@ server.registerPrompt('refuse', { description: 'Always fails', argsSchema: z.obj
   throw new ProtocolError(-32050, 'the upstream refuses', { reason: 'test', n: 1 });
 });
 
+server.registerTool(
+  'wait',
+  { description: 'Waits until cancelled', inputSchema: z.object({ marker: z.string() }) },
+  async ({ marker }, ctx) => {
+    appendFileSync(marker, 'started\n');
+    const signal = ctx.mcpReq.signal;
+    await new Promise(resolve => {
+      const timer = setTimeout(resolve, 60_000);
+      signal.addEventListener('abort', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    if (signal.aborted) appendFileSync(marker, 'cancelled\n');
+    return text('waited');
+  }
+);
+
+server.registerTool('add_tool', { description: 'Adds the tool `added`', inputSchema: z.object({}) }, async () => {
+  if (!added) {
+    added = true;
+    addTool(server);
+    server.sendToolListChanged();
+    handler?.notify.toolsChanged();
+  }
+  return text('added');
+});
+if (added) addTool(server);
+
 server.registerResource('watched', WATCHED, { description: 'A resource to subscribe to' }, async uri => ({
   contents: [{ uri: uri.href, text: 'watched' }]
 }));
@@ -184,6 +220,10 @@ server.registerPrompt(
 );
 
 return server;
+}
+
+function addTool(server) {
+  server.registerTool('added', { description: 'Added at run time', inputSchema: z.object({}) }, async () => text('added here'));
 }
 
 function text(t) {

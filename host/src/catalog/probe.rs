@@ -58,8 +58,19 @@ pub async fn trial(
     plugins: &PluginSet,
     timeout: Duration,
 ) -> std::io::Result<Vec<Trial>> {
+    Ok(trial_catalogs(sources, config, plugins, timeout).await?.0)
+}
+
+/// [`trial`], and the catalogs the sources offered (`wf check` weighs the
+/// endpoints' selections and transforms against them).
+pub async fn trial_catalogs(
+    sources: BTreeMap<String, SourceConfig>,
+    config: &LoadedConfig,
+    plugins: &PluginSet,
+    timeout: Duration,
+) -> std::io::Result<(Vec<Trial>, super::Snapshot)> {
     if sources.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), super::Snapshot::default()));
     }
     let scratch = Scratch::new()?;
     let set = Arc::new(Sources::new(None));
@@ -82,8 +93,9 @@ pub async fn trial(
             }
         })
         .collect();
+    let snapshot = super::Snapshot::take(&set);
     set.shutdown(Duration::from_secs(5)).await;
-    Ok(trials)
+    Ok((trials, snapshot))
 }
 
 /// Where a stdio source's `command` would not start: a bare name not found

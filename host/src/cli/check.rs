@@ -78,7 +78,8 @@ pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
         }
     }
     let timeout = Duration::from_millis(config.config.server.discovery_timeout_ms);
-    let tried = trial(to_try.clone(), &config, &set, timeout).await?;
+    let (tried, snapshot) =
+        crate::catalog::probe::trial_catalogs(to_try.clone(), &config, &set, timeout).await?;
     for t in &tried {
         let Some(sc) = to_try.get(&t.source) else {
             continue;
@@ -87,6 +88,7 @@ pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
         problems.extend(trial_problems(t, &origin, &key, sc));
     }
     problems.extend(oauth_problems(&config).await);
+    problems.extend(endpoint_problems(&config, &snapshot, args.deep));
     // Warnings never fail the check: each is a choice an operator may make.
     for w in crate::config::sizing::warnings(&config.config.server) {
         eprintln!("{file}: {}: warning: {}", w.key, w.message);
@@ -130,6 +132,42 @@ pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
         eprintln!("wf check: {} problem(s)", problems.len());
         Ok(1)
     }
+}
+
+/// `[endpoints.NAME]` over the tried sources' catalogs (every source with
+/// `--deep`): an endpoint that selects nothing, a transform whose tool does
+/// not exist or lacks an argument it fixes, an alias that collides.
+fn endpoint_problems(
+    config: &LoadedConfig,
+    snapshot: &crate::catalog::Snapshot,
+    deep: bool,
+) -> Vec<String> {
+    if config.config.endpoints.is_empty() {
+        return Vec::new();
+    }
+    let file = config.file_label();
+    if !deep {
+        eprintln!("{file}: endpoints: checked against the sources' tools with --deep");
+        return Vec::new();
+    }
+    let endpoints = match crate::surfaces::endpoints::compile(&config.config) {
+        Ok(e) => e,
+        Err(e) => return vec![format!("{file}: {e}")],
+    };
+    let rules = crate::projection::NameRules {
+        max_len: config.config.server.max_name_len,
+    };
+    let naming = crate::projection::Naming::from_config(config);
+    let proj = std::sync::Arc::new(crate::projection::Projection::build_with(
+        snapshot, rules, &naming,
+    ));
+    let mut out = Vec::new();
+    for (name, e) in endpoints.iter() {
+        for f in crate::surfaces::endpoints::findings(e, &proj) {
+            out.push(format!("{file}: endpoints.{name}: {f}"));
+        }
+    }
+    out
 }
 
 /// `[server.oauth]`: the settings, the groups' globs, and the issuer's

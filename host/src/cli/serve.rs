@@ -89,6 +89,11 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
         surfaces.semantic = Some(semantic);
     }
     let http = args.http.clone().or_else(|| server.http.clone());
+    if let (Some(name), Some(_)) = (&args.endpoint, &http) {
+        anyhow::bail!(
+            "--endpoint {name} is for stdio: over HTTP every endpoint is served at /mcp/NAME"
+        );
+    }
     let result = match http {
         None => serve_stdio_at(app.clone(), surfaces.clone(), args.endpoint.clone()).await,
         Some(addr) => {

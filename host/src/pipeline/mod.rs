@@ -189,6 +189,8 @@ pub struct Call<'a> {
     /// The client's version, when it gave one (recorded; policies see the name).
     pub client_version: Option<&'a str>,
     pub transport: Transport,
+    /// The endpoint (`[endpoints.NAME]`) it came through; `None` on `/mcp`.
+    pub endpoint: Option<&'a str>,
 }
 
 /// Why a stage refused a call.
@@ -512,6 +514,7 @@ mod tests {
             client: None,
             client_version: None,
             transport: Transport::Stdio,
+            endpoint: None,
         }
     }
 

@@ -132,6 +132,7 @@ fn context_type(arguments: Map<String, Value>) -> Value {
         "arguments": {"type": "Record", "attributes": arguments},
         "client": {"type": "String"},
         "transport": {"type": "String"},
+        "endpoint": {"type": "String"},
         "time": {"type": "Record", "attributes": {
             "hour": {"type": "Long"}, "minute": {"type": "Long"},
             "weekday": {"type": "Long"}, "epoch": {"type": "Long"}
@@ -499,7 +500,7 @@ fn listing_policy(policy: &Policy) -> Option<Policy> {
 
 /// The context lists are decided in: no arguments, no client, time zero.
 fn listing_context() -> Result<Context, String> {
-    context_of(&Map::new(), "", "", 0)
+    context_of(&Map::new(), "", "", "", 0)
 }
 
 impl Policies {
@@ -833,11 +834,13 @@ fn cedar_value(v: &Value) -> Option<RestrictedExpression> {
     }
 }
 
-/// A context: `arguments`, `client`, `transport` and `time` at `epoch` (UTC).
+/// A context: `arguments`, `client`, `transport`, `endpoint` (`""` on
+/// `/mcp`) and `time` at `epoch` (UTC).
 fn context_of(
     arguments: &Map<String, Value>,
     client: &str,
     transport: &str,
+    endpoint: &str,
     epoch: i64,
 ) -> Result<Context, String> {
     let arguments = RestrictedExpression::new_record(
@@ -865,6 +868,10 @@ fn context_of(
             "transport".to_string(),
             RestrictedExpression::new_string(transport.to_string()),
         ),
+        (
+            "endpoint".to_string(),
+            RestrictedExpression::new_string(endpoint.to_string()),
+        ),
         ("time".to_string(), time),
     ])
     .map_err(|e| e.to_string())
@@ -880,6 +887,7 @@ fn call_context(call: &Call<'_>) -> Result<Context, String> {
         call.arguments.as_object().unwrap_or(&none),
         call.client.unwrap_or(""),
         call.transport.name(),
+        call.endpoint.unwrap_or(""),
         epoch,
     )
 }
@@ -995,6 +1003,7 @@ pub fn test_requests(policies: &Policies, requests: &[Value]) -> Vec<Value> {
                 arguments: &arguments,
                 client: r.get("client").and_then(Value::as_str),
                 client_version: None,
+                endpoint: None,
                 transport: super::Transport::Http,
             };
             let decided = policies.decide(&call);
@@ -1158,7 +1167,7 @@ mod tests {
             .as_secs() as i64;
         let context = Context::from_json_value(
             json!({"arguments": arguments, "client": call.client.unwrap_or(""),
-                "transport": call.transport.name(),
+                "transport": call.transport.name(), "endpoint": call.endpoint.unwrap_or(""),
                 "time": {"hour": (epoch / 3600) % 24, "minute": (epoch / 60) % 60,
                     "weekday": (epoch / 86_400 + 4) % 7, "epoch": epoch}}),
             None,
@@ -1249,6 +1258,7 @@ mod tests {
                     arguments: &arguments,
                     client: Some("c"),
                     client_version: None,
+                    endpoint: None,
                     transport: if r.below(2) == 0 {
                         Transport::Http
                     } else {

@@ -99,6 +99,7 @@ fn base(audit: &AuditLog, call: &Call<'_>, keep: Keep, node: Option<RunNode<'_>>
             _ => name.to_string(),
         }),
         transport: call.transport.name().to_string(),
+        endpoint: call.endpoint.map(str::to_string),
         kind: kind(call).to_string(),
         capability: cap.name.to_string(),
         source: Some(cap.source.to_string()),
@@ -242,6 +243,7 @@ mod tests {
             arguments: args,
             client: Some("claude"),
             client_version: Some("1.0"),
+            endpoint: None,
             transport: Transport::Http,
         }
     }

@@ -597,6 +597,7 @@ impl Run {
             arguments: args,
             client: None,
             client_version: None,
+            endpoint: None,
             transport: crate::pipeline::Transport::Internal,
         };
         let node = crate::pipeline::record::RunNode {

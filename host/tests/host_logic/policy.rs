@@ -65,6 +65,7 @@ fn call<'a>(
         arguments: args,
         client: Some("test"),
         client_version: None,
+        endpoint: None,
         transport: Transport::Stdio,
     }
 }

@@ -146,6 +146,7 @@ impl Console {
             arguments: &Value::Null,
             client: Some("console"),
             client_version: None,
+            endpoint: None,
             transport: crate::pipeline::Transport::Http,
         };
         if let Err(why) = self.app.pipeline.admit(&call) {

@@ -81,6 +81,7 @@ fn record_action(
         arguments: args,
         client: Some("console"),
         client_version: None,
+        endpoint: None,
         transport: crate::pipeline::Transport::Http,
     };
     // The console admitted the action before (`Console::admit`), without

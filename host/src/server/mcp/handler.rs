@@ -180,6 +180,11 @@ impl WfServer {
     ) -> Result<(pipeline::Admission, Option<pipeline::record::Pending>), McpError> {
         let principal = principal_of(context);
         let info = context.peer.peer_info();
+        let parts = context.extensions.get::<http::request::Parts>();
+        let endpoint = self
+            .endpoint
+            .clone()
+            .or_else(|| endpoint_route::named(parts));
         let call = pipeline::Call {
             entry,
             principal: &principal,
@@ -187,6 +192,7 @@ impl WfServer {
             arguments,
             client: info.as_ref().map(|i| i.client_info.name.as_str()),
             client_version: info.as_ref().map(|i| i.client_info.version.as_str()),
+            endpoint: endpoint.as_deref(),
             transport: if self.http {
                 Transport::Http
             } else {

@@ -571,6 +571,7 @@ impl Planner {
             arguments: &arguments,
             client: None,
             client_version: None,
+            endpoint: None,
             transport: crate::pipeline::Transport::Internal,
         };
         let admission = self
