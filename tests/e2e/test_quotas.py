@@ -1,7 +1,9 @@
 """Quotas (`[[quotas]]`, issue #51), end to end against the real server-everything:
 a `5/min` rule refuses the sixth call with a JSON-RPC error that names the rule and
 when it frees (`data.retryAfterSeconds`), through a direct call and `wf_call` alike;
-a tool the rule does not match is not counted. (Held per process; a budget shared by
+a tool the rule does not match is not counted. Over HTTP, a stateless (2026-07-28)
+call answered as JSON gets **429** with `Retry-After` and the same error as its body;
+a session's call (whose answer may share an open stream) gets the JSON-RPC error. (Held per process; a budget shared by
 replicas on PostgreSQL is not built yet.)
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -55,3 +58,49 @@ def test_a_bad_quota_is_refused_at_start(wf: Wf, everything_bin: Path) -> None:
     proc = wf.run("serve", *wf.plugin_args(), "--config", str(config), timeout=120)
     assert proc.returncode != 0, proc.stderr
     assert "quotas[0]" in proc.stderr and "5 a minute" in proc.stderr, proc.stderr
+
+
+async def test_over_http_a_stateless_call_past_a_limit_is_429_with_retry_after(wf: Wf, everything_bin: Path) -> None:
+    from test_tasks_runs import Raw
+
+    quotas = '[[quotas]]\nname = "echo-http"\ntools = "everything__echo"\nrate = "2/min"\n\n'
+    config = wf.write_config(quotas + toml_config({"everything": {"command": str(everything_bin)}}))
+    server = wf.start_http("127.0.0.1", None, "--config", str(config))
+    args = {"name": "everything__echo", "arguments": {"message": "hi"}}
+    async with httpx2.AsyncClient(timeout=OP_TIMEOUT) as http:
+        raw = Raw(http, server.url, "unused", tasks=False)
+        with anyio.fail_after(OP_TIMEOUT):
+            # Until the source is discovered the tool is unknown (and not counted).
+            while "result" not in (r := await raw.request("tools/call", args, "everything__echo")):
+                assert "unknown tool" in r["error"]["message"], r
+                await anyio.sleep(0.1)
+        ok = await raw.request("tools/call", args, "everything__echo")
+        assert "result" in ok, ok
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        }
+        r = await http.post(
+            server.url,
+            json={"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {**args, "_meta": meta}},
+            headers={
+                "accept": "application/json, text/event-stream",
+                "mcp-protocol-version": "2026-07-28",
+                "mcp-method": "tools/call",
+                "mcp-name": "everything__echo",
+                "authorization": "Bearer unused",
+            },
+        )
+        assert r.status_code == 429, (r.status_code, r.text)
+        # One token every 30 s.
+        assert 1 <= int(r.headers["retry-after"]) <= 30, r.headers
+        error = r.json()["error"]
+        assert "echo-http" in error["message"] and "frees in" in error["message"], error
+        assert error["data"]["stage"] == "limit" and error["data"]["retryAfterSeconds"] == int(r.headers["retry-after"])
+    # A session's call: the JSON-RPC error (the same budget, still spent).
+    async with wf.http_client(server) as c:
+        with pytest.raises(MCPError) as refused:
+            await c.call_tool("wf_call", {"name": "everything__echo", "arguments": {"message": "x"}})
+        assert refused.value.data["stage"] == "limit", refused.value.data
+        assert refused.value.data["policy"] == "echo-http", refused.value.data

@@ -146,8 +146,19 @@ fn takes_call(
         && plain(name) == Some(true)
 }
 
-/// The whole answer as JSON, with the status rmcp gives a stateless answer.
+/// The whole answer as JSON, with the status rmcp gives a stateless answer;
+/// a call a quota refused is 429 with `Retry-After` (the body is still the
+/// JSON-RPC error, naming the rule and when it frees).
 fn reply(message: &ServerJsonRpcMessage) -> Response {
+    if let ServerJsonRpcMessage::Error(e) = message
+        && let Some(after) = limit_refusal(&e.error)
+    {
+        let mut response = json_reply(StatusCode::TOO_MANY_REQUESTS, message);
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(after));
+        return response;
+    }
     let status = match message {
         ServerJsonRpcMessage::Error(e) => match e.error.code {
             ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
@@ -159,6 +170,16 @@ fn reply(message: &ServerJsonRpcMessage) -> Response {
         _ => StatusCode::OK,
     };
     json_reply(status, message)
+}
+
+/// The seconds until it frees, when `error` is the call pipeline's `limit`
+/// stage refusing a call (`data.stage`, `data.retryAfterSeconds`).
+fn limit_refusal(error: &rmcp::model::ErrorData) -> Option<u64> {
+    let data = error.data.as_ref()?;
+    if data.get("stage")?.as_str()? != "limit" {
+        return None;
+    }
+    data.get("retryAfterSeconds")?.as_u64()
 }
 
 /// `message` as the JSON body of a response with `status`.
@@ -225,6 +246,23 @@ impl Transport<RoleServer> for Dropping {
 mod tests {
     use super::*;
     use serde_json::{Value, json};
+
+    #[test]
+    fn a_call_a_quota_refused_is_429_with_retry_after_and_other_refusals_are_not() {
+        let answer = |data: Value| {
+            let e = rmcp::model::ErrorData::invalid_params("refused", Some(data));
+            reply(&ServerJsonRpcMessage::error(
+                e,
+                Some(rmcp::model::NumberOrString::Number(1)),
+            ))
+        };
+        let limited = answer(json!({"stage": "limit", "policy": "q", "retryAfterSeconds": 12}));
+        assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(limited.headers()[header::RETRY_AFTER], "12");
+        let denied = answer(json!({"stage": "authorize", "policy": "p"}));
+        assert_eq!(denied.status(), StatusCode::OK);
+        assert!(!denied.headers().contains_key(header::RETRY_AFTER));
+    }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
