@@ -7,13 +7,18 @@ Python client, the real `wf serve` and the real @modelcontextprotocol/server-eve
   never reveal a tool no call could be permitted, and a workflow using one is
   refused at publish.
 - `tools/list` hides a tool every call to it is denied; prompts are governed too.
+- An annotation rule (`readOnlyHint` from server-everything's own tool annotations)
+  hides and refuses a tool that may write.
 - A reload that adds a forbid takes effect on the next call.
 - A policy naming an unknown tool is refused at start with its file and line.
+- A group rule holds for both principals a `[[server.tokens]]` `groups` puts in the
+  group, and not for one outside it (over HTTP, 2026-07-28 stateless calls).
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,11 @@ unless { context.arguments.message like "ok*" };
 @id("no-sum")
 @reason("sums are off today")
 forbid(principal, action == wf::Action::"everything__get-sum", resource);
+
+@id("read-only-here")
+@reason("tools here may read but not write")
+forbid(principal, action in wf::Action::"tool", resource)
+when { resource.source == "everything" && !resource.annotations.readOnlyHint };
 
 @id("no-args-prompt")
 @reason("that prompt is retired")
@@ -74,6 +84,11 @@ async def test_policies_hold_on_every_path(wf: Wf, everything_bin: Path) -> None
             assert "everything__echo" in tools
             assert "everything__get-sum" not in tools, "a tool every call is denied is listed"
             assert "everything__get-env" in tools
+            # An annotation rule: server-everything marks toggle-subscriber-updates
+            # readOnlyHint false (echo and get-env true).
+            assert "everything__toggle-subscriber-updates" not in tools, "a tool the annotation rule forbids is listed"
+            _, error = await call_outcome(c, "wf_call", {"name": "everything__toggle-subscriber-updates", "arguments": {}})
+            assert error is not None and "read-only-here" in error and "may read but not write" in error, error
 
             ok = await c.call_tool("everything__echo", {"message": "ok, fine"})
             assert not ok.is_error, ok
@@ -145,7 +160,7 @@ async def test_policies_hold_on_every_path(wf: Wf, everything_bin: Path) -> None
             # A reload whose policies do not load is refused; the ones in force stay.
             config.parent.joinpath("policy.cedar").write_text(POLICIES + 'forbid(principal, action == wf::Action::"everything__ech0", resource);\n')
             _, outcome = await admin_outcome(c, "reload")
-            assert "policy.cedar:16:" in json.dumps(outcome) and "everything__ech0" in json.dumps(outcome), outcome
+            assert "policy.cedar:21:" in json.dumps(outcome) and "everything__ech0" in json.dumps(outcome), outcome
             _, error = await call_outcome(c, "everything__echo", {"message": "ok again"})
             assert error is not None and 'no-echo' in error, error
 
@@ -163,3 +178,52 @@ def test_a_policy_naming_an_unknown_tool_or_argument_is_refused_at_start(wf: Wf,
         proc = wf.run("serve", *wf.plugin_args(), "--config", str(config), timeout=120)
         assert proc.returncode != 0, proc.stderr
         assert f"policy.cedar:{line}:" in proc.stderr, proc.stderr
+
+
+GROUP_POLICIES = """\
+@id("baseline")
+permit(principal, action, resource);
+
+@id("support-ok-only")
+@reason("support may only say ok")
+forbid(principal in wf::Group::"support", action == wf::Action::"everything__echo", resource)
+unless { context.arguments.message like "ok*" };
+"""
+
+
+async def test_a_group_rule_holds_for_every_principal_in_the_group(wf: Wf, everything_bin: Path) -> None:
+    import httpx2
+
+    from test_tasks_runs import Raw
+
+    tokens = {k: f"{k}-{uuid.uuid4().hex}" for k in ("alice", "bob", "carol")}
+    server_toml = "".join(
+        f'[[server.tokens]]\nname = "{k}"\ntoken = "${{E2E_{k.upper()}_TOKEN}}"\n'
+        + ('groups = ["support"]\n' if k != "carol" else "")
+        + "\n"
+        for k in tokens
+    )
+    wf.write_config(GROUP_POLICIES, "policy.cedar")
+    text = toml_config({"everything": {"command": str(everything_bin)}})
+    config = wf.write_config('[policy]\nfiles = ["policy.cedar"]\n\n' + server_toml + text)
+    env = {f"E2E_{k.upper()}_TOKEN": v for k, v in tokens.items()}
+    server = wf.start_http("127.0.0.1", None, "--config", str(config), env=env)
+
+    def echo(message: str) -> dict[str, Any]:
+        return {"name": "everything__echo", "arguments": {"message": message}}
+
+    async with httpx2.AsyncClient(timeout=OP_TIMEOUT) as http:
+        raw = {k: Raw(http, server.url, t, tasks=False) for k, t in tokens.items()}
+        with anyio.fail_after(OP_TIMEOUT):
+            while "result" not in (r := await raw["carol"].request("tools/call", echo("ok"), "everything__echo")):
+                assert "unknown tool" in r["error"]["message"], r
+                await anyio.sleep(0.1)
+        for who in ("alice", "bob"):
+            denied = await raw[who].request("tools/call", echo("nope"), "everything__echo")
+            assert "error" in denied, (who, denied)
+            assert "support-ok-only" in denied["error"]["message"], (who, denied)
+            assert "support may only say ok" in denied["error"]["message"], (who, denied)
+            ok = await raw[who].request("tools/call", echo("ok then"), "everything__echo")
+            assert "result" in ok and not ok["result"].get("isError"), (who, ok)
+        other = await raw["carol"].request("tools/call", echo("nope"), "everything__echo")
+        assert "result" in other and not other["result"].get("isError"), other

@@ -18,6 +18,10 @@ pub struct TokenConfig {
     pub allow_tools: Option<Vec<String>>,
     #[serde(default)]
     pub deny_tools: Vec<String>,
+    /// Groups this principal is in for policies (`wf::Group::"…"`) and
+    /// `[[quotas]] group`; its tool lists stay `allow_tools` / `deny_tools`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
     /// This principal's catalog settings over `[server.catalog]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalog: Option<super::CatalogConfig>,
@@ -35,6 +39,8 @@ pub struct Principal {
     name: Arc<str>,
     /// The groups an OAuth token named (`None`: not an OAuth principal).
     groups: Option<Arc<[Arc<str>]>>,
+    /// The groups a `[[server.tokens]]` entry names (policies and quotas only).
+    token_groups: Option<Arc<[Arc<str>]>>,
 }
 
 impl PartialEq for Principal {
@@ -77,6 +83,17 @@ impl Principal {
         Self {
             name: name.into(),
             groups: None,
+            token_groups: None,
+        }
+    }
+
+    /// A `[[server.tokens]]` principal in `groups` (for policies and quotas;
+    /// its tool lists are its own, not its groups').
+    pub fn named_in(name: &str, groups: &[String]) -> Self {
+        Self {
+            token_groups: (!groups.is_empty())
+                .then(|| groups.iter().map(|g| Arc::from(g.as_str())).collect()),
+            ..Self::named(name)
         }
     }
 
@@ -85,6 +102,7 @@ impl Principal {
         Self {
             name: name.into(),
             groups: Some(groups.into_iter().map(Arc::from).collect()),
+            token_groups: None,
         }
     }
 
@@ -95,6 +113,15 @@ impl Principal {
     /// The groups of an OAuth principal; `None` for every other one.
     pub fn groups(&self) -> Option<&[Arc<str>]> {
         self.groups.as_deref()
+    }
+
+    /// Every group it is in, as policies and quotas see them: an OAuth
+    /// principal's token groups, or a static token's configured ones.
+    pub fn member_groups(&self) -> &[Arc<str>] {
+        self.groups
+            .as_deref()
+            .or(self.token_groups.as_deref())
+            .unwrap_or_default()
     }
 }
 

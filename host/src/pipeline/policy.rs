@@ -444,7 +444,7 @@ struct Subject {
 
 impl Subject {
     fn is_for(&self, principal: &Principal, capability: &Capability<'_>) -> bool {
-        let groups = principal.groups().unwrap_or_default();
+        let groups = principal.member_groups();
         self.groups.len() == groups.len()
             && self.groups.iter().zip(groups).all(|(a, b)| a == &**b)
             && self.source == capability.source
@@ -647,8 +647,7 @@ impl Policies {
         let t = &self.types;
         let (action, group, _) = names(capability);
         let groups: Vec<String> = principal
-            .groups()
-            .unwrap_or_default()
+            .member_groups()
             .iter()
             .map(|g| g.to_string())
             .collect();
@@ -1116,9 +1115,8 @@ mod tests {
         let uid = |ty: &str, id: &str| json!({"type": ty, "id": id});
         let groups: Vec<Value> = call
             .principal
-            .groups()
-            .into_iter()
-            .flatten()
+            .member_groups()
+            .iter()
             .map(|g| uid("wf::Group", g))
             .collect();
         let read = json!({"readOnlyHint": true, "destructiveHint": false,
@@ -1295,6 +1293,21 @@ mod tests {
             "{allowed}"
         );
         assert!(evaluated < all / 2, "{evaluated} of {all}");
+    }
+
+    #[test]
+    fn a_static_tokens_groups_are_its_groups_for_policies() {
+        let text = "@id(\"ci-only\")\npermit(principal in wf::Group::\"ci\", action, resource);\n";
+        let policies = Policies::from_texts(&[("f".into(), text.into())], &catalog()).unwrap();
+        let cap = Capability {
+            kind: Kind::Tool,
+            source: "s",
+            name: "t0",
+            annotations: None,
+        };
+        assert!(policies.may_list(&Principal::named_in("bot", &["ci".into()]), &cap));
+        // The same name without the group: its cached entities are not reused.
+        assert!(!policies.may_list(&Principal::named("bot"), &cap));
     }
 
     #[test]

@@ -123,9 +123,7 @@ impl Rule {
     fn applies(&self, principal: &Principal, name: &str) -> bool {
         let who = match (&self.principal, &self.group) {
             (Some(p), _) => p == principal.name(),
-            (None, Some(g)) => principal
-                .groups()
-                .is_some_and(|gs| gs.iter().any(|x| **x == **g)),
+            (None, Some(g)) => principal.member_groups().iter().any(|x| **x == **g),
             (None, None) => true,
         };
         who && self.tools.is_match(name)

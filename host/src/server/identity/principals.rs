@@ -31,7 +31,7 @@ pub fn named_tokens(
         let token = expand_env(&serde_json::Value::String(t.token.clone()), &key, lookup)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         out.push((
-            Principal::named(&t.name),
+            Principal::named_in(&t.name, &t.groups),
             token.as_str().unwrap_or_default().to_string(),
         ));
     }
@@ -271,6 +271,7 @@ mod tests {
             token: token.into(),
             allow_tools: allow.map(|a| a.iter().map(|s| s.to_string()).collect()),
             deny_tools: deny.iter().map(|s| s.to_string()).collect(),
+            groups: Vec::new(),
             catalog: None,
         }
     }

@@ -365,6 +365,7 @@ mod tests {
             token: "t".into(),
             allow_tools: None,
             deny_tools: Vec::new(),
+            groups: Vec::new(),
             catalog: token,
         });
         CatalogView::from_config(&config).unwrap()
