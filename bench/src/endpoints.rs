@@ -12,7 +12,6 @@ use wf_host::catalog::Snapshot;
 use wf_host::config::{CatalogConfig, EndpointConfig, ToolTransform};
 use wf_host::projection::{NameRules, Projection};
 use wf_host::surfaces::endpoints::{Endpoint, call_arguments};
-use wf_plugin_api::{Catalog, Tool};
 
 use crate::Env;
 use crate::stats::{percentile, us};
@@ -20,27 +19,29 @@ use crate::stats::{percentile, us};
 const SOURCES: usize = 10;
 const PER_SOURCE: usize = 100;
 
-/// 1,000 tools over 10 sources, each with a small object schema.
-fn projection() -> Arc<Projection> {
+/// 1,000 tools over 10 sources, each with a small object schema (a
+/// catalog as its JSON: the benchmark does not link the plugin API).
+fn projection() -> anyhow::Result<Arc<Projection>> {
     let mut s = Snapshot::default();
     for src in 0..SOURCES {
-        let c = (0..PER_SOURCE).fold(Catalog::default(), |c, i| {
-            let mut t = Tool::new(
-                format!("tool_{i}"),
-                format!("Does thing {i} of source {src}."),
-                json!({"type": "object", "properties": {
-                    "repo": {"type": "string"}, "title": {"type": "string"},
-                    "state": {"enum": ["open", "closed"]}
-                }, "required": ["repo", "title"]}),
-            );
-            t.extra
-                .insert("annotations".into(), json!({"readOnlyHint": i % 2 == 0}));
-            c.tool(t)
-        });
-        s.sources.push((format!("s{src}"), Arc::new(c)));
+        let tools: Vec<Value> = (0..PER_SOURCE)
+            .map(|i| {
+                json!({
+                    "name": format!("tool_{i}"),
+                    "description": format!("Does thing {i} of source {src}."),
+                    "inputSchema": {"type": "object", "properties": {
+                        "repo": {"type": "string"}, "title": {"type": "string"},
+                        "state": {"enum": ["open", "closed"]}
+                    }, "required": ["repo", "title"]},
+                    "annotations": {"readOnlyHint": i % 2 == 0}
+                })
+            })
+            .collect();
+        let catalog = serde_json::from_value(json!({ "tools": tools }))?;
+        s.sources.push((format!("s{src}"), Arc::new(catalog)));
     }
     s.sources.sort_by(|a, b| a.0.cmp(&b.0));
-    Arc::new(Projection::build(&s, NameRules { max_len: 64 }))
+    Ok(Arc::new(Projection::build(&s, NameRules { max_len: 64 })))
 }
 
 /// An endpoint over `sources`, with 10 transformed tools (renamed, a fixed
@@ -97,7 +98,7 @@ fn rss_kib() -> u64 {
 pub async fn run(env: &Env) -> anyhow::Result<()> {
     eprintln!("endpoints: the view stage against the plain /mcp path");
     let n = if env.quick { 2_000 } else { 20_000 };
-    let proj = projection();
+    let proj = projection()?;
     // The support endpoint: one source (100 tools), 10 of them transformed.
     let e = endpoint("support", "s0")?;
     let mut rows: Vec<(&str, Vec<Duration>)> = Vec::new();

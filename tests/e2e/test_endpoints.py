@@ -14,6 +14,7 @@ Over stdio, `wf serve --endpoint` serves one endpoint to `local`.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -42,8 +43,23 @@ def tokens() -> dict[str, str]:
     return {who: f"{who}-{os.urandom(12).hex()}" for who in ("alice", "bob", "carol")}
 
 
+# Policies see the endpoint beside the original capability.
+POLICIES = """\
+@id("baseline")
+permit(principal, action, resource);
+
+@id("no-sums-for-support")
+@reason("support does not do sums")
+forbid(principal == wf::Principal::"bob", action == wf::Action::"everything__get-sum", resource)
+when { context.endpoint == "support" };
+"""
+
+
 def config(everything_bin: Path, app: App, toks: dict[str, str]) -> str:
     return f"""
+[policy]
+files = ["policy.cedar"]
+
 [sources.everything]
 command = "{everything_bin}"
 
@@ -112,6 +128,7 @@ def app(wf_module: Wf) -> Iterator[App]:
 
 @pytest.fixture(scope="module")
 def cfg(wf_module: Wf, everything_bin: Path, app: App, toks: dict[str, str]) -> Path:
+    wf_module.write_config(POLICIES, "policy.cedar")
     return wf_module.write_config(config(everything_bin, app, toks))
 
 
@@ -265,8 +282,41 @@ async def test_a_deny_list_applies_inside_an_endpoint(server: HttpServer, toks: 
         assert "everything__get-sum" not in got, got
         text = await refused(c, "everything__get-sum", {"a": 1, "b": 2})
         assert "get-sum" in text, text
+    # Bob's own lists allow get-sum; a policy on the endpoint forbids it there only.
     async with client(f"{server.url}/support", toks["bob"]) as c:
         assert "everything__get-sum" in await wait_names(c, {"everything__get-sum"})
+        assert "support does not do sums" in await refused(c, "everything__get-sum", {"a": 1, "b": 2})
+    async with client(server.url, toks["bob"]) as c:
+        await wait_names(c, {"everything__get-sum"})
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("everything__get-sum", {"a": 2, "b": 40})
+        assert not r.is_error and "42" in content_text(r.content), r
+
+
+def audit_rows(wf: Wf, cfg: Path, *args: str) -> list[dict[str, Any]]:
+    r = wf.run("audit", "--config", str(cfg), "--state-dir", str(wf.state_dir), "--format", "jsonl", *args)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+async def test_audit_records_name_the_endpoint_and_the_original_tool(
+    server: HttpServer, toks: dict[str, str], wf_module: Wf, cfg: Path
+) -> None:
+    async with client(f"{server.url}/support", toks["bob"]) as c:
+        await wait_names(c, {"say"})
+        with anyio.fail_after(OP_TIMEOUT):
+            await c.call_tool("say", {"message": "audited"})
+    with anyio.fail_after(OP_TIMEOUT):
+        while True:
+            rows = [r for r in audit_rows(wf_module, cfg, "--capability", "everything__echo") if r.get("endpoint")]
+            if rows:
+                break
+            await anyio.sleep(0.2)
+    assert {r["endpoint"] for r in rows} == {"support"}, rows
+    assert all(r["principal"] == "bob" for r in rows), rows
+    # A call on /mcp names no endpoint.
+    sums = audit_rows(wf_module, cfg, "--capability", "everything__get-sum")
+    assert any("endpoint" not in r for r in sums) and any(r.get("endpoint") == "support" for r in sums), sums
 
 
 async def test_an_operation_added_upstream_appears_on_the_matching_endpoint_only(
@@ -295,6 +345,7 @@ async def test_an_operation_added_upstream_appears_on_the_matching_endpoint_only
 async def test_stdio_serves_one_endpoint(wf: Wf, everything_bin: Path) -> None:
     app = App(wf.root)
     try:
+        wf.write_config(POLICIES, "policy.cedar")
         cfg = wf.write_config(config(everything_bin, app, tokens()))
         async with wf.stdio_client("legacy", "--config", str(cfg), "--endpoint", "release") as c:
             got = await wait_names(c, {"release_item"})

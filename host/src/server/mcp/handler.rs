@@ -104,6 +104,7 @@ impl WfServer {
     pub fn for_endpoint(mut self, name: Option<Arc<str>>) -> Self {
         self.endpoint = name;
         self
+    }
 
     /// The endpoint a request is served on, if any: refused when it is no
     /// longer configured or this principal is not allowed on it.
@@ -112,6 +113,7 @@ impl WfServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<Option<Arc<Endpoint>>, McpError> {
         self.endpoint_at(context.extensions.get::<http::request::Parts>())
+    }
 
     fn endpoint_at(
         &self,
@@ -123,8 +125,10 @@ impl WfServer {
             .or_else(|| endpoint_route::named(parts))
         else {
             return Ok(None);
+        };
         let principal = crate::server::identity::limits::principal_of_request(parts);
         endpoint_route::resolve(&self.surfaces.endpoints, &name, &principal).map(Some)
+    }
 
     /// The endpoint's name and its registry, for a list-change follower.
     fn followed_endpoint(
@@ -136,6 +140,7 @@ impl WfServer {
             .clone()
             .or_else(|| endpoint_route::named(parts))?;
         Some((self.surfaces.endpoints.clone(), name))
+    }
 
     pub fn with_session_calls(mut self, calls: Arc<dyn InPlaceCalls>) -> Self {
         self.session_calls = Some(calls);
@@ -349,6 +354,7 @@ impl WfServer {
         info.server_info.name = e.server_name();
         let searching = self.surfaces.catalog.endpoint_policy(e).config.restricts();
         info.instructions = Some(endpoint_route::instructions(e, searching));
+    }
 
     /// A call on endpoint `e` as the call of the tool it shows: the original
     /// name, with its transform's fixed values and defaults merged in.
@@ -364,6 +370,7 @@ impl WfServer {
                 format!("unknown tool {:?} on endpoint {:?}", request.name, e.name),
                 None,
             ));
+        };
         if let Some(x) = t.transform {
             let mut args = request.arguments.take().unwrap_or_default();
             crate::surfaces::endpoints::call_arguments(&request.name, &mut args, x)
@@ -372,6 +379,7 @@ impl WfServer {
         }
         request.name = t.original.name.clone().into();
         Ok(())
+    }
 
     /// With `keep_found`, tools found join this session's list, and the
     /// client is told its list changed.
@@ -847,6 +855,7 @@ impl ServerHandler for WfServer {
             self.brand(&mut result, &e);
         }
         Ok(result)
+    }
 
     async fn discover(
         &self,
@@ -858,6 +867,7 @@ impl ServerHandler for WfServer {
         }
         let versions = self.supported_protocol_versions().into_owned();
         Ok(DiscoverResult::from_server_info(versions, info))
+    }
 
     #[allow(deprecated)] // `logging` (SEP-2577) is still served to 2025-11-25 clients.
     fn get_info(&self) -> ServerConfig {
