@@ -13,6 +13,8 @@ Python client, the real `wf serve` and the real @modelcontextprotocol/server-eve
 - A policy naming an unknown tool is refused at start with its file and line.
 - A group rule holds for both principals a `[[server.tokens]]` `groups` puts in the
   group, and not for one outside it (over HTTP, 2026-07-28 stateless calls).
+- A policy file is watched on its own: an edit is in force on a later call without a
+  reload; an edit that does not load is logged and the policies in force stay.
 """
 
 from __future__ import annotations
@@ -227,3 +229,19 @@ async def test_a_group_rule_holds_for_every_principal_in_the_group(wf: Wf, every
             assert "result" in ok and not ok["result"].get("isError"), (who, ok)
         other = await raw["carol"].request("tools/call", echo("nope"), "everything__echo")
         assert "result" in other and not other["result"].get("isError"), other
+
+        # The policy file is watched on its own: an edit is in force without a reload…
+        policy_file = config.parent / "policy.cedar"
+        policy_file.write_text(GROUP_POLICIES + NO_ECHO)
+        with anyio.fail_after(OP_TIMEOUT):
+            while "error" not in (r := await raw["carol"].request("tools/call", echo("ok"), "everything__echo")):
+                await anyio.sleep(0.1)
+        assert "no-echo" in r["error"]["message"], r
+        # …and an edit that does not load is logged; the policies in force stay.
+        policy_file.write_text(GROUP_POLICIES + 'forbid(principal, action == wf::Action::"everything__ech0", resource);\n')
+        with anyio.fail_after(OP_TIMEOUT):
+            while "does not load" not in server.log.read_text(errors="replace"):
+                await anyio.sleep(0.1)
+        assert "everything__ech0" in server.log.read_text(errors="replace")
+        r = await raw["carol"].request("tools/call", echo("ok"), "everything__echo")
+        assert "error" in r and "no-echo" in r["error"]["message"], r

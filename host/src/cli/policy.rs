@@ -1,5 +1,5 @@
 //! `[policy] files` in a running host (loaded once the catalog is known,
-//! reloaded with the config), and `wf policy test FILE REQUESTS`: example
+//! reloaded with the config and when a policy file is edited), and `wf policy test FILE REQUESTS`: example
 //! requests decided by a policy file against the live catalog.
 
 use std::path::PathBuf;
@@ -121,7 +121,72 @@ pub async fn install(app: &Arc<App>) -> anyhow::Result<()> {
             }
         }))
     }));
+    if app.config.config.server.watch_config {
+        watch(app, std::time::Duration::from_millis(300));
+    }
     Ok(())
+}
+
+/// The size and time of each of the config's policy files, to see an edit.
+fn stamps(config: &LoadedConfig) -> Vec<Option<(u64, Option<std::time::SystemTime>)>> {
+    let base = config.file.as_deref().and_then(|f| f.parent());
+    config
+        .config
+        .policy
+        .files
+        .iter()
+        .map(|f| {
+            let path = match base {
+                Some(b) if f.is_relative() => b.join(f),
+                _ => f.clone(),
+            };
+            std::fs::metadata(path)
+                .ok()
+                .map(|m| (m.len(), m.modified().ok()))
+        })
+        .collect()
+}
+
+/// Watches the policy files on their own (the config watcher sees only the
+/// config file): after an edit that then holds still for `debounce`, they
+/// are loaded again against the catalog of that moment. An edit that does
+/// not load is logged, and the policies in force stay.
+fn watch(app: &Arc<App>, debounce: std::time::Duration) {
+    let weak = Arc::downgrade(app);
+    tokio::spawn(async move {
+        let mut seen = None;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let Some(app) = weak.upgrade() else { return };
+            let config = app.live_config.current();
+            let mut now = stamps(&config);
+            let Some(before) = seen.replace(now.clone()) else {
+                continue;
+            };
+            if now == before || config.config.policy.files.is_empty() {
+                continue;
+            }
+            // Changed: wait until it holds still (editors write in steps).
+            loop {
+                tokio::time::sleep(debounce).await;
+                let again = stamps(&config);
+                if again == now {
+                    break;
+                }
+                now = again;
+            }
+            seen = Some(now);
+            match load(&app, &config) {
+                Ok(loaded) => {
+                    tracing::info!("a policy file changed; policies reloaded");
+                    apply(&app, loaded);
+                }
+                Err(e) => tracing::warn!(
+                    "a policy file changed but does not load; the policies in force stay: {e}"
+                ),
+            }
+        }
+    });
 }
 
 pub async fn run(command: PolicyCommand, log_level: &str) -> anyhow::Result<i32> {
