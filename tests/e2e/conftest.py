@@ -68,6 +68,29 @@ EVERYTHING_BIN_DEFAULT = E2E_DIR / "node_modules" / ".bin" / "mcp-server-everyth
 # Never route the tests' loopback requests through a proxy from the environment.
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost,::1"
 
+# Modules that tests/run keeps out of the parallel pass (pytest-xdist) and runs
+# alone afterwards: they load the machine themselves (hundreds of clients, a
+# browser) or judge wall-clock behaviour that a busy neighbour would blur.
+SERIAL_MODULES = frozenset(
+    {
+        "test_load.py",
+        "test_cold_start.py",
+        "test_promise_timeouts.py",
+        "test_cancellation.py",
+        "test_http_hardening.py",
+        "test_hostile.py",
+        "test_console.py",
+        "test_playwright.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks every test of a [`SERIAL_MODULES`] module `serial`."""
+    for item in items:
+        if item.path.name in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+
 
 # --------------------------------------------------------------------------- helpers
 
