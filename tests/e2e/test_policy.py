@@ -207,8 +207,10 @@ async def test_a_group_rule_holds_for_every_principal_in_the_group(wf: Wf, every
     )
     wf.write_config(GROUP_POLICIES, "policy.cedar")
     text = toml_config({"everything": {"command": str(everything_bin)}})
-    config = wf.write_config('[policy]\nfiles = ["policy.cedar"]\n\n' + server_toml + text)
-    env = {f"E2E_{k.upper()}_TOKEN": v for k, v in tokens.items()}
+    telemetry = '[telemetry]\nmetrics_token = "${WF_E2E_METRICS_TOKEN}"\n\n'
+    config = wf.write_config(telemetry + '[policy]\nfiles = ["policy.cedar"]\n\n' + server_toml + text)
+    metrics_token = "metrics-secret-0123456789"
+    env = {f"E2E_{k.upper()}_TOKEN": v for k, v in tokens.items()} | {"WF_E2E_METRICS_TOKEN": metrics_token}
     server = wf.start_http("127.0.0.1", None, "--config", str(config), env=env)
 
     def echo(message: str) -> dict[str, Any]:
@@ -229,6 +231,12 @@ async def test_a_group_rule_holds_for_every_principal_in_the_group(wf: Wf, every
             assert "result" in ok and not ok["result"].get("isError"), (who, ok)
         other = await raw["carol"].request("tools/call", echo("nope"), "everything__echo")
         assert "result" in other and not other["result"].get("isError"), other
+        # Metrics per policy id: the group rule denied twice.
+        from test_quotas import metrics, sample
+
+        samples, text = metrics(server.port, metrics_token)
+        assert sample(samples, "wf_policy_decisions_total", policy="support-ok-only", outcome="deny") == 2, text
+        assert sample(samples, "wf_policy_decisions_total", policy="baseline", outcome="allow") >= 3, text
 
         # The policy file is watched on its own: an edit is in force without a reload…
         policy_file = config.parent / "policy.cedar"

@@ -10,6 +10,7 @@ replicas on PostgreSQL is not built yet.)
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -21,6 +22,24 @@ from conftest import Wf, toml_config, wait_listed
 pytestmark = pytest.mark.anyio
 
 OP_TIMEOUT = 60
+
+
+def metrics(port: int, token: str) -> tuple[dict[Any, float], str]:
+    """`/metrics` of the wf on `port`: every sample as {(name, labels): value}, and the text."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    with httpx2.Client(timeout=15, trust_env=False) as http:
+        r = http.get(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200, r.text
+    samples = {}
+    for family in text_string_to_metric_families(r.text):
+        for s in family.samples:
+            samples[(s.name, frozenset(s.labels.items()))] = s.value
+    return samples, r.text
+
+
+def sample(samples: dict[Any, float], metric: str, /, **labels: str) -> float:
+    return samples.get((metric, frozenset(labels.items())), 0.0)
 
 
 async def test_a_five_per_minute_rule_refuses_the_sixth_call(wf: Wf, everything_bin: Path) -> None:
@@ -64,8 +83,10 @@ async def test_over_http_a_stateless_call_past_a_limit_is_429_with_retry_after(w
     from test_tasks_runs import Raw
 
     quotas = '[[quotas]]\nname = "echo-http"\ntools = "everything__echo"\nrate = "2/min"\n\n'
-    config = wf.write_config(quotas + toml_config({"everything": {"command": str(everything_bin)}}))
-    server = wf.start_http("127.0.0.1", None, "--config", str(config))
+    telemetry = '[telemetry]\nmetrics_token = "${WF_E2E_METRICS_TOKEN}"\n\n'
+    config = wf.write_config(telemetry + quotas + toml_config({"everything": {"command": str(everything_bin)}}))
+    metrics_token = "metrics-secret-0123456789"
+    server = wf.start_http("127.0.0.1", None, "--config", str(config), env={"WF_E2E_METRICS_TOKEN": metrics_token})
     args = {"name": "everything__echo", "arguments": {"message": "hi"}}
     async with httpx2.AsyncClient(timeout=OP_TIMEOUT) as http:
         raw = Raw(http, server.url, "unused", tasks=False)
@@ -104,3 +125,7 @@ async def test_over_http_a_stateless_call_past_a_limit_is_429_with_retry_after(w
             await c.call_tool("wf_call", {"name": "everything__echo", "arguments": {"message": "x"}})
         assert refused.value.data["stage"] == "limit", refused.value.data
         assert refused.value.data["policy"] == "echo-http", refused.value.data
+    # Metrics per rule: two calls used the budget, two were refused.
+    samples, text = metrics(server.port, metrics_token)
+    assert sample(samples, "wf_quota_calls_total", rule="echo-http", outcome="used") == 2, text
+    assert sample(samples, "wf_quota_calls_total", rule="echo-http", outcome="refused") == 2, text
