@@ -13,6 +13,8 @@ Python client, the real `wf serve` and the real @modelcontextprotocol/server-eve
 - A policy naming an unknown tool is refused at start with its file and line.
 - A group rule holds for both principals a `[[server.tokens]]` `groups` puts in the
   group, and not for one outside it (over HTTP, 2026-07-28 stateless calls).
+- An argument rule on an OpenAPI source's operation (the FastAPI app of
+  test_openapi.py): the path parameter `item_id` below 100 is allowed, above denied.
 - A policy file is watched on its own: an edit is in force on a later call without a
   reload; an edit that does not load is logged and the policies in force stay.
 """
@@ -253,3 +255,35 @@ async def test_a_group_rule_holds_for_every_principal_in_the_group(wf: Wf, every
         assert "everything__ech0" in server.log.read_text(errors="replace")
         r = await raw["carol"].request("tools/call", echo("ok"), "everything__echo")
         assert "error" in r and "no-echo" in r["error"]["message"], r
+
+
+API_POLICIES = """\
+@id("baseline")
+permit(principal, action, resource);
+
+@id("small-items-only")
+@reason("only items below 100 may be looked up")
+forbid(principal, action == wf::Action::"api__lookup_items__item_id__get", resource)
+unless { context.arguments.item_id < 100 };
+"""
+
+
+async def test_an_argument_rule_on_an_openapi_operation(wf: Wf) -> None:
+    from test_openapi import TOKEN, App
+
+    app = App(wf.root)
+    try:
+        wf.write_config(API_POLICIES, "policy.cedar")
+        source = {"kind": "openapi", "spec": f"{app.base}/openapi.json", "auth": {"type": "bearer", "token": "${API_TOKEN}"}}
+        config = wf.write_config('[policy]\nfiles = ["policy.cedar"]\n\n' + toml_config({"api": source}))
+        async with wf.stdio_client("auto", "--config", str(config), env={"API_TOKEN": TOKEN}) as c:
+            with anyio.fail_after(OP_TIMEOUT):
+                await wait_listed(c, "api__lookup_items__item_id__get")
+                ok = await structured(c, "api__lookup_items__item_id__get", {"item_id": 7})
+                assert ok["item_id"] == 7, ok
+                _, error = await call_outcome(c, "api__lookup_items__item_id__get", {"item_id": 700})
+                assert error is not None and "small-items-only" in error and "below 100" in error, error
+                seen = [e for e in app.seen() if e.get("request", "").startswith("GET /items/")]
+                assert [e["request"] for e in seen] == ["GET /items/7"], seen
+    finally:
+        app.stop()
