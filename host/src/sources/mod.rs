@@ -5,6 +5,7 @@ mod asks;
 mod call;
 mod handle;
 mod logs;
+pub mod node_schemas;
 pub mod poison;
 mod registry;
 mod screen;

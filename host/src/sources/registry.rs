@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use wf_plugin_api::{Catalog, PluginError, SourceSpec};
 
 use super::handle::SourceHandle;
+use super::node_schemas;
 use super::poison::{Finding, Others};
 use super::screen::{Rejected, screen};
 use super::tool_pins::{self, Guard, Held, Judged};
@@ -413,7 +414,8 @@ impl Sources {
         match store.blocking(store.snapshot(&entry.name, &entry.fingerprint)) {
             Ok(Some((catalog, at))) => match serde_json::from_value::<Catalog>(catalog) {
                 Ok(c) => {
-                    let (c, rejected) = screen(c);
+                    let (mut c, rejected) = screen(c);
+                    node_schemas::fold(&mut c);
                     for r in &rejected {
                         tracing::warn!(source = %entry.name, plugin = ?entry.plugin, "{r}");
                     }
@@ -480,12 +482,18 @@ impl Sources {
                 let (guard, others) = (self.guard(), self.others(&entry.name));
                 let name = entry.name.clone();
                 let before = entry.catalog();
-                // The snapshot keeps what the source said (only when saved).
-                // Made here, on the thread that saves and frees it: mimalloc
-                // keeps a page another thread freed until its own collects.
-                let raw = self.store.is_some().then(|| json!(catalog));
+                // The snapshot keeps what the source said (only when saved),
+                // as text: a tree of it was as large as the catalog (issue
+                // #55). Made here, on the thread that saves and frees it:
+                // mimalloc keeps a page another thread freed until its own
+                // collects.
+                let raw = self
+                    .store
+                    .as_ref()
+                    .and_then(|_| serde_json::to_string(&catalog).ok());
                 tokio::task::spawn_blocking(move || {
-                    let (catalog, rejected) = screen(catalog);
+                    let (mut catalog, rejected) = screen(catalog);
+                    node_schemas::fold(&mut catalog);
                     let catalog = Arc::new(catalog);
                     let judged = tool_pins::judge(&guard, &name, &catalog, &others);
                     let same = same_catalog(before.as_ref(), &judged.served);
@@ -577,6 +585,7 @@ impl Sources {
             // go back to the system now, not at some later allocation.
             drop(catalog);
             release_freed();
+            release_c_heap();
         }
         if was_waiting
             && self
@@ -784,6 +793,17 @@ pub(crate) fn release_freed() {
     // SAFETY: mi_collect takes no pointers; it only returns this thread's
     // free pages to the system.
     unsafe { mi_collect(true) }
+}
+
+/// Hands back the pages the C heap freed: SQLite (the store) copies a saved
+/// snapshot with glibc's malloc, whose thread arenas keep what it freed (9
+/// MiB after GitHub's, issue #55).
+fn release_c_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointers; it only returns free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Whether `served` is what `was` served: the same catalog, or an equal one

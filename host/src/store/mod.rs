@@ -584,17 +584,19 @@ impl Store {
             .transpose()
     }
 
+    /// Saves `catalog`, the catalog's JSON text (a large catalog's text is a
+    /// fraction of its parsed tree: issue #55).
     pub async fn save_snapshot(
         &self,
         source: &str,
         fingerprint: &str,
-        catalog: &Value,
+        catalog: &str,
     ) -> Result<()> {
         self.db
             .execute(
                 "INSERT INTO catalog_snapshots (source, fingerprint, catalog, discovered_at) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (source) DO UPDATE SET fingerprint = excluded.fingerprint, catalog = excluded.catalog, discovered_at = excluded.discovered_at",
-                args![source, fingerprint, catalog.to_string(), now_ms()],
+                args![source, fingerprint, catalog, now_ms()],
             )
             .await?;
         Ok(())
@@ -1134,10 +1136,10 @@ mod tests {
     async fn snapshots_replace_per_source() {
         for s in test_stores().await {
             assert!(s.snapshot("src", "f1").await.unwrap().is_none());
-            s.save_snapshot("src", "f1", &json!({"tools": [1]}))
+            s.save_snapshot("src", "f1", &json!({"tools": [1]}).to_string())
                 .await
                 .unwrap();
-            s.save_snapshot("src", "f2", &json!({"tools": [2]}))
+            s.save_snapshot("src", "f2", &json!({"tools": [2]}).to_string())
                 .await
                 .unwrap();
             assert!(s.snapshot("src", "f1").await.unwrap().is_none(), "replaced");

@@ -27,7 +27,7 @@ impl PlannerCatalog {
     pub fn from_snapshot(snapshot: &Snapshot) -> Self {
         let mut nodes = BTreeMap::new();
         for (source, cat) in &snapshot.sources {
-            for spec in &cat.node_specs {
+            for spec in crate::sources::node_schemas::node_specs(cat) {
                 let reference = format!("{source}.{}", spec.name);
                 nodes.insert(
                     reference.clone(),
@@ -35,7 +35,7 @@ impl PlannerCatalog {
                         reference,
                         source: source.clone(),
                         name: spec.name.clone(),
-                        spec: spec.clone(),
+                        spec: spec.into_owned(),
                     },
                 );
             }

@@ -48,6 +48,11 @@ struct Bundler<'a> {
 
 /// Brings in the documents `loaded`'s references point at, and rewrites
 /// every reference to a local one.
+/// Whether `value`, a parsed document, refers to other documents.
+pub fn refers_out(value: &Value) -> bool {
+    value.is_object() && has_external(value)
+}
+
 pub async fn bundle(
     loaded: &mut Loaded,
     settings: &Settings,

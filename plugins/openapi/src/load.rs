@@ -44,6 +44,22 @@ pub async fn load(
     client: &Client,
     tokens: &TokenCache,
 ) -> Result<Loaded, LoadError> {
+    let (text, url) = read(settings, client, tokens).await?;
+    let spec = settings.spec.clone();
+    crate::off_thread(move || parsed(text, url, &spec))
+        .await
+        .map_err(|e| LoadError::Read {
+            spec: settings.spec.clone(),
+            reason: e.message,
+        })?
+}
+
+/// The document's text, read or fetched, and its URL when fetched.
+pub async fn read(
+    settings: &Settings,
+    client: &Client,
+    tokens: &TokenCache,
+) -> Result<(String, Option<url::Url>), LoadError> {
     let spec = &settings.spec;
     let limit = settings.max_spec_bytes;
     let (bytes, url) = if is_url(spec) {
@@ -78,19 +94,14 @@ pub async fn load(
         spec: spec.clone(),
         reason: "not UTF-8 text".into(),
     })?;
-    // Parsing a large document takes a while: off the polling thread.
-    let parsed = crate::off_thread(move || {
-        let parsed = parse_text(&text);
-        (text, parsed)
-    })
-    .await
-    .map_err(|e| LoadError::Read {
-        spec: spec.clone(),
-        reason: e.message,
-    })?;
-    let text = parsed.0;
-    let (value, mime) = parsed.1.map_err(|reason| LoadError::Syntax {
-        spec: spec.clone(),
+    Ok((text, url))
+}
+
+/// `text` (of document `spec`) parsed. Blocking: a large document takes a
+/// while, and its tree is best freed on the thread that parsed it.
+pub fn parsed(text: String, url: Option<url::Url>, spec: &str) -> Result<Loaded, LoadError> {
+    let (value, mime) = parse_text(&text).map_err(|reason| LoadError::Syntax {
+        spec: spec.to_string(),
         reason,
     })?;
     Ok(Loaded {

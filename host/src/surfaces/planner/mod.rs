@@ -233,7 +233,7 @@ impl Planner {
                 items.push(item);
             };
             match kind {
-                "node" => cat.node_specs.iter().for_each(|n| {
+                "node" => crate::sources::node_schemas::node_specs(cat).for_each(|n| {
                     push(
                         &n.name,
                         &n.description,
