@@ -31,6 +31,7 @@ mod fencing;
 mod front;
 mod lean;
 mod load;
+mod mcp_proxy;
 mod memory;
 mod oauth;
 mod openapi;
@@ -149,6 +150,9 @@ enum Bench {
     Endpoints,
     /// 200 concurrent HTTP sessions, then a 100 000-call soak (not in the default run).
     Load,
+    /// wf's HTTP front beside mcp-proxy and FastMCP: latency, calls/s, RSS,
+    /// upstream processes (not in the default run; installs mcp-proxy once).
+    Gateways,
 }
 
 /// What every benchmark needs: binaries, a scratch directory, the run size.
@@ -427,6 +431,9 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     // Minutes long: only when asked for by name.
     if only.contains(&Bench::Load) {
         load::run(env).await?;
+    }
+    if only.contains(&Bench::Gateways) {
+        mcp_proxy::run(env).await?;
     }
     if only.contains(&Bench::OpenapiDocs) {
         openapi_docs::run(env).await?;
