@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use wf_host::catalog::search::{DocText, Index, SegmentCache};
+use wf_host::catalog::embed::{Embedder, Vectors, tool_text};
+use wf_host::catalog::search::{Blend, DocText, Index, SEM_DEPTH, SegmentCache};
+use wf_host::config::EmbeddingsConfig;
 
 use crate::Env;
 
@@ -296,11 +298,9 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             l.mrr,
             verdict(ok)
         );
-        println!(
-            "| lexical + semantic | {set} | — | — | — | ≥ 0.90 | not built (docs/benchmarks.md) |"
-        );
         lexical_misses.push((set, l.misses));
     }
+    let semantic = semantic_rows(env, &cat, &idx, &sets).await;
     // For outside probes (a semantic ranker's blend): the lexical top 10 of
     // every query of both sets, as JSON, when asked.
     if let Ok(path) = std::env::var("WF_BENCH_RETRIEVAL_DUMP") {
@@ -426,6 +426,9 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         "\nThe {}-tool catalog is the real one replicated {copies} times under renamed sources (`github0`, `github1`, …). Tokens: bytes ÷ {BYTES_PER_TOKEN} (a stated estimate, no tokenizer).",
         big.len()
     );
+    if let Some(sem) = &semantic {
+        semantic_speed(sem, &cat, &idx, &all, rounds, copies, p50_822, p50);
+    }
     for (set, misses) in lexical_misses {
         if !misses.is_empty() {
             println!("\nLexical, {set}: not in the top 5 ({}):\n", misses.len());
@@ -436,4 +439,279 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     }
     println!();
     Ok(())
+}
+
+/// The embeddings endpoint of tests/e2e/embeddings_server.py (all-MiniLM-L6-v2
+/// in numpy), started for the run; stopped when dropped.
+struct EmbedServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for EmbedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the Python endpoint with `WF_BENCH_EMBED_PYTHON` (default the e2e
+/// venv's python); `Err` says why not.
+fn start_embed_server() -> anyhow::Result<EmbedServer> {
+    use std::io::BufRead;
+    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let python = std::env::var("WF_BENCH_EMBED_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| root.join("tests/e2e/.venv/bin/python"));
+    anyhow::ensure!(python.exists(), "{} is missing", python.display());
+    let mut child = std::process::Command::new(&python)
+        .arg(root.join("tests/e2e/embeddings_server.py"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let out = child.stdout.take().context("stdout")?;
+    let mut line = String::new();
+    std::io::BufReader::new(out).read_line(&mut line)?;
+    let Some(port) = line.trim().strip_prefix("listening on ") else {
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            use std::io::Read;
+            let _ = e.read_to_string(&mut err);
+        }
+        let _ = child.kill();
+        anyhow::bail!("the embeddings server did not start: {}", err.trim());
+    };
+    Ok(EmbedServer {
+        url: format!("http://127.0.0.1:{port}/v1/embeddings"),
+        child,
+    })
+}
+
+/// What the semantic rows measured, for the speed table.
+struct SemanticRun {
+    _server: EmbedServer,
+    vectors: Vectors,
+    /// Tool key → its vector, for the replicated catalog.
+    by_key: BTreeMap<String, Vec<f32>>,
+    /// Query text → its vector.
+    queries: BTreeMap<String, Vec<f32>>,
+    embed_tools: Duration,
+    query_ms: Vec<Duration>,
+}
+
+/// recall rows for semantic alone and blended, or a note saying why none.
+async fn semantic_rows(
+    env: &Env,
+    cat: &Catalog,
+    idx: &Index,
+    sets: &[(&str, &[Query]); 2],
+) -> Option<SemanticRun> {
+    if env.quick && std::env::var_os("WF_BENCH_SEMANTIC").is_none() {
+        println!(
+            "| lexical + semantic | both | — | — | — | ≥ 0.90 | skipped in --quick (embedding 822 tools takes minutes; WF_BENCH_SEMANTIC=1 runs it) |"
+        );
+        return None;
+    }
+    let run = async {
+        let server = start_embed_server()?;
+        let embedder = Embedder::new(&EmbeddingsConfig {
+            endpoint: server.url.clone(),
+            model: "all-MiniLM-L6-v2".into(),
+            api_key_env: None,
+            timeout_ms: 120_000,
+            batch_timeout_ms: 600_000,
+        })?;
+        let long = Duration::from_secs(600);
+        let texts: Vec<String> = cat
+            .tools
+            .iter()
+            .map(|(source, name, t)| {
+                let original = name.strip_prefix(&format!("{source}__")).unwrap_or(name);
+                tool_text(source, original, t["description"].as_str().unwrap_or(""))
+            })
+            .collect();
+        let t0 = Instant::now();
+        let mut by_key = BTreeMap::new();
+        // By length, as wf batches them (less padding).
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        for chunk in order.chunks(32) {
+            let batch: Vec<String> = chunk.iter().map(|&i| texts[i].clone()).collect();
+            let vecs = embedder.embed(&batch, long).await?;
+            for (&i, v) in chunk.iter().zip(vecs) {
+                by_key.insert(cat.tools[i].1.clone(), v);
+            }
+        }
+        let embed_tools = t0.elapsed();
+        let mut queries = BTreeMap::new();
+        let mut query_ms = Vec::new();
+        for (_, qs) in sets {
+            for q in *qs {
+                let t0 = Instant::now();
+                let v = embedder.embed(std::slice::from_ref(&q.query), long).await?;
+                query_ms.push(t0.elapsed());
+                queries.insert(q.query.clone(), v.into_iter().next().context("a vector")?);
+            }
+        }
+        let vectors = Vectors::new(
+            cat.tools
+                .iter()
+                .filter_map(|t| Some((t.1.clone(), by_key.get(&t.1)?.clone().into()))),
+        );
+        anyhow::Ok(SemanticRun {
+            _server: server,
+            vectors,
+            by_key,
+            queries,
+            embed_tools,
+            query_ms,
+        })
+    };
+    let sem = match run.await {
+        Ok(s) => s,
+        Err(e) => {
+            println!(
+                "| lexical + semantic | both | — | — | — | ≥ 0.90 | skipped: {e} (tests/run installs the venv) |"
+            );
+            return None;
+        }
+    };
+    // The fusion's settings, swept on queries.json only (best recall@5,
+    // then MRR); the default is what wf ships.
+    let blended = |blend: &Blend, queries: &[Query]| {
+        quality(queries, |q| {
+            let near = sem
+                .vectors
+                .nearest(&sem.queries[q], blend.sem_depth.max(SEM_DEPTH));
+            idx.search_blended_with(blend, q, &near, 10, |_| true)
+                .iter()
+                .map(|h| h.key.to_string())
+                .collect()
+        })
+    };
+    let mut sweep = Vec::new();
+    for k in [10.0, 30.0, 60.0] {
+        for lex_depth in [5, 10, 20] {
+            for sem_weight in [0.5, 1.0, 1.5, 2.0] {
+                let b = Blend {
+                    k,
+                    lex_depth,
+                    sem_depth: SEM_DEPTH,
+                    sem_weight,
+                };
+                let q = blended(&b, sets[0].1);
+                sweep.push((b, q.r5, q.mrr));
+            }
+        }
+    }
+    sweep.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)));
+    let best = sweep[0].0;
+    println!(
+        "| (sweep on queries.json: best k {}, lexical depth {}, semantic weight {} — r@5 {:.3}, MRR {:.3}; shipped: k {}, depth {}, weight {}) | | | | | | |",
+        best.k,
+        best.lex_depth,
+        best.sem_weight,
+        sweep[0].1,
+        sweep[0].2,
+        Blend::DEFAULT.k,
+        Blend::DEFAULT.lex_depth,
+        Blend::DEFAULT.sem_weight
+    );
+    for (set, queries) in sets {
+        let alone = quality(queries, |q| {
+            sem.vectors
+                .nearest(&sem.queries[q], 10)
+                .into_iter()
+                .map(|(k, _)| k.to_string())
+                .collect()
+        });
+        println!(
+            "| semantic alone (all-MiniLM-L6-v2) | {set} | {:.3} | {:.3} ({}/{}) | {:.3} | | |",
+            alone.r1, alone.r5, alone.hits5, alone.n, alone.mrr
+        );
+        let b = blended(&Blend::DEFAULT, queries);
+        if best != Blend::DEFAULT {
+            let t = blended(&best, queries);
+            println!(
+                "| lexical + semantic (RRF, queries.json's sweep winner) | {set} | {:.3} | {:.3} ({}/{}) | {:.3} | | |",
+                t.r1, t.r5, t.hits5, t.n, t.mrr
+            );
+        }
+        let (target, ok) = if set.starts_with("intent") {
+            ("≥ 0.90", Some(b.r5 >= 0.90))
+        } else {
+            ("", None)
+        };
+        println!(
+            "| lexical + semantic (RRF) | {set} | {:.3} | {:.3} ({}/{}) | {:.3} | {target} | {} |",
+            b.r1,
+            b.r5,
+            b.hits5,
+            b.n,
+            b.mrr,
+            ok.map_or("", verdict)
+        );
+    }
+    Some(sem)
+}
+
+/// Blended query latency at 822 and 5,754 tools, excluding the endpoint's
+/// own time (query vectors computed beforehand), and the vectors' memory.
+#[allow(clippy::too_many_arguments)]
+fn semantic_speed(
+    sem: &SemanticRun,
+    cat: &Catalog,
+    idx: &Index,
+    all: &[&str],
+    rounds: usize,
+    copies: usize,
+    lex_822: Duration,
+    lex_big: Duration,
+) {
+    let blended = |vectors: &Vectors, index: &Index, q: &str| {
+        let near = vectors.nearest(&sem.queries[q], SEM_DEPTH);
+        index.search_blended(q, &near, 8, |_| true).len()
+    };
+    let p50_822 = percentile(
+        &latency(all, rounds, |q| blended(&sem.vectors, idx, q)),
+        0.5,
+    );
+    // The replicas reuse the real tools' vectors (the scan costs the same).
+    let big = replicate(cat, copies);
+    let big_idx = index(&mut SegmentCache::default(), &big, "");
+    // `replicate` lists copy after copy, in the catalog's order.
+    let n = cat.tools.len().max(1);
+    let big_vectors = Vectors::new(big.iter().enumerate().filter_map(|(j, (_, name, _))| {
+        let base = &cat.tools[j % n].1;
+        Some((name.clone(), sem.by_key.get(base)?.clone().into()))
+    }));
+    let samples = latency(all, rounds, |q| blended(&big_vectors, &big_idx, q));
+    let p50 = percentile(&samples, 0.5);
+    println!(
+        "| lexical + semantic, query latency over {} tools, p50 (lexical alone {:.0} µs; endpoint excluded) | {:.0} µs | | |",
+        cat.tools.len(),
+        us(lex_822),
+        us(p50_822)
+    );
+    println!(
+        "| lexical + semantic, query latency over {} tools, p50 (lexical alone {:.0} µs; endpoint excluded) | {:.0} µs | ≤ 5 ms | {} |",
+        big_vectors.len(),
+        us(lex_big),
+        us(p50),
+        verdict(p50 <= Duration::from_millis(5))
+    );
+    println!(
+        "| tool vectors, {} / {} tools × {} dims (f32) | {} / {} | | |",
+        sem.vectors.len(),
+        big_vectors.len(),
+        sem.vectors.dim(),
+        crate::stats::mib((sem.vectors.bytes() / 1024) as u64),
+        crate::stats::mib((big_vectors.bytes() / 1024) as u64)
+    );
+    println!(
+        "| the endpoint (numpy MiniLM, this machine): {} tool texts / one query p50 | {:.1} s / {:.0} ms | | |",
+        cat.tools.len(),
+        sem.embed_tools.as_secs_f64(),
+        us(percentile(&sem.query_ms, 0.5)) / 1000.0
+    );
 }

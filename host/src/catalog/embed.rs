@@ -231,7 +231,7 @@ fn encode(v: &[f32]) -> String {
 }
 
 fn decode(s: &str) -> Option<Vec<f32>> {
-    if s.is_empty() || s.len() % 8 != 0 || s.len() / 8 > MAX_DIM || !s.is_ascii() {
+    if s.is_empty() || !s.len().is_multiple_of(8) || s.len() / 8 > MAX_DIM || !s.is_ascii() {
         return None;
     }
     let bytes: Vec<u8> = (0..s.len())
@@ -417,6 +417,8 @@ impl Semantic {
                 missing.push((h.clone(), t.clone()));
             }
         }
+        // Similar lengths batched together: an endpoint pads a batch to its longest.
+        missing.sort_by_key(|(_, t)| t.len());
         for chunk in missing.chunks(BATCH) {
             let texts: Vec<String> = chunk.iter().map(|(_, t)| t.clone()).collect();
             match self

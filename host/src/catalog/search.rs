@@ -62,6 +62,25 @@ pub const SEM_DEPTH: usize = 50;
 /// The semantic ranking's weight in the fusion (the lexical one's is 1).
 pub const SEM_WEIGHT: f32 = 1.0;
 
+/// The fusion's settings ([`Blend::DEFAULT`]: the constants above; the
+/// benchmark sweeps others on queries.json).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Blend {
+    pub k: f32,
+    pub lex_depth: usize,
+    pub sem_depth: usize,
+    pub sem_weight: f32,
+}
+
+impl Blend {
+    pub const DEFAULT: Blend = Blend {
+        k: RRF_K,
+        lex_depth: LEX_DEPTH,
+        sem_depth: SEM_DEPTH,
+        sem_weight: SEM_WEIGHT,
+    };
+}
+
 /// Words that carry no meaning in a query or a description.
 const STOP: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "i", "if", "in", "into", "is",
@@ -489,13 +508,25 @@ impl Index {
         limit: usize,
         keep: impl Fn(&Hit) -> bool,
     ) -> Vec<Hit<'_>> {
+        self.search_blended_with(&Blend::DEFAULT, query, nearest, limit, keep)
+    }
+
+    /// [`Self::search_blended`] with other fusion settings.
+    pub fn search_blended_with(
+        &self,
+        blend: &Blend,
+        query: &str,
+        nearest: &[(&str, f32)],
+        limit: usize,
+        keep: impl Fn(&Hit) -> bool,
+    ) -> Vec<Hit<'_>> {
         let terms = query_terms(query);
         let wants_host = self.wants_host(&terms);
         // document → (fused score, confidence)
         let mut fused: HashMap<usize, (f32, f32)> = HashMap::new();
         let mut rank = 0usize;
         for (_, d, score, confidence) in self.ranked(query) {
-            if rank >= LEX_DEPTH {
+            if rank >= blend.lex_depth {
                 break;
             }
             let doc = self.doc(d);
@@ -506,13 +537,13 @@ impl Index {
                 confidence,
             };
             if keep(&hit) {
-                fused.insert(d, (1.0 / (RRF_K + rank as f32), confidence));
+                fused.insert(d, (1.0 / (blend.k + rank as f32), confidence));
                 rank += 1;
             }
         }
         let mut rank = 0usize;
         for (key, cos) in nearest {
-            if rank >= SEM_DEPTH {
+            if rank >= blend.sem_depth {
                 break;
             }
             let Some(&d) = self.by_key.get(*key) else {
@@ -529,7 +560,7 @@ impl Index {
             };
             if keep(&hit) {
                 let e = fused.entry(d).or_default();
-                e.0 += SEM_WEIGHT / (RRF_K + rank as f32);
+                e.0 += blend.sem_weight / (blend.k + rank as f32);
                 e.1 = e.1.max(cos);
                 rank += 1;
             }
