@@ -63,8 +63,11 @@ pub struct CatalogView {
     pub usage: Usage,
     /// Endpoints' policies, made on first use; a reload's new endpoint
     /// (another `Arc`) gets a new one.
-    by_endpoint: Mutex<HashMap<String, (Arc<Endpoint>, Arc<Policy>)>>,
+    by_endpoint: Mutex<HashMap<String, EndpointPolicy>>,
 }
+
+/// An endpoint (the `Arc` its policy was made for) and its policy.
+type EndpointPolicy = (Arc<Endpoint>, Arc<Policy>);
 
 /// What one `tools/list` shows.
 pub struct Listing<'a> {
