@@ -46,7 +46,7 @@ def config(everything_bin: Path, toks: dict[str, str], audit: str = "") -> str:
         f'[sources.everything]\ncommand = "{everything_bin}"\n'
         f'env = {{ AUDIT_PROBE = "${{{SECRET_ENV}}}" }}\n\n'
         '[[server.tokens]]\nname = "alice"\n'
-        f'token = "{toks["alice"]}"\n'
+        f'token = "{toks["alice"]}"\ngroups = ["support"]\n'
         '[[server.tokens]]\nname = "bob"\n'
         f'token = "{toks["bob"]}"\ndeny_tools = ["everything__get-sum"]\n\n'
         '[admin]\nover_http = "open"\n\n'
@@ -112,7 +112,8 @@ async def test_every_call_is_one_record_with_who_what_decision_and_outcome(wf: W
 
     echo = by[("alice", "everything__echo")]
     assert echo["decision"] == "allow" and echo["outcome"] == "ok", echo
-    assert echo["groups"] == [] and echo["transport"] == "http" and echo["kind"] == "tool", echo
+    assert echo["groups"] == ["support"] and echo["transport"] == "http" and echo["kind"] == "tool", echo
+    assert by[("bob", "everything__get-sum")]["groups"] == [], rows
     assert echo["duration_us"] > 0 and echo["bytes_in"] > 0 and echo["bytes_out"] > 0, echo
     # Values kept where asked, with the pattern and the ${VAR} secret blanked.
     assert echo["arguments"] == {"message": "key [redacted] and [redacted]"}, echo["arguments"]
@@ -134,6 +135,7 @@ async def test_every_call_is_one_record_with_who_what_decision_and_outcome(wf: W
     assert {r["capability"] for r in audit_cli(wf, cfg, "--capability", "everything__get-*")} == {"everything__get-sum"}
     assert [r["principal"] for r in audit_cli(wf, cfg, "--principal", "alice", "--capability", "*echo")] == ["alice"]
     assert audit_cli(wf, cfg, "--since", "1h", "--until", "1970-01-02") == []
+    assert {r["principal"] for r in audit_cli(wf, cfg, "--group", "support")} == {"alice"}
     table = wf.run("audit", "--config", str(cfg), "--state-dir", str(wf.state_dir), "--principal", "bob")
     assert table.returncode == 0 and table.stdout.splitlines()[0].split()[:4] == ["time", "principal", "kind", "capability"]
     assert "bob" in table.stdout.splitlines()[1] and "denied" in table.stdout, table.stdout

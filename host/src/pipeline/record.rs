@@ -89,11 +89,13 @@ fn base(audit: &AuditLog, call: &Call<'_>, keep: Keep, node: Option<RunNode<'_>>
     let arguments = (!call.arguments.is_null()).then(|| audit.arguments(keep, call.arguments));
     AuditRecord {
         principal: call.principal.name().to_string(),
+        // As policies and quotas see them: a static token's groups too.
         groups: call
             .principal
-            .groups()
-            .map(|g| g.iter().map(|s| s.to_string()).collect())
-            .unwrap_or_default(),
+            .member_groups()
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
         client: call.client.map(|name| match call.client_version {
             Some(v) if !v.is_empty() => format!("{name}/{v}"),
             _ => name.to_string(),
