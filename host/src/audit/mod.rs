@@ -29,6 +29,11 @@ use crate::store::{AuditRecord, Store};
 
 /// Most records written in one transaction.
 pub const BATCH: usize = 512;
+/// How long the writer gathers records after the first one before writing
+/// them: one transaction per tick under load, not one per call (a
+/// transaction per call cost a whole HTTP call about 100 µs p50 on a
+/// 2-core machine; docs/benchmarks.md, "Audit trail").
+pub const GATHER_FOR: Duration = Duration::from_millis(100);
 /// How long a failed batch is retried before it is dropped and counted.
 pub const RETRY_FOR: Duration = Duration::from_secs(30);
 /// Old records are pruned at least this often, and whenever a tenth of
@@ -252,6 +257,7 @@ async fn write_loop(
     prune(&store, &counts, retention).await;
     let (mut since_prune, mut pruned_at) = (0u64, tokio::time::Instant::now());
     while rx.recv_many(&mut batch, BATCH).await > 0 {
+        gather(&mut rx, &mut batch).await;
         if let Some(out) = export.as_mut()
             && let Err(e) = out.write(&batch)
         {
@@ -290,6 +296,19 @@ async fn write_loop(
         if since_prune >= prune_after || pruned_at.elapsed() >= PRUNE_EVERY {
             prune(&store, &counts, retention).await;
             (since_prune, pruned_at) = (0, tokio::time::Instant::now());
+        }
+    }
+}
+
+/// Adds what arrives within [`GATHER_FOR`] to `batch`, up to [`BATCH`].
+async fn gather(rx: &mut mpsc::Receiver<AuditRecord>, batch: &mut Vec<AuditRecord>) {
+    let until = tokio::time::sleep(GATHER_FOR);
+    tokio::pin!(until);
+    while batch.len() < BATCH {
+        let room = BATCH - batch.len();
+        tokio::select! {
+            () = &mut until => return,
+            n = rx.recv_many(batch, room) => if n == 0 { return },
         }
     }
 }
