@@ -22,9 +22,9 @@ pub mod migrate;
 pub mod pg;
 mod run_tasks;
 pub use run_tasks::RunTaskRow;
+mod embeddings;
 mod tls;
 mod usage;
-mod embeddings;
 
 use db::{Db, Row, args};
 pub use leases::LeaseTimes;
