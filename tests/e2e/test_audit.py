@@ -159,17 +159,19 @@ async def test_a_small_row_bound_keeps_the_newest_records(wf: Wf, everything_bin
             with anyio.fail_after(OP_TIMEOUT):
                 r = await c.call_tool("everything__echo", {"message": f"m{i}"})
             assert not r.is_error
-        # Pruning follows the writes: wait until the trail is down to its bound.
+        # Pruning follows the writes, which are batched: wait until the twelve
+        # calls are written (in order, before any status call's own record)
+        # and the trail is down to its bound.
         deadline = time.monotonic() + 20
         while True:
-            rows = audit_cli(wf, cfg, "--capability", "everything__echo")
-            if len(rows) <= 5 or time.monotonic() > deadline:
+            status = await admin(c, "status")
+            rows = audit_cli(wf, cfg)
+            if (status["audit"]["written"] >= 12 and len(rows) <= 5) or time.monotonic() > deadline:
                 break
             await anyio.sleep(0.2)
         assert len(rows) == 5, rows
-        # The newest stay: the last record is the twelfth call's.
+        # The newest stay, newest first.
         assert rows == sorted(rows, key=lambda r: r["at"], reverse=True)
-        status = await admin(c, "status")
         assert status["audit"]["pruned"] >= 7 and status["audit"]["dropped"] == 0, status["audit"]
 
 
