@@ -1,56 +1,33 @@
-//! Discovery: lists everything a source offers.
+//! Discovery: a one-shot session lists everything, then closes. It never
+//! touches the persistent runtime, so it cannot disturb a stateful session.
 //!
-//! It lists on the source's persistent session when one is live (what a
-//! client's own listing does on a `shared` source), else on the session
-//! discovery left parked, else on a session it opens the way the runtime
-//! does and then parks for the runtime's first call (`session::parked`). A
-//! `shared` stdio source so costs one upstream process at steady state, not
-//! one for discovery, one per rediscovery and one for the calls. Sessions of
-//! `client` and `principal` scopes and run leases never adopt a parked
-//! session and are never listed on: their state stays their own.
-//!
-//! The catalog is returned as soon as the listing is done; a session closed
-//! (not adopted, or not needed) is closed in the background. Closing a stdio
-//! upstream is the MCP shutdown (stdin closed, up to 3 s for it to exit,
-//! SIGTERM, SIGKILL), and some upstreams do not exit on their own:
-//! server-everything asks the client for its roots 350 ms after
-//! `initialized` and waits on that request (docs/benchmarks.md, "Start-up
-//! with real upstreams"). A source's shutdown kills whatever of its
-//! upstreams is left (`stdio::kill_leftovers`).
-
-use std::sync::atomic::Ordering;
+//! The catalog is returned as soon as the listing is done; the session is
+//! closed in the background. Closing a stdio upstream is the MCP shutdown
+//! (stdin closed, up to 3 s for it to exit, SIGTERM, SIGKILL), and some
+//! upstreams do not exit on their own: server-everything asks the client for
+//! its roots 350 ms after `initialized` and waits on that request, so a
+//! discovery that waited for the exit took 3.3 s where the listing took
+//! 0.3 s (docs/benchmarks.md, "Start-up with real upstreams"). The process
+//! still goes: the background close ends it, and a source's shutdown kills
+//! whatever of its upstreams is left (`stdio::kill_leftovers`).
 
 use rmcp::model::PaginatedRequestParams;
-use rmcp::{Peer, RoleClient};
 use wf_plugin_api::{Catalog, NodeSpec, PluginError};
 
 use crate::client::McpClient;
 use crate::config::McpConfig;
+use crate::opener::open;
 use crate::pages::{ListError, all_pages};
-use crate::runtime::{Listing, Runtime, convert};
+use crate::runtime::convert;
 
-pub async fn discover(
-    source: &str,
-    config: &McpConfig,
-    runtime: &Runtime,
-) -> Result<Catalog, PluginError> {
-    let _turn = runtime.discovery_turn().await;
-    match runtime.for_listing().await? {
-        Listing::Open(peer, client) => list_everything(source, &peer, &client, config).await,
-        Listing::Fresh(session, client) => {
-            client.listing.store(true, Ordering::Release);
-            let result = list_everything(source, session.peer(), &client, config).await;
-            client.listing.store(false, Ordering::Release);
-            if result.is_ok() {
-                runtime.park(session, client).await;
-            } else {
-                tokio::spawn(async move {
-                    let _ = session.cancel().await;
-                });
-            }
-            result
-        }
-    }
+pub async fn discover(source: &str, config: &McpConfig) -> Result<Catalog, PluginError> {
+    let client = McpClient::one_shot().with_log(source, None);
+    let session = open(source, config, client).await?;
+    let result = list_everything(source, &session, config).await;
+    tokio::spawn(async move {
+        let _ = session.cancel().await;
+    });
+    result
 }
 
 /// Tools, prompts, resources and templates, each listed only when the
@@ -58,8 +35,7 @@ pub async fn discover(
 /// to a client's first list, and rmcp multiplexes requests on the session.
 async fn list_everything(
     source: &str,
-    session: &Peer<RoleClient>,
-    client: &McpClient,
+    session: &crate::opener::Session,
     config: &McpConfig,
 ) -> Result<Catalog, PluginError> {
     let caps = session
@@ -119,7 +95,7 @@ async fn list_everything(
         futures::try_join!(tools, prompts, resources, templates)?;
     let mut catalog = Catalog::default();
     let mut tools: Vec<wf_plugin_api::Tool> = convert(tools)?;
-    crate::transport::executions::restore(&client.executions, &mut tools);
+    crate::transport::executions::restore(&session.service().executions, &mut tools);
     for tool in tools.into_iter().filter(|t| config.tool_visible(&t.name)) {
         catalog.node_specs.push(node_spec(&tool));
         catalog.tools.push(tool);
@@ -193,8 +169,7 @@ while :; do sleep 1; done
                     "env": {"OUT": out.to_str().unwrap()}}),
         )
         .unwrap();
-        let runtime = Runtime::new("t".into(), std::sync::Arc::new(config.clone()), None);
-        let catalog = discover("t", &config, &runtime).await.unwrap();
+        let catalog = discover("t", &config).await.unwrap();
         assert_eq!(catalog.tools.len(), 1);
         // Returned before the close went as far as SIGTERM (3 s after stdin
         // closed): the catalog did not wait for the upstream to exit.
@@ -202,17 +177,6 @@ while :; do sleep 1; done
         assert!(!seen.contains("terminated"), "{seen}");
         let answer: serde_json::Value = serde_json::from_str(seen.lines().next().unwrap()).unwrap();
         assert_eq!(answer["result"], json!({"roots": []}), "{seen}");
-        // The session stayed for the runtime's first call: one process, one epoch.
-        assert_eq!(runtime.open_session().await.unwrap(), 1);
-        let again = discover("t", &config, &runtime).await.unwrap();
-        assert_eq!(again.tools.len(), 1);
-        let seen = std::fs::read_to_string(&out).unwrap_or_default();
-        assert_eq!(
-            seen.lines().count(),
-            1,
-            "one session answered roots once: {seen}"
-        );
-        runtime.close().await;
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,11 +1,10 @@
 //! wf-source-mcp: upstream MCP servers as wf sources of kind `mcp`.
 //!
-//! Every execution — tool calls, resource reads, prompt gets and
-//! session-scoped listings — uses the source's persistent runtime
-//! (`runtime`), so stateful servers such as Playwright keep their state
-//! across calls. Discovery lists on that runtime's session, or opens one
-//! and leaves it for the runtime (`discovery`, `session::parked`). Both open
-//! sessions through the one [`opener`].
+//! Discovery uses one-shot sessions (`discovery`); every execution — tool
+//! calls, resource reads, prompt gets and session-scoped listings — uses the
+//! source's persistent runtime (`runtime`), so stateful servers such as
+//! Playwright keep their state across calls. Both open sessions through the
+//! one [`opener`].
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod config;
@@ -175,7 +174,7 @@ impl McpSource {
 
 impl Source for McpSource {
     async fn catalog(&self) -> Result<Catalog, PluginError> {
-        discovery::discover(&self.name, &self.config, &self.runtime).await
+        discovery::discover(&self.name, &self.config).await
     }
 
     async fn call_tool(

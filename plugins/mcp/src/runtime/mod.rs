@@ -32,7 +32,6 @@ use crate::pages::{ListError, all_pages};
 use crate::runtime::deadlines::Deadline;
 use crate::session::client::{McpClient, OnListChanged, OnLog, OnResourceUpdated};
 use crate::session::opener::{Session, open};
-use crate::session::parked::{self, Parked};
 use crate::session::rounds::{self, Round};
 use crate::transport::trace;
 
@@ -73,20 +72,6 @@ pub struct Runtime {
     legacy_tasks_probe: std::sync::Mutex<Option<(u64, bool)>>,
     /// The requests of 2025-11-25 tasks that wait for a client's `tasks/update`.
     task_inputs: crate::session::task_inputs::TaskInputs,
-    /// Discovery's session, kept for this runtime's first open (`session::parked`).
-    parked: Parked,
-    /// One discovery at a time: a rediscovery that an upstream's start-up
-    /// `list_changed` asks for while the first discovery still lists waits
-    /// for it, then lists on the session it parked instead of opening one.
-    discovering: Mutex<()>,
-}
-
-/// The session a listing runs on (`Runtime::for_listing`).
-pub(crate) enum Listing {
-    /// The live or parked session: listed on, left as it is.
-    Open(Peer<RoleClient>, McpClient),
-    /// A session opened for this listing: the caller parks it afterwards.
-    Fresh(Session, McpClient),
 }
 
 /// Counts a call in flight for status output.
@@ -212,8 +197,6 @@ impl Runtime {
             legacy_tasks: Default::default(),
             task_inputs: Default::default(),
             legacy_tasks_probe: Default::default(),
-            parked: Parked::default(),
-            discovering: Mutex::new(()),
         }
     }
 
@@ -258,17 +241,13 @@ impl Runtime {
             tracing::info!(source = %self.source, epoch = dead.epoch, "upstream session ended; reconnecting");
             drop(dead.session);
         }
-        // Discovery's session when it is still there: one process, not two.
-        let (session, client) = match self.parked.take() {
-            Some(parked) => parked,
-            None => {
-                let client = self.client();
-                let session = open(&self.source, &self.config, client.clone())
-                    .await
-                    .inspect_err(|e| self.note_error(e))?;
-                (session, client)
-            }
-        };
+        let client = McpClient::new(self.on_list_changed.clone())
+            .with_resource_updates(self.on_resource_updated.clone())
+            .with_log(&self.source, self.on_log.clone())
+            .with_task_inputs(self.task_inputs.clone());
+        let session = open(&self.source, &self.config, client.clone())
+            .await
+            .inspect_err(|e| self.note_error(e))?;
         self.reopen.store(false, Ordering::Release);
         let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
         tracing::info!(source = %self.source, epoch, "upstream session open");
@@ -287,59 +266,6 @@ impl Runtime {
             epoch,
         });
         Ok((peer, client, epoch))
-    }
-
-    /// The client handler of this runtime's sessions.
-    fn client(&self) -> McpClient {
-        McpClient::new(self.on_list_changed.clone())
-            .with_resource_updates(self.on_resource_updated.clone())
-            .with_log(&self.source, self.on_log.clone())
-            .with_task_inputs(self.task_inputs.clone())
-    }
-
-    /// The session a discovery lists on: the live one, else the parked one,
-    /// else a new one opened as the runtime would open it, which the caller
-    /// hands to [`Runtime::park`] when done. Listing on the live session is
-    /// what a client's own listing does on a `shared` source; a `client` or
-    /// `principal` source's calls run on leases, never on this session.
-    pub(crate) async fn for_listing(&self) -> Result<Listing, PluginError> {
-        {
-            let live = self.live.lock().await;
-            if let Some(l) = live.as_ref().filter(|l| {
-                !l.session.is_transport_closed() && !self.reopen.load(Ordering::Acquire)
-            }) {
-                return Ok(Listing::Open(l.session.peer().clone(), l.client.clone()));
-            }
-        }
-        if let Some((peer, client)) = self.parked.peek() {
-            return Ok(Listing::Open(peer, client));
-        }
-        let client = self.client();
-        let session = open(&self.source, &self.config, client.clone()).await?;
-        Ok(Listing::Fresh(session, client))
-    }
-
-    /// Waits for the discovery in progress, if any; the next runs while
-    /// the guard lives.
-    pub(crate) async fn discovery_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.discovering.lock().await
-    }
-
-    /// Keeps a session discovery opened for this runtime's first open, unless
-    /// the runtime has a live session by now or is closed.
-    pub(crate) async fn park(&self, session: Session, client: McpClient) {
-        let live = self.live.lock().await;
-        let has_live = live
-            .as_ref()
-            .is_some_and(|l| !l.session.is_transport_closed());
-        if has_live || self.closed.load(Ordering::Acquire) {
-            drop(live);
-            tokio::spawn(async move {
-                let _ = session.cancel().await;
-            });
-            return;
-        }
-        self.parked.park(session, client, parked::GRACE);
     }
 
     /// Opens the session if needed and tells its epoch.
@@ -689,7 +615,6 @@ impl Runtime {
     pub async fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.stop_listening();
-        self.parked.close().await;
         if let Some(live) = self.live.lock().await.take() {
             tracing::info!(source = %self.source, epoch = live.epoch, "closing upstream session");
             let _ = live.session.cancel().await;

@@ -25,8 +25,6 @@ struct Slot {
 pub struct Callers {
     slots: Arc<Mutex<Vec<Slot>>>,
     next: Arc<AtomicU64>,
-    /// Woken at every registration (`first_within`).
-    registered: Arc<tokio::sync::Notify>,
 }
 
 /// A call's registration; removed when dropped (the call ended).
@@ -81,32 +79,10 @@ impl Callers {
                 id: None,
                 ctx: ctx.clone(),
             });
-        self.registered.notify_waiters();
         Registered {
             callers: self.clone(),
             key,
         }
-    }
-
-    /// The oldest call in flight, waiting up to `within` for one to start.
-    pub async fn first_within(&self, within: std::time::Duration) -> Option<CallContext> {
-        let first = || {
-            self.slots
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .first()
-                .map(|s| s.ctx.clone())
-        };
-        let wait = async {
-            loop {
-                let registered = self.registered.notified();
-                if let Some(ctx) = first() {
-                    return ctx;
-                }
-                registered.await;
-            }
-        };
-        tokio::time::timeout(within, wait).await.ok()
     }
 
     /// The caller a message belongs to, or why it cannot be told.

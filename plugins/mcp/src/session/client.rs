@@ -21,10 +21,6 @@ use wf_plugin_api::{CallerRequest, ErrorCode, PluginError};
 use crate::session::callers::{self, Callers};
 use crate::session::task_inputs::{self, TaskInputs};
 
-/// How long an upstream's `roots/list` with no call in flight waits for the
-/// session's first call: under the 60 s the TypeScript SDK waits for an answer.
-const ROOTS_WAIT: std::time::Duration = std::time::Duration::from_secs(45);
-
 /// Called when the upstream says its tools, prompts or resources changed.
 pub type OnListChanged = Arc<dyn Fn() + Send + Sync>;
 
@@ -54,8 +50,8 @@ pub struct McpClient {
     task_inputs: TaskInputs,
     /// For log lines.
     source: String,
-    /// Set while discovery lists on a session it opened (`list_roots`).
-    pub listing: Arc<std::sync::atomic::AtomicBool>,
+    /// A one-shot discovery session: no call ever runs on it (see [`Self::one_shot`]).
+    one_shot: bool,
 }
 
 impl McpClient {
@@ -72,10 +68,26 @@ impl McpClient {
             callers: Callers::default(),
             task_inputs: TaskInputs::default(),
             source: String::new(),
-            listing: Default::default(),
+            one_shot: false,
         }
     }
 
+    /// The client of a one-shot discovery session. It declares the same
+    /// capabilities as the persistent session — some upstreams list tools
+    /// only to a client that has them (server-everything's four
+    /// elicitation, sampling and roots tools), so the discovered catalog
+    /// must be listed with them — but no call ever runs on it, so nobody can
+    /// be asked. A `roots/list` gets the empty list: a valid answer
+    /// ("this client exposes no roots") that grants the upstream nothing and
+    /// lives only as long as this session, where an error would be logged
+    /// as a failure or retried. Elicitation and sampling are still refused:
+    /// no answer could stand for a person's or a model's.
+    pub fn one_shot() -> Self {
+        Self {
+            one_shot: true,
+            ..Self::new(None)
+        }
+    }
     pub fn with_resource_updates(mut self, f: Option<OnResourceUpdated>) -> Self {
         self.on_resource_updated = f;
         self
@@ -209,32 +221,9 @@ impl ClientHandler for McpClient {
         &self,
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
-        // Asked with no call in flight: server-everything asks right after
-        // `initialized`, and the persistent session is now opened by
-        // discovery, before any call. The question waits for the session's
-        // first call and goes to its caller, whose roots the upstream may
-        // keep (server-everything does, until `roots/list_changed`). With no
-        // call within `ROOTS_WAIT`, or while discovery itself lists on the
-        // session (an upstream may hold its listing until it has roots), the
-        // answer is the empty list: valid ("this client exposes no roots"),
-        // granting nothing, where an error is logged upstream as a failure.
-        if self.callers.is_empty() {
-            let first = if self.listing.load(std::sync::atomic::Ordering::Acquire) {
-                None
-            } else {
-                self.callers.first_within(ROOTS_WAIT).await
-            };
-            let Some(ctx) = first else {
-                tracing::debug!(source = %self.source, "roots/list with no call in flight: answered with no roots");
-                return Ok(ListRootsResult::new(Vec::new()));
-            };
-            let answer = ctx
-                .ask(&CallerRequest::ListRoots)
-                .await
-                .map_err(|e| upstream_error("roots/list", e))?;
-            return serde_json::from_value(answer).map_err(|e| {
-                McpError::internal_error(format!("the client's answer to roots/list: {e}"), None)
-            });
+        if self.one_shot {
+            tracing::debug!(source = %self.source, "roots/list on a discovery session: answered with no roots");
+            return Ok(ListRootsResult::new(Vec::new()));
         }
         self.ask("roots/list", CallerRequest::ListRoots, &context)
             .await

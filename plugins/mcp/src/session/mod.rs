@@ -5,7 +5,6 @@
 mod callers;
 pub mod client;
 pub mod opener;
-pub mod parked;
 pub mod pending_logs;
 pub mod progress;
 pub(crate) mod rounds;
