@@ -100,6 +100,8 @@ pub async fn install(app: &Arc<App>) -> anyhow::Result<()> {
     let quotas =
         Quotas::from_config(&app.config.config.quotas).map_err(|e| anyhow::anyhow!("{e}"))?;
     app.pipeline.set_quotas(Some(quotas));
+    // Taken before the files are read: an edit from then on is seen.
+    let baseline = stamps(&app.config);
     if !app.config.config.policy.files.is_empty() {
         app.projection_ready().await;
         let loaded = load(app, &app.config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -122,13 +124,16 @@ pub async fn install(app: &Arc<App>) -> anyhow::Result<()> {
         }))
     }));
     if app.config.config.server.watch_config {
-        watch(app, std::time::Duration::from_millis(300));
+        watch(app, baseline, std::time::Duration::from_millis(300));
     }
     Ok(())
 }
 
+/// A policy file's size and time (`None`: it cannot be read).
+type Stamp = Option<(u64, Option<std::time::SystemTime>)>;
+
 /// The size and time of each of the config's policy files, to see an edit.
-fn stamps(config: &LoadedConfig) -> Vec<Option<(u64, Option<std::time::SystemTime>)>> {
+fn stamps(config: &LoadedConfig) -> Vec<Stamp> {
     let base = config.file.as_deref().and_then(|f| f.parent());
     config
         .config
@@ -151,10 +156,10 @@ fn stamps(config: &LoadedConfig) -> Vec<Option<(u64, Option<std::time::SystemTim
 /// config file): after an edit that then holds still for `debounce`, they
 /// are loaded again against the catalog of that moment. An edit that does
 /// not load is logged, and the policies in force stay.
-fn watch(app: &Arc<App>, debounce: std::time::Duration) {
+fn watch(app: &Arc<App>, baseline: Vec<Stamp>, debounce: std::time::Duration) {
     let weak = Arc::downgrade(app);
     tokio::spawn(async move {
-        let mut seen = None;
+        let mut seen = Some(baseline);
         loop {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             let Some(app) = weak.upgrade() else { return };
