@@ -231,7 +231,7 @@ where
         item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let out = self.out.clone();
-        let item = crate::server::mcp::tasks_2025::declare(item);
+        let item = crate::server::mcp::tasks::v2025::declare(item);
         async move { write_line(&out, serde_json::to_vec(&item)?).await }
     }
 

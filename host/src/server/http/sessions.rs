@@ -128,7 +128,7 @@ impl SessionManager for BoundedSessions {
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
         let reply = self.inner.initialize_session(id, message).await?;
-        Ok(crate::server::mcp::tasks_2025::declare(reply))
+        Ok(crate::server::mcp::tasks::v2025::declare(reply))
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
@@ -149,7 +149,7 @@ impl SessionManager for BoundedSessions {
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         use futures::StreamExt;
         let replies = self.inner.create_stream(id, message).await?;
-        Ok(replies.map(crate::server::mcp::tasks_2025::declare_sse))
+        Ok(replies.map(crate::server::mcp::tasks::v2025::declare_sse))
     }
 
     async fn accept_message(

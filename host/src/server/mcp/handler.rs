@@ -328,13 +328,15 @@ impl WfServer {
             None => self.surfaces.catalog.policy(&principal).config.keep_found,
         };
         let view = endpoint.as_ref().map(|e| e.view(&proj));
-        let answer = match (name == meta_tools::FIND, &view) {
-            (true, Some(v)) => endpoint_route::find(v, usable, |on| {
-                meta_tools::find(&proj, &index, nearest.as_deref(), args, on)
-            }),
-            (true, None) => meta_tools::find(&proj, &index, nearest.as_deref(), args, usable),
-            (false, Some(v)) => endpoint_route::describe(v, args, usable).map(|d| (d, Vec::new())),
-            (false, None) => meta_tools::describe(&proj, args, usable).map(|d| (d, Vec::new())),
+        // An endpoint's tools as it shows them, ranked by what it shows.
+        let (surface, index): (&dyn meta_tools::Surface, _) = match &view {
+            Some(v) => (&**v, v.search_index().unwrap_or(index)),
+            None => (&*proj, index),
+        };
+        let answer = if name == meta_tools::FIND {
+            meta_tools::find(surface, &index, nearest.as_deref(), args, usable)
+        } else {
+            meta_tools::describe(surface, args, usable).map(|d| (d, Vec::new()))
         }
         .map(|(found, names)| {
             if keep.unwrap_or(false) {
@@ -435,7 +437,7 @@ impl WfServer {
         let request: CallToolRequestParams = serde_json::from_value(params).map_err(|e| {
             McpError::invalid_params(format!("invalid params for tools/call: {e}"), None)
         })?;
-        context.extensions.insert(super::tasks_2025::Augmented);
+        context.extensions.insert(super::tasks::v2025::Augmented);
         let (peer, owner) = (context.peer.clone(), self.task_owner(&context));
         match self.call_tool(request, context).await? {
             CallToolResponse::Task(created) => {
@@ -443,13 +445,13 @@ impl WfServer {
                     .meta
                     .as_ref()
                     .and_then(|m| serde_json::to_value(m).ok());
-                super::tasks_2025::notify_status(
+                super::tasks::v2025::notify_status(
                     (self.app.clone(), self.surfaces.clone()),
                     owner,
                     created.task.task_id.clone(),
                     peer,
                 );
-                Ok(CustomResult(super::tasks_2025::created(
+                Ok(CustomResult(super::tasks::v2025::created(
                     &created.task,
                     meta,
                 )))
@@ -565,7 +567,7 @@ fn wants_task(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|c| c.supports_tasks())
         || context
             .extensions
-            .get::<super::tasks_2025::Augmented>()
+            .get::<super::tasks::v2025::Augmented>()
             .is_some()
 }
 
@@ -719,7 +721,7 @@ impl ServerHandler for WfServer {
         // (its filter's `taskIds`), the principal's own only. rmcp's sink
         // refuses `notifications/tasks` (its filter has no task ids), so they
         // go to the stream's peer, tagged with the subscription as the sink would.
-        for id in super::task_state::listened(&request.meta) {
+        for id in super::tasks::state::listened(&request.meta) {
             let (peer, subscription) = (request.peer.clone(), request.id.clone());
             let send = move |state: GetTaskResult| {
                 let (peer, subscription) = (peer.clone(), subscription.clone());
@@ -736,7 +738,7 @@ impl ServerHandler for WfServer {
             };
             let who = (self.task_owner(request), id);
             let room = (self.app.clone(), self.surfaces.clone());
-            super::task_state::watch(room, who, true, ended.clone(), send);
+            super::tasks::state::watch(room, who, true, ended.clone(), send);
         }
         // The stream's resource subscriptions end with it.
         let stream = Downstream::new(&self.app);
@@ -903,7 +905,7 @@ impl ServerHandler for WfServer {
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
         let counted = observe::Counted::new("tasks/get");
-        let got = super::task_state::of(
+        let got = super::tasks::state::of(
             &self.app,
             &self.surfaces,
             &self.task_owner(&context),
@@ -920,7 +922,7 @@ impl ServerHandler for WfServer {
     ) -> Result<(), McpError> {
         let responses = serde_json::to_value(&request.input_responses)
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-        let updated = super::task_state::update(
+        let updated = super::tasks::state::update(
             &self.app,
             &self.surfaces,
             &self.task_owner(&context),
@@ -936,7 +938,7 @@ impl ServerHandler for WfServer {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let cancelled = super::task_state::cancel(
+        let cancelled = super::tasks::state::cancel(
             &self.app,
             &self.surfaces,
             &self.task_owner(&context),
@@ -946,13 +948,13 @@ impl ServerHandler for WfServer {
         observe::Counted::new("tasks/cancel").finish(cancelled)
     }
 
-    /// The 2025-11-25 task flavour (`tasks_2025`); any other method is unknown.
+    /// The 2025-11-25 task flavour (`tasks::v2025`); any other method is unknown.
     async fn on_custom_request(
         &self,
         request: CustomRequest,
         context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, McpError> {
-        use super::tasks_2025::{self as legacy, Method};
+        use super::tasks::v2025::{self as legacy, Method};
         let Some(method) = Method::of(&request.method) else {
             return Err(McpError::new(
                 ErrorCode::METHOD_NOT_FOUND,
@@ -1036,13 +1038,13 @@ impl ServerHandler for WfServer {
             let mut tools: Vec<Tool> = convert(&items)?;
             // 2025-11-25 clients read whether a tool may be called as a task
             // from its `execution`, which rmcp's `Tool` has no member for:
-            // carried in `_meta` to `tasks_2025::declare`, which moves it.
+            // carried in `_meta` to `tasks::v2025::declare`, which moves it.
             if context
                 .protocol_version()
                 .is_none_or(|v| v < ProtocolVersion::V_2026_07_28)
             {
                 for (tool, item) in tools.iter_mut().zip(&items) {
-                    super::tasks_2025::carry_execution(tool, &item.extra);
+                    super::tasks::v2025::carry_execution(tool, &item.extra);
                 }
             }
             let mut r = ListToolsResult::with_all_items(tools);
@@ -1189,7 +1191,7 @@ impl ServerHandler for WfServer {
             // may serve it as a task (plugin API 1.3).
             if wants_task {
                 let owner = self.task_owner(&context);
-                let start = super::upstream_tasks::start(
+                let start = super::tasks::upstream::start(
                     &self.surfaces.tasks,
                     handle.clone(),
                     (&tool.source, &tool.original),

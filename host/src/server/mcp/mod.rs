@@ -19,11 +19,8 @@ pub(crate) mod semantic;
 pub(crate) mod session_route;
 mod source_error;
 mod surfaces;
-mod task_state;
 pub(crate) mod tasks;
-pub(crate) mod tasks_2025;
 mod tool_result;
-mod upstream_tasks;
 
 pub use surfaces::{Surfaces, tool_capability, visible};
-pub use task_state::status_of as task_status;
+pub use tasks::state::status_of as task_status;

@@ -7,12 +7,12 @@ use std::time::Duration;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{GetTaskResult, TaskStatus};
 
-use super::Surfaces;
 use crate::app::App;
+use crate::server::mcp::Surfaces;
 
 /// The task `id` of `principal`, as it stands now; "not found" for anyone
 /// else's, or an expired one.
-pub(super) async fn of(
+pub(in crate::server::mcp) async fn of(
     app: &App,
     surfaces: &Surfaces,
     principal: &str,
@@ -25,9 +25,9 @@ pub(super) async fn of(
     match &t.upstream {
         Some(up) => {
             let current = app.sources.handle(&up.source);
-            super::upstream_tasks::get(tasks, (id, &t, up), current).await
+            super::upstream::get(tasks, (id, &t, up), current).await
         }
-        None => super::tasks::get_run(tasks, &surfaces.planner, id, &t, now),
+        None => super::get_run(tasks, &surfaces.planner, id, &t, now),
     }
 }
 
@@ -44,7 +44,7 @@ pub async fn status_of(app: &App, surfaces: &Surfaces, principal: &str, id: &str
 }
 
 /// Whether `status` is final.
-pub(super) fn terminal(status: TaskStatus) -> bool {
+pub(in crate::server::mcp) fn terminal(status: TaskStatus) -> bool {
     matches!(
         status,
         TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
@@ -52,7 +52,7 @@ pub(super) fn terminal(status: TaskStatus) -> bool {
 }
 
 /// Cancels task `id` of `principal`: its run, or the source's task.
-pub(super) async fn cancel(
+pub(in crate::server::mcp) async fn cancel(
     app: &App,
     surfaces: &Surfaces,
     principal: &str,
@@ -64,17 +64,17 @@ pub(super) async fn cancel(
         .and_then(|t| t.upstream);
     if let Some(up) = up {
         let current = app.sources.handle(&up.source);
-        let cancelled = super::upstream_tasks::cancel(&up, current).await;
+        let cancelled = super::upstream::cancel(&up, current).await;
         tracing::info!(principal, task = %id, source = %up.source, "task cancelled");
         return cancelled;
     }
-    super::tasks::cancel((tasks.as_ref(), surfaces.planner.as_ref()), principal, id)
+    super::cancel((tasks.as_ref(), surfaces.planner.as_ref()), principal, id)
 }
 
 /// Gives task `id` of `principal` the client's answers to its input
 /// requests: passed on to the source whose task it is. wf's own runs ask
 /// for no input.
-pub(super) async fn update(
+pub(in crate::server::mcp) async fn update(
     app: &App,
     surfaces: &Surfaces,
     principal: &str,
@@ -86,10 +86,10 @@ pub(super) async fn update(
         return Err(tasks.missing(id));
     };
     let Some(up) = t.upstream else {
-        return Err(super::upstream_tasks::takes_no_input(id));
+        return Err(super::upstream::takes_no_input(id));
     };
     let current = app.sources.handle(&up.source);
-    let updated = super::upstream_tasks::update(&up, id, current, input_responses).await;
+    let updated = super::upstream::update(&up, id, current, input_responses).await;
     tracing::info!(principal, task = %id, source = %up.source, ok = updated.is_ok(), "task input passed on");
     updated
 }
@@ -99,7 +99,7 @@ pub(super) async fn update(
 const WATCH_EVERY: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(5));
 
 /// When to look at a task again.
-pub(super) fn next_look(state: &GetTaskResult) -> Duration {
+pub(in crate::server::mcp) fn next_look(state: &GetTaskResult) -> Duration {
     state
         .task
         .task
@@ -111,7 +111,7 @@ pub(super) fn next_look(state: &GetTaskResult) -> Duration {
 /// Calls `send` with task `id`'s state each time its status changes (and
 /// once at the start when `now`), until it ends or expires, `ended` fires,
 /// or `send` says the client is gone.
-pub(super) fn watch<F, Fut>(
+pub(in crate::server::mcp) fn watch<F, Fut>(
     (app, surfaces): (std::sync::Arc<App>, Surfaces),
     (principal, id): (String, String),
     now: bool,
@@ -148,7 +148,7 @@ pub(super) fn watch<F, Fut>(
 /// The task ids a 2026-07-28 `subscriptions/listen` asked to hear about
 /// (its filter's `taskIds`, which the JSON-RPC boundary moved to `_meta`:
 /// rmcp's filter type drops the key).
-pub(super) fn listened(meta: &rmcp::model::RequestMetaObject) -> Vec<String> {
+pub(in crate::server::mcp) fn listened(meta: &rmcp::model::RequestMetaObject) -> Vec<String> {
     meta.0
         .0
         .get(crate::server::jsonrpc::LISTEN_TASK_IDS_META)

@@ -18,10 +18,10 @@ use rmcp::{Peer, RoleServer};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::Surfaces;
-use super::task_state::{self, terminal};
+use super::state::{self as task_state, terminal};
 use crate::app::App;
 use crate::server::jsonrpc::TASKS_2025_PREFIX;
+use crate::server::mcp::Surfaces;
 
 /// The `_meta` key that ties a message to its task.
 pub const RELATED_TASK_META: &str = "io.modelcontextprotocol/related-task";
@@ -31,11 +31,11 @@ pub const STATUS_NOTIFICATION: &str = "notifications/tasks/status";
 /// A `tools/call` a 2025-11-25 client augmented with `task` (in the request
 /// context's extensions): the call path serves it as a task.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Augmented;
+pub(in crate::server::mcp) struct Augmented;
 
 /// The 2025-11-25 task methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Method {
+pub(in crate::server::mcp) enum Method {
     Call,
     Get,
     Result,
@@ -45,7 +45,7 @@ pub(super) enum Method {
 
 impl Method {
     /// The method a renamed custom request stands for.
-    pub(super) fn of(custom: &str) -> Option<Self> {
+    pub(in crate::server::mcp) fn of(custom: &str) -> Option<Self> {
         Some(match custom.strip_prefix(TASKS_2025_PREFIX)? {
             "tools/call" => Self::Call,
             "tasks/get" => Self::Get,
@@ -57,7 +57,7 @@ impl Method {
     }
 
     /// Its name (for metrics).
-    pub(super) fn name(self) -> &'static str {
+    pub(in crate::server::mcp) fn name(self) -> &'static str {
         match self {
             Self::Call => "tools/call",
             Self::Get => "tasks/get",
@@ -69,7 +69,7 @@ impl Method {
 }
 
 /// A task in 2025-11-25's shape.
-pub(super) fn flat(task: &Task) -> Value {
+pub(in crate::server::mcp) fn flat(task: &Task) -> Value {
     let mut v = json!({
         "taskId": task.task_id,
         "status": task.status,
@@ -87,7 +87,7 @@ pub(super) fn flat(task: &Task) -> Value {
 }
 
 /// The `taskId` of a request's params.
-pub(super) fn task_id(params: Option<&Value>) -> Result<String, McpError> {
+pub(in crate::server::mcp) fn task_id(params: Option<&Value>) -> Result<String, McpError> {
     params
         .and_then(|p| p.get("taskId"))
         .and_then(Value::as_str)
@@ -96,7 +96,7 @@ pub(super) fn task_id(params: Option<&Value>) -> Result<String, McpError> {
 }
 
 /// `tasks/get`: the task, without its payload.
-pub(super) async fn get(
+pub(in crate::server::mcp) async fn get(
     app: &App,
     surfaces: &Surfaces,
     principal: &str,
@@ -111,7 +111,7 @@ pub(super) async fn get(
 /// that needs input meanwhile (a source's task in `input_required`) asks the
 /// client here, as 2025-11-25 has it: each request goes to the client tied to
 /// the task, and its answer goes back to the task as a `tasks/update` would.
-pub(super) async fn result(
+pub(in crate::server::mcp) async fn result(
     app: &App,
     surfaces: &Surfaces,
     (principal, id): (&str, &str),
@@ -188,9 +188,10 @@ async fn ask_for_task(
         _ => wf_plugin_api::CallerRequest::ListRoots,
     };
     let info = peer.peer_info();
-    if let Some(why) =
-        super::caller::missing_capability(info.as_ref().map(|i| &i.capabilities), &asking)
-    {
+    if let Some(why) = crate::server::mcp::caller::missing_capability(
+        info.as_ref().map(|i| &i.capabilities),
+        &asking,
+    ) {
         return Err(McpError::invalid_request(
             format!("task {id} asks for {method}, but {why}"),
             Some(json!({"taskId": id, "status": "input_required"})),
@@ -236,7 +237,7 @@ fn error_of(error: &Map<String, Value>) -> McpError {
 
 /// `tasks/list`: `principal`'s tasks, oldest first, a page at a time (the
 /// cursor is the offset of the next page).
-pub(super) async fn list(
+pub(in crate::server::mcp) async fn list(
     app: &App,
     surfaces: &Surfaces,
     principal: &str,
@@ -268,7 +269,7 @@ pub(super) async fn list(
 
 /// `tasks/cancel`: cancels a task that has not ended (one that has is an
 /// invalid request, as 2025-11-25 says) and answers it `cancelled`.
-pub(super) async fn cancel(
+pub(in crate::server::mcp) async fn cancel(
     app: &App,
     surfaces: &Surfaces,
     principal: &str,
@@ -285,12 +286,12 @@ pub(super) async fn cancel(
     task_state::cancel(app, surfaces, principal, id).await?;
     let mut task = state.task.task;
     task.status = TaskStatus::Cancelled;
-    task.last_updated_at = super::tasks::iso8601(crate::clock::now_ms());
+    task.last_updated_at = super::iso8601(crate::clock::now_ms());
     Ok(flat(&task))
 }
 
 /// The reply to a task-augmented call: 2025-11-25's `CreateTaskResult`.
-pub(super) fn created(task: &Task, meta: Option<Value>) -> Value {
+pub(in crate::server::mcp) fn created(task: &Task, meta: Option<Value>) -> Value {
     let mut v = json!({"task": flat(task)});
     if let Some(meta) = meta {
         v["_meta"] = meta;
@@ -300,7 +301,7 @@ pub(super) fn created(task: &Task, meta: Option<Value>) -> Value {
 
 /// Sends `notifications/tasks/status` to `peer` whenever task `id` changes
 /// status, until it ends, expires, or the client is gone.
-pub(super) fn notify_status(
+pub(in crate::server::mcp) fn notify_status(
     room: (Arc<App>, Surfaces),
     principal: String,
     id: String,

@@ -17,8 +17,8 @@ use rmcp::model::{
 use serde_json::{Value, json};
 use wf_plugin_api::{ErrorCode, TaskStart};
 
-use super::source_error::source_error;
-use super::tasks::{RunTask, RunTasks, TooManyTasks, UpstreamTask};
+use super::{RunTask, RunTasks, TooManyTasks, UpstreamTask};
+use crate::server::mcp::source_error::source_error;
 use crate::sources::{CallCtx, SourceHandle};
 
 /// Starts `name` on `handle` as a task. `None`: make the plain call instead
@@ -38,7 +38,9 @@ pub async fn start(
         Err(e) if e.code() == ErrorCode::Unsupported => return None,
         Err(e) => return Some(Err(source_error(e))),
         Ok(TaskStart::Complete(r)) => {
-            return Some(super::tool_result::to_mcp(r).map(CallToolResponse::Complete));
+            return Some(
+                crate::server::mcp::tool_result::to_mcp(r).map(CallToolResponse::Complete),
+            );
         }
         Ok(TaskStart::Task(task)) => task,
     };
@@ -134,7 +136,7 @@ pub async fn get(
 }
 
 /// The answer to input for a task that asks for none.
-pub(super) fn takes_no_input(id: &str) -> McpError {
+pub(in crate::server::mcp) fn takes_no_input(id: &str) -> McpError {
     McpError::invalid_params(
         format!("task {id} takes no input (it has no input requests)"),
         Some(json!({"taskId": id})),

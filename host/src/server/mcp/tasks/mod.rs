@@ -5,6 +5,14 @@
 //! `tasks/cancel` cancels the run. Task ids are opaque and bound to the
 //! principal that created the task: anyone else's `tasks/get` finds nothing.
 //! Bounds: tasks per principal and a time-to-live (`[server]`).
+//!
+//! This module is the task table; beside it: `state` (a task's state as
+//! `tasks/get` reads it), `upstream` (a source's own tasks, forwarded) and
+//! `v2025` (the 2025-11-25 flavour of the same table).
+
+pub(in crate::server::mcp) mod state;
+pub(in crate::server::mcp) mod upstream;
+pub(crate) mod v2025;
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -37,7 +45,7 @@ pub struct RunTask {
     pub run_id: String,
     /// When it was created, ms since the epoch.
     pub created_ms: i64,
-    /// A task a source serves instead of a run (`upstream_tasks`).
+    /// A task a source serves instead of a run (`upstream`).
     pub upstream: Option<UpstreamTask>,
 }
 
@@ -337,7 +345,9 @@ pub async fn start(
     let run_id = match planner.start_run(source, name, args, principal).await {
         Ok(id) => id,
         Err(failed) => {
-            return Some(super::tool_result::to_mcp(failed).map(CallToolResponse::Complete));
+            return Some(
+                crate::server::mcp::tool_result::to_mcp(failed).map(CallToolResponse::Complete),
+            );
         }
     };
     let id = match tasks.create(owner, &run_id, now) {
@@ -375,7 +385,7 @@ pub(super) fn get_run(
     let payload = match (status, outcome) {
         (RunStatus::Cancelled, _) => TaskPayload::Cancelled,
         (_, Some(result)) => {
-            let result = super::tool_result::to_mcp(result)?;
+            let result = crate::server::mcp::tool_result::to_mcp(result)?;
             let result: JsonObject = match serde_json::to_value(result) {
                 Ok(Value::Object(o)) => o,
                 _ => {
