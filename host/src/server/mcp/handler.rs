@@ -328,15 +328,13 @@ impl WfServer {
             None => self.surfaces.catalog.policy(&principal).config.keep_found,
         };
         let view = endpoint.as_ref().map(|e| e.view(&proj));
-        // An endpoint's tools as it shows them, ranked by what it shows.
-        let (surface, index): (&dyn meta_tools::Surface, _) = match &view {
-            Some(v) => (&**v, v.search_index().unwrap_or(index)),
-            None => (&*proj, index),
-        };
-        let answer = if name == meta_tools::FIND {
-            meta_tools::find(surface, &index, nearest.as_deref(), args, usable)
-        } else {
-            meta_tools::describe(surface, args, usable).map(|d| (d, Vec::new()))
+        let answer = match (name == meta_tools::FIND, &view) {
+            (true, Some(v)) => endpoint_route::find(v, usable, |on| {
+                meta_tools::find(&proj, &index, nearest.as_deref(), args, on)
+            }),
+            (true, None) => meta_tools::find(&proj, &index, nearest.as_deref(), args, usable),
+            (false, Some(v)) => endpoint_route::describe(v, args, usable).map(|d| (d, Vec::new())),
+            (false, None) => meta_tools::describe(&proj, args, usable).map(|d| (d, Vec::new())),
         }
         .map(|(found, names)| {
             if keep.unwrap_or(false) {
