@@ -1,15 +1,19 @@
 """An upstream MCP server on the official Python SDK's server side (`mcp` 2.3.0, pinned
 in requirements.txt), which speaks 2026-07-28 and 2025-11-25, for cells of the
-generation matrix (test_generations_python.py). Over stdio.
+generation matrix (test_generations_python.py). Over stdio, or with
+`--http PORT [sse|json]` over streamable HTTP on 127.0.0.1:PORT/mcp (replies as SSE
+streams, the default, or as JSON).
 
 Tools:
   sample    asks the client's model in an input-required round and returns its text
+  elicit    asks the client's user for a name (form elicitation) in a round
   progress  reports `steps` progress steps when the call has a progress token
   log       logs one line at each of debug, info and warning
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import mcp_types as types
@@ -40,6 +44,20 @@ async def sample(prompt: str, ctx: Context) -> str | types.InputRequiredResult:
     return f"sampled: {text}"
 
 
+@server.tool(description="Asks the client's user for a name")
+async def elicit(ctx: Context) -> str | types.InputRequiredResult:
+    answer = (ctx.input_responses or {}).get("who")
+    if answer is None:
+        schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+        ask = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(message="Who are you?", requested_schema=schema)
+        )
+        return types.InputRequiredResult(input_requests={"who": ask})
+    if not isinstance(answer, dict):
+        answer = answer.model_dump(mode="json", exclude_none=True)
+    return f"elicited: {answer.get('action')} {(answer.get('content') or {}).get('name')}"
+
+
 @server.tool(description="Reports progress")
 async def progress(steps: int, ctx: Context) -> str:
     for i in range(1, steps + 1):
@@ -56,4 +74,8 @@ async def log(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    if sys.argv[1:2] == ["--http"]:
+        shape = sys.argv[3] if len(sys.argv) > 3 else "sse"
+        server.run("streamable-http", port=int(sys.argv[2]), json_response=shape == "json")
+    else:
+        server.run()

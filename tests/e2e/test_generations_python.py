@@ -1,7 +1,9 @@
 """Cells of the generation matrix against the official Python SDK's server
 (`py_generations_upstream.py`, `mcp` 2.3.0), an independent upstream that speaks
-2026-07-28 (and 2025-11-25): behind wf over stdio, with default settings, clients of
-both generations (the official Python client, `legacy` and `auto`).
+2026-07-28 (and 2025-11-25): behind wf, with default settings (no `protocol` key), as
+wf's stdio child or as a `url` source over streamable HTTP (SSE or JSON replies), wf
+serving over stdio or `--http`, clients of both generations (the official Python
+client, `legacy` and `auto`).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from caller_support import SAMPLED, Answerer
-from conftest import Wf, call_outcome, content_text, toml_config, wait_listed
+from caller_support import ANSWER_NAME, SAMPLED, Answerer
+from conftest import Wf, call_outcome, content_text, free_port, toml_config, wait_listed
 from test_generations import OP_TIMEOUT, spoken
 
 pytestmark = pytest.mark.anyio
@@ -23,17 +25,32 @@ pytestmark = pytest.mark.anyio
 UPSTREAM = Path(__file__).resolve().parent / "py_generations_upstream.py"
 
 
-def client(wf: Wf, mode: str, **kw: Any) -> Client:
-    """A client of `wf serve` over stdio with the Python-SDK upstream as source `ts`
-    (so `spoken` reads its row), over stdio, no `protocol` key."""
-    settings = {"command": sys.executable, "args": [str(UPSTREAM)]}
+def client(wf: Wf, mode: str, upstream: str = "stdio", front: str = "stdio", **kw: Any) -> Client:
+    """A client of `wf serve` (over `front`) with the Python-SDK upstream as source `ts`
+    (so `spoken` reads its row): wf's stdio child, or `http-<sse|json>` a `url` source;
+    no `protocol` key."""
+    if upstream == "stdio":
+        settings: dict[str, Any] = {"command": sys.executable, "args": [str(UPSTREAM)]}
+    else:
+        port = free_port()
+        argv = [sys.executable, str(UPSTREAM), "--http", str(port), upstream.removeprefix("http-")]
+        settings = {"url": wf.start_upstream_http("py-upstream", argv, port)}
     config = wf.write_config(toml_config({"ts": settings}))
-    return wf.stdio_client(mode, "--config", str(config), **kw)
+    if front == "stdio":
+        return wf.stdio_client(mode, "--config", str(config), **kw)
+    return wf.http_client(wf.start_http("127.0.0.1", None, "--config", str(config)), mode, **kw)
+
+
+# (upstream, wf's front): the upstream as wf's stdio child, and over streamable HTTP
+# with SSE replies behind both fronts, and with JSON replies.
+CELLS = [("stdio", "stdio"), ("http-sse", "stdio"), ("http-sse", "http"), ("http-json", "http")]
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_python_sdk_upstream_sampling_progress_and_logs(wf: Wf, mode: str) -> None:
-    """The upstream's sampling round reaches the client's sampling callback, its
+@pytest.mark.parametrize(("upstream", "front"), CELLS)
+async def test_python_sdk_upstream_sampling_progress_and_logs(wf: Wf, upstream: str, front: str, mode: str) -> None:
+    """The upstream's sampling and form elicitation rounds reach the client's callbacks
+    (requests for a 2025-11-25 client, rounds of wf's own for a 2026-07-28 one), its
     progress the call's progress callback, and its log lines the client at its level."""
     a = Answerer()
     kw: dict[str, Any] = a.callbacks()
@@ -44,20 +61,30 @@ async def test_python_sdk_upstream_sampling_progress_and_logs(wf: Wf, mode: str)
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(progress)
 
-    async with client(wf, mode, **kw) as c:
+    async with client(wf, mode, upstream, front, **kw) as c:
         await wait_listed(c, "ts__sample")
-        assert await spoken(c) == "2026-07-28"
+        if front == "stdio":
+            assert await spoken(c) == "2026-07-28"
         with anyio.fail_after(OP_TIMEOUT):
             r, err = await call_outcome(c, "ts__sample", {"prompt": "say something"})
             assert err is None, err
             assert content_text(r.content) == f"sampled: {SAMPLED}", r
+            e, err = await call_outcome(c, "ts__elicit", {})
+            assert err is None, err
+            assert content_text(e.content) == f"elicited: accept {ANSWER_NAME}", e
             p = await c.call_tool("ts__progress", {"steps": 3}, progress_callback=on_progress)
             assert content_text(p.content) == "progress: 3 steps", p
             if mode == "legacy":
                 await c.set_logging_level("info")
             logged = await c.call_tool("ts__log", {})
             assert content_text(logged.content) == "logged", logged
-        await a.wait_logs(2, timeout=OP_TIMEOUT)
+        if upstream != "http-json":
+            await a.wait_logs(2, timeout=OP_TIMEOUT)
     assert [s.messages[0].content.text for s in a.samplings] == ["say something"]
+    assert [e.message for e in a.elicitations] == ["Who are you?"]
+    if upstream == "http-json":
+        # A JSON reply carries the result alone: the SDK (`json_response=True`) drops the
+        # call's progress and log notifications, for a client connected directly too.
+        return
     assert sorted(seen) == [1, 2, 3], seen
     assert sorted((m.level, m.data) for m in a.logs) == [("info", "info line"), ("warning", "warning line")], a.logs
