@@ -142,17 +142,10 @@ async def test_a_clients_cancellation_reaches_the_upstream(
     assert lines(marker) == ["started", "cancelled"]
 
 
-# A stdio upstream's tool added at run time is not seen: wf rediscovers on a
-# one-shot process of its own, which has not had the call that added the tool
-# (listing on the live session is the open part of the one-process-per-source
-# work). strict: the day it works, this fails and the mark goes.
-STDIO_RUNTIME_TOOLS = pytest.mark.xfail(
-    strict=True, reason="rediscovery runs on a fresh stdio process, without the live session's added tool"
-)
-
-
+# Over stdio the added tool lives in the live session's process only: the
+# rediscovery its `list_changed` asks for must list on that session.
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-@pytest.mark.parametrize("upstream", [pytest.param("stdio", marks=STDIO_RUNTIME_TOOLS), "http-auto"])
+@pytest.mark.parametrize("upstream", ["stdio", "http-auto"])
 async def test_the_upstreams_list_change_reaches_the_client(wf: Wf, node: str, upstream: str, mode: str) -> None:
     """The upstream adds a tool and says so: the client is told its tool list changed
     (a notification for a 2025-11-25 client, its listen stream for a 2026-07-28 one)

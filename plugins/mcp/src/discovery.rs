@@ -1,5 +1,13 @@
 //! Discovery: a one-shot session lists everything, then closes. It never
-//! touches the persistent runtime, so it cannot disturb a stateful session.
+//! touches the persistent runtime, so it cannot disturb a stateful session,
+//! and a refresh an operator asks for sees a changed command or script.
+//!
+//! One exception: a rediscovery that the shared session's own
+//! `list_changed` asked for lists on that live session. The notification
+//! means "list again on this session"; answering it with a new process
+//! would start an upstream per change (server-everything says so right
+//! after start, which cost a third Node process for one client), and
+//! listing is what any client of that session may do at any time.
 //!
 //! The catalog is returned as soon as the listing is done; the session is
 //! closed in the background. Closing a stdio upstream is the MCP shutdown
@@ -12,18 +20,37 @@
 //! whatever of its upstreams is left (`stdio::kill_leftovers`).
 
 use rmcp::model::PaginatedRequestParams;
+use rmcp::{Peer, RoleClient};
 use wf_plugin_api::{Catalog, NodeSpec, PluginError};
 
 use crate::client::McpClient;
 use crate::config::McpConfig;
 use crate::opener::open;
 use crate::pages::{ListError, all_pages};
-use crate::runtime::convert;
+use crate::runtime::{Runtime, convert};
+use crate::transport::executions::Executions;
 
-pub async fn discover(source: &str, config: &McpConfig) -> Result<Catalog, PluginError> {
+pub async fn discover(
+    source: &str,
+    config: &McpConfig,
+    runtime: &Runtime,
+) -> Result<Catalog, PluginError> {
+    if let Some((peer, client)) = runtime.relist_session().await {
+        tracing::debug!(
+            source,
+            "rediscovery on the live session that said its lists changed"
+        );
+        return list_everything(source, &peer, &client.executions, config).await;
+    }
     let client = McpClient::one_shot().with_log(source, None);
     let session = open(source, config, client).await?;
-    let result = list_everything(source, &session, config).await;
+    let result = list_everything(
+        source,
+        session.peer(),
+        &session.service().executions,
+        config,
+    )
+    .await;
     tokio::spawn(async move {
         let _ = session.cancel().await;
     });
@@ -35,7 +62,8 @@ pub async fn discover(source: &str, config: &McpConfig) -> Result<Catalog, Plugi
 /// to a client's first list, and rmcp multiplexes requests on the session.
 async fn list_everything(
     source: &str,
-    session: &crate::opener::Session,
+    session: &Peer<RoleClient>,
+    executions: &Executions,
     config: &McpConfig,
 ) -> Result<Catalog, PluginError> {
     let caps = session
@@ -95,7 +123,7 @@ async fn list_everything(
         futures::try_join!(tools, prompts, resources, templates)?;
     let mut catalog = Catalog::default();
     let mut tools: Vec<wf_plugin_api::Tool> = convert(tools)?;
-    crate::transport::executions::restore(&session.service().executions, &mut tools);
+    crate::transport::executions::restore(executions, &mut tools);
     for tool in tools.into_iter().filter(|t| config.tool_visible(&t.name)) {
         catalog.node_specs.push(node_spec(&tool));
         catalog.tools.push(tool);
@@ -169,7 +197,8 @@ while :; do sleep 1; done
                     "env": {"OUT": out.to_str().unwrap()}}),
         )
         .unwrap();
-        let catalog = discover("t", &config).await.unwrap();
+        let runtime = Runtime::new("t".into(), std::sync::Arc::new(config.clone()), None);
+        let catalog = discover("t", &config, &runtime).await.unwrap();
         assert_eq!(catalog.tools.len(), 1);
         // Returned before the close went as far as SIGTERM (3 s after stdin
         // closed): the catalog did not wait for the upstream to exit.

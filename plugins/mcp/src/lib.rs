@@ -1,6 +1,7 @@
 //! wf-source-mcp: upstream MCP servers as wf sources of kind `mcp`.
 //!
-//! Discovery uses one-shot sessions (`discovery`); every execution — tool
+//! Discovery uses one-shot sessions (`discovery`), but for a rediscovery
+//! the shared session's own `list_changed` asked for; every execution — tool
 //! calls, resource reads, prompt gets and session-scoped listings — uses the
 //! source's persistent runtime (`runtime`), so stateful servers such as
 //! Playwright keep their state across calls. Both open sessions through the
@@ -174,7 +175,7 @@ impl McpSource {
 
 impl Source for McpSource {
     async fn catalog(&self) -> Result<Catalog, PluginError> {
-        discovery::discover(&self.name, &self.config).await
+        discovery::discover(&self.name, &self.config, &self.runtime).await
     }
 
     async fn call_tool(

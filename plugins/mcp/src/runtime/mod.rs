@@ -72,6 +72,9 @@ pub struct Runtime {
     legacy_tasks_probe: std::sync::Mutex<Option<(u64, bool)>>,
     /// The requests of 2025-11-25 tasks that wait for a client's `tasks/update`.
     task_inputs: crate::session::task_inputs::TaskInputs,
+    /// Set when this runtime's session says its lists changed: the
+    /// rediscovery that follows lists on that session (`relist_session`).
+    relist: Arc<AtomicBool>,
 }
 
 /// Counts a call in flight for status output.
@@ -179,7 +182,16 @@ impl Runtime {
         config: Arc<McpConfig>,
         on_list_changed: Option<OnListChanged>,
     ) -> Self {
+        let relist = Arc::new(AtomicBool::new(false));
+        let on_list_changed = on_list_changed.map(|changed| {
+            let relist = relist.clone();
+            Arc::new(move || {
+                relist.store(true, Ordering::Release);
+                changed()
+            }) as OnListChanged
+        });
         Self {
+            relist,
             source,
             config,
             on_list_changed,
@@ -266,6 +278,20 @@ impl Runtime {
             epoch,
         });
         Ok((peer, client, epoch))
+    }
+
+    /// The live session to list on, when it said its lists changed since the
+    /// last listing (`discovery`): a listing is what any client of a shared
+    /// session may do, so it disturbs no state. Otherwise None, and the
+    /// listing opens a one-shot session.
+    pub(crate) async fn relist_session(&self) -> Option<(Peer<RoleClient>, McpClient)> {
+        if !self.relist.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        let live = self.live.lock().await;
+        live.as_ref()
+            .filter(|l| !l.session.is_transport_closed() && !self.reopen.load(Ordering::Acquire))
+            .map(|l| (l.session.peer().clone(), l.client.clone()))
     }
 
     /// Opens the session if needed and tells its epoch.

@@ -225,6 +225,18 @@ impl ClientHandler for McpClient {
             tracing::debug!(source = %self.source, "roots/list on a discovery session: answered with no roots");
             return Ok(ListRootsResult::new(Vec::new()));
         }
+        // Asked with no call in flight (server-everything asks right after
+        // `initialized`, by when the call that opened the session may be
+        // done): no client can be asked, and an error is logged upstream as
+        // a failure at every start. The empty list is the answer discovery
+        // gives: valid, granting nothing. A client's roots reach the
+        // upstream when it asks during that client's call, or after the
+        // client says its roots changed (`roots_list_changed`).
+        let meta = serde_json::to_value(&context.meta).unwrap_or(Value::Null);
+        if self.callers.is_empty() && task_inputs::related_task(&meta, &Value::Null).is_none() {
+            tracing::debug!(source = %self.source, "roots/list with no call in flight: answered with no roots");
+            return Ok(ListRootsResult::new(Vec::new()));
+        }
         self.ask("roots/list", CallerRequest::ListRoots, &context)
             .await
     }
