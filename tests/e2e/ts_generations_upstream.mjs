@@ -25,6 +25,10 @@
 //   test_sampling, test_elicitation
 //                the conformance suite 0.1.16's tools of those names (as its scenarios
 //                describe them), asking in rounds as `sample` and `elicit` do
+//   task         with a request that declares the tasks extension (SEP-2663), answers
+//                with a task handle; the task completes with `task done: <text>`, or with
+//                `hold` works until cancelled. Without the extension: the plain result.
+//                `tasks/get` and `tasks/cancel` serve these tasks (see TASKS below)
 //   test_input_required_result_elicitation
 //                the conformance suite's input-required tool (as its scenarios describe
 //                it): asks for `user_name` in a round, then says hello
@@ -48,8 +52,15 @@ let added = false;
 function build() {
 const server = new McpServer(
   { name: 'wf-ts-generations-upstream', version: '1.0.0' },
-  { capabilities: { logging: {}, resources: { subscribe: true, listChanged: true } } }
+  {
+    capabilities: {
+      logging: {},
+      resources: { subscribe: true, listChanged: true },
+      extensions: { [TASKS_EXTENSION]: {} }
+    }
+  }
 );
+serveTasks(server);
 
 
 server.registerTool(
@@ -262,6 +273,25 @@ server.registerTool(
   }
 );
 
+server.registerTool(
+  'task',
+  { description: 'Runs as a task when asked to', inputSchema: z.object({ text: z.string(), hold: z.boolean().optional() }) },
+  async ({ text: said, hold }, ctx) => {
+    const caps = ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities'];
+    if (!caps?.extensions?.[TASKS_EXTENSION]) return text(`done: ${said}`);
+    const now = new Date().toISOString();
+    const task = { taskId: `ts-task-${++taskCount}`, status: 'working', createdAt: now, lastUpdatedAt: now, ttlMs: 600_000, pollIntervalMs: 100 };
+    TASKS.set(task.taskId, task);
+    if (!hold) {
+      setImmediate(() => {
+        if (task.status !== 'working') return;
+        Object.assign(task, { status: 'completed', lastUpdatedAt: new Date().toISOString(), result: text(`task done: ${said}`) });
+      });
+    }
+    return { resultType: 'task', ...withoutResult(task) };
+  }
+);
+
 server.registerResource('watched', WATCHED, { description: 'A resource to subscribe to' }, async uri => ({
   contents: [{ uri: uri.href, text: 'watched' }]
 }));
@@ -276,6 +306,35 @@ server.registerPrompt(
 );
 
 return server;
+}
+
+// SEP-2663 tasks, written by hand: the SDK has none at run time (its typings: "Task
+// methods are 2025-11-25 wire vocabulary with no SDK runtime"), but on 2026-07-28 it
+// lets a server register `tasks/get` and `tasks/cancel` with schemas of its own (the
+// tasks extension reuses those names). One table for every instance (over HTTP each
+// request gets an instance of its own).
+const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+const TASKS = new Map();
+let taskCount = 0;
+
+function withoutResult(task) {
+  const { result: _result, ...rest } = task;
+  return rest;
+}
+
+function serveTasks(server) {
+  const byId = z.object({ taskId: z.string() }).passthrough();
+  const known = taskId => {
+    const task = TASKS.get(taskId);
+    if (!task) throw new ProtocolError(-32602, `no task ${taskId}`);
+    return task;
+  };
+  server.server.setRequestHandler('tasks/get', { params: byId }, async ({ taskId }) => ({ ...known(taskId) }));
+  server.server.setRequestHandler('tasks/cancel', { params: byId }, async ({ taskId }) => {
+    const task = known(taskId);
+    if (task.status === 'working') Object.assign(task, { status: 'cancelled', lastUpdatedAt: new Date().toISOString() });
+    return {};
+  });
 }
 
 function addTool(server) {

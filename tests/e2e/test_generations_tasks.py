@@ -1,0 +1,115 @@
+"""Tasks in the generation matrix: an upstream on the official TypeScript SDK v2
+(`ts_generations_upstream.mjs`, tool `task`) serves MCP Tasks (SEP-2663, the
+`io.modelcontextprotocol/tasks` extension). The SDK 2.4.0 has no task runtime, so the
+upstream writes them itself on the SDK's custom `tasks/get` and `tasks/cancel`
+handlers. Behind wf with default settings (no `protocol` key: wf speaks 2026-07-28 to
+it), a task-augmented `tools/call` from a 2025-11-25 client (`params.task`, the
+official Python client in `legacy` mode) and from a 2026-07-28 client (the extension
+declared in the request, by hand) gets a task handle of wf's; its status, result and
+cancellation reach the upstream's task.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from conftest import Wf, content_text, free_port, toml_config, wait_listed
+from test_generations import OP_TIMEOUT, UPSTREAM, node  # noqa: F401  (node: a fixture)
+from test_tasks_2025 import call_as_task, cancel, get, legacy, result
+from test_tasks_runs import Raw
+
+pytestmark = pytest.mark.anyio
+
+TASK = "ts__task"
+
+
+def start(wf: Wf, node: str, upstream: str) -> tuple[str, str]:
+    """`wf serve --http` with a token, the TS-SDK upstream as source `ts` (wf's stdio
+    child, or `http-auto` a `url` source), no `protocol` key. Its URL and token."""
+    if upstream == "stdio":
+        settings: dict[str, Any] = {"command": node, "args": [str(UPSTREAM)]}
+    else:
+        port = free_port()
+        argv = [node, str(UPSTREAM), "--http", str(port), "auto"]
+        settings = {"url": wf.start_upstream_http("ts-upstream", argv, port)}
+    token = f"t-{uuid.uuid4().hex}"
+    config = wf.write_config(toml_config({"ts": settings}, server={"http_token": "${E2E_TASKS_TOKEN}"}))
+    server = wf.start_http("127.0.0.1", None, "--config", str(config), env={"E2E_TASKS_TOKEN": token})
+    return server.url, token
+
+
+async def call_task(raw: Raw, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 `tools/call` of `task` that declared the extension (waiting until
+    the source is discovered); its result."""
+    with anyio.fail_after(OP_TIMEOUT):
+        while True:
+            r = await raw.request("tools/call", {"name": TASK, "arguments": arguments}, TASK)
+            if "result" in r:
+                return r["result"]
+            assert "unknown tool" in r["error"]["message"], r
+            await anyio.sleep(0.1)
+
+
+@pytest.mark.parametrize("upstream", ["stdio", "http-auto"])
+async def test_a_2026_clients_task_through_wf(wf: Wf, node: str, upstream: str) -> None:
+    """A 2026-07-28 client that declared the tasks extension gets wf's task handle;
+    `tasks/get` follows the upstream's task to its result, and `tasks/cancel` ends
+    a task that would work forever, as the upstream then says."""
+    url, token = start(wf, node, upstream)
+    async with httpx2.AsyncClient(timeout=OP_TIMEOUT) as http:
+        raw = Raw(http, url, token)
+        created = await call_task(raw, {"text": "hello"})
+        assert created["resultType"] == "task" and created["status"] == "working", created
+        task_id = created["taskId"]
+        assert task_id.startswith("wft-"), created  # wf's id, not the upstream's `ts-task-N`
+        done = await raw.wait_status(task_id, "completed")
+        assert content_text_of(done["result"]) == "task done: hello", done
+
+        held = (await call_task(raw, {"text": "forever", "hold": True}))["taskId"]
+        assert (await raw.get(held))["result"]["status"] == "working"
+        ack = await raw.request("tasks/cancel", {"taskId": held}, held)
+        assert "result" in ack, ack
+        await raw.wait_status(held, "cancelled")
+
+        # Without the extension the call is the plain one.
+        plain = await Raw(http, url, token, tasks=False).request(
+            "tools/call", {"name": TASK, "arguments": {"text": "plain"}}, TASK
+        )
+        assert content_text_of(plain["result"]) == "done: plain", plain
+
+
+@pytest.mark.parametrize("upstream", ["stdio", "http-auto"])
+async def test_a_2025_clients_task_through_wf(wf: Wf, node: str, upstream: str) -> None:
+    """A 2025-11-25 client's task-augmented call (`params.task`) gets wf's task handle;
+    `tasks/result` waits for the upstream's task and answers its result, `tasks/get`
+    reads it completed, and `tasks/cancel` of a task that would work forever ends it
+    (`tasks/get` reads it cancelled)."""
+    url, token = start(wf, node, upstream)
+    async with legacy(url, token) as c:
+        await wait_listed(c, TASK)
+        with anyio.fail_after(OP_TIMEOUT):
+            created = await call_as_task(c, TASK, {"text": "hello"})
+            task_id = created.task.task_id
+            assert created.task.status == "working" and task_id.startswith("wft-"), created
+            done = await result(c, task_id)
+            assert content_text(done.content) == "task done: hello", done
+            assert (await get(c, task_id)).status == "completed"
+
+            held = (await call_as_task(c, TASK, {"text": "forever", "hold": True})).task.task_id
+            assert (await get(c, held)).status == "working"
+            ack = await cancel(c, held)
+            assert ack.status == "cancelled", ack
+            while (await get(c, held)).status != "cancelled":
+                await anyio.sleep(0.1)
+
+            plain = await c.call_tool(TASK, {"text": "plain"})
+            assert content_text(plain.content) == "done: plain", plain
+
+
+def content_text_of(result: dict[str, Any]) -> str:
+    return "".join(b.get("text", "") for b in result.get("content", []))
