@@ -49,7 +49,7 @@ async def test_upstream_list_changed_is_rediscovered_and_announced(wf: Wf, trans
                 added = await c.call_tool("up__add_tool", {"name": "zeta"})
             assert not added.is_error and content_text(added.content) == "added zeta", added
             # Every listing follows an announcement: the client lists only when told to.
-            # The rediscovery starts a new upstream process.
+            # The rediscovery lists on the session that announced the change.
             names = before
             with anyio.fail_after(PY_START_TIMEOUT):
                 while "up__zeta" not in names:
