@@ -135,7 +135,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         rate: Some(format!("{}/s", u32::MAX)),
         ..Default::default()
     };
-    p.set_quotas(Some(Quotas::from_config(&[rule])?));
+    p.set_quotas(Some(Quotas::from_config(&[rule], None)?));
     rows.push((
         "pipeline, one quota (rate)".into(),
         sample(n, || {

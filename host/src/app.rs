@@ -494,6 +494,7 @@ impl App {
             Err(e) => tracing::error!("cannot record interrupted runs: {e}"),
             _ => {}
         }
+        self.pipeline.release_quotas().await;
         self.sources.shutdown(Duration::from_secs(5)).await;
         if !self.audit.flush(Duration::from_secs(2)).await {
             tracing::warn!("audit: records still unwritten at shutdown were lost");

@@ -3,8 +3,8 @@ a `5/min` rule refuses the sixth call with a JSON-RPC error that names the rule 
 when it frees (`data.retryAfterSeconds`), through a direct call and `wf_call` alike;
 a tool the rule does not match is not counted. Over HTTP, a stateless (2026-07-28)
 call answered as JSON gets **429** with `Retry-After` and the same error as its body;
-a session's call (whose answer may share an open stream) gets the JSON-RPC error. (Held per process; a budget shared by
-replicas on PostgreSQL is not built yet.)
+a session's call (whose answer may share an open stream) gets the JSON-RPC error. (Held per
+process; a budget shared by replicas on PostgreSQL is test_quotas_replicas.py.)
 """
 
 from __future__ import annotations

@@ -93,12 +93,20 @@ fn apply(app: &App, policies: Option<Policies>) {
     }
 }
 
+/// Where `scope = "replicas"` quotas share their budgets: the store, when
+/// it is PostgreSQL.
+fn grants(app: &App) -> Option<Arc<dyn crate::pipeline::quota::shared::Grants>> {
+    app.store
+        .shares_budgets()
+        .then(|| app.store.clone() as Arc<dyn crate::pipeline::quota::shared::Grants>)
+}
+
 /// Puts `[policy] files` in force once first discovery is done (the schema
 /// is the live catalog's), and again at every config reload: a reload whose
 /// policies do not load is refused as a whole.
 pub async fn install(app: &Arc<App>) -> anyhow::Result<()> {
-    let quotas =
-        Quotas::from_config(&app.config.config.quotas).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let quotas = Quotas::from_config(&app.config.config.quotas, grants(app))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     app.pipeline.set_quotas(Some(quotas));
     // Taken before the files are read: an edit from then on is seen.
     let baseline = stamps(&app.config);
@@ -114,7 +122,8 @@ pub async fn install(app: &Arc<App>) -> anyhow::Result<()> {
         };
         let loaded = load(&app, c)?;
         // Changed rules start with fresh budgets.
-        let quotas = Quotas::from_config(&c.config.quotas).map_err(|e| e.to_string())?;
+        let quotas =
+            Quotas::from_config(&c.config.quotas, grants(&app)).map_err(|e| e.to_string())?;
         let same = c.config.quotas == app.live_config.current().config.quotas;
         Ok(Box::new(move || {
             apply(&app, loaded);

@@ -135,6 +135,23 @@ pub struct QuotaConfig {
     /// Calls in progress at once.
     #[serde(default)]
     pub concurrency: Option<usize>,
+    /// `"process"` (default): each wf has its own budget. `"replicas"`: with
+    /// PostgreSQL, one budget for every replica (rate and daily count).
+    #[serde(default)]
+    pub scope: QuotaScope,
+    /// With `scope = "replicas"`: calls a replica takes from the shared
+    /// budget at a time (default: a tenth of the burst or daily count, 1 to 100).
+    #[serde(default)]
+    pub batch: Option<u64>,
+}
+
+/// Where a quota's budget is held (`[[quotas]] scope`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QuotaScope {
+    #[default]
+    Process,
+    Replicas,
 }
 
 /// The most worker threads `wf serve` takes (`--workers`, `[server] workers`).

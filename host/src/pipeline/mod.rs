@@ -313,13 +313,29 @@ impl Pipeline {
             .retain(|(n, _)| *n != name);
     }
 
-    /// Puts `[[quotas]]` in force (`None`: no limit stage).
+    /// Puts `[[quotas]]` in force (`None`: no limit stage). Budgets shared
+    /// by replicas give back grants left idle for [`quota::GRANT_IDLE`].
     pub fn set_quotas(&self, quotas: Option<quota::Quotas>) {
+        let quotas = quotas.filter(|q| !q.is_empty()).map(Arc::new);
+        if let Some(q) = quotas.as_ref().filter(|q| q.shares()) {
+            quota::return_idle_grants(Arc::downgrade(q));
+        }
         *self
             .quotas
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) =
-            quotas.filter(|q| !q.is_empty()).map(Arc::new);
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = quotas;
+    }
+
+    /// At shutdown: every unused grant of a shared budget goes back.
+    pub async fn release_quotas(&self) {
+        let quotas = self
+            .quotas
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some(q) = quotas {
+            q.give_back_idle(std::time::Duration::ZERO).await;
+        }
     }
 
     /// The `limit` stage: what the call holds while it runs.

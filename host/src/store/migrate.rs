@@ -55,6 +55,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("migrations/0006_tool_embeddings.sql"),
         postgres: include_str!("migrations/0006_tool_embeddings.sql"),
     },
+    Migration {
+        version: 7,
+        name: "quota budgets",
+        sqlite: include_str!("migrations/0007_quota_budgets.sql"),
+        postgres: include_str!("migrations/0007_quota_budgets.sql"),
+    },
 ];
 
 /// The schema version this build writes.

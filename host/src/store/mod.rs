@@ -20,6 +20,8 @@ mod events;
 mod leases;
 pub mod migrate;
 pub mod pg;
+mod quota_budgets;
+pub use quota_budgets::{BudgetSpec, Grant};
 mod run_tasks;
 pub use run_tasks::RunTaskRow;
 mod embeddings;
