@@ -61,6 +61,27 @@ def urls(wf: Wf) -> tuple[str, str]:
     return upstream, server.url
 
 
+# The 2026-07-28 scenarios run, each through wf and directly. The input-required ones
+# call tools (and a prompt) of the suite's reference server by name; the upstream has
+# its own of those names, written from the scenarios' descriptions.
+SCENARIOS_2026 = [
+    "server-stateless",
+    "input-required-result-basic-elicitation",
+    "input-required-result-basic-sampling",
+    "input-required-result-basic-list-roots",
+    "input-required-result-request-state",
+    "input-required-result-multiple-input-requests",
+    "input-required-result-multi-round",
+    "input-required-result-missing-input-response",
+    "input-required-result-non-tool-request",
+    "input-required-result-result-type",
+    "input-required-result-unsupported-methods",
+    "input-required-result-tampered-state",
+    "input-required-result-capability-check",
+    "input-required-result-ignore-extra-params",
+    "input-required-result-validate-input",
+]
+
 # Checks that pass against the upstream directly and not through wf, with why.
 EXPECTED_LOST: dict[str, set[str]] = {
     # wf is the server a 2026-07-28 client talks to, and it asks for the upstream's
@@ -71,18 +92,34 @@ EXPECTED_LOST: dict[str, set[str]] = {
     # upstream); keeping the upstream's keys needs them carried through the plugin
     # API's caller requests, not done.
     "input-required-result-basic-elicitation": {"sep-2322-elicitation-incomplete", "sep-2322-elicitation-complete"},
+    # The same: the scenario's first call already carries an answer under `user_name`
+    # (with no requestState), which only the upstream's own key would match; wf opens
+    # its round instead (a WARNING of the suite's, not a failure).
+    "input-required-result-ignore-extra-params": {"sep-2322-ignore-unexpected-params"},
+    # The upstream asks for three inputs in one round; wf passes a call's asks on one
+    # at a time (each a request of the plugin API's caller), so its first round holds
+    # one of them and the scenario, which wants all three at once, fails. Each ask
+    # still crosses and the call completes after three rounds.
+    "input-required-result-multiple-input-requests": {
+        "sep-2322-multiple-inputs-incomplete",
+        "sep-2322-multiple-inputs-complete",
+    },
 }
 
 
-@pytest.mark.parametrize(
-    "scenario", ["server-stateless", "input-required-result-basic-elicitation", "input-required-result-missing-input-response"]
-)
-def test_the_2026_requirement_set_through_wf(urls: tuple[str, str], scenario: str) -> None:
+def test_the_2026_requirement_set_through_wf(urls: tuple[str, str]) -> None:
+    """Every scenario finishes through wf, and passes every check it passes against
+    the upstream directly, but those listed in EXPECTED_LOST."""
     upstream, front = urls
-    direct_ok, _ = run(upstream, scenario)
-    through_ok, through_failed = run(front, scenario)
-    lost = direct_ok - through_ok
-    assert lost == EXPECTED_LOST.get(scenario, set()), (lost, through_failed)
+    lost: dict[str, set[str]] = {}
+    failed: dict[str, set[str]] = {}
+    for scenario in SCENARIOS_2026:
+        direct_ok, _ = run(upstream, scenario)
+        assert direct_ok - {"wire-schema-valid"}, (scenario, "passes nothing directly")
+        through_ok, through_failed = run(front, scenario)
+        if direct_ok - through_ok:
+            lost[scenario], failed[scenario] = direct_ok - through_ok, through_failed
+    assert lost == EXPECTED_LOST, (lost, failed)
 
 
 # Scenarios of the 2025-11-25 suite that need no tool of the suite's reference server,

@@ -32,6 +32,19 @@
 //   test_input_required_result_elicitation
 //                the conformance suite's input-required tool (as its scenarios describe
 //                it): asks for `user_name` in a round, then says hello
+//   test_input_required_result_sampling, _list_roots, _multiple_inputs, _multi_round,
+//   _request_state, _capabilities
+//                the other tools the 2026-07-28 requirement set's input-required
+//                scenarios call by name, as their descriptions ask: one sampling round;
+//                one roots round; elicitation, sampling and roots in one round with a
+//                requestState; two rounds, each with a state of its own; a state the
+//                retry must echo (`state-ok`); and rounds only for the capabilities the
+//                request declared
+//   test_input_required_result_tampered_state
+//                a round whose retry must echo its requestState unchanged (the server's
+//                `requestState.verify` refuses a state it did not mint: -32602)
+//   prompt test_input_required_result_prompt
+//                asks for a context in a round, then returns a message with it
 //
 // Resource `test://watched` (subscribable), prompt `greet` with a completable argument,
 // prompt `refuse`, which fails with a JSON-RPC error carrying a code and `data`.
@@ -57,6 +70,12 @@ const server = new McpServer(
       logging: {},
       resources: { subscribe: true, listChanged: true },
       extensions: { [TASKS_EXTENSION]: {} }
+    },
+    // The only states these tools mint are fixed words: any other is refused (-32602).
+    requestState: {
+      verify: state => {
+        if (!MINTED_STATES.has(state)) throw new Error('not a state of ours');
+      }
     }
   }
 );
@@ -292,6 +311,79 @@ server.registerTool(
   }
 );
 
+const noArgs = z.object({});
+const capitalQuestion = inputRequired.createMessage({
+  messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }],
+  maxTokens: 50
+});
+const nameForm = () => inputRequired.elicit({ message: 'What is your name?', requestedSchema: z.object({ name: z.string() }) });
+
+server.registerTool('test_input_required_result_sampling', { description: 'One sampling round', inputSchema: noArgs }, async (_a, ctx) => {
+  const answer = ctx.mcpReq.inputResponses?.capital_question;
+  if (!answer) return inputRequired({ inputRequests: { capital_question: capitalQuestion } });
+  const content = Array.isArray(answer.content) ? answer.content[0] : answer.content;
+  return text(`The model said: ${content?.text}`);
+});
+
+server.registerTool('test_input_required_result_list_roots', { description: 'One roots round', inputSchema: noArgs }, async (_a, ctx) => {
+  const answer = ctx.mcpReq.inputResponses?.client_roots;
+  if (!answer) return inputRequired({ inputRequests: { client_roots: inputRequired.listRoots() } });
+  return text(`roots: ${(answer.roots ?? []).map(r => r.uri).join(', ')}`);
+});
+
+server.registerTool('test_input_required_result_multiple_inputs', { description: 'Three asks in one round', inputSchema: noArgs }, async (_a, ctx) => {
+  const answers = ctx.mcpReq.inputResponses ?? {};
+  const asks = { who: nameForm(), capital: capitalQuestion, where: inputRequired.listRoots() };
+  if (ctx.mcpReq.requestState() !== 'three-asked' || !Object.keys(asks).every(k => answers[k])) {
+    return inputRequired({ inputRequests: asks, requestState: 'three-asked' });
+  }
+  return text('all three answered');
+});
+
+server.registerTool('test_input_required_result_multi_round', { description: 'Two rounds', inputSchema: noArgs }, async (_a, ctx) => {
+  const state = ctx.mcpReq.requestState();
+  const answers = ctx.mcpReq.inputResponses ?? {};
+  if (state === 'round-2' && answers.color) return text(`done: ${answers.color.content?.color}`);
+  if (state === 'round-1' && answers.who) {
+    const color = inputRequired.elicit({ message: 'Favourite colour?', requestedSchema: z.object({ color: z.string() }) });
+    return inputRequired({ inputRequests: { color }, requestState: 'round-2' });
+  }
+  return inputRequired({ inputRequests: { who: nameForm() }, requestState: 'round-1' });
+});
+
+server.registerTool('test_input_required_result_request_state', { description: 'A state to echo', inputSchema: noArgs }, async (_a, ctx) => {
+  const answer = ctx.mcpReq.inputResponses?.confirm;
+  if (answer && ctx.mcpReq.requestState() === 'echo-me') return text('state-ok');
+  const confirm = inputRequired.elicit({ message: 'Go on?', requestedSchema: z.object({ ok: z.boolean() }) });
+  return inputRequired({ inputRequests: { confirm }, requestState: 'echo-me' });
+});
+
+server.registerTool('test_input_required_result_capabilities', { description: 'Asks only what the client can answer', inputSchema: noArgs }, async (_a, ctx) => {
+  if (ctx.mcpReq.inputResponses) return text('answered');
+  const caps = ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities'] ?? {};
+  const asks = {};
+  if (caps.elicitation) asks.who = nameForm();
+  if (caps.sampling) asks.capital = capitalQuestion;
+  if (caps.roots) asks.where = inputRequired.listRoots();
+  if (Object.keys(asks).length === 0) return text('nothing to ask');
+  return inputRequired({ inputRequests: asks });
+});
+
+server.registerTool('test_input_required_result_tampered_state', { description: 'A state that must come back unchanged', inputSchema: noArgs }, async (_a, ctx) => {
+  if (ctx.mcpReq.requestState() === 'sealed' && ctx.mcpReq.inputResponses?.confirm) return text('state intact');
+  const confirm = inputRequired.elicit({ message: 'Go on?', requestedSchema: z.object({ ok: z.boolean() }) });
+  return inputRequired({ inputRequests: { confirm }, requestState: 'sealed' });
+});
+
+server.registerPrompt('test_input_required_result_prompt', { description: 'Asks for a context in a round', argsSchema: z.object({}) }, async (_a, ctx) => {
+  const answer = ctx.mcpReq.inputResponses?.user_context;
+  if (!answer) {
+    const ask = inputRequired.elicit({ message: 'Which context?', requestedSchema: z.object({ context: z.string() }) });
+    return inputRequired({ inputRequests: { user_context: ask } });
+  }
+  return { messages: [{ role: 'user', content: { type: 'text', text: `Context: ${answer.content?.context}` } }] };
+});
+
 server.registerResource('watched', WATCHED, { description: 'A resource to subscribe to' }, async uri => ({
   contents: [{ uri: uri.href, text: 'watched' }]
 }));
@@ -314,6 +406,7 @@ return server;
 // tasks extension reuses those names). One table for every instance (over HTTP each
 // request gets an instance of its own).
 const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+const MINTED_STATES = new Set(['three-asked', 'round-1', 'round-2', 'echo-me', 'sealed']);
 const TASKS = new Map();
 let taskCount = 0;
 
