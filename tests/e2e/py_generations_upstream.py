@@ -7,6 +7,9 @@ streams, the default, or as JSON).
 Tools:
   sample    asks the client's model in an input-required round and returns its text
   elicit    asks the client's user for a name (form elicitation) in a round
+  sample_push
+            asks the client's model with a request mid-call (`create_message`), as
+            servers written for 2025-11-25 do
   progress  reports `steps` progress steps when the call has a progress token
   log       logs one line at each of debug, info and warning
 """
@@ -42,6 +45,15 @@ async def sample(prompt: str, ctx: Context) -> str | types.InputRequiredResult:
         content = content[0]
     text = content.get("text") if isinstance(content, dict) else getattr(content, "text", None)
     return f"sampled: {text}"
+
+
+@server.tool(description="Asks the client to sample a message, mid-call")
+async def sample_push(prompt: str, ctx: Context) -> str:
+    content = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))
+    answer = await ctx.request_context.session.create_message(
+        [content], max_tokens=50, related_request_id=ctx.request_id
+    )
+    return f"sampled: {getattr(answer.content, 'text', None)}"
 
 
 @server.tool(description="Asks the client's user for a name")

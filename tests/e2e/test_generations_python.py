@@ -25,7 +25,9 @@ pytestmark = pytest.mark.anyio
 UPSTREAM = Path(__file__).resolve().parent / "py_generations_upstream.py"
 
 
-def client(wf: Wf, mode: str, upstream: str = "stdio", front: str = "stdio", **kw: Any) -> Client:
+def client(
+    wf: Wf, mode: str, upstream: str = "stdio", front: str = "stdio", extra: dict[str, Any] | None = None, **kw: Any
+) -> Client:
     """A client of `wf serve` (over `front`) with the Python-SDK upstream as source `ts`
     (so `spoken` reads its row): wf's stdio child, or `http-<sse|json>` a `url` source;
     no `protocol` key."""
@@ -35,6 +37,7 @@ def client(wf: Wf, mode: str, upstream: str = "stdio", front: str = "stdio", **k
         port = free_port()
         argv = [sys.executable, str(UPSTREAM), "--http", str(port), upstream.removeprefix("http-")]
         settings = {"url": wf.start_upstream_http("py-upstream", argv, port)}
+    settings.update(extra or {})
     config = wf.write_config(toml_config({"ts": settings}))
     if front == "stdio":
         return wf.stdio_client(mode, "--config", str(config), **kw)
@@ -88,3 +91,35 @@ async def test_python_sdk_upstream_sampling_progress_and_logs(wf: Wf, upstream: 
         return
     assert sorted(seen) == [1, 2, 3], seen
     assert sorted((m.level, m.data) for m in a.logs) == [("info", "info line"), ("warning", "warning line")], a.logs
+
+
+# Which sampling this upstream over streamable HTTP (stateful, SSE replies) serves in
+# which generation: a 2025-11-25 session carries only the request mid-call
+# (`sample_push`; the SDK answers a round with "Handler returned an invalid result"),
+# a 2026-07-28 one only the round (`sample`; the SDK refuses the request mid-call: "no
+# back-channel"). The same split holds for a client connected to it directly. A
+# per-client choice of generation would give a 2025-11-25 client `sample_push` and
+# take `sample` away; the manual's "How `auto` decides" says why `auto` keeps
+# 2026-07-28 for every client.
+SERVED_HTTP = {None: (True, False), "2025-11-25": (False, True)}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("protocol", list(SERVED_HTTP))
+async def test_which_sampling_each_generation_carries_python(wf: Wf, protocol: str | None, mode: str) -> None:
+    """The upstream's two kinds of sampling reach a client of either generation
+    exactly where the generation wf speaks to the upstream carries it; where it does
+    not, the call fails visibly."""
+    a = Answerer()
+    extra = {"protocol": protocol} if protocol else {}
+    async with client(wf, mode, "http-sse", "stdio", extra, **a.callbacks()) as c:
+        await wait_listed(c, "ts__sample_push")
+        assert await spoken(c, protocol or "auto") == (protocol or "2026-07-28")
+        got = []
+        for tool in ("ts__sample", "ts__sample_push"):
+            with anyio.fail_after(OP_TIMEOUT):
+                r, err = await call_outcome(c, tool, {"prompt": "say something"})
+            got.append(None if err is not None else content_text(r.content))
+    want = SERVED_HTTP[protocol]
+    assert tuple(got) == tuple(f"sampled: {SAMPLED}" if w else None for w in want), got
+    assert len(a.samplings) == sum(want), a.samplings
