@@ -11,12 +11,11 @@ use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use abi_stable::std_types::RString;
 use wf_plugin_api::ffi::SourceBox;
-use wf_plugin_api::{CallerRequest, PluginError, SourceRequest};
 
-use super::call::{Asker, CallCtx};
+use super::asker::Asker;
 
+#[derive(Clone)]
 pub(crate) struct Entry {
     pub asker: Option<Arc<dyn Asker>>,
     /// Why nobody can be asked, without an asker.
@@ -54,50 +53,11 @@ impl Drop for Registered {
     }
 }
 
-/// Handles a plugin's `AskCaller` event: asks the call's asker (or refuses)
-/// and sends the answer back to the source. A call that already ended is
-/// ignored: its plugin-side future was dropped with it.
-pub(crate) fn answer(call: u64, ask: u64, request: CallerRequest) {
-    let (asker, nobody, source, runtime) = {
-        let calls = calls().lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(e) = calls.get(&call) else {
-            tracing::debug!(call, ask, "a source asked about a call that already ended");
-            return;
-        };
-        (
-            e.asker.clone(),
-            e.nobody.clone(),
-            e.source.clone(),
-            e.runtime.clone(),
-        )
-    };
-    let Some(runtime) = runtime else { return };
-    runtime.spawn(async move {
-        let answer = match asker {
-            Some(asker) => asker.ask(request).await,
-            None => Err(PluginError::unsupported(format!(
-                "cannot {} the caller: {nobody}",
-                request.kind()
-            ))),
-        };
-        let (ok, error) = match answer {
-            Ok(v) => (Some(v), None),
-            Err(e) => (None, Some(e)),
-        };
-        let Some(source) = source.upgrade() else {
-            return;
-        };
-        let reply = SourceRequest::CallerAnswer { ask, ok, error };
-        let Ok(text) = serde_json::to_string(&reply) else {
-            return;
-        };
-        let (ffi, _guard) = CallCtx::new().into_ffi(None, None);
-        if let Err(e) = source.request(RString::from(text), ffi).await.into_result() {
-            tracing::warn!(
-                call,
-                ask,
-                "the source did not take the caller's answer: {e}"
-            );
-        }
-    });
+/// The call `call`'s entry, while the host waits on it.
+pub(crate) fn entry(call: u64) -> Option<Entry> {
+    calls()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&call)
+        .cloned()
 }

@@ -2,8 +2,6 @@
 //! call (e.g. an MCP client that sent a progress token), and the call counts
 //! as in flight until the host lets go of it.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -13,17 +11,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use wf_plugin_api::ffi::{CallContextBox, CallContextFfi, CallContextFfi_TO, SourceBox};
 
+use super::asker::Asker;
 use super::asks;
-use wf_plugin_api::{CallerRequest, PluginError};
-
-/// The answer to a plugin's [`CallerRequest`]: the MCP result's JSON.
-pub type AskFuture = Pin<Box<dyn Future<Output = Result<Value, PluginError>> + Send>>;
-
-/// Whoever can answer a call's requests for input (the MCP client that made
-/// it). Lives in the server layer; sources only see this.
-pub trait Asker: Send + Sync {
-    fn ask(&self, request: CallerRequest) -> AskFuture;
-}
 
 /// Why a call without an [`Asker`] cannot ask anyone.
 const NOBODY: &str = "nobody can answer: this call was not made by an MCP client";

@@ -1,6 +1,8 @@
 //! Configured source instances: created by their plugin, discovered in
 //! parallel, called through the same typed handle by every surface.
 
+mod answers;
+mod asker;
 mod asks;
 mod call;
 mod handle;
@@ -14,7 +16,8 @@ pub mod settings;
 mod subscriptions;
 pub mod tool_pins;
 
-pub use call::{AskFuture, Asker, CallCtx, Progress};
+pub use asker::{AskFuture, Asker};
+pub use call::{CallCtx, Progress};
 pub use handle::{SourceError, SourceHandle};
 pub use logs::{SourceLog, SourceLogs};
 pub(crate) use registry::release_freed;

@@ -178,8 +178,8 @@ pub fn desired_sources(
 
 impl Sources {
     pub fn new(store: Option<Arc<Store>>) -> Self {
-        // Sources answer their calls' requests for input (see `asks`).
-        crate::plugins::set_ask_handler(super::asks::answer);
+        // Sources answer their calls' requests for input (see `answers`).
+        crate::plugins::set_ask_handler(super::answers::answer);
         Self {
             entries: RwLock::new(BTreeMap::new()),
             version: watch::channel(0).0,
