@@ -7,7 +7,8 @@ and the persistent session. A rediscovery that the live session's own
 started (discovery's one-shot process and the persistent session), and one
 is left at steady state. server-everything also asks for roots right after
 `initialized`, by when no call may be in flight: wf answers with no roots
-instead of logging that it cannot route the request.
+instead of logging that it cannot route the request. And wf keeps
+transparent huge pages off for its own heap, not for the upstreams it starts.
 
 Each start of the backend is counted by a wrapper that appends its pid to a
 file before it execs server-everything, so a process that came and went
@@ -36,6 +37,14 @@ WRAPPER = 'echo $$ >> "$STARTS"; exec "$0" "$@"'
 
 def starts(path: Path) -> list[int]:
     return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def thp_enabled(pid: int) -> int:
+    """`THP_enabled` of /proc/PID/status: 0 once a process opted out (PR_SET_THP_DISABLE)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("THP_enabled:"):
+            return int(line.split()[1])
+    pytest.fail(f"no THP_enabled in /proc/{pid}/status (kernel without transparent huge pages?)")
 
 
 def alive(pids: list[int]) -> list[int]:
@@ -76,6 +85,12 @@ async def test_a_shared_stdio_source_costs_one_process_at_steady_state(
             r = await c.call_tool("ev__echo", {"message": "still here"})
             assert not r.is_error, content_text(r.content)
         assert starts(started) == pids, "a call after steady state started another backend"
+        # wf keeps transparent huge pages off for its own heap; the upstream it
+        # started gets the system's setting back.
+        backend = proc_info(alive(pids)[0])
+        assert backend is not None
+        assert thp_enabled(backend.ppid) == 0, "wf's own memory takes no transparent huge pages"
+        assert thp_enabled(backend.pid) == 1, "the upstream inherited wf's THP opt-out"
 
     log = wf.logs[-1].read_text()
     refused = [line for line in log.splitlines() if "roots/list" in line and ("refused" in line or "cannot route" in line)]

@@ -52,6 +52,17 @@ pub fn stdio_command(
     if let Some(dir) = cwd {
         cmd.current_dir(dir);
     }
+    // wf turns transparent huge pages off for itself, and children inherit
+    // that; an upstream gets the system's setting back.
+    #[cfg(target_os = "linux")]
+    // SAFETY: between fork and exec only prctl runs, which is
+    // async-signal-safe and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0);
+            Ok(())
+        });
+    }
     Ok(cmd)
 }
 
