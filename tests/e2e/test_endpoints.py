@@ -22,12 +22,14 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from admin_support import write_atomic
 from conftest import HttpServer, Wf, all_tools, content_text
 from list_changed_support import list_changed_waiter
 from test_openapi import App
@@ -40,7 +42,7 @@ EXTRA = "api__extra_v2_extra_get"
 
 
 def tokens() -> dict[str, str]:
-    return {who: f"{who}-{os.urandom(12).hex()}" for who in ("alice", "bob", "carol")}
+    return {who: f"{who}-{os.urandom(12).hex()}" for who in ("alice", "bob", "carol", "dave")}
 
 
 # Policies see the endpoint beside the original capability.
@@ -81,10 +83,21 @@ token = "{toks["bob"]}"
 name = "carol"
 token = "{toks["carol"]}"
 
+[[server.tokens]]
+name = "dave"
+token = "{toks["dave"]}"
+
+# A quota on the original tool: it counts calls by the endpoint's name too.
+[[quotas]]
+name = "dave-echo"
+principal = "dave"
+tools = "everything__echo"
+rate = "2/min"
+
 [endpoints.support]
 server_name = "support-desk"
 instructions = "Tools for answering customers."
-allow = ["alice", "bob"]
+allow = ["alice", "bob", "dave"]
 tools = ["everything__echo", "everything__get-sum", "everything__get-annotated-message"]
 
 [endpoints.support.transform.everything__echo]
@@ -103,14 +116,22 @@ name = "release_item"
 description = "Looks up item 7, the release."
 fixed = {{ item_id = 7 }}
 enums = {{ limit = [10, 20] }}
+output_schema = {{ type = "object", properties = {{ item_id = {{ type = "integer" }} }}, required = ["item_id"] }}
 
 [endpoints.research]
 allow = ["bob", "carol"]
 sources = ["api"]
 catalog = {{ mode = "search" }}
 
+[endpoints.research.transform.{LOOKUP}]
+description = "Fetches a warehouse parcel by its barcode."
+
 [endpoints.api]
 sources = ["api"]
+
+# A promise the API does not keep: its results must carry release notes.
+[endpoints.api.transform.{LOOKUP}]
+output_schema = {{ type = "object", required = ["release_notes"] }}
 """
 
 
@@ -240,9 +261,17 @@ async def test_a_search_mode_endpoint_finds_only_its_own_tools(server: HttpServe
             r = await c.call_tool("wf_find", {"query": "echo the input string"})
         found = [t["name"] for t in r.structured_content["tools"]]
         assert not any(n.startswith("everything__") for n in found), found
+        # wf_find ranks the endpoint's own wording: words only it has find the tool.
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("wf_find", {"query": "warehouse parcel barcode"})
+        hits = r.structured_content["tools"]
+        assert hits and hits[0]["name"] == LOOKUP, r.structured_content
+        assert hits[0]["description"] == "Fetches a warehouse parcel by its barcode.", hits
+        assert r.structured_content.get("good_match", True), r.structured_content
         with anyio.fail_after(OP_TIMEOUT):
             r = await c.call_tool("wf_describe", {"names": ["everything__echo", LOOKUP]})
         assert r.structured_content["unknown"] == ["everything__echo"], r.structured_content
+        assert r.structured_content["tools"][0]["description"] == "Fetches a warehouse parcel by its barcode."
         with anyio.fail_after(OP_TIMEOUT):
             r = await c.call_tool("wf_call", {"name": LOOKUP, "arguments": {"item_id": 3}})
         assert not r.is_error and r.structured_content["item_id"] == 3, r
@@ -254,6 +283,12 @@ async def test_a_search_mode_endpoint_finds_only_its_own_tools(server: HttpServe
         hits = r.structured_content["tools"]
         assert [h["name"] for h in hits] == ["release_item"], hits
         assert hits[0]["description"] == "Looks up item 7, the release.", hits
+    # On /mcp the same words find nothing: the wording is the endpoint's alone.
+    async with client(server.url, toks["carol"]) as c:
+        await wait_names(c, {LOOKUP})
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("wf_find", {"query": "warehouse parcel barcode"})
+        assert r.structured_content.get("good_match") is False, r.structured_content
 
 
 def initialize(url: str, bearer: str | None) -> httpx2.Response:
@@ -340,6 +375,92 @@ async def test_an_operation_added_upstream_appears_on_the_matching_endpoint_only
         with anyio.fail_after(OP_TIMEOUT):
             r = await c.call_tool("wf_describe", {"names": [EXTRA]})
         assert r.structured_content["unknown"] == [], r.structured_content
+
+
+async def test_a_replaced_output_schema_is_enforced(server: HttpServer, toks: dict[str, str]) -> None:
+    # release: the results match its schema (and the client, which checks them, accepts them).
+    async with client(f"{server.url}/release", toks["bob"]) as c:
+        await wait_names(c, {"release_item"})
+        item = (await all_tools(c))[0]
+        assert item.output_schema == {
+            "type": "object", "properties": {"item_id": {"type": "integer"}}, "required": ["item_id"]}, item
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("release_item", {"q": "schema"})
+        assert not r.is_error and r.structured_content["item_id"] == 7, r
+    # api: a schema the API's results do not match is a tool error that says where.
+    async with client(f"{server.url}/api", toks["bob"]) as c:
+        await wait_names(c, {LOOKUP})
+        text = await refused(c, LOOKUP, {"item_id": 5})
+        assert "does not match its output schema" in text and "release_notes" in text, text
+        assert f"{LOOKUP} (on this endpoint)" in text, text
+    # /mcp keeps the tool's own schema: the same call succeeds.
+    async with client(server.url, toks["bob"]) as c:
+        await wait_names(c, {LOOKUP})
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool(LOOKUP, {"item_id": 5})
+        assert not r.is_error and r.structured_content["item_id"] == 5, r
+
+
+async def test_a_quota_on_the_original_tool_counts_calls_by_the_new_name(
+    server: HttpServer, toks: dict[str, str]
+) -> None:
+    async with client(f"{server.url}/support", toks["dave"]) as c:
+        await wait_names(c, {"say"})
+        for i in range(2):
+            with anyio.fail_after(OP_TIMEOUT):
+                r = await c.call_tool("say", {"message": f"call {i}"})
+            assert not r.is_error, r
+        with pytest.raises(MCPError) as e, anyio.fail_after(OP_TIMEOUT):
+            await c.call_tool("say", {"message": "one too many"})
+        assert e.value.data["stage"] == "limit" and "dave-echo" in str(e.value), (e.value, e.value.data)
+    # One budget, the original tool's: /mcp's name for it is past the limit too.
+    async with client(server.url, toks["dave"]) as c:
+        await wait_names(c, {"everything__echo"})
+        with pytest.raises(MCPError) as e, anyio.fail_after(OP_TIMEOUT):
+            await c.call_tool("everything__echo", {"message": "x"})
+        assert e.value.data["stage"] == "limit", e.value.data
+
+
+async def test_a_reload_that_changes_one_endpoint_tells_its_clients_only(
+    server: HttpServer, toks: dict[str, str], wf_module: Wf, cfg: Path, app: App, everything_bin: Path
+) -> None:
+    """Last of the module's tests on `server`: it edits the config."""
+    release_notes: list[Any] = []
+    support_notes: list[Any] = []
+
+    async def on_release(m: Any) -> None:
+        release_notes.append(m)
+
+    async def on_support(m: Any) -> None:
+        support_notes.append(m)
+
+    def tool_changes(notes: list[Any]) -> int:
+        return sum(isinstance(n, types.ToolListChangedNotification) for n in notes)
+
+    base = config(everything_bin, app, toks)
+    async with (
+        client(f"{server.url}/release", toks["bob"], message_handler=on_release) as rel,
+        client(f"{server.url}/support", toks["bob"], message_handler=on_support) as sup,
+    ):
+        await wait_names(rel, {"release_item"})
+        await wait_names(sup, {"say"})
+        # Only release's selection changes: its clients hear it.
+        async with list_changed_waiter(rel, release_notes) as announced:
+            write_atomic(cfg, base.replace("[endpoints.release]\n", '[endpoints.release]\ntools = ["everything__echo"]\n'))
+            await announced(OP_TIMEOUT)
+        assert sorted(await names(rel)) == ["everything__echo", "release_item"]
+        # Then support's: its clients hear that one, and never heard the first.
+        async with list_changed_waiter(sup, support_notes) as announced:
+            write_atomic(
+                cfg,
+                base.replace("[endpoints.release]\n", '[endpoints.release]\ntools = ["everything__echo"]\n').replace(
+                    '"everything__get-annotated-message"]', '"everything__get-annotated-message", "everything__get-env"]'
+                ),
+            )
+            await announced(OP_TIMEOUT)
+        assert "everything__get-env" in await names(sup)
+        assert tool_changes(support_notes) == 1, support_notes
+        assert "everything__get-env" not in await names(rel)
 
 
 async def test_stdio_serves_one_endpoint(wf: Wf, everything_bin: Path) -> None:

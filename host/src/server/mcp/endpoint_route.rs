@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use rmcp::ErrorData as McpError;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::meta_tools;
 use crate::server::identity::limits::Principal;
-use crate::surfaces::endpoints::{Endpoint, Endpoints, View};
+use crate::surfaces::endpoints::{Endpoint, Endpoints, View, ViewTool};
 
 /// The endpoint an HTTP request's path named (`/mcp/NAME`), put in the
 /// request's extensions by the HTTP front once it has checked it.
@@ -66,63 +66,30 @@ pub fn instructions(e: &Endpoint, searching: bool) -> String {
     text
 }
 
-/// `wf_find` on an endpoint: `search` (wf_find over the projection) asked
-/// for the tools of this endpoint that `usable` also accepts (by their
-/// `/mcp` name); its hits shown under the endpoint's names and definitions.
-pub fn find<S>(
-    view: &View,
-    usable: impl Fn(&str, &str) -> bool,
-    search: S,
-) -> Result<(Value, Vec<String>), String>
-where
-    S: FnOnce(&dyn Fn(&str, &str) -> bool) -> Result<(Value, Vec<String>), String>,
-{
-    let on_endpoint =
-        |source: &str, name: &str| view.by_original(name).is_some() && usable(source, name);
-    let (mut found, _) = search(&on_endpoint)?;
-    let mut names = Vec::new();
-    if let Some(Value::Array(tools)) = found.get_mut("tools") {
-        for hit in tools.iter_mut() {
-            let Some(t) = hit
-                .get("name")
-                .and_then(Value::as_str)
-                .and_then(|n| view.by_original(n))
-            else {
-                continue;
-            };
-            let confidence = hit.get("confidence").cloned();
-            *hit = meta_tools::hit(&t.shown.name, &t.shown.source, &t.shown.item);
-            if let Some(c) = confidence {
-                hit["confidence"] = c;
-            }
-            names.push(t.shown.name.clone());
+/// The meta-tools on an endpoint answer from its view: its tools, under
+/// its names and definitions (keyed, like the projection, by `/mcp` names).
+impl meta_tools::Surface for View {
+    fn by_key(&self, key: &str) -> Option<meta_tools::Shown<'_>> {
+        self.by_original(key).map(shown)
+    }
+
+    fn by_name(&self, name: &str) -> Option<meta_tools::Shown<'_>> {
+        self.tool(name).map(shown)
+    }
+
+    fn each(&self, f: &mut dyn FnMut(meta_tools::Shown<'_>)) {
+        for t in self.tools() {
+            f(shown(t));
         }
     }
-    Ok((found, names))
 }
 
-/// `wf_describe` on an endpoint: the definitions it shows.
-pub fn describe(
-    view: &View,
-    args: &Value,
-    usable: impl Fn(&str, &str) -> bool,
-) -> Result<Value, String> {
-    let names: Vec<&str> = args
-        .get("names")
-        .and_then(Value::as_array)
-        .map(|n| n.iter().filter_map(Value::as_str).collect())
-        .filter(|n: &Vec<&str>| !n.is_empty())
-        .ok_or("wf_describe needs `names`: tool names as wf_find returned them")?;
-    let mut tools = Vec::new();
-    let mut unknown = Vec::new();
-    for n in names {
-        match view
-            .tool(n)
-            .filter(|t| usable(&t.original.source, &t.original.name))
-        {
-            Some(t) => tools.push(serde_json::to_value(&t.shown.item).unwrap_or(Value::Null)),
-            None => unknown.push(n),
-        }
+fn shown(t: ViewTool<'_>) -> meta_tools::Shown<'_> {
+    meta_tools::Shown {
+        key: &t.original.name,
+        name: &t.shown.name,
+        source: &t.shown.source,
+        own: t.own_name(),
+        item: &t.shown.item,
     }
-    Ok(json!({"tools": tools, "unknown": unknown}))
 }

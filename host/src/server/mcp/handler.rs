@@ -328,13 +328,15 @@ impl WfServer {
             None => self.surfaces.catalog.policy(&principal).config.keep_found,
         };
         let view = endpoint.as_ref().map(|e| e.view(&proj));
-        let answer = match (name == meta_tools::FIND, &view) {
-            (true, Some(v)) => endpoint_route::find(v, usable, |on| {
-                meta_tools::find(&proj, &index, nearest.as_deref(), args, on)
-            }),
-            (true, None) => meta_tools::find(&proj, &index, nearest.as_deref(), args, usable),
-            (false, Some(v)) => endpoint_route::describe(v, args, usable).map(|d| (d, Vec::new())),
-            (false, None) => meta_tools::describe(&proj, args, usable).map(|d| (d, Vec::new())),
+        // An endpoint's tools as it shows them, ranked by what it shows.
+        let (surface, index): (&dyn meta_tools::Surface, _) = match &view {
+            Some(v) => (&**v, v.search_index().unwrap_or(index)),
+            None => (&*proj, index),
+        };
+        let answer = if name == meta_tools::FIND {
+            meta_tools::find(surface, &index, nearest.as_deref(), args, usable)
+        } else {
+            meta_tools::describe(surface, args, usable).map(|d| (d, Vec::new()))
         }
         .map(|(found, names)| {
             if keep.unwrap_or(false) {
@@ -357,12 +359,14 @@ impl WfServer {
     }
 
     /// A call on endpoint `e` as the call of the tool it shows: the original
-    /// name, with its transform's fixed values and defaults merged in.
+    /// name, with its transform's fixed values and defaults merged in. Gives
+    /// the output schema its transform put in place of the tool's own, which
+    /// the result must then match.
     async fn endpoint_call(
         &self,
         e: &Endpoint,
         request: &mut CallToolRequestParams,
-    ) -> Result<(), McpError> {
+    ) -> Result<Option<(String, Value)>, McpError> {
         let proj = self.app.projection_ready().await;
         let view = e.view(&proj);
         let Some(t) = view.tool(&request.name) else {
@@ -371,14 +375,20 @@ impl WfServer {
                 None,
             ));
         };
+        let mut promised = None;
         if let Some(x) = t.transform {
             let mut args = request.arguments.take().unwrap_or_default();
             crate::surfaces::endpoints::call_arguments(&request.name, &mut args, x)
                 .map_err(|why| McpError::invalid_params(why, None))?;
             request.arguments = Some(args);
+            promised = x
+                .output_schema
+                .clone()
+                .filter(Value::is_object)
+                .map(|schema| (request.name.to_string(), schema));
         }
         request.name = t.original.name.clone().into();
-        Ok(())
+        Ok(promised)
     }
 
     /// With `keep_found`, tools found join this session's list, and the
@@ -1100,15 +1110,14 @@ impl ServerHandler for WfServer {
             }
             // The view stage: an endpoint's name for a tool becomes the
             // original, its arguments the original call's.
-            match self.endpoint(&context) {
-                Ok(Some(e)) => {
-                    if let Err(refused) = self.endpoint_call(&e, &mut request).await {
-                        return counted.finish(Err(refused));
-                    }
-                }
-                Ok(None) => {}
+            let promised = match self.endpoint(&context) {
+                Ok(Some(e)) => match self.endpoint_call(&e, &mut request).await {
+                    Ok(promised) => promised,
+                    Err(refused) => return counted.finish(Err(refused)),
+                },
+                Ok(None) => None,
                 Err(refused) => return counted.finish(Err(refused)),
-            }
+            };
             let proj = self.app.projection_for_tool(&request.name).await;
             let Some(tool) = proj.tool(&request.name) else {
                 // The hold stage: a held tool is in no list, and says why.
@@ -1215,7 +1224,15 @@ impl ServerHandler for WfServer {
                 .await?;
                 let result = isolation.epochs.check(&context, source, result).await;
                 let reference = format!("{source}.{name}");
-                let result = crate::surfaces::proxy::check_output(&reference, &tool.item, result);
+                // The schema its client was shown: an endpoint's, or the tool's own.
+                let result = match &promised {
+                    Some((shown, schema)) => crate::surfaces::proxy::check_output_against(
+                        &format!("{shown} (on this endpoint)"),
+                        schema,
+                        result,
+                    ),
+                    None => crate::surfaces::proxy::check_output(&reference, &tool.item, result),
+                };
                 super::tool_result::to_mcp(result)
             };
             let what = format!("tools/call {}", request.name);

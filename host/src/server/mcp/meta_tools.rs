@@ -151,12 +151,67 @@ pub fn hit(name: &str, source: &str, tool: &Tool) -> Value {
     hit
 }
 
-/// `wf_find`: the best matches for `args.query` among the tools `usable`
-/// accepts (the caller's allow and deny lists), as a JSON result, and their
-/// names. `nearest`: the tools nearest the query's vector, when a semantic
-/// ranker answered (blended with the lexical ranking).
+/// A tool as the meta-tools show it to one client.
+#[derive(Clone, Copy)]
+pub struct Shown<'a> {
+    /// Its `/mcp` name: the search index's key, and what tool lists and
+    /// policies know it by.
+    pub key: &'a str,
+    /// The name this client calls it by.
+    pub name: &'a str,
+    pub source: &'a str,
+    /// Its name without the source's prefix (the sources overview).
+    pub own: &'a str,
+    pub item: &'a Tool,
+}
+
+/// The tools a client's meta-tools answer from: `/mcp`'s (the projection)
+/// or an endpoint's (its names and definitions).
+pub trait Surface {
+    /// The tool a search hit's key (its `/mcp` name) names, if shown here.
+    fn by_key(&self, key: &str) -> Option<Shown<'_>>;
+    /// The tool this client calls `name`.
+    fn by_name(&self, name: &str) -> Option<Shown<'_>>;
+    /// Every tool shown, in order.
+    fn each(&self, f: &mut dyn FnMut(Shown<'_>));
+}
+
+impl Surface for Projection {
+    fn by_key(&self, key: &str) -> Option<Shown<'_>> {
+        self.tool(key).map(|t| Shown {
+            key: &t.name,
+            name: &t.name,
+            source: &t.source,
+            own: &t.original,
+            item: &t.item,
+        })
+    }
+
+    fn by_name(&self, name: &str) -> Option<Shown<'_>> {
+        self.by_key(name)
+    }
+
+    fn each(&self, f: &mut dyn FnMut(Shown<'_>)) {
+        for t in &self.tools {
+            f(Shown {
+                key: &t.name,
+                name: &t.name,
+                source: &t.source,
+                own: &t.original,
+                item: &t.item,
+            });
+        }
+    }
+}
+
+/// `wf_find`: the best matches for `args.query` among the tools of
+/// `surface` that `usable` accepts (the caller's allow and deny lists, by
+/// source and `/mcp` name), ranked by `index` (keyed by `/mcp` names), as a
+/// JSON result, and their names as the client calls them. `nearest`: the
+/// tools nearest the query's vector, when a semantic ranker answered
+/// (blended with the lexical ranking).
 pub fn find(
-    proj: &Projection,
+    surface: &dyn Surface,
     index: &Index,
     nearest: Option<&[(&str, f32)]>,
     args: &Value,
@@ -178,19 +233,21 @@ pub fn find(
             "wf_find: unknown tag {bad:?}; use read_only, destructive, idempotent or open_world"
         ));
     }
-    let tagged = |key: &str| {
-        wanted.is_empty()
-            || proj.tool(key).is_some_and(|t| {
-                let have = tags(&t.item);
-                wanted.iter().all(|w| have.contains(w))
-            })
+    // Shown here, usable by the caller, and tagged as asked (by the
+    // annotations this surface shows).
+    let on_surface = |key: &str| {
+        surface.by_key(key).is_some_and(|t| {
+            let have = tags(t.item);
+            wanted.iter().all(|w| have.contains(w))
+        })
     };
     let limit = args
         .get("limit")
         .and_then(Value::as_u64)
         .map_or(FIND_DEFAULT, |l| (l as usize).clamp(1, FIND_MAX));
-    let keep =
-        |h: &Hit| only.is_none_or(|s| s == h.source) && usable(h.source, h.key) && tagged(h.key);
+    let keep = |h: &Hit| {
+        only.is_none_or(|s| s == h.source) && usable(h.source, h.key) && on_surface(h.key)
+    };
     let hits = match nearest {
         Some(n) => index.search_blended(query, n, limit, keep),
         None => index.search(query, limit, keep),
@@ -201,10 +258,10 @@ pub fn find(
         .iter()
         // Without a good match, a few weak ones, then the sources.
         .take(if good { limit } else { WEAK_SHOWN })
-        .filter_map(|h| proj.tool(h.key).map(|t| (t, h)))
+        .filter_map(|h| surface.by_key(h.key).map(|t| (t, h)))
         .map(|(t, h)| {
-            names.push(t.name.clone());
-            let mut v = hit(&t.name, &t.source, &t.item);
+            names.push(t.name.to_string());
+            let mut v = hit(t.name, t.source, t.item);
             v["confidence"] = json!((h.confidence * 100.0).round() / 100.0);
             v
         })
@@ -219,7 +276,7 @@ pub fn find(
     } else {
         "no tool matches well (low confidence); narrow by `source` (one of `sources`) or try other words"
     };
-    let sources = sources_overview(proj, only, &usable);
+    let sources = sources_overview(surface, only, &usable);
     Ok((
         json!({"tools": tools, "good_match": false, "hint": hint, "sources": sources}),
         names,
@@ -234,16 +291,17 @@ const SOURCE_EXAMPLES: usize = 5;
 /// One line per source the caller may use: its name, how many tools, and
 /// the first few tools' own names.
 fn sources_overview(
-    proj: &Projection,
+    surface: &dyn Surface,
     only: Option<&str>,
     usable: &impl Fn(&str, &str) -> bool,
 ) -> Vec<String> {
-    let mut by_source: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-    for t in &proj.tools {
-        if only.is_none_or(|s| s == t.source) && usable(&t.source, &t.name) {
-            by_source.entry(&t.source).or_default().push(&t.original);
+    let mut by_source: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    surface.each(&mut |t| {
+        if only.is_none_or(|s| s == t.source) && usable(t.source, t.key) {
+            let tools = by_source.entry(t.source.to_string()).or_default();
+            tools.push(t.own.to_string());
         }
-    }
+    });
     by_source
         .into_iter()
         .map(|(source, tools)| {
@@ -252,7 +310,11 @@ fn sources_overview(
             } else {
                 ""
             };
-            let shown: Vec<&str> = tools.iter().take(SOURCE_EXAMPLES).copied().collect();
+            let shown: Vec<&str> = tools
+                .iter()
+                .take(SOURCE_EXAMPLES)
+                .map(String::as_str)
+                .collect();
             format!(
                 "{source} ({} tool{}): {}{more}",
                 tools.len(),
@@ -263,9 +325,10 @@ fn sources_overview(
         .collect()
 }
 
-/// `wf_describe`: the full definitions of the named tools the caller may use.
+/// `wf_describe`: the full definitions of the tools `args.names` names (as
+/// `surface` shows them) that `usable` accepts.
 pub fn describe(
-    proj: &Projection,
+    surface: &dyn Surface,
     args: &Value,
     usable: impl Fn(&str, &str) -> bool,
 ) -> Result<Value, String> {
@@ -278,8 +341,8 @@ pub fn describe(
     let mut tools = Vec::new();
     let mut unknown = Vec::new();
     for n in names {
-        match proj.tool(n).filter(|t| usable(&t.source, &t.name)) {
-            Some(t) => tools.push(serde_json::to_value(&t.item).unwrap_or(Value::Null)),
+        match surface.by_name(n).filter(|t| usable(t.source, t.key)) {
+            Some(t) => tools.push(serde_json::to_value(t.item).unwrap_or(Value::Null)),
             None => unknown.push(n),
         }
     }

@@ -81,14 +81,30 @@ where
     Fut: Future<Output = bool>,
 {
     let mut changes = app.sources.changes();
+    // An endpoint's clients also hear a reload that replaced the endpoints.
+    let mut replaced = endpoint.as_ref().map(|(all, _)| all.replacements());
     let endpoint = endpoint.map(Arc::new);
     let mut last = shape_of(&app, endpoint.as_deref());
     loop {
-        if changes.changed().await.is_err() {
-            return;
+        let reloaded = async {
+            match replaced.as_mut() {
+                Some(r) => r.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() {
+                return;
+            },
+            alive = reloaded => if !alive {
+                return;
+            },
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         changes.borrow_and_update();
+        if let Some(r) = replaced.as_mut() {
+            r.borrow_and_update();
+        }
         // Off the runtime's workers: a large catalog's projection and its
         // digest take a while, and `list_sources` must not wait (issue #55).
         let now = {

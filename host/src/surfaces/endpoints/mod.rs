@@ -16,6 +16,7 @@ use serde_json::Value;
 use wf_plugin_api::Tool;
 
 pub use self::transform::{call_arguments, shown};
+use crate::catalog::search::{DocText, Index, Segment};
 use crate::config::{CatalogConfig, Config, EndpointConfig, Principal, ToolTransform};
 use crate::projection::{Projected, Projection};
 
@@ -23,9 +24,20 @@ use crate::projection::{Projected, Projection};
 const RESERVED: [&str; 3] = ["wf_find", "wf_describe", "wf_call"];
 
 /// Every configured endpoint, replaced as a whole on reload.
-#[derive(Default)]
 pub struct Endpoints {
     by_name: RwLock<Arc<BTreeMap<String, Arc<Endpoint>>>>,
+    /// Counts replacements: an endpoint's clients' list follower wakes on it
+    /// (a reload may change an endpoint and no source).
+    replaced: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Endpoints {
+    fn default() -> Self {
+        Self {
+            by_name: RwLock::default(),
+            replaced: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 impl Endpoints {
@@ -38,6 +50,12 @@ impl Endpoints {
 
     pub fn replace(&self, endpoints: BTreeMap<String, Arc<Endpoint>>) {
         *self.by_name.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(endpoints);
+        self.replaced.send_modify(|n| *n += 1);
+    }
+
+    /// Changes each time the endpoints are replaced (a reload).
+    pub fn replacements(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.replaced.subscribe()
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Endpoint>> {
@@ -257,6 +275,8 @@ pub struct View {
     /// Why a selected tool was left out (an alias collision, a bad name).
     pub problems: Vec<String>,
     shape: OnceLock<[u64; 3]>,
+    /// Its own search index, when it transforms a tool (built on first use).
+    index: OnceLock<Option<Arc<Index>>>,
 }
 
 /// A tool on an endpoint: as shown, as the projection has it, and its transform.
@@ -265,6 +285,18 @@ pub struct ViewTool<'a> {
     pub shown: &'a Projected<Tool>,
     pub original: &'a Projected<Tool>,
     pub transform: Option<&'a ToolTransform>,
+}
+
+impl<'a> ViewTool<'a> {
+    /// Its name without the source's prefix: the endpoint's name for a
+    /// renamed tool, else the source's own.
+    pub fn own_name(&self) -> &'a str {
+        if self.shown.name == self.original.name {
+            &self.original.original
+        } else {
+            &self.shown.name
+        }
+    }
 }
 
 impl View {
@@ -370,8 +402,36 @@ impl View {
             templates,
             problems,
             shape: OnceLock::new(),
+            index: OnceLock::new(),
             proj,
         }
+    }
+
+    /// The search index `wf_find` ranks this endpoint's tools by: its own,
+    /// over the definitions it shows (keys are the tools' `/mcp` names), when
+    /// it transforms a tool; `None`: the projection's index (filtered) ranks
+    /// them as this endpoint shows them already.
+    pub fn search_index(&self) -> Option<Arc<Index>> {
+        self.index
+            .get_or_init(|| {
+                if self.tools.iter().all(|s| s.transformed.is_none()) {
+                    return None;
+                }
+                let docs: Vec<DocText> = self
+                    .tools()
+                    .map(|t| {
+                        DocText::tool(
+                            &t.original.name,
+                            &t.shown.source,
+                            t.own_name(),
+                            t.shown.item.description.as_deref().unwrap_or(""),
+                            &t.shown.item.input_schema,
+                        )
+                    })
+                    .collect();
+                Some(Arc::new(Index::new(vec![Arc::new(Segment::build(&docs))])))
+            })
+            .clone()
     }
 
     fn at(&self, i: usize) -> ViewTool<'_> {

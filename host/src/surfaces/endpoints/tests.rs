@@ -157,3 +157,44 @@ fn principals_and_groups_are_allowed_by_name() {
     assert!(endpoint("").allows(&Principal::named("anyone")));
     assert!(!endpoint("allow = []").allows(&Principal::local()));
 }
+
+#[test]
+fn search_ranks_the_definitions_an_endpoint_shows() {
+    let p = proj();
+    // No transform: the projection's own index serves (filtered).
+    assert!(
+        endpoint(r#"sources = ["github"]"#)
+            .view(&p)
+            .search_index()
+            .is_none()
+    );
+    let e = endpoint(
+        r#"sources = ["github"]
+[transform.github__create_issue]
+name = "file_bug"
+description = "Reports a defect in the storefront."
+[transform.github__search]
+description = "Looks through code."
+"#,
+    );
+    let v = e.view(&p);
+    let index = v
+        .search_index()
+        .expect("an endpoint that transforms has its own index");
+    assert!(Arc::ptr_eq(&index, &v.search_index().unwrap()));
+    // The new wording is found, under the tool's /mcp name (the index's key).
+    let hits = index.search("report a storefront defect", 5, |_| true);
+    assert_eq!(hits.first().map(|h| h.key), Some("github__create_issue"));
+    // Its name on the endpoint is indexed; the wording it replaced is not.
+    let hits = index.search("file bug", 5, |_| true);
+    assert_eq!(hits.first().map(|h| h.key), Some("github__create_issue"));
+    assert!(index.search("storefront", 5, |_| true).len() == 1);
+    assert!(
+        index
+            .search("looks code", 5, |_| true)
+            .iter()
+            .all(|h| h.key == "github__search")
+    );
+    // Only the endpoint's tools are in it.
+    assert_eq!(index.len(), 3);
+}

@@ -8,7 +8,7 @@ mod results;
 pub use crate::projection::{
     NameRules, Naming, Projected, Projection, ResourceRoute, hash6, is_client_safe,
 };
-pub use results::check_output;
+pub use results::{check_output, check_output_against};
 
 /// One page of `items` starting at `cursor` (an offset we issued).
 pub fn page<T: Clone>(

@@ -4,6 +4,7 @@
 //! Only tools that declare an output schema pay for the check; it is the
 //! focused `wf_plugin_api::schema::instance_problems` (no full validator).
 
+use serde_json::Value;
 use wf_plugin_api::schema::instance_problems;
 use wf_plugin_api::{CallResult, Tool};
 
@@ -15,9 +16,14 @@ const SHOWN: usize = 3;
 /// where the structured content departs from the schema. `reference` is the
 /// tool's dotted ref (`source.name`).
 pub fn check_output(reference: &str, tool: &Tool, result: CallResult) -> CallResult {
-    let Some(schema) = &tool.output_schema else {
-        return result;
-    };
+    match &tool.output_schema {
+        Some(schema) => check_output_against(reference, schema, result),
+        None => result,
+    }
+}
+
+/// [`check_output`] against `schema` (an endpoint's, in place of the tool's).
+pub fn check_output_against(reference: &str, schema: &Value, result: CallResult) -> CallResult {
     if result.is_error {
         return result;
     }
