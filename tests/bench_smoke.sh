@@ -5,8 +5,9 @@
 #
 #   tests/bench_smoke.sh WF_BENCH EVERYTHING_BIN OUT_DIR
 #
-# Writes OUT_DIR/bench-smoke.md (the tables), OUT_DIR/bench-smoke.log (progress)
-# and OUT_DIR/bench.counts (1 passed or 1 failed, for tests/ci_report.py total).
+# Writes OUT_DIR/bench-smoke.md (the tables), OUT_DIR/bench-smoke.log (progress),
+# OUT_DIR/bench-smoke.jsonl (the figures, as `--record` appends them) and
+# OUT_DIR/bench.counts (1 passed or 1 failed, for tests/ci_report.py total).
 set -uo pipefail
 
 bench="$1" everything="$2" out="$3"
@@ -32,13 +33,20 @@ HEADINGS=(
 
 started=$SECONDS
 status=0
-timeout --kill-after=10 "$LIMIT_S" "$bench" --quick --everything "$everything" >"$tables" 2>"$log" || status=$?
+rm -f "$out/bench-smoke.jsonl"
+timeout --kill-after=10 "$LIMIT_S" "$bench" --quick --everything "$everything" \
+  --record "$out/bench-smoke.jsonl" >"$tables" 2>"$log" || status=$?
 problems=()
 if [[ $status -ne 0 ]]; then
   problems+=("wf-bench --quick exited with status $status (progress in ${log})")
 fi
 for h in "${HEADINGS[@]}"; do
   grep -qF -- "$h" "$tables" || problems+=("no table \"$h\" in its output")
+done
+# --record kept the figures of the tables it passed through.
+for q in "Echo round trip: wf versus direct" "Memory" "Workflow engine"; do
+  grep -qF -- "\"question\":\"$q\"" "$out/bench-smoke.jsonl" 2>/dev/null ||
+    problems+=("no figure of \"$q\" in bench-smoke.jsonl (--record)")
 done
 if [[ ${#problems[@]} -eq 0 ]]; then
   echo "wf-bench --quick: every table printed in $((SECONDS - started))s (numbers not judged)"

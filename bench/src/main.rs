@@ -22,7 +22,8 @@
 //!   Graph's OpenAPI documents served whole: discovery time, RSS, tools/list
 //!   bytes (bench/fetch_openapi_docs.sh fetches Graph's).
 //!
-//! Prints markdown tables on stdout, progress on stderr. See docs/benchmarks.md.
+//! Prints markdown tables on stdout, progress on stderr; `--record FILE`
+//! appends their figures to FILE as JSON lines. See docs/benchmarks.md.
 
 mod audit;
 mod endpoints;
@@ -41,6 +42,7 @@ mod overhead;
 mod peers;
 mod policy;
 mod proc;
+mod record;
 mod relay;
 mod retrieval;
 mod sessions;
@@ -104,6 +106,10 @@ struct Args {
     /// The Python that has `fastmcp` installed (default: target/fastmcp-venv/bin/python).
     #[arg(long, value_name = "PATH")]
     fastmcp_python: Option<PathBuf>,
+    /// Append every figure of this run's tables to FILE as JSON lines
+    /// (bench/results/; `python3 bench/trend.py` prints how they moved).
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
     /// Run only these benchmarks (repeatable; default: all).
     #[arg(long, value_enum, value_name = "BENCH")]
     only: Vec<Bench>,
@@ -452,6 +458,18 @@ async fn main() -> std::process::ExitCode {
                 std::process::ExitCode::FAILURE
             }
         };
+    }
+    if let Some(file) = &args.record {
+        let mut rest = Vec::new();
+        let mut given = std::env::args().skip(1);
+        while let Some(a) = given.next() {
+            if a == "--record" {
+                given.next();
+            } else if !a.starts_with("--record=") {
+                rest.push(a);
+            }
+        }
+        return record::run(file, rest).await;
     }
     if let Some(transport) = &args.relay {
         return match relay::serve(transport, &args.relay_command).await {

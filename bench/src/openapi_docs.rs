@@ -240,7 +240,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     for r in rows.iter().filter(|r| !r.note.is_empty()) {
         println!("\n{}: {}", r.label, r.note);
     }
-    println!("\nTargets (issue #55):\n");
+    println!("\nTargets:\n");
     for r in &rows {
         if r.label.starts_with("GitHub") {
             let added = r.rss_added_kib as f64 / 1024.0;

@@ -668,7 +668,7 @@ fn print(plan: &Plan, outcomes: &[Outcome], everything_missing: bool) {
 /// wf with it in process, in the same rounds.
 fn print_isolation(outcomes: &[Outcome]) {
     println!(
-        "\nProcess isolation (issue 32): `wf` (the mcp plugin in process) and `{ISOLATED}` \
+        "\nProcess isolation: `wf` (the mcp plugin in process) and `{ISOLATED}` \
          in the same interleaved rounds. p50 added: the median over rounds of that round's \
          isolated p50 minus its in-process p50. Child RSS: the plugin's `wf-plugin-host` \
          once discovery was done, before any call. The child's own CPU is in no column of \
@@ -773,7 +773,7 @@ fn print_relay_targets(outcomes: &[Outcome]) {
     println!(
         "\nwf against each relay, in the same rounds: p50 added is the median over rounds of that \
          round's p50 minus direct's (a paired estimate); CPU and wake-ups are the proxy's per \
-         call at concurrency 1; calls/s at {CONCURRENCY}. Targets (issue #13): p50 added ≤ \
+         call at concurrency 1; calls/s at {CONCURRENCY}. Targets: p50 added ≤ \
          relay's + {RELAY_P50_SLACK_US:.0} µs, CPU ≤ {RELAY_CPU_RATIO} × relay's, wake-ups ≤ \
          relay's + {RELAY_WAKEUP_SLACK:.0}, calls/s ≥ {:.0}% of relay's.\n",
         RELAY_RATE_SHARE * 100.0

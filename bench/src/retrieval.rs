@@ -280,7 +280,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     for (set, queries) in sets {
         let b = quality(queries, before);
         println!(
-            "| BM25 before issue 56 | {set} | {:.3} | {:.3} ({}/{}) | {:.3} | | |",
+            "| BM25 (previous ranker) | {set} | {:.3} | {:.3} ({}/{}) | {:.3} | | |",
             b.r1, b.r5, b.hits5, b.n, b.mrr
         );
         let l = quality(queries, lexical);
@@ -397,7 +397,7 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         us(p50_822)
     );
     println!(
-        "| query latency over {} tools, p50 (before issue 56: {:.0} µs) | {:.0} µs | ≤ 2 ms | {} |",
+        "| query latency over {} tools, p50 (previous ranker: {:.0} µs) | {:.0} µs | ≤ 2 ms | {} |",
         big.len(),
         us(old_p50),
         us(p50),
