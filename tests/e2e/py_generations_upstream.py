@@ -7,6 +7,9 @@ streams, the default, or as JSON).
 Tools:
   sample    asks the client's model in an input-required round and returns its text
   elicit    asks the client's user for a name (form elicitation) in a round
+  elicit_url
+            asks the client's user to open a URL (URL-mode elicitation) in a round
+  roots     asks for the client's roots in a round and returns their URIs
   sample_push
             asks the client's model with a request mid-call (`create_message`), as
             servers written for 2025-11-25 do
@@ -68,6 +71,31 @@ async def elicit(ctx: Context) -> str | types.InputRequiredResult:
     if not isinstance(answer, dict):
         answer = answer.model_dump(mode="json", exclude_none=True)
     return f"elicited: {answer.get('action')} {(answer.get('content') or {}).get('name')}"
+
+
+@server.tool(description="Asks the client's user to open a URL")
+async def elicit_url(ctx: Context) -> str | types.InputRequiredResult:
+    answer = (ctx.input_responses or {}).get("signin")
+    if answer is None:
+        ask = types.ElicitRequest(
+            params=types.ElicitRequestURLParams(
+                message="Please sign in", url="https://example.com/signin", elicitation_id="py-signin"
+            )
+        )
+        return types.InputRequiredResult(input_requests={"signin": ask})
+    if not isinstance(answer, dict):
+        answer = answer.model_dump(mode="json", exclude_none=True)
+    return f"url elicitation: {answer.get('action')}"
+
+
+@server.tool(description="Asks for the client's roots")
+async def roots(ctx: Context) -> str | types.InputRequiredResult:
+    answer = (ctx.input_responses or {}).get("where")
+    if answer is None:
+        return types.InputRequiredResult(input_requests={"where": types.ListRootsRequest()})
+    if not isinstance(answer, dict):
+        answer = answer.model_dump(mode="json", exclude_none=True)
+    return "roots: " + ",".join(r["uri"] for r in answer.get("roots", []))
 
 
 @server.tool(description="Reports progress")

@@ -16,7 +16,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from caller_support import ANSWER_NAME, SAMPLED, Answerer
+from caller_support import ANSWER_NAME, ROOT_URI, SAMPLED, Answerer
 from conftest import Wf, call_outcome, content_text, free_port, toml_config, wait_listed
 from test_generations import OP_TIMEOUT, spoken
 
@@ -52,8 +52,9 @@ CELLS = [("stdio", "stdio"), ("http-sse", "stdio"), ("http-sse", "http"), ("http
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 @pytest.mark.parametrize(("upstream", "front"), CELLS)
 async def test_python_sdk_upstream_sampling_progress_and_logs(wf: Wf, upstream: str, front: str, mode: str) -> None:
-    """The upstream's sampling and form elicitation rounds reach the client's callbacks
-    (requests for a 2025-11-25 client, rounds of wf's own for a 2026-07-28 one), its
+    """The upstream's sampling, form and URL elicitation and roots rounds reach the
+    client's callbacks (requests for a 2025-11-25 client, rounds of wf's own for a
+    2026-07-28 one), its
     progress the call's progress callback, and its log lines the client at its level."""
     a = Answerer()
     kw: dict[str, Any] = a.callbacks()
@@ -75,6 +76,12 @@ async def test_python_sdk_upstream_sampling_progress_and_logs(wf: Wf, upstream: 
             e, err = await call_outcome(c, "ts__elicit", {})
             assert err is None, err
             assert content_text(e.content) == f"elicited: accept {ANSWER_NAME}", e
+            u, err = await call_outcome(c, "ts__elicit_url", {})
+            assert err is None, err
+            assert content_text(u.content) == "url elicitation: accept", u
+            roots, err = await call_outcome(c, "ts__roots", {})
+            assert err is None, err
+            assert content_text(roots.content) == f"roots: {ROOT_URI}", roots
             p = await c.call_tool("ts__progress", {"steps": 3}, progress_callback=on_progress)
             assert content_text(p.content) == "progress: 3 steps", p
             if mode == "legacy":
@@ -84,7 +91,8 @@ async def test_python_sdk_upstream_sampling_progress_and_logs(wf: Wf, upstream: 
         if upstream != "http-json":
             await a.wait_logs(2, timeout=OP_TIMEOUT)
     assert [s.messages[0].content.text for s in a.samplings] == ["say something"]
-    assert [e.message for e in a.elicitations] == ["Who are you?"]
+    assert [e.message for e in a.elicitations] == ["Who are you?", "Please sign in"]
+    assert a.roots_asked == 1
     if upstream == "http-json":
         # A JSON reply carries the result alone: the SDK (`json_response=True`) drops the
         # call's progress and log notifications, for a client connected directly too.
