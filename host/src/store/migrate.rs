@@ -122,8 +122,9 @@ pub async fn run(db: &Db) -> Result<Vec<i64>> {
                 p.migrate_step(
                     PG_LOCK,
                     LEDGER,
-                    m.version,
                     &format!("{}\n;{record};", m.postgres),
+                    |current| step_for(current, m.version),
+                    Step::Applied,
                 )
                 .await?
             }

@@ -23,6 +23,7 @@ pub mod pg;
 mod quota_budgets;
 pub use quota_budgets::{BudgetSpec, Grant};
 mod run_tasks;
+pub mod sql;
 pub use run_tasks::RunTaskRow;
 mod embeddings;
 mod tls;

@@ -11,7 +11,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
 
-use super::db::{Arg, Cell, Row, Stmt, pg_sql};
+use super::sql::{Arg, Cell, Row, Stmt, pg_sql};
 use super::tls::Rustls;
 use super::{Result, StoreError};
 
@@ -355,14 +355,16 @@ impl PgPool {
 
     /// One migration in one transaction: the advisory lock first, then the
     /// ledger (created if missing) and the version read under the lock, and
-    /// `sql` (which records the version) only when the version is older.
-    pub async fn migrate_step(
+    /// `sql` (which records the version) only when `decide`, given the
+    /// version read, has no other step; then the step is `applied`.
+    pub async fn migrate_step<S>(
         &self,
         lock: i64,
         ledger: &str,
-        version: i64,
         sql: &str,
-    ) -> Result<super::migrate::Step> {
+        decide: impl FnOnce(i64) -> Option<S>,
+        applied: S,
+    ) -> Result<S> {
         let mut c = self.get().await?;
         let tx = c
             .client
@@ -383,12 +385,12 @@ impl PgPool {
             .await
             .map_err(|e| pg_error(e, "schema version"))?
             .get(0);
-        if let Some(step) = super::migrate::step_for(current, version) {
+        if let Some(step) = decide(current) {
             return Ok(step);
         }
         tx.batch_execute(sql).await.map_err(|e| pg_error(e, sql))?;
         tx.commit().await.map_err(|e| pg_error(e, "COMMIT"))?;
-        Ok(super::migrate::Step::Applied)
+        Ok(applied)
     }
 
     /// In one transaction: `select` (it may lock its rows, `FOR UPDATE SKIP

@@ -804,7 +804,6 @@ fn workspace_crates() -> Vec<(String, PathBuf)> {
 const KNOWN_CIRCLES: &[&str] = &[
     "host/src/plugins/process: cgroup ↔ spawn",
     "host/src/plugins/process: epochs ↔ io ↔ supervisor",
-    "host/src/store: db ↔ migrate ↔ pg",
     "plugin-api/src: error ↔ types",
     "plugin-api/src: author ↔ export ↔ lane ↔ logging",
     "plugins/mcp/src: config ↔ oauth",
