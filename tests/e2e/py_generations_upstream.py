@@ -15,12 +15,19 @@ Tools:
             servers written for 2025-11-25 do
   progress  reports `steps` progress steps when the call has a progress token
   log       logs one line at each of debug, info and warning
+  wait      appends `started` to the file `marker`, waits until the call is cancelled
+            (at most 60 s), then appends `cancelled`
+
+Prompt `greet`, whose argument `name` completes (`Ada`, `Alan`, `Grace`).
 """
 
 from __future__ import annotations
 
 import sys
 import warnings
+from pathlib import Path
+
+import anyio
 
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
@@ -111,6 +118,31 @@ async def log(ctx: Context) -> str:
     await ctx.info("info line")
     await ctx.warning("warning line")
     return "logged"
+
+
+@server.tool(description="Waits until cancelled")
+async def wait(marker: str) -> str:
+    with Path(marker).open("a") as f:
+        f.write("started\n")
+    try:
+        await anyio.sleep(60)
+    except anyio.get_cancelled_exc_class():
+        with Path(marker).open("a") as f:
+            f.write("cancelled\n")
+        raise
+    return "waited"
+
+
+@server.prompt(description="Greets someone")
+def greet(name: str) -> str:
+    return f"Hello {name}"
+
+
+@server.completion()
+async def complete(ref: object, argument: types.CompletionArgument, context: object) -> types.Completion | None:
+    if isinstance(ref, types.PromptReference) and ref.name == "greet" and argument.name == "name":
+        return types.Completion(values=[n for n in ("Ada", "Alan", "Grace") if n.startswith(argument.value)])
+    return None
 
 
 if __name__ == "__main__":

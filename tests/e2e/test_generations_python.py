@@ -9,12 +9,13 @@ client, `legacy` and `auto`).
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, types
 
 from caller_support import ANSWER_NAME, ROOT_URI, SAMPLED, Answerer
 from conftest import Wf, call_outcome, content_text, free_port, toml_config, wait_listed
@@ -54,8 +55,8 @@ CELLS = [("stdio", "stdio"), ("http-sse", "stdio"), ("http-sse", "http"), ("http
 async def test_python_sdk_upstream_sampling_progress_and_logs(wf: Wf, upstream: str, front: str, mode: str) -> None:
     """The upstream's sampling, form and URL elicitation and roots rounds reach the
     client's callbacks (requests for a 2025-11-25 client, rounds of wf's own for a
-    2026-07-28 one), its
-    progress the call's progress callback, and its log lines the client at its level."""
+    2026-07-28 one), its progress the call's progress callback, and its log lines the
+    client at its level."""
     a = Answerer()
     kw: dict[str, Any] = a.callbacks()
     if mode == "auto":
@@ -131,3 +132,31 @@ async def test_which_sampling_each_generation_carries_python(wf: Wf, protocol: s
     want = SERVED_HTTP[protocol]
     assert tuple(got) == tuple(f"sampled: {SAMPLED}" if w else None for w in want), got
     assert len(a.samplings) == sum(want), a.samplings
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("upstream", ["stdio", "http-sse"])
+async def test_python_sdk_upstream_cancellation_and_completions(
+    wf: Wf, upstream: str, mode: str, tmp_path: Path
+) -> None:
+    """A client that cancels its call: the upstream's handler is cancelled. Argument
+    completion of the upstream's prompt reaches it under wf's name for the prompt."""
+    marker = tmp_path / "wait.marker"
+    async with client(wf, mode, upstream) as c:
+        await wait_listed(c, "ts__wait")
+        with anyio.fail_after(OP_TIMEOUT):
+            ref = types.PromptReference(type="ref/prompt", name="ts__greet")
+            r = await c.complete(ref, {"name": "name", "value": "A"})
+            assert r.completion.values == ["Ada", "Alan"], r
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(partial(c.call_tool, "ts__wait", {"marker": str(marker)}))
+                while "started" not in lines(marker):
+                    await anyio.sleep(0.02)
+                tg.cancel_scope.cancel()
+            while "cancelled" not in lines(marker):
+                await anyio.sleep(0.02)
+    assert lines(marker) == ["started", "cancelled"]
+
+
+def lines(marker: Path) -> list[str]:
+    return marker.read_text().split() if marker.exists() else []
