@@ -18,7 +18,11 @@ Tools:
   wait      appends `started` to the file `marker`, waits until the call is cancelled
             (at most 60 s), then appends `cancelled`
 
-Prompt `greet`, whose argument `name` completes (`Ada`, `Alan`, `Grace`).
+  touch     publishes an update of the resource `uri` to `subscriptions/listen` streams
+  add_tool  adds a tool `added` and publishes that the tool list changed
+
+Prompt `greet`, whose argument `name` completes (`Ada`, `Alan`, `Grace`); resource
+`test://watched`.
 """
 
 from __future__ import annotations
@@ -131,6 +135,28 @@ async def wait(marker: str) -> str:
             f.write("cancelled\n")
         raise
     return "waited"
+
+
+@server.tool(description="Says the resource `uri` was updated")
+async def touch(uri: str, ctx: Context) -> str:
+    await ctx.notify_resource_updated(uri)
+    return "touched"
+
+
+def added() -> str:
+    return "added here"
+
+
+@server.tool(description="Adds the tool `added`")
+async def add_tool(ctx: Context) -> str:
+    server.add_tool(added, name="added", description="Added at run time")
+    await ctx.notify_tools_changed()
+    return "added"
+
+
+@server.resource("test://watched", description="A resource to subscribe to")
+def watched() -> str:
+    return "watched"
 
 
 @server.prompt(description="Greets someone")

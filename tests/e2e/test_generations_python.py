@@ -3,7 +3,9 @@
 2026-07-28 (and 2025-11-25): behind wf, with default settings (no `protocol` key), as
 wf's stdio child or as a `url` source over streamable HTTP (SSE or JSON replies), wf
 serving over stdio or `--http`, clients of both generations (the official Python
-client, `legacy` and `auto`).
+client, `legacy` and `auto`): its rounds (sampling, form and URL elicitation, roots),
+progress, log lines, cancellation, completions, resource subscriptions and list_changed,
+and which sampling each generation carries.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from mcp import Client, types
 
 from caller_support import ANSWER_NAME, ROOT_URI, SAMPLED, Answerer
 from conftest import Wf, call_outcome, content_text, free_port, toml_config, wait_listed
+from forwarding_support import Updates
+from list_changed_support import list_changed_waiter
 from test_generations import OP_TIMEOUT, spoken
 
 pytestmark = pytest.mark.anyio
@@ -156,6 +160,40 @@ async def test_python_sdk_upstream_cancellation_and_completions(
             while "cancelled" not in lines(marker):
                 await anyio.sleep(0.02)
     assert lines(marker) == ["started", "cancelled"]
+
+
+@pytest.mark.parametrize("upstream", ["stdio", "http-sse"])
+async def test_python_sdk_upstream_subscription_reaches_a_2025_client(wf: Wf, upstream: str) -> None:
+    """A 2025-11-25 client's `resources/subscribe` is served through the upstream's
+    `subscriptions/listen`, and the update the upstream publishes reaches the client as
+    `notifications/resources/updated`."""
+    updates = Updates()
+    async with client(wf, "legacy", upstream, message_handler=updates.handler) as c:
+        await wait_listed(c, "ts__touch")
+        with anyio.fail_after(OP_TIMEOUT):
+            await c.subscribe_resource("test://watched")
+            assert not (await c.call_tool("ts__touch", {"uri": "test://watched"})).is_error
+        await updates.wait_count(1)
+    assert updates.uris == ["test://watched"]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("upstream", ["stdio", "http-sse"])
+async def test_python_sdk_upstreams_list_change_reaches_the_client(wf: Wf, upstream: str, mode: str) -> None:
+    """The upstream adds a tool and publishes it: the client is told its tool list
+    changed (a notification, or its listen stream) and lists the new tool."""
+    notes: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        notes.append(message)
+
+    async with client(wf, mode, upstream, message_handler=on_message) as c:
+        await wait_listed(c, "ts__add_tool")
+        async with list_changed_waiter(c, notes) as announced:
+            with anyio.fail_after(OP_TIMEOUT):
+                assert content_text((await c.call_tool("ts__add_tool", {})).content) == "added"
+            await announced(OP_TIMEOUT)
+        await wait_listed(c, "ts__added")
 
 
 def lines(marker: Path) -> list[str]:
