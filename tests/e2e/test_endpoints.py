@@ -129,6 +129,20 @@ description = "Fetches a warehouse parcel by its barcode."
 [endpoints.api]
 sources = ["api"]
 
+# The planner's tools, narrowed to three node specs; a node that mirrors a
+# tool whose argument is fixed here is left out.
+[endpoints.builder]
+allow = ["bob"]
+tools = ["wf_planner__list_capabilities", "wf_planner__describe_capability", "wf_planner__call_capability", "wf_planner__run_workflow"]
+nodes = ["everything.echo", "everything.get-sum", "everything.get-annotated-message"]
+
+[endpoints.builder.transform.everything__echo]
+name = "shout"
+description = "Shouts the message back."
+
+[endpoints.builder.transform.everything__get-annotated-message]
+fixed = {{ messageType = "success" }}
+
 # A promise the API does not keep: its results must carry release notes.
 [endpoints.api.transform.{LOOKUP}]
 output_schema = {{ type = "object", required = ["release_notes"] }}
@@ -289,6 +303,44 @@ async def test_a_search_mode_endpoint_finds_only_its_own_tools(server: HttpServe
         with anyio.fail_after(OP_TIMEOUT):
             r = await c.call_tool("wf_find", {"query": "warehouse parcel barcode"})
         assert r.structured_content.get("good_match") is False, r.structured_content
+
+
+async def planner_call(c: Client, tool: str, args: dict[str, Any]) -> Any:
+    with anyio.fail_after(OP_TIMEOUT):
+        return await c.call_tool(f"wf_planner__{tool}", args)
+
+
+async def test_the_planner_on_an_endpoint_shows_and_reaches_only_its_own(
+    server: HttpServer, toks: dict[str, str]
+) -> None:
+    async with client(f"{server.url}/builder", toks["bob"]) as c:
+        await wait_names(c, {"shout"})
+        nodes = (await planner_call(c, "list_capabilities", {"limit": 200})).structured_content
+        assert sorted(i["ref"] for i in nodes["items"]) == ["everything.echo", "everything.get-sum"], nodes
+        tools = (await planner_call(c, "list_capabilities", {"kind": "tool", "limit": 200})).structured_content
+        by_name = {i["name"]: i for i in tools["items"]}
+        assert by_name["shout"]["description"] == "Shouts the message back.", tools
+        assert "everything__echo" not in by_name and "everything__get-env" not in by_name, sorted(by_name)
+        found = (await planner_call(c, "list_capabilities", {"kind": "tool", "query": "shouts"})).structured_content
+        assert [i["name"] for i in found["items"]] == ["shout"], found
+        for ref in ("everything.get-env", "everything.get-annotated-message"):
+            r = await planner_call(c, "describe_capability", {"ref": ref})
+            assert r.is_error and "no capability" in content_text(r.content), r
+        r = await planner_call(c, "call_capability", {"ref": "everything.get-sum", "arguments": {"a": 20, "b": 22}})
+        assert not r.is_error and "42" in json.dumps(r.structured_content), r
+        r = await planner_call(
+            c, "call_capability", {"ref": "everything.get-annotated-message", "arguments": {"messageType": "error"}}
+        )
+        assert r.is_error and "no capability" in content_text(r.content), r
+        workflow = {"name": "w", "nodes": [{"id": "env", "use": "everything.get-env", "args": {}}]}
+        r = await planner_call(c, "run_workflow", {"workflow": workflow})
+        assert r.is_error and "does not offer" in json.dumps(r.structured_content) + content_text(r.content), r
+    # /mcp's planner lists every node spec.
+    async with client(server.url, toks["bob"]) as c:
+        await wait_names(c, {"wf_planner__list_capabilities"})
+        nodes = (await planner_call(c, "list_capabilities", {"limit": 200})).structured_content
+        refs = {i["ref"] for i in nodes["items"]}
+        assert {"everything.get-env", "everything.get-annotated-message"} <= refs, refs
 
 
 def initialize(url: str, bearer: str | None) -> httpx2.Response:

@@ -42,6 +42,10 @@ pub struct EndpointConfig {
     /// Globs on resource URIs and template names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Vec<String>>,
+    /// Globs on workflow node specs' refs (`source.name`): what the
+    /// planner's tools list, describe, call and run on this endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<String>>,
     /// Its catalog mode and budgets, over `[server.catalog]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalog: Option<super::CatalogConfig>,
@@ -117,6 +121,7 @@ pub fn problems(endpoints: &BTreeMap<String, EndpointConfig>) -> Vec<(String, St
             ("exclude", e.exclude.as_slice()),
             ("prompts", e.prompts.as_deref().unwrap_or_default()),
             ("resources", e.resources.as_deref().unwrap_or_default()),
+            ("nodes", e.nodes.as_deref().unwrap_or_default()),
         ];
         for (field, globs) in lists {
             for g in globs {

@@ -34,7 +34,7 @@ use crate::server::identity::principals::principal_of;
 use crate::sources::sessions::{SessionCaller, SessionUse, with_caller};
 use crate::sources::{Asker, CallCtx, SourceError, SourceHandle};
 use crate::surfaces::admin::{ADMIN_SOURCE, Caller};
-use crate::surfaces::endpoints::Endpoint;
+use crate::surfaces::endpoints::{self, Endpoint};
 use crate::surfaces::planner::Planner;
 use crate::surfaces::proxy::page;
 
@@ -1110,12 +1110,12 @@ impl ServerHandler for WfServer {
             }
             // The view stage: an endpoint's name for a tool becomes the
             // original, its arguments the original call's.
-            let promised = match self.endpoint(&context) {
+            let (endpoint, promised) = match self.endpoint(&context) {
                 Ok(Some(e)) => match self.endpoint_call(&e, &mut request).await {
-                    Ok(promised) => promised,
+                    Ok(promised) => (Some(e), promised),
                     Err(refused) => return counted.finish(Err(refused)),
                 },
-                Ok(None) => None,
+                Ok(None) => (None, None),
                 Err(refused) => return counted.finish(Err(refused)),
             };
             let proj = self.app.projection_for_tool(&request.name).await;
@@ -1157,6 +1157,7 @@ impl ServerHandler for WfServer {
                     (principal.name(), &owner),
                 );
                 let start = pipeline::as_principal(principal.clone(), start);
+                let start = endpoints::within(endpoint.clone(), start);
                 if let Some(started) = with_caller(caller, start).await {
                     return counted.finish(started);
                 }
@@ -1183,6 +1184,8 @@ impl ServerHandler for WfServer {
                             let call =
                                 planner.call(&tool.source, &tool.original, args, principal.name());
                             let call = pipeline::as_principal(principal.clone(), call);
+                            // The planner's tools narrow to the endpoint's node specs.
+                            let call = endpoints::within(endpoint.clone(), call);
                             with_caller(caller, call).await
                         }
                     };

@@ -105,6 +105,7 @@ pub struct Endpoint {
     exclude: GlobSet,
     prompts: Option<GlobSet>,
     resources: Option<GlobSet>,
+    nodes: Option<GlobSet>,
     transforms: HashMap<String, Arc<ToolTransform>>,
     allow: Option<(HashSet<String>, HashSet<String>)>,
     max_len: usize,
@@ -147,6 +148,7 @@ impl Endpoint {
             exclude: globs(&key("exclude"), &config.exclude)?,
             prompts: opt("prompts", &config.prompts)?,
             resources: opt("resources", &config.resources)?,
+            nodes: opt("nodes", &config.nodes)?,
             transforms: config
                 .transform
                 .iter()
@@ -215,6 +217,20 @@ impl Endpoint {
             && self.source_ok(source)
     }
 
+    /// Whether workflow node spec `source.name` is on this endpoint: `nodes`
+    /// or `sources` set, every one set matching, and it does not mirror a
+    /// tool whose arguments this endpoint fixes or narrows (a node call
+    /// would reach the tool without them).
+    pub fn selects_node(&self, view: &View, source: &str, name: &str) -> bool {
+        (self.nodes.is_some() || self.sources.is_some())
+            && self
+                .nodes
+                .as_ref()
+                .is_none_or(|g| g.is_match(format!("{source}.{name}")))
+            && self.source_ok(source)
+            && !view.locked.iter().any(|(s, n)| s == source && n == name)
+    }
+
     /// This endpoint's view of `proj`, built once per projection.
     pub fn view(&self, proj: &Arc<Projection>) -> Arc<View> {
         let mut cached = self.view.lock().unwrap_or_else(PoisonError::into_inner);
@@ -234,6 +250,25 @@ impl Endpoint {
     /// The transform of the tool `/mcp` calls `name`, if any.
     pub fn transform(&self, name: &str) -> Option<&ToolTransform> {
         self.transforms.get(name).map(|t| &**t)
+    }
+}
+
+tokio::task_local! {
+    /// The endpoint the call being served came through (the planner's tools
+    /// narrow what they show and reach to it).
+    static CURRENT: Arc<Endpoint>;
+}
+
+/// The endpoint the current call came through, if any.
+pub fn current() -> Option<Arc<Endpoint>> {
+    CURRENT.try_with(Arc::clone).ok()
+}
+
+/// Runs `f` as a call that came through endpoint `e` (none: `/mcp`).
+pub async fn within<F: Future>(e: Option<Arc<Endpoint>>, f: F) -> F::Output {
+    match e {
+        Some(e) => CURRENT.scope(e, f).await,
+        None => f.await,
     }
 }
 
@@ -274,6 +309,9 @@ pub struct View {
     templates: Vec<u32>,
     /// Why a selected tool was left out (an alias collision, a bad name).
     pub problems: Vec<String>,
+    /// (source, own name) of the tools whose arguments it fixes or narrows:
+    /// their node specs are not on the endpoint.
+    locked: Vec<(String, String)>,
     shape: OnceLock<[u64; 3]>,
     /// Its own search index, when it transforms a tool (built on first use).
     index: OnceLock<Option<Arc<Index>>>,
@@ -331,6 +369,15 @@ impl View {
             }
         }
         let renamed: HashSet<usize> = aliases.values().copied().collect();
+        let locked = selected
+            .iter()
+            .map(|i| &proj.tools[*i])
+            .filter(|t| {
+                e.transform(&t.name)
+                    .is_some_and(|x| !x.fixed.is_empty() || !x.enums.is_empty())
+            })
+            .map(|t| (t.source.clone(), t.original.clone()))
+            .collect();
         for i in selected {
             let t = &proj.tools[i];
             let transform = e.transforms.get(&t.name);
@@ -401,6 +448,7 @@ impl View {
             resources,
             templates,
             problems,
+            locked,
             shape: OnceLock::new(),
             index: OnceLock::new(),
             proj,
@@ -555,7 +603,8 @@ fn check_alias(alias: &str, max_len: usize) -> Result<(), String> {
 pub fn findings(e: &Endpoint, proj: &Arc<Projection>) -> Vec<String> {
     let view = e.view(proj);
     let mut out = view.problems.clone();
-    if view.is_empty() && view.prompts.is_empty() && view.resources.is_empty() {
+    if view.is_empty() && view.prompts.is_empty() && view.resources.is_empty() && e.nodes.is_none()
+    {
         out.push("selects nothing".into());
     }
     for (name, t) in &e.config.transform {

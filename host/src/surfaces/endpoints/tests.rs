@@ -198,3 +198,45 @@ description = "Looks through code."
     // Only the endpoint's tools are in it.
     assert_eq!(index.len(), 3);
 }
+
+#[test]
+fn node_specs_are_selected_by_ref_and_source_unless_their_tool_is_fixed() {
+    let p = proj();
+    let e = endpoint(
+        r#"nodes = ["github.*"]
+[transform.github__create_issue]
+fixed = { repo = "acme/site" }
+[transform.github__search]
+name = "find""#,
+    );
+    let v = e.view(&p);
+    assert!(e.selects_node(&v, "github", "get_issue"));
+    // Renamed only: still a node here; its arguments fixed: not.
+    assert!(e.selects_node(&v, "github", "search"));
+    assert!(!e.selects_node(&v, "github", "create_issue"));
+    assert!(!e.selects_node(&v, "tickets", "list"));
+    // `sources` selects nodes too; with neither set, none.
+    let by_source = endpoint(r#"sources = ["tickets"]"#);
+    assert!(by_source.selects_node(&by_source.view(&p), "tickets", "close"));
+    let none = endpoint(r#"tools = ["*"]"#);
+    assert!(!none.selects_node(&none.view(&p), "tickets", "close"));
+}
+
+#[tokio::test]
+async fn the_current_endpoint_is_the_one_a_call_runs_within() {
+    assert!(current().is_none());
+    let e = Arc::new(endpoint(""));
+    let inside = within(Some(e.clone()), async { current() }).await;
+    assert!(inside.is_some_and(|c| Arc::ptr_eq(&c, &e)));
+    assert!(within(None, async { current() }).await.is_none());
+}
+
+#[tokio::test]
+async fn a_replacement_is_announced() {
+    let all = Endpoints::default();
+    let mut rx = all.replacements();
+    all.replace(BTreeMap::new());
+    assert!(rx.has_changed().unwrap());
+    rx.borrow_and_update();
+    assert!(!rx.has_changed().unwrap());
+}

@@ -211,16 +211,77 @@ impl Planner {
             .and_then(Value::as_u64)
             .unwrap_or(50)
             .clamp(1, 200) as usize;
-        self.app.projection_ready().await;
+        let proj = self.app.projection_ready().await;
+        // On an endpoint: its node specs, and its tools, prompts and
+        // resources as it shows them.
+        let endpoint = crate::surfaces::endpoints::current();
+        let view = endpoint.as_ref().map(|e| (e, e.view(&proj)));
         let snapshot = Snapshot::take(&self.app.sources);
         let mut items = Vec::new();
         // With a query, what is searched (the same BM25 ranking as wf_find).
         let mut docs = Vec::new();
+        if let Some((_, v)) = view.as_ref().filter(|_| kind != "node") {
+            let mut push = |source: &str,
+                            name: &str,
+                            description: &str,
+                            extra: Value,
+                            schema: &Value| {
+                if only.is_some_and(|o| o != source) {
+                    return;
+                }
+                if query.is_some() {
+                    docs.push(DocText::tool(name, source, name, description, schema));
+                }
+                let short: String = description.chars().take(200).collect();
+                let mut item = json!({"ref": name, "kind": kind, "source": source, "name": name, "description": short});
+                if let (Some(o), Some(e)) = (item.as_object_mut(), extra.as_object()) {
+                    o.extend(e.clone());
+                }
+                items.push(item);
+            };
+            match kind {
+                "tool" => v.tools().for_each(|t| {
+                    let d = t.shown.item.description.as_deref().unwrap_or("");
+                    push(
+                        &t.shown.source,
+                        &t.shown.name,
+                        d,
+                        json!({}),
+                        &t.shown.item.input_schema,
+                    )
+                }),
+                "prompt" => v.prompts().for_each(|p| {
+                    let d = p.item.description.as_deref().unwrap_or("");
+                    push(&p.source, &p.name, d, json!({}), &Value::Null)
+                }),
+                "resource" => v.resources().for_each(|r| {
+                    let d = r.item.description.as_deref().unwrap_or("");
+                    push(
+                        &r.source,
+                        &r.name,
+                        d,
+                        json!({"uri": r.item.uri}),
+                        &Value::Null,
+                    )
+                }),
+                other => {
+                    return Err(fail(
+                        format!("unknown kind {other:?}"),
+                        "use node, tool, prompt or resource",
+                    ));
+                }
+            }
+        }
         for (source, cat) in &snapshot.sources {
-            if only.is_some_and(|o| o != source) {
+            if only.is_some_and(|o| o != source) || (view.is_some() && kind != "node") {
                 continue;
             }
             let mut push = |name: &str, description: &str, extra: Value, schema: &Value| {
+                if let Some((e, v)) = &view
+                    && !e.selects_node(v, source, name)
+                {
+                    return;
+                }
                 let reference = format!("{source}.{name}");
                 if query.is_some() {
                     docs.push(DocText::tool(&reference, source, name, description, schema));
@@ -282,9 +343,22 @@ impl Planner {
         Ok(json!({"items": page, "total": items.len(), "next_cursor": next}))
     }
 
+    /// The node specs the caller may use: all of them, or on an endpoint
+    /// those it selects.
+    async fn catalog(&self) -> crate::workflow::PlannerCatalog {
+        let mut catalog = self.engine.catalog().await;
+        if let Some(e) = crate::surfaces::endpoints::current() {
+            let view = e.view(&self.app.projection());
+            catalog
+                .nodes
+                .retain(|_, n| e.selects_node(&view, &n.source, &n.name));
+        }
+        catalog
+    }
+
     async fn describe(&self, args: &Value) -> Reply {
         let reference = need(args, "ref")?;
-        let catalog = self.engine.catalog().await;
+        let catalog = self.catalog().await;
         let Some(e) = catalog.get(reference) else {
             return Err(fail(
                 format!("no capability {reference:?}"),
@@ -329,7 +403,7 @@ impl Planner {
 
     async fn validate(&self, args: &Value) -> Reply {
         let wf = self.parse(args.get("workflow"))?;
-        let problems = validate(&wf, &self.engine.catalog().await);
+        let problems = validate(&wf, &self.catalog().await);
         let hint = if problems.is_empty() {
             "valid: save_draft, then publish_artifact and deploy, or run_workflow"
         } else {
@@ -356,7 +430,7 @@ impl Planner {
                 &serde_json::to_value(&wf).unwrap_or_default(),
             )
             .await?;
-        let problems = validate(&wf, &self.engine.catalog().await);
+        let problems = validate(&wf, &self.catalog().await);
         Ok(
             json!({"draft_id": d.id, "name": d.name, "valid": problems.is_empty(), "problems": problems}),
         )
@@ -366,7 +440,7 @@ impl Planner {
         let d = self.app.store.draft(need(args, "draft_id")?).await?;
         let wf = Workflow::from_value(&d.document)
             .map_err(|e| fail(e, "fix the draft with save_draft"))?;
-        let catalog = self.engine.catalog().await;
+        let catalog = self.catalog().await;
         let problems = validate(&wf, &catalog);
         if !problems.is_empty() {
             return Err(Failure::Invalid {
@@ -543,12 +617,24 @@ impl Planner {
             }
             None => (self.parse(args.get("workflow"))?, RunOrigin::Inline),
         };
+        // On an endpoint, a workflow the client wrote uses only its node
+        // specs (a deployment was checked when it was published).
+        if crate::surfaces::endpoints::current().is_some() {
+            let problems = validate(&wf, &self.catalog().await);
+            if !problems.is_empty() {
+                return Err(Failure::Invalid {
+                    error: "the workflow uses capabilities this endpoint does not offer",
+                    hint: "list_capabilities shows what this endpoint offers",
+                    problems,
+                });
+            }
+        }
         self.run(wf, origin, args, principal).await
     }
 
     async fn call_capability(&self, args: &Value, principal: &str) -> Reply {
         let reference = need(args, "ref")?;
-        let catalog = self.engine.catalog().await;
+        let catalog = self.catalog().await;
         let e = catalog.get(reference).ok_or_else(|| {
             fail(
                 format!("no capability {reference:?}"),
