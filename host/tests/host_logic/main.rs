@@ -5,6 +5,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod admin;
+mod docs;
 mod engine;
 mod fake;
 mod layering;
