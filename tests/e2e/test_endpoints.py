@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 
 from admin_support import write_atomic
 from conftest import HttpServer, Wf, all_tools, content_text
+from console_support import WIDTHS, assert_no_error_or_spinner, browser, new_page, screenshot
 from list_changed_support import list_changed_waiter
 from test_openapi import App
 
@@ -341,6 +342,41 @@ async def test_the_planner_on_an_endpoint_shows_and_reaches_only_its_own(
         nodes = (await planner_call(c, "list_capabilities", {"limit": 200})).structured_content
         refs = {i["ref"] for i in nodes["items"]}
         assert {"everything.get-env", "everything.get-annotated-message"} <= refs, refs
+
+
+async def test_the_console_lists_the_endpoints_and_their_surfaces(server: HttpServer, toks: dict[str, str]) -> None:
+    r = httpx2.get(
+        f"{server.base_url}/console/api/endpoints", headers={"Authorization": f"Bearer {toks['carol']}"}, timeout=OP_TIMEOUT
+    )
+    assert r.status_code == 200, r.text
+    by_name = {e["name"]: e for e in r.json()["endpoints"]}
+    assert sorted(by_name) == ["api", "builder", "release", "research", "support"], sorted(by_name)
+    support = by_name["support"]
+    assert support["path"] == "/mcp/support" and support["server_name"] == "support-desk", support
+    assert support["allowed"] is False and by_name["research"]["allowed"] is True, by_name
+    assert by_name["research"]["mode"] == "search" and support["mode"] == "full", by_name
+    say = next(t for t in support["tools"] if t["name"] == "say")
+    assert say["original"] == "everything__echo" and say["transformed"], say
+    assert say["description"] == "Says the message back to the customer.", say
+    annotated = next(t for t in support["tools"] if t["name"] == "everything__get-annotated-message")
+    assert annotated["fixed"] == ["messageType"], annotated
+    # Without a token: 401, and nothing of the endpoints.
+    r = httpx2.get(f"{server.base_url}/console/api/endpoints", timeout=OP_TIMEOUT)
+    assert r.status_code == 401 and "support" not in r.text, r.text
+    # The page renders them.
+    async with browser() as b:
+        for width in WIDTHS:
+            page = await new_page(b, width)
+            await page.context.add_init_script(f"sessionStorage.setItem('wf.bearer', {toks['carol']!r});")
+            await page.goto(f"{server.base_url}/console/#/endpoints")
+            row = page.locator('details[data-endpoint="support"]')
+            await row.wait_for()
+            await row.locator("summary").click()
+            text = await row.inner_text()
+            assert "/mcp/support" in text and "everything__echo" in text and "messageType" in text, text
+            assert await page.locator('tr[data-tool="say"]').count() == 1
+            await assert_no_error_or_spinner(page)
+            await screenshot(page, "endpoints", width)
 
 
 def initialize(url: str, bearer: str | None) -> httpx2.Response:

@@ -9,6 +9,7 @@
 
 mod access;
 mod api;
+mod endpoints;
 pub mod logins;
 mod oidc;
 mod signin;
@@ -142,6 +143,7 @@ pub fn router(app: Arc<App>, surfaces: Surfaces, o: ConsoleOptions) -> Router {
         .route("/console/api/runs/{id}", get(api::run))
         .route("/console/api/runs/{id}/cancel", post(api::cancel))
         .route("/console/api/tasks", get(api::tasks))
+        .route("/console/api/endpoints", get(endpoints::list))
         .route("/console/api/events", get(stream::events))
         .with_state(console.clone())
         // Only on these routes: a path that is no route stays a 404 (with

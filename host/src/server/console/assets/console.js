@@ -1,5 +1,5 @@
 // wf console: vanilla JS, no dependencies. Hash routes (#/sources,
-// #/plugins, #/capabilities, #/runs, #/runs/<id>); data from /console/api/
+// #/plugins, #/capabilities, #/endpoints, #/runs, #/runs/<id>); data from /console/api/
 // with the tokens kept in sessionStorage; live run updates read from a
 // server-sent event stream through fetch (so it can carry the tokens).
 // Every text goes through textContent: nothing from the server is parsed as HTML.
@@ -363,6 +363,28 @@ async function capabilitiesPage() {
   q.focus();
 }
 
+async function endpointsPage() {
+  const r = await api("/endpoints");
+  const list = (xs) => (xs && xs.length ? xs.join(", ") : "—");
+  const rows = r.endpoints.map((e) => el("details", { class: "cap", "data-endpoint": e.name },
+    el("summary", {}, el("code", { text: e.path }), " ", el("span", { class: "badge", text: e.mode }), " ",
+      el("span", { class: "muted", text: `${e.server_name} · ${e.tools.length} tools${e.allowed ? "" : " · you are not allowed on it"}` })),
+    el("div", {},
+      el("dl", { class: "facts" },
+        el("dt", { text: "Allowed" }), el("dd", { text: e.allow ? list(e.allow) : "every principal" }),
+        el("dt", { text: "Selection" }), el("dd", { text: Object.entries(e.selection).filter(([, v]) => v && v.length).map(([k, v]) => `${k}: ${list(v)}`).join("; ") || "transforms only" }),
+        e.instructions ? [el("dt", { text: "Instructions" }), el("dd", { text: e.instructions })] : null,
+        el("dt", { text: "Prompts" }), el("dd", { text: list(e.prompts) }),
+        el("dt", { text: "Resources" }), el("dd", { text: list(e.resources) })),
+      e.tools.length ? table(["Tool", "At /mcp", "Description", "Fixed"], e.tools.map((t) => el("tr", { "data-tool": t.name },
+        el("td", {}, el("code", { text: t.name })), el("td", {}, el("code", { text: t.original })),
+        el("td", { text: t.description || "" }), el("td", { text: list(t.fixed) }))), `Tools of ${e.name}`) : el("p", { text: "No tools." }),
+      e.problems.length ? el("p", { class: "err", text: e.problems.join("; ") }) : null)));
+  main.replaceChildren(el("h2", { text: `Endpoints (${r.endpoints.length})` }),
+    rows.length ? el("div", { id: "endpoint-list" }, rows) : el("p", { text: "No [endpoints.NAME] in the config." }));
+  say("");
+}
+
 const RUN_STATUSES = ["", "running", "succeeded", "failed", "cancelled", "interrupted"];
 async function runsPage() {
   const params = new URLSearchParams(location.hash.split("?")[1] || "");
@@ -617,7 +639,7 @@ function runPage(id) {
 }
 
 // ---- routing -------------------------------------------------------------
-const PAGES = { sources: sourcesPage, plugins: pluginsPage, capabilities: capabilitiesPage, runs: runsPage, calls: callsPage };
+const PAGES = { sources: sourcesPage, plugins: pluginsPage, capabilities: capabilitiesPage, endpoints: endpointsPage, runs: runsPage, calls: callsPage };
 async function route() {
   if (pageAbort) pageAbort.abort();
   pageAbort = new AbortController();
