@@ -29,6 +29,10 @@
 //                with a task handle; the task completes with `task done: <text>`, or with
 //                `hold` works until cancelled. Without the extension: the plain result.
 //                `tasks/get` and `tasks/cancel` serve these tasks (see TASKS below)
+//   test_tool_with_progress, test_elicitation_sep1034_defaults, test_elicitation_sep1330_enums
+//                the conformance suite 0.1.16's tools of those names (as its scenarios
+//                describe them): progress 0, 50 and 100 of 100; a form whose fields have
+//                defaults; a form with each kind of enum (asked in rounds)
 //   test_input_required_result_elicitation
 //                the conformance suite's input-required tool (as its scenarios describe
 //                it): asks for `user_name` in a round, then says hello
@@ -46,7 +50,7 @@
 //   prompt test_input_required_result_prompt
 //                asks for a context in a round, then returns a message with it
 //
-// Resource `test://watched` (subscribable), prompt `greet` with a completable argument,
+// Resources `test://watched` and `test://watched-resource` (subscribable), prompt `greet` with a completable argument,
 // prompt `refuse`, which fails with a JSON-RPC error carrying a code and `data`.
 
 import { appendFileSync } from 'node:fs';
@@ -383,6 +387,66 @@ server.registerPrompt('test_input_required_result_prompt', { description: 'Asks 
   }
   return { messages: [{ role: 'user', content: { type: 'text', text: `Context: ${answer.content?.context}` } }] };
 });
+
+server.registerTool('test_tool_with_progress', { description: 'Reports progress three times', inputSchema: noArgs }, async (_a, ctx) => {
+  const token = ctx.mcpReq._meta?.progressToken;
+  for (const progress of [0, 50, 100]) {
+    if (token !== undefined) await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress, total: 100 } });
+    if (progress < 100) await new Promise(resolve => setTimeout(resolve, 50));
+  }
+  return text('progress reported');
+});
+
+// A form asked in a round; the tool says what came back.
+function formTool(name, description, requestedSchema) {
+  server.registerTool(name, { description, inputSchema: noArgs }, async (_a, ctx) => {
+    const answer = ctx.mcpReq.inputResponses?.form;
+    if (!answer) return inputRequired({ inputRequests: { form: inputRequired.elicit({ message: description, requestedSchema }) } });
+    return text(`Elicitation completed: action=${answer.action}, content=${JSON.stringify(answer.content ?? {})}`);
+  });
+}
+
+formTool('test_elicitation_sep1034_defaults', 'Fields with defaults', {
+  type: 'object',
+  properties: {
+    name: { type: 'string', default: 'John Doe' },
+    age: { type: 'integer', default: 30 },
+    score: { type: 'number', default: 95.5 },
+    status: { type: 'string', enum: ['active', 'inactive', 'pending'], default: 'active' },
+    verified: { type: 'boolean', default: true }
+  }
+});
+
+formTool('test_elicitation_sep1330_enums', 'Each kind of enum', {
+  type: 'object',
+  properties: {
+    untitledSingle: { type: 'string', enum: ['option1', 'option2', 'option3'] },
+    titledSingle: {
+      type: 'string',
+      oneOf: [
+        { const: 'value1', title: 'First Option' },
+        { const: 'value2', title: 'Second Option' },
+        { const: 'value3', title: 'Third Option' }
+      ]
+    },
+    legacyEnum: { type: 'string', enum: ['opt1', 'opt2', 'opt3'], enumNames: ['Option One', 'Option Two', 'Option Three'] },
+    untitledMulti: { type: 'array', items: { type: 'string', enum: ['option1', 'option2', 'option3'] } },
+    titledMulti: {
+      type: 'array',
+      items: {
+        anyOf: [
+          { const: 'value1', title: 'First Choice' },
+          { const: 'value2', title: 'Second Choice' },
+          { const: 'value3', title: 'Third Choice' }
+        ]
+      }
+    }
+  }
+});
+
+server.registerResource('watched-resource', 'test://watched-resource', { description: 'The conformance suite subscribes to it' }, async uri => ({
+  contents: [{ uri: uri.href, text: 'watched' }]
+}));
 
 server.registerResource('watched', WATCHED, { description: 'A resource to subscribe to' }, async uri => ({
   contents: [{ uri: uri.href, text: 'watched' }]
