@@ -13,7 +13,7 @@ use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use super::spawn::Limits;
+use super::limits::Limits;
 
 /// What the memory cgroup allows above `memory_mb`. RLIMIT_DATA counts a
 /// process's heap and private mappings only; the cgroup also charges its

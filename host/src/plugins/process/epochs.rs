@@ -24,7 +24,7 @@ pub fn outgoing(info: String, generation: u64) -> Result<String, String> {
         return Ok(info);
     };
     if expect >> SHIFT != generation {
-        return Err(super::supervisor::error_json(
+        return Err(super::running::error_json(
             ErrorCode::StateLost,
             format!("{STATE_LOST} (the plugin's process restarted)"),
         ));

@@ -5,15 +5,15 @@
 //! that sends whatever frames queued meanwhile in one write.
 
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::frame::{FrameError, MAX_FRAME};
+use super::running::{Child, WRITE};
 use super::spawn;
-use super::supervisor::{Child, Supervisor, WRITE};
 use crate::plugins::host_context::HostContext;
 
 /// The runtime children's sockets live on: wf's own (multi-threaded) one
@@ -41,23 +41,18 @@ fn fallback() -> Handle {
     .clone()
 }
 
-/// Runs `f`, which blocks until the child answers: on a worker of wf's
-/// runtime the worker's other tasks (the reader among them) move elsewhere
-/// meanwhile.
-pub(super) fn wait_blocking<R>(f: impl FnOnce() -> R) -> R {
-    match Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
-    }
-}
+/// What a child's reader does once the child ended and was reaped: told
+/// its exit status and, if it broke the protocol, how.
+pub(super) type OnExit = Box<dyn FnOnce(String, Option<FrameError>) + Send>;
 
-/// Starts the reader and writer tasks of a child's two sockets on `rt`.
+/// Starts the reader and writer tasks of a child's two sockets on `rt`;
+/// `exited` runs when the child is gone.
 pub(super) fn start(
     child: Arc<Child>,
     spawned: spawn::Spawned,
     rx: UnboundedReceiver<Vec<u8>>,
     calls_rx: UnboundedReceiver<Vec<u8>>,
-    sup: Weak<Supervisor>,
+    exited: OnExit,
     host: HostContext,
     rt: &Handle,
 ) -> Result<(), String> {
@@ -81,7 +76,9 @@ pub(super) fn start(
     if let Some(events) = cgroups.oom_events() {
         rt.spawn(watch_memory(child.clone(), events));
     }
-    rt.spawn(read_frames(child, read_half, process, cgroups, sup, host));
+    rt.spawn(read_frames(
+        child, read_half, process, cgroups, exited, host,
+    ));
     Ok(())
 }
 
@@ -158,7 +155,7 @@ async fn read_frames(
     input: tokio::net::unix::OwnedReadHalf,
     mut process: std::process::Child,
     cgroups: super::cgroup::ChildCgroups,
-    sup: Weak<Supervisor>,
+    exited: OnExit,
     host: HostContext,
 ) {
     let broken = read_loop(&child, input, &host).await;
@@ -195,7 +192,7 @@ async fn read_frames(
         Ok(r) => r,
         Err(e) => (format!("unknown: {e}"), None),
     };
-    child.ended(status, broken, &sup, &host);
+    exited(status, broken);
 }
 
 /// Decodes and dispatches every frame a read brought, until the socket

@@ -63,13 +63,13 @@ impl Start {
             memory_mb: Some(
                 settings
                     .memory_mb
-                    .unwrap_or(super::spawn::DEFAULT_MEMORY_MB),
+                    .unwrap_or(super::limits::DEFAULT_MEMORY_MB),
             ),
             cpu_seconds: settings.cpu_seconds,
             max_processes: Some(
                 settings
                     .max_processes
-                    .unwrap_or(super::spawn::DEFAULT_MAX_PROCESSES),
+                    .unwrap_or(super::limits::DEFAULT_MAX_PROCESSES),
             ),
         }
     }

@@ -17,6 +17,7 @@ use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
 use super::cgroup::ChildCgroups;
+use super::limits::Limits;
 
 /// The fd the child finds its control socket on.
 pub const CHILD_FD: i32 = 3;
@@ -32,15 +33,6 @@ pub const CHILD_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// The child program's name, beside `wf`.
 pub const CHILD_BIN: &str = "wf-plugin-host";
 
-/// A third-party child's memory bound when its table sets none (MiB of
-/// RLIMIT_DATA, per process): room for the mcp plugin's node and chromium
-/// upstreams, far from a shared machine's whole memory.
-pub const DEFAULT_MEMORY_MB: u64 = 2048;
-
-/// A child's task bound (processes and threads, its pids cgroup) when its
-/// table sets none: chromium with its renderers stays under 300.
-pub const DEFAULT_MAX_PROCESSES: u64 = 512;
-
 /// The niceness every child runs at (and cannot lower: RLIMIT_NICE): a
 /// spinning plugin gets the CPU wf leaves over, not wf's share.
 pub const CHILD_NICE: i32 = 10;
@@ -48,25 +40,6 @@ pub const CHILD_NICE: i32 = 10;
 /// The exit status of a child whose allocation failed under its memory
 /// limit (its SIGABRT handler saw `ENOMEM`): wf names the limit.
 pub const EXIT_OUT_OF_MEMORY: i32 = 87;
-
-/// Limits applied before the child program runs (the defaults until the
-/// plugin's own are known; its own again at restarts).
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub memory_mb: Option<u64>,
-    pub cpu_seconds: Option<u64>,
-    pub max_processes: Option<u64>,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            memory_mb: Some(DEFAULT_MEMORY_MB),
-            cpu_seconds: None,
-            max_processes: Some(DEFAULT_MAX_PROCESSES),
-        }
-    }
-}
 
 /// Where `wf-plugin-host` is: beside the running executable (`WF_PLUGIN_HOST`
 /// overrides it, for tests and unusual layouts).
