@@ -804,7 +804,6 @@ fn workspace_crates() -> Vec<(String, PathBuf)> {
 const KNOWN_CIRCLES: &[&str] = &[
     "plugin-api/src: error ↔ types",
     "plugin-api/src: author ↔ export ↔ lane ↔ logging",
-    "plugins/mcp/src: config ↔ oauth",
     "plugins/openapi/src: api ↔ auth ↔ fast ↔ http ↔ load ↔ serialize ↔ settings",
 ];
 

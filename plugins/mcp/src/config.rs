@@ -140,7 +140,7 @@ pub fn settings_schema() -> Value {
                 "type": "object",
                 "additionalProperties": false,
                 "properties": {"env": string_map.clone(), "bearer_token": {"type": "string"}, "headers": string_map,
-                    "oauth": crate::oauth::settings_schema()},
+                    "oauth": oauth_settings_schema()},
             },
             "inherit_env": {"type": "boolean"},
             "max_message_bytes": {"type": "integer", "minimum": MIN_MAX_MESSAGE_BYTES},
@@ -309,6 +309,23 @@ impl McpConfig {
             Transport::Unsupported(t) => serde_json::json!({"transport": t, "supported": false}),
         }
     }
+}
+
+fn oauth_settings_schema() -> Value {
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "description": "OAuth 2.1 per the MCP authorization spec (HTTP sources); `wf auth login NAME` gets the tokens",
+        "properties": {
+            "grant": {"type": "string", "enum": ["authorization_code", "client_credentials"]},
+            "client_id": {"type": "string", "description": "a pre-registered client id (else CIMD or dynamic registration)"},
+            "client_secret": {"type": "string"},
+            "scopes": strings,
+            "client_metadata_url": {"type": "string", "description": "HTTPS URL of a Client ID Metadata Document"},
+            "client_name": {"type": "string"},
+        },
+    })
 }
 
 /// A URL without its credentials and query (either may hold a secret).

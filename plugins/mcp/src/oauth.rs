@@ -14,7 +14,7 @@ use std::path::Path;
 use rmcp::service::ServiceError;
 use rmcp::transport::auth::{AuthClient, AuthError};
 use rmcp::transport::streamable_http_client::InsufficientScopeError;
-use serde_json::{Value, json};
+use serde_json::json;
 use wf_mcp_oauth::{Notes, OAuthSettings, TokenFile, flow};
 use wf_plugin_api::{ErrorCode, PluginError};
 
@@ -23,23 +23,6 @@ use crate::transport::http::WatchedHttp;
 
 /// The word status and errors carry when a person must log in.
 pub const NEEDS_LOGIN: &str = "needs_login";
-
-pub fn settings_schema() -> Value {
-    let strings = json!({"type": "array", "items": {"type": "string"}});
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "description": "OAuth 2.1 per the MCP authorization spec (HTTP sources); `wf auth login NAME` gets the tokens",
-        "properties": {
-            "grant": {"type": "string", "enum": ["authorization_code", "client_credentials"]},
-            "client_id": {"type": "string", "description": "a pre-registered client id (else CIMD or dynamic registration)"},
-            "client_secret": {"type": "string"},
-            "scopes": strings,
-            "client_metadata_url": {"type": "string", "description": "HTTPS URL of a Client ID Metadata Document"},
-            "client_name": {"type": "string"},
-        },
-    })
-}
 
 /// The tokens of `source` live in its data dir (one set per source).
 pub fn token_dir(data_dir: &Path) -> &Path {
