@@ -551,6 +551,50 @@ async def test_a_reload_that_changes_one_endpoint_tells_its_clients_only(
         assert "everything__get-env" not in await names(rel)
 
 
+async def test_an_endpoint_pins_a_session_scope_per_source(wf: Wf, fixture_upstream_bin: Path) -> None:
+    """The fixture is `shared` (one process for everyone); `isolated` pins it per
+    client, so each of its clients gets an upstream of its own (told apart by pid)."""
+    bearer = f"bob-{os.urandom(12).hex()}"
+    cfg = wf.write_config(f"""
+[[server.tokens]]
+name = "bob"
+token = "{bearer}"
+
+[sources.fx]
+command = "{fixture_upstream_bin}"
+
+[endpoints.isolated]
+tools = ["fx__*"]
+sessions = {{ fx = "client" }}
+
+[endpoints.plain]
+tools = ["fx__*"]
+""")
+    http = wf.start_http("127.0.0.1", None, "--config", str(cfg))
+
+    async def pid(c: Client) -> int:
+        with anyio.fail_after(OP_TIMEOUT):
+            r = await c.call_tool("fx__pid", {})
+        assert not r.is_error, r
+        return int(json.loads(content_text(r.content))["pid"]) if r.structured_content is None else int(
+            r.structured_content["pid"]
+        )
+
+    async with (
+        client(http.url, bearer) as whole,
+        client(f"{http.url}/plain", bearer) as plain,
+        client(f"{http.url}/isolated", bearer) as one,
+        client(f"{http.url}/isolated", bearer) as two,
+    ):
+        await wait_names(whole, {"fx__pid"})
+        shared = await pid(whole)
+        assert await pid(plain) == shared
+        first, second = await pid(one), await pid(two)
+        assert len({shared, first, second}) == 3, (shared, first, second)
+        # Each client keeps its own.
+        assert await pid(one) == first and await pid(two) == second
+
+
 async def test_stdio_serves_one_endpoint(wf: Wf, everything_bin: Path) -> None:
     app = App(wf.root)
     try:

@@ -42,6 +42,10 @@ pub struct EndpointConfig {
     /// Globs on resource URIs and template names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Vec<String>>,
+    /// Session scopes pinned per source for calls through this endpoint
+    /// (`playwright = "client"`), over the sources' own `session`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sessions: BTreeMap<String, super::SessionScope>,
     /// Globs on workflow node specs' refs (`source.name`): what the
     /// planner's tools list, describe, call and run on this endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -11,7 +11,7 @@
 //! session: a handle is an unguessable string bound to the principal that
 //! opened it; calls that carry it in `_meta` share one session per source.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::PoisonError;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,6 +38,8 @@ pub struct SessionCaller {
     pub gone: Option<CancellationToken>,
     /// Served over HTTP (decides the default scope of a stateful-looking source).
     pub http: bool,
+    /// Scopes pinned per source by the endpoint the call came through.
+    pub scopes: Option<Arc<BTreeMap<String, SessionScope>>>,
 }
 
 tokio::task_local! {
@@ -253,7 +255,10 @@ impl SessionTable {
         caller: &SessionCaller,
         handle: &Arc<SourceHandle>,
     ) -> Result<Option<SessionUse>, SessionError> {
-        let policy = self.policy(&handle.name, caller.http);
+        let mut policy = self.policy(&handle.name, caller.http);
+        if let Some(pinned) = caller.scopes.as_ref().and_then(|s| s.get(&handle.name)) {
+            policy.scope = *pinned;
+        }
         let (client, gone) = match policy.scope {
             SessionScope::Shared => return Ok(None),
             SessionScope::Principal => (None, None),

@@ -274,18 +274,23 @@ impl WfServer {
             .await
     }
 
-    /// Who a call is for, as far as sessions care.
+    /// Who a call is for, as far as sessions care (with the session scopes
+    /// its endpoint pins).
     fn session_caller(
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<SessionCaller, McpError> {
-        session_route::caller(
+        let mut caller = session_route::caller(
             &self.app,
             self.http,
             &self.session_client,
             &self.ended,
             context,
-        )
+        )?;
+        if let Some(e) = self.endpoint(context)? {
+            caller.scopes = e.session_scopes();
+        }
+        Ok(caller)
     }
 
     /// The per-principal or per-client session a call on `handle` uses.

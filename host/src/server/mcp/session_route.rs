@@ -87,6 +87,7 @@ pub fn caller(
         client,
         gone,
         http,
+        scopes: None,
     })
 }
 
@@ -106,6 +107,7 @@ pub fn notifying_caller(
         client: Some(client.to_string()),
         gone: Some(ended.clone()),
         http,
+        scopes: None,
     }
 }
 

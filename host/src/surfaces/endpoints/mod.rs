@@ -17,7 +17,9 @@ use wf_plugin_api::Tool;
 
 pub use self::transform::{call_arguments, shown};
 use crate::catalog::search::{DocText, Index, Segment};
-use crate::config::{CatalogConfig, Config, EndpointConfig, Principal, ToolTransform};
+use crate::config::{
+    CatalogConfig, Config, EndpointConfig, Principal, SessionScope, ToolTransform,
+};
 use crate::projection::{Projected, Projection};
 
 /// Names an endpoint cannot give a tool: wf's meta-tools.
@@ -108,6 +110,8 @@ pub struct Endpoint {
     nodes: Option<GlobSet>,
     transforms: HashMap<String, Arc<ToolTransform>>,
     allow: Option<(HashSet<String>, HashSet<String>)>,
+    /// `sessions`, shared with each call's session caller.
+    scopes: Option<Arc<BTreeMap<String, SessionScope>>>,
     max_len: usize,
     view: Mutex<Option<Arc<View>>>,
 }
@@ -155,11 +159,17 @@ impl Endpoint {
                 .map(|(k, t)| (k.clone(), Arc::new(t.clone())))
                 .collect(),
             allow,
+            scopes: (!config.sessions.is_empty()).then(|| Arc::new(config.sessions.clone())),
             max_len,
             catalog,
             config,
             view: Mutex::default(),
         })
+    }
+
+    /// The session scopes it pins per source, if any.
+    pub fn session_scopes(&self) -> Option<Arc<BTreeMap<String, SessionScope>>> {
+        self.scopes.clone()
     }
 
     /// The `serverInfo.name` its clients see.
@@ -606,6 +616,13 @@ pub fn findings(e: &Endpoint, proj: &Arc<Projection>) -> Vec<String> {
     if view.is_empty() && view.prompts.is_empty() && view.resources.is_empty() && e.nodes.is_none()
     {
         out.push("selects nothing".into());
+    }
+    for source in e.config.sessions.keys() {
+        if !proj.tools.iter().any(|t| t.source == *source) {
+            out.push(format!(
+                "sessions.{source}: no source {source:?} serves a tool"
+            ));
+        }
     }
     for (name, t) in &e.config.transform {
         let Some(tool) = proj.tool(name) else {

@@ -240,3 +240,22 @@ async fn a_replacement_is_announced() {
     rx.borrow_and_update();
     assert!(!rx.has_changed().unwrap());
 }
+
+#[test]
+fn session_pins_are_shared_with_callers_and_checked_against_sources() {
+    let p = proj();
+    let e = endpoint(
+        r#"sources = ["github"]
+sessions = { github = "client", nowhere = "principal" }"#,
+    );
+    let scopes = e.session_scopes().expect("pinned");
+    assert_eq!(scopes.get("github"), Some(&SessionScope::Client));
+    assert!(
+        endpoint(r#"sources = ["github"]"#)
+            .session_scopes()
+            .is_none()
+    );
+    let f = findings(&e, &p).join("\n");
+    assert!(f.contains("sessions.nowhere"), "{f}");
+    assert!(!f.contains("sessions.github"), "{f}");
+}
