@@ -33,6 +33,11 @@
 //                the conformance suite 0.1.16's tools of those names (as its scenarios
 //                describe them): progress 0, 50 and 100 of 100; a form whose fields have
 //                defaults; a form with each kind of enum (asked in rounds)
+//   test_simple_text, test_error_handling, test_image_content, test_audio_content,
+//   test_embedded_resource, test_multiple_content_types
+//                the 2026-07-28 set's content tools (as its scenarios describe them): a
+//                text, a tool error, a 1x1 PNG, a short WAV, an embedded resource, and
+//                text, image and resource together
 //   test_input_required_result_elicitation
 //                the conformance suite's input-required tool (as its scenarios describe
 //                it): asks for `user_name` in a round, then says hello
@@ -443,6 +448,29 @@ formTool('test_elicitation_sep1330_enums', 'Each kind of enum', {
     }
   }
 });
+
+// A one-pixel red PNG and eight samples of 8 kHz silence as a WAV, generated for these tests.
+const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC';
+const WAV = 'UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA==';
+const contentTools = {
+  test_simple_text: () => text('This is a simple text response for testing.'),
+  test_error_handling: () => ({ isError: true, content: [{ type: 'text', text: 'This tool intentionally returns an error for testing' }] }),
+  test_image_content: () => ({ content: [{ type: 'image', data: PNG, mimeType: 'image/png' }] }),
+  test_audio_content: () => ({ content: [{ type: 'audio', data: WAV, mimeType: 'audio/wav' }] }),
+  test_embedded_resource: () => ({
+    content: [{ type: 'resource', resource: { uri: 'test://embedded-resource', mimeType: 'text/plain', text: 'This is an embedded resource content.' } }]
+  }),
+  test_multiple_content_types: () => ({
+    content: [
+      { type: 'text', text: 'Multiple content types test:' },
+      { type: 'image', data: PNG, mimeType: 'image/png' },
+      { type: 'resource', resource: { uri: 'test://mixed-content-resource', mimeType: 'application/json', text: '{"test":"data","value":123}' } }
+    ]
+  })
+};
+for (const [name, answer] of Object.entries(contentTools)) {
+  server.registerTool(name, { description: `Content: ${name}`, inputSchema: noArgs }, async () => answer());
+}
 
 server.registerResource('watched-resource', 'test://watched-resource', { description: 'The conformance suite subscribes to it' }, async uri => ({
   contents: [{ uri: uri.href, text: 'watched' }]
