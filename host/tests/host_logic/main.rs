@@ -12,5 +12,6 @@ mod layering;
 mod planner;
 mod policy;
 mod projection;
+mod reference;
 mod registry;
 mod support;
