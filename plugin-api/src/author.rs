@@ -127,7 +127,10 @@ impl CallContext {
         // Asked after the call ended (an upstream's late request): nobody waits
         // for the answer, so do not wait for it either.
         let ended = self.cancel.clone().cancelled_owned();
-        let asked = crate::export::ask_caller(host, call, request.clone());
+        let asked = crate::asks::ask(|ask| {
+            let request = request.clone();
+            host.emit(&crate::Event::AskCaller { call, ask, request });
+        });
         match futures::future::select(Box::pin(asked), Box::pin(ended)).await {
             futures::future::Either::Left((answer, _)) => answer,
             futures::future::Either::Right(_) => Err(PluginError::new(

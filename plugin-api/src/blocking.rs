@@ -31,7 +31,7 @@ where
 {
     // This dylib's own runtime: its blocking pool, whichever thread polls
     // the call (a host polls in-process calls on its own threads).
-    crate::export::runtime()
+    crate::runtime::runtime()
         .spawn_blocking(work)
         .await
         .map_err(|e| match e.try_into_panic() {
@@ -39,7 +39,7 @@ where
                 ErrorCode::Panicked,
                 format!(
                     "plugin panicked in blocking work: {}",
-                    crate::export::panic_message(&*payload)
+                    crate::runtime::panic_message(&*payload)
                 ),
             ),
             Err(_) => PluginError::internal("the blocking work was cancelled"),

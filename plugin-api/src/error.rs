@@ -2,6 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The message of the error a call fails with when its session restarted
+/// (code [`ErrorCode::StateLost`] since 1.2; `upstream` before).
+pub const STATE_LOST: &str = "upstream session restarted; state lost";
+
 /// Stable error codes. New codes may be added in a minor release; hosts treat
 /// unknown codes as [`ErrorCode::Internal`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -28,7 +32,7 @@ pub enum ErrorCode {
     /// Since 1.2: the session a call was bound to (its
     /// [`CallScope::expect_epoch`](crate::CallScope::expect_epoch)) restarted,
     /// so the state earlier calls built is gone. Never retried. A 1.0/1.1
-    /// plugin says this as `upstream` with the message [`crate::STATE_LOST`];
+    /// plugin says this as `upstream` with the message [`STATE_LOST`];
     /// [`PluginError::from_json`] reads that as this code.
     StateLost,
     /// Anything else.
@@ -121,9 +125,9 @@ impl PluginError {
         Self::new(ErrorCode::Cancelled, "cancelled")
     }
     /// Since 1.2: the call's session restarted; the state it relied on is gone.
-    /// The message is [`crate::STATE_LOST`].
+    /// The message is [`STATE_LOST`].
     pub fn state_lost() -> Self {
-        Self::new(ErrorCode::StateLost, crate::STATE_LOST)
+        Self::new(ErrorCode::StateLost, STATE_LOST)
     }
 
     /// Encodes the error for the ABI (JSON in an `RString`).
@@ -142,11 +146,11 @@ impl PluginError {
     }
 
     /// Reads an error in a 1.0/1.1 plugin's words as the typed code a 1.2
-    /// plugin sends: `upstream` with exactly [`crate::STATE_LOST`] as its
+    /// plugin sends: `upstream` with exactly [`STATE_LOST`] as its
     /// message is [`ErrorCode::StateLost`]. This is the one place a message is
     /// compared; everything after the ABI boundary matches on codes.
     pub fn upgraded(mut self) -> Self {
-        if self.code == ErrorCode::Upstream && self.message == crate::STATE_LOST {
+        if self.code == ErrorCode::Upstream && self.message == STATE_LOST {
             self.code = ErrorCode::StateLost;
         }
         self
@@ -168,7 +172,7 @@ mod tests {
         let e = PluginError::state_lost();
         let back = PluginError::from_json(&e.to_json());
         assert_eq!(back.code, ErrorCode::StateLost);
-        assert_eq!(back.message, crate::STATE_LOST);
+        assert_eq!(back.message, STATE_LOST);
         assert!(
             e.to_json().contains(r#""code":"state_lost""#),
             "{}",

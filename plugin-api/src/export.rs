@@ -2,15 +2,9 @@
 //! adapters from the author traits to the ABI objects, and panic catching at
 //! every entry point (a panic must never unwind into the host).
 
-use std::any::Any;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
-use std::sync::PoisonError;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
-use std::task::{Context, Poll};
-use std::time::Duration;
+use std::sync::{Arc, Weak};
 
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
@@ -18,12 +12,14 @@ use abi_stable::std_types::{RErr, ROk, RResult, RString};
 use async_ffi::{FfiFuture, FutureExt as _};
 use futures::FutureExt as _;
 use futures::channel::oneshot;
-use tokio_util::sync::CancellationToken;
 
 use crate::author::{CallContext, Host, Plugin, Source};
-use crate::error::{ErrorCode, PluginError};
+use crate::error::PluginError;
 use crate::ffi::*;
 use crate::types::{PluginInit, SourceRequest, SourceSpec};
+
+pub use crate::runtime::{CANCEL_GRACE, MAX_RUNTIME_THREADS, runtime};
+use crate::runtime::{err_json, panicked, start_call};
 
 /// The name of the symbol abi_stable looks up (checked against abi_stable's
 /// own constant in a test).
@@ -64,30 +60,6 @@ macro_rules! export_plugin {
     };
 }
 
-/// Worker threads of [`runtime`]: the host's [`PluginInit::runtime_threads`],
-/// set before the runtime starts. One by default: the plugin's work per
-/// call is small (its call futures are polled on the host's threads, see
-/// [`InlineCall`]), and a second worker mostly wakes up to find nothing to
-/// steal, which costs every call a thread hand-off (docs/benchmarks.md).
-static RUNTIME_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
-
-/// The most worker threads a host may ask for.
-pub const MAX_RUNTIME_THREADS: usize = 64;
-
-/// This dylib's runtime. Each plugin library links its own copy of tokio, so
-/// the host's runtime is invisible here; every plugin future runs on this one.
-pub fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(RUNTIME_THREADS.load(Ordering::Relaxed).max(1))
-            .thread_name("wf-plugin")
-            .enable_all()
-            .build()
-            .expect("plugin runtime")
-    })
-}
-
 /// The root module of plugin `P`.
 pub fn module<P: Plugin>() -> WfPluginModRef {
     WfPluginMod {
@@ -95,27 +67,6 @@ pub fn module<P: Plugin>() -> WfPluginModRef {
         instantiate: instantiate::<P>,
     }
     .leak_into_prefix()
-}
-
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic with a non-string payload".to_string()
-    }
-}
-
-fn panicked(payload: Box<dyn Any + Send>) -> PluginError {
-    PluginError::new(
-        ErrorCode::Panicked,
-        format!("plugin panicked: {}", panic_message(&*payload)),
-    )
-}
-
-fn err_json(e: PluginError) -> RString {
-    RString::from(e.to_json())
 }
 
 extern "C" fn manifest<P: Plugin>() -> RString {
@@ -126,55 +77,6 @@ extern "C" fn manifest<P: Plugin>() -> RString {
     }
 }
 
-type Answer = Result<serde_json::Value, PluginError>;
-
-/// Since 1.2: the asks waiting for their [`SourceRequest::CallerAnswer`].
-fn pending() -> &'static std::sync::Mutex<std::collections::HashMap<u64, oneshot::Sender<Answer>>> {
-    static PENDING: OnceLock<
-        std::sync::Mutex<std::collections::HashMap<u64, oneshot::Sender<Answer>>>,
-    > = OnceLock::new();
-    PENDING.get_or_init(Default::default)
-}
-
-/// Removes a pending ask when its caller stops waiting.
-pub(crate) struct PendingAsk(pub(crate) u64);
-
-impl Drop for PendingAsk {
-    fn drop(&mut self) {
-        pending()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.0);
-    }
-}
-
-/// Sends `request` to the caller of call `call` through the host and waits
-/// for the answer.
-pub(crate) async fn ask_caller(host: &Host, call: u64, request: crate::CallerRequest) -> Answer {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let ask = NEXT.fetch_add(1, Ordering::Relaxed);
-    let (tx, rx) = oneshot::channel();
-    pending()
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(ask, tx);
-    let _pending = PendingAsk(ask);
-    host.emit(&crate::Event::AskCaller { call, ask, request });
-    rx.await
-        .unwrap_or_else(|_| Err(PluginError::internal("the host dropped the request")))
-}
-
-/// Completes a pending ask (the host's [`SourceRequest::CallerAnswer`]).
-pub(crate) fn complete_ask(ask: u64, answer: Answer) {
-    if let Some(tx) = pending()
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .remove(&ask)
-    {
-        let _ = tx.send(answer);
-    }
-}
-
 extern "C" fn instantiate<P: Plugin>(
     host: HostContextBox,
     init_json: RString,
@@ -182,7 +84,7 @@ extern "C" fn instantiate<P: Plugin>(
     let result = catch_unwind(AssertUnwindSafe(move || {
         let init: PluginInit = serde_json::from_str(init_json.as_str()).unwrap_or_default();
         if let Some(n) = init.runtime_threads {
-            RUNTIME_THREADS.store(n.clamp(1, MAX_RUNTIME_THREADS), Ordering::Relaxed);
+            crate::runtime::set_threads(n);
         }
         crate::logging::install(host.clone(), &init.log_level);
         let host = Host {
@@ -241,111 +143,6 @@ struct SourceAdapter<S> {
     /// (held here: the lane only holds it weakly, so a dropped source leaves
     /// the lane).
     lane: Arc<crate::lane::LaneSource>,
-}
-
-/// How long a cancelled call that watches [`CallContext::cancelled`] may
-/// still run to finish its cleanup before its future is dropped.
-pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
-
-/// A plugin call's work, boxed so that [`InlineCall`] has one type.
-pub(crate) type Work = Pin<Box<dyn Future<Output = Result<String, PluginError>> + Send>>;
-
-/// Starts a call: its context and a future that polls `work` itself on
-/// whichever thread polls it (the host's across the ABI, this runtime's on a
-/// call lane), inside this plugin's runtime context: no spawn and no thread
-/// hand-off each way (the plugin's tokio resources register with the
-/// plugin's drivers, whose workers wake the polling task directly). Dropping it
-/// cancels `work`: the call's token fires first, then `work` is dropped, or,
-/// if it watches [`CallContext::cancelled`], moved onto the plugin runtime to
-/// finish its cleanup within [`CANCEL_GRACE`].
-pub(crate) fn start_call<F>(
-    host: &Host,
-    ctx: CallContextBox,
-    work: impl FnOnce(CallContext) -> F,
-) -> InlineCall
-where
-    F: Future<Output = Result<String, PluginError>> + Send + 'static,
-{
-    let cancel = CancellationToken::new();
-    let watching = Arc::new(AtomicBool::new(false));
-    let call = CallContext {
-        host: Some(host.clone()),
-        inner: Arc::new(ctx),
-        cancel: cancel.clone(),
-        watching: watching.clone(),
-        parsed: Arc::default(),
-    };
-    // The call's token also fires when its work ends, so whatever still
-    // waits on this call (an ask its upstream sent back late) stops too.
-    let over = cancel.clone();
-    let work = work(call);
-    InlineCall {
-        work: Some(Box::pin(async move {
-            let _over = over.drop_guard();
-            work.await
-        })),
-        cancel,
-        watching,
-    }
-}
-
-pub(crate) struct InlineCall {
-    /// `None` once finished (or panicked).
-    work: Option<Work>,
-    cancel: CancellationToken,
-    watching: Arc<AtomicBool>,
-}
-
-impl Future for InlineCall {
-    type Output = RResult<RString, RString>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(work) = self.work.as_mut() else {
-            return Poll::Ready(RErr(err_json(PluginError::internal(
-                "plugin call polled after it finished",
-            ))));
-        };
-        // Tokio's context is per dylib: entering ours lets the work create
-        // timers, I/O and tasks on this plugin's runtime from the host's thread.
-        let _enter = runtime().enter();
-        let out = match catch_unwind(AssertUnwindSafe(|| work.as_mut().poll(cx))) {
-            Ok(Poll::Pending) => return Poll::Pending,
-            Ok(Poll::Ready(r)) => r,
-            Err(p) => Err(panicked(p)),
-        };
-        // Dropped here, in our context, and never again polled.
-        let finished = self.work.take();
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(finished)));
-        Poll::Ready(match out {
-            Ok(v) => ROk(RString::from(v)),
-            Err(e) => RErr(err_json(e)),
-        })
-    }
-}
-
-impl Drop for InlineCall {
-    fn drop(&mut self) {
-        // As before this type existed: the token fires whenever the host lets
-        // go of the call, finished or not.
-        self.cancel.cancel();
-        let Some(work) = self.work.take() else {
-            return;
-        };
-        let watching = self.watching.load(Ordering::Acquire);
-        let _ = catch_unwind(AssertUnwindSafe(move || {
-            let _enter = runtime().enter();
-            if watching {
-                // The host no longer waits; the cleanup the call awaits in its
-                // `ctx.cancelled()` branch runs on this plugin's runtime, bounded.
-                runtime().spawn(async move {
-                    let work = AssertUnwindSafe(work).catch_unwind();
-                    let _ = tokio::time::timeout(CANCEL_GRACE, work).await;
-                });
-            } else {
-                drop(work);
-            }
-        }));
-    }
 }
 
 impl<S: Source> SourceFfi for SourceAdapter<S> {
@@ -418,7 +215,7 @@ async fn dispatch<S: Source>(
                 (Some(v), None) => Ok(v),
                 (None, None) => Ok(serde_json::Value::Null),
             };
-            complete_ask(ask, answer);
+            crate::asks::complete_ask(ask, answer);
             Ok("null".to_string())
         }
         SourceRequest::Catalog => reply(source.catalog()).await,

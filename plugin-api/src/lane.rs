@@ -25,8 +25,8 @@ use abi_stable::std_types::{ROption, RString};
 use serde::{Deserialize, Serialize};
 
 use crate::error::PluginError;
-use crate::export::{Work, runtime};
 use crate::ffi::{CallContextFfi, CallContextFfi_TO};
+use crate::runtime::{Work, runtime};
 
 /// A call: id, source, request JSON, info JSON.
 pub const REQUEST: u8 = 0x01;
@@ -486,7 +486,7 @@ fn call(lane: &Arc<Lane>, r: Request) {
         TD_Opaque,
     );
     let host = start.host.clone();
-    let mut call = crate::export::start_call(&host, ctx, move |c| (start.start)(request, c));
+    let mut call = crate::runtime::start_call(&host, ctx, move |c| (start.start)(request, c));
     let (tx, cancelled) = tokio::sync::oneshot::channel();
     lane.calls
         .lock()

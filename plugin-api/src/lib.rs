@@ -47,6 +47,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod args;
+mod asks;
 mod author;
 mod blocking;
 mod caller;
@@ -63,6 +64,7 @@ mod forwarding;
 #[doc(hidden)]
 pub mod lane;
 mod logging;
+mod runtime;
 pub mod schema;
 mod tasks;
 pub mod testing;
@@ -72,14 +74,14 @@ mod types;
 pub use author::{CallContext, Host, Plugin, Source};
 pub use blocking::blocking;
 pub use caller::{CallerRequest, ElicitAction, ElicitAnswer, Root};
-pub use error::{ErrorCode, PluginError};
+pub use error::{ErrorCode, PluginError, STATE_LOST};
 pub use forwarding::{CompleteParams, Completion, CompletionArgument, CompletionRef};
 pub use logging::redact_in_logs;
 pub use tasks::TaskStart;
 pub use types::{
     CallResult, CallScope, Catalog, DefaultSource, Event, GetPromptResult, Manifest, NodeSpec,
     Prompt, PromptArgument, ReadResourceResult, Resource, ResourceTemplate, SESSION_EPOCH_META,
-    STATE_LOST, SessionInfo, SourceSpec, Tool,
+    SessionInfo, SourceSpec, Tool,
 };
 /// The source protocol: what crosses the ABI as JSON. Hosts and the test
 /// harness send these; a plugin only implements [`Source`].

@@ -71,7 +71,7 @@ impl HostContextFfi for TestHost {
             };
             let answer = answer
                 .unwrap_or_else(|| Err(PluginError::unsupported("the test caller has no answer")));
-            crate::export::complete_ask(ask, answer);
+            crate::asks::complete_ask(ask, answer);
             return;
         }
         self.0

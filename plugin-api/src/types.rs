@@ -742,10 +742,6 @@ pub struct SessionInfo {
     pub lease: Option<String>,
 }
 
-/// The message of the error a call fails with when its session restarted
-/// (code [`crate::ErrorCode::StateLost`] since 1.2; `upstream` before).
-pub const STATE_LOST: &str = "upstream session restarted; state lost";
-
 /// Since 1.2: the `_meta` key of a [`CallResult`] under which a source with
 /// sessions may report the epoch of the session the call ran on. The host
 /// takes it out and tells a proxy client whose session restarted since its
