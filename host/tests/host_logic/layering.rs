@@ -799,12 +799,6 @@ fn workspace_crates() -> Vec<(String, PathBuf)> {
     out
 }
 
-/// Circles still being broken, each taken off as it goes (a listed circle
-/// that is gone fails too, so the list cannot outlive them).
-const KNOWN_CIRCLES: &[&str] = &[
-    "plugins/openapi/src: api ↔ auth ↔ fast ↔ http ↔ load ↔ serialize ↔ settings",
-];
-
 #[test]
 fn no_file_imports_a_file_that_imports_it_back() {
     let crates = workspace_crates();
@@ -819,30 +813,11 @@ fn no_file_imports_a_file_that_imports_it_back() {
     for (name, src) in &crates {
         circles.extend(crate_circles(name, &crate_modules(src)));
     }
-    let named = |c: &String| -> String {
-        let c = c.trim_start_matches("a circle in ");
-        c[..c.find(';').unwrap_or(c.len())].to_string()
-    };
-    let new: Vec<&String> = circles
-        .iter()
-        .filter(|c| !KNOWN_CIRCLES.contains(&named(c).as_str()))
-        .collect();
-    let gone: Vec<&&str> = KNOWN_CIRCLES
-        .iter()
-        .filter(|k| !circles.iter().any(|c| named(c) == **k))
-        .collect();
     assert!(
-        new.is_empty(),
+        circles.is_empty(),
         "{} import circles:\n{}",
-        new.len(),
-        new.iter()
-            .map(|c| c.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    assert!(
-        gone.is_empty(),
-        "gone, take them off KNOWN_CIRCLES: {gone:?}"
+        circles.len(),
+        circles.join("\n")
     );
 }
 

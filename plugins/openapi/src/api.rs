@@ -12,6 +12,8 @@ use crate::load::Loaded;
 use crate::refs::{Defs, Listing, RefError, Resolver, deref, escape, materialize};
 use crate::settings::{Auth, Settings};
 
+pub use crate::param::{Location, Param};
+
 const METHODS: [&str; 8] = [
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
 ];
@@ -57,49 +59,6 @@ impl From<RefError> for SpecError {
             .to_string();
         SpecError::new(at, message)
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Location {
-    Path,
-    Query,
-    Header,
-    Cookie,
-}
-
-impl Location {
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "path" => Self::Path,
-            "query" => Self::Query,
-            "header" => Self::Header,
-            "cookie" => Self::Cookie,
-            _ => return None,
-        })
-    }
-    fn name(self) -> &'static str {
-        match self {
-            Self::Path => "path",
-            Self::Query => "query",
-            Self::Header => "header",
-            Self::Cookie => "cookie",
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Param {
-    /// The argument's name in the tool's input.
-    pub arg: String,
-    /// The name on the wire.
-    pub name: String,
-    pub location: Location,
-    /// `form`, `simple`, `label`, `matrix`, `spaceDelimited`, `pipeDelimited`, `deepObject`.
-    pub style: String,
-    pub explode: bool,
-    /// Declared with `content` instead of `schema`: sent as JSON text.
-    pub json: bool,
-    pub allow_reserved: bool,
 }
 
 #[derive(Debug, Clone)]

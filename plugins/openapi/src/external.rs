@@ -274,24 +274,23 @@ impl Bundler<'_> {
         let shown = self.show(place);
         let fail = |why: String| SpecError::new(from, format!("$ref document {shown}: {why}"));
         let bytes = match place {
-            Place::Url(u) => self
-                .client
-                .fetch_document(
-                    u.clone(),
-                    &self.settings.header_map,
-                    room,
-                    self.settings
-                        .spec_auth
-                        .then_some((&self.settings.auth, self.tokens)),
-                )
-                .await
-                .map_err(|e| match e {
-                    crate::http::FetchError::TooLarge(_) => fail(format!(
-                        "the documents together are over max_spec_bytes ({})",
-                        self.settings.max_spec_bytes
-                    )),
-                    other => fail(other.to_string()),
-                })?,
+            Place::Url(u) => crate::document::fetch(
+                &self.client,
+                u.clone(),
+                &self.settings.header_map,
+                room,
+                self.settings
+                    .spec_auth
+                    .then_some((&self.settings.auth, self.tokens)),
+            )
+            .await
+            .map_err(|e| match e {
+                crate::http::FetchError::TooLarge(_) => fail(format!(
+                    "the documents together are over max_spec_bytes ({})",
+                    self.settings.max_spec_bytes
+                )),
+                other => fail(other.to_string()),
+            })?,
             Place::File(p) => load::read_file(&p.display().to_string(), room)
                 .await
                 .map_err(|e| match e {

@@ -27,7 +27,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::http::Body;
+use crate::body::Body;
 use crate::socket::{Mode, Socket};
 
 /// Idle connections kept per source.

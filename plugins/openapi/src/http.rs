@@ -2,13 +2,9 @@
 //! within the origin that was asked (so credentials never reach another
 //! host), and bodies read up to a bound.
 
-use std::collections::BTreeMap;
-
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use thiserror::Error;
 
-use crate::auth::TokenCache;
-use crate::settings::Auth;
+pub use crate::body::Body;
 
 /// How many same-origin redirects a request follows.
 const MAX_REDIRECTS: usize = 10;
@@ -82,71 +78,6 @@ impl Client {
             direct_allowed: crate::fast::allowed(),
         })
     }
-
-    /// GETs the OpenAPI document at `url`, bounded by `limit` bytes, with
-    /// the source's credentials when `credentials` is given (`spec_auth`).
-    pub async fn fetch_document(
-        &self,
-        url: url::Url,
-        headers: &HeaderMap,
-        limit: usize,
-        credentials: Option<(&Auth, &TokenCache)>,
-    ) -> Result<Vec<u8>, FetchError> {
-        let mut request = self
-            .inner
-            .get(url)
-            .headers(headers.clone())
-            .header(
-                reqwest::header::ACCEPT,
-                "application/json, application/yaml;q=0.9, */*;q=0.5",
-            )
-            .timeout(std::time::Duration::from_secs(60));
-        let mut query = Vec::new();
-        if let Some((auth, tokens)) = credentials {
-            request = crate::auth::apply(auth, tokens, self, request, &mut query)
-                .await
-                .map_err(FetchError::Http)?;
-        }
-        let mut request = request
-            .build()
-            .map_err(|e| FetchError::Http(error_text(e)))?;
-        crate::auth::append_query(request.url_mut(), &query);
-        let response = self
-            .inner
-            .execute(request)
-            .await
-            .map_err(|e| FetchError::Http(error_text(e)))?;
-        if !response.status().is_success() {
-            return Err(FetchError::Status(response.status().as_u16()));
-        }
-        match read_bounded(response, limit).await? {
-            Body::Whole(bytes) => Ok(bytes),
-            Body::Cut { seen, .. } => Err(FetchError::TooLarge(seen)),
-        }
-    }
-}
-
-pub fn header_map(headers: &BTreeMap<String, String>) -> HeaderMap {
-    let mut map = HeaderMap::new();
-    for (k, v) in headers {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(k.as_bytes()),
-            HeaderValue::from_str(v),
-        ) {
-            map.insert(name, value);
-        }
-    }
-    map
-}
-
-pub enum Body {
-    Whole(Vec<u8>),
-    /// Over the limit: what was read (up to the limit) and how much was seen
-    /// (the declared length, or what arrived before the read stopped).
-    Cut {
-        head: Vec<u8>,
-        seen: u64,
-    },
 }
 
 /// Reads a body up to `limit` bytes and stops there: a 10 GB answer costs

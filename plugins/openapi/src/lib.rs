@@ -9,14 +9,17 @@
 
 pub mod api;
 mod auth;
+mod body;
 mod call;
 pub mod check;
 mod docs;
+mod document;
 pub mod external;
 mod fast;
 mod http;
 pub mod load;
 mod multipart;
+mod param;
 mod refresh;
 pub mod refs;
 pub mod serialize;

@@ -67,25 +67,25 @@ pub async fn read(
             spec: spec.clone(),
             reason: e.to_string(),
         })?;
-        let bytes = client
-            .fetch_document(
-                url.clone(),
-                &settings.header_map,
+        let bytes = crate::document::fetch(
+            client,
+            url.clone(),
+            &settings.header_map,
+            limit,
+            settings.spec_auth.then_some((&settings.auth, tokens)),
+        )
+        .await
+        .map_err(|e| match e {
+            http::FetchError::TooLarge(size) => LoadError::TooLarge {
+                spec: spec.clone(),
+                size,
                 limit,
-                settings.spec_auth.then_some((&settings.auth, tokens)),
-            )
-            .await
-            .map_err(|e| match e {
-                http::FetchError::TooLarge(size) => LoadError::TooLarge {
-                    spec: spec.clone(),
-                    size,
-                    limit,
-                },
-                other => LoadError::Read {
-                    spec: spec.clone(),
-                    reason: other.to_string(),
-                },
-            })?;
+            },
+            other => LoadError::Read {
+                spec: spec.clone(),
+                reason: other.to_string(),
+            },
+        })?;
         (bytes, Some(url))
     } else {
         (read_file(spec, limit).await?, None)

@@ -4,7 +4,7 @@
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
 
-use crate::api::{Location, Param};
+use crate::param::{Location, Param};
 
 /// RFC 3986 unreserved characters stay; everything else is encoded.
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC

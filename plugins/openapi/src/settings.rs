@@ -244,7 +244,7 @@ impl Settings {
             max_response_bytes: raw.max_response_bytes.unwrap_or(DEFAULT_MAX_RESPONSE_BYTES),
             max_spec_bytes: raw.max_spec_bytes.unwrap_or(DEFAULT_MAX_SPEC_BYTES),
             auth,
-            header_map: crate::http::header_map(&raw.headers),
+            header_map: header_map(&raw.headers),
             spec_auth: raw.spec_auth,
             refresh_interval: raw
                 .refresh_interval_ms
@@ -298,6 +298,20 @@ fn parse_auth(source: &str, a: RawAuth) -> Result<Auth, PluginError> {
             )));
         }
     })
+}
+
+fn header_map(headers: &std::collections::BTreeMap<String, String>) -> reqwest::header::HeaderMap {
+    use reqwest::header::{HeaderName, HeaderValue};
+    let mut map = reqwest::header::HeaderMap::new();
+    for (k, v) in headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            map.insert(name, value);
+        }
+    }
+    map
 }
 
 #[cfg(test)]
