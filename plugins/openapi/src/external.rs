@@ -275,7 +275,7 @@ impl Bundler<'_> {
         let fail = |why: String| SpecError::new(from, format!("$ref document {shown}: {why}"));
         let bytes = match place {
             Place::Url(u) => crate::document::fetch(
-                &self.client,
+                self.client,
                 u.clone(),
                 &self.settings.header_map,
                 room,
