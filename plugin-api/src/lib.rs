@@ -1,18 +1,23 @@
 //! `wf-plugin-api`: the only crate a wf source plugin depends on.
 //!
-//! - Implement [`Plugin`] (a factory of sources) and [`Source`] (discovery and
-//!   execution of its capabilities), then call [`export_plugin!`]: the result is
-//!   a library a wf host loads from its plugins folder.
+//! - Implement [`Plugin`] (a factory of sources) and [`Source`]: its
+//!   [`Catalog`] (the tools, prompts and resources it serves) and its calls,
+//!   each given a [`CallContext`] (progress, cancellation, asking the
+//!   caller). Then call [`export_plugin!`]: the result is a library a wf host
+//!   loads from its plugins folder.
 //! - [`prelude`] has everything an implementation usually names: the
 //!   descriptors ([`Tool`], [`NodeSpec`], [`Prompt`], [`Resource`]…), results
 //!   ([`CallResult`]…) and errors ([`PluginError`], [`ErrorCode`]).
-//! - [`testing`] runs a plugin in-process through the real ABI objects.
+//! - [`testing`] is the harness: it runs a plugin in-process through the real
+//!   ABI objects, for the plugin's own tests.
 //! - [`schema`] holds the checks the host applies to what a plugin serves
 //!   (the harness's `schema_problems` uses the same ones).
 //!
-//! The ABI itself (the abi_stable root module and `#[sabi_trait]` objects, and
-//! the JSON operations that cross it) is the host's business and not shown
-//! here; docs/abi-evolution.md in the wf repository says how it may change.
+//! The ABI itself (the abi_stable root module and `#[sabi_trait]` objects in
+//! `ffi`, the glue in `export` and `lane`, and the JSON operations that cross
+//! it) is the host's business and hidden here; its paths stay for the
+//! plugins already built against them. docs/abi-evolution.md in the wf
+//! repository says how it may change.
 //!
 //! A minimal plugin:
 //!
