@@ -1,6 +1,7 @@
 //! Endpoints (issue #53): what an endpoint adds to `tools/list` and to a
-//! call with a transform, against the plain `/mcp` path, in process (the
-//! view stage's own cost, not a round trip); and the memory of 50 endpoints
+//! call with a transform, against the plain `/mcp` path: in process (the
+//! view stage's own cost, not a round trip) and over HTTP (`/mcp/NAME`
+//! beside `/mcp` on one wf, interleaved); and the memory of 50 endpoints
 //! over 1,000 tools.
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use wf_host::surfaces::endpoints::{Endpoint, call_arguments};
 
 use crate::Env;
 use crate::stats::{percentile, us};
+use crate::web::{Generation, HttpWf, WebClient};
 
 const SOURCES: usize = 10;
 const PER_SOURCE: usize = 100;
@@ -93,6 +95,100 @@ fn rss_kib() -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// Over HTTP: `tools/list` and a call of the fixture's echo through
+/// `/mcp/bench` (every tool, echo renamed `say` and reworded) against `/mcp`, on one
+/// `wf serve --http`, 2025-11-25 session clients, in interleaved rounds
+/// (each round runs both paths, in alternating order).
+async fn over_http(env: &Env) -> anyhow::Result<()> {
+    let (warmup, batch, rounds) = if env.quick {
+        (50, 50, 4)
+    } else {
+        (300, 200, 15)
+    };
+    let config = json!({
+        "sources": {"fx": env.fixture_source(0)},
+        "endpoints": {"bench": {
+            "tools": ["*"],
+            "transform": {"fx__echo": {
+                "name": "say", "title": "Say", "description": "Says the message back."
+            }}
+        }}
+    });
+    let (cmd, log) = env.wf_command_with_config(&env.wf, "endpoints-http", config)?;
+    let mut server = HttpWf::start(cmd, &log).await?;
+    let http = reqwest::Client::new();
+    let mut paths = [
+        (
+            "/mcp, fx__echo",
+            WebClient::connect(&http, &server.url, Generation::Sessions2025).await?,
+            "fx__echo",
+        ),
+        (
+            "/mcp/bench, say (renamed, reworded)",
+            WebClient::connect(
+                &http,
+                &format!("{}/bench", server.url),
+                Generation::Sessions2025,
+            )
+            .await?,
+            "say",
+        ),
+    ];
+    for (_, c, tool) in paths.iter_mut() {
+        for i in 0..warmup {
+            c.echo(tool, &format!("warm {i}")).await?;
+            c.list_tools().await?;
+        }
+    }
+    let mut calls: [Vec<Duration>; 2] = Default::default();
+    let mut lists: [Vec<Duration>; 2] = Default::default();
+    let mut listed = [0usize; 2];
+    for round in 0..rounds {
+        for k in 0..2 {
+            let k = if round % 2 == 0 { k } else { 1 - k };
+            let (_, c, tool) = &mut paths[k];
+            for i in 0..batch {
+                let t = Instant::now();
+                c.echo(tool, &format!("r{round} c{i}")).await?;
+                calls[k].push(t.elapsed());
+                let t = Instant::now();
+                listed[k] = c.list_tools().await?;
+                lists[k].push(t.elapsed());
+            }
+        }
+    }
+    let names = paths.each_ref().map(|p| p.0);
+    for (_, c, _) in paths {
+        c.close().await?;
+    }
+    server.stop().await;
+    println!(
+        "\nOver HTTP (`wf serve --http`, the fixture's echo over stdio behind it; \
+         2025-11-25 session clients; {rounds} interleaved rounds of {batch} calls \
+         and {batch} lists per path, after {warmup} of each):\n"
+    );
+    println!(
+        "| path | call p50 µs | call p99 µs | tools/list p50 µs | tools/list p99 µs | tools listed |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (k, what) in names.iter().enumerate() {
+        println!(
+            "| {what} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+            us(percentile(&calls[k], 0.5)),
+            us(percentile(&calls[k], 0.99)),
+            us(percentile(&lists[k], 0.5)),
+            us(percentile(&lists[k], 0.99)),
+            listed[k]
+        );
+    }
+    println!(
+        "\nThe endpoint adds {:+.1} µs to the call's p50 and {:+.1} µs to the list's.",
+        us(percentile(&calls[1], 0.5)) - us(percentile(&calls[0], 0.5)),
+        us(percentile(&lists[1], 0.5)) - us(percentile(&lists[0], 0.5)),
+    );
+    Ok(())
 }
 
 pub async fn run(env: &Env) -> anyhow::Result<()> {
@@ -175,5 +271,5 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
         after,
         after.saturating_sub(before)
     );
-    Ok(())
+    over_http(env).await
 }

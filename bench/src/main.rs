@@ -152,7 +152,7 @@ enum Bench {
     Audit,
     /// The call pipeline's admission: no policy, 10 and 1,000 Cedar policies, a quota.
     Policy,
-    /// Endpoints: tools/list and a call with a transform against plain /mcp; 50 endpoints' memory.
+    /// Endpoints: tools/list and a call with a transform against plain /mcp, in process and over HTTP; 50 endpoints' memory.
     Endpoints,
     /// 200 concurrent HTTP sessions, then a 100 000-call soak (not in the default run).
     Load,

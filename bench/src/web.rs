@@ -188,6 +188,20 @@ impl WebClient {
         Ok(())
     }
 
+    /// One `tools/list` (its first page) on a 2025-11-25 session; how many
+    /// tools it listed.
+    pub async fn list_tools(&mut self) -> anyhow::Result<usize> {
+        if self.generation != Generation::Sessions2025 {
+            bail!("list_tools is for a 2025-11-25 session");
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}});
+        let resp = self.post(&body, None).await?;
+        let result = self.read(resp, id).await.context("tools/list")?;
+        Ok(result["tools"].as_array().map_or(0, Vec::len))
+    }
+
     /// Ends a 2025 session (`DELETE`); nothing for a stateless client.
     pub async fn close(self) -> anyhow::Result<()> {
         let Some(s) = &self.session else {
