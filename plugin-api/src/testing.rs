@@ -293,3 +293,66 @@ pub fn schema_problems(catalog: &Catalog) -> Vec<String> {
         .map(ToString::to_string)
         .collect()
 }
+
+/// How a settings reference page and a settings schema disagree, so a
+/// plugin's documentation cannot drift from what it accepts.
+///
+/// `page` is Markdown; the section under the level-2 heading `heading`
+/// (up to the next one) holds tables whose first column names each setting
+/// in backticks, nested ones dotted (`auth.oauth.client_id`). Every property
+/// of `settings_schema`, at any depth of `properties`, must have a row, and
+/// every row must name a property. One line per difference; empty when
+/// they agree.
+///
+/// ```
+/// let schema = serde_json::json!({"type": "object", "properties": {
+///     "url": {"type": "string"},
+///     "auth": {"type": "object", "properties": {"token": {"type": "string"}}}}});
+/// let page = "## `kind = \"x\"`\n\n| key | meaning |\n|---|---|\n| `url` | where |\n| `auth` | how |\n| `auth.token` | a secret |\n";
+/// assert!(wf_plugin_api::testing::settings_reference_problems(&schema, page, "`kind = \"x\"`").is_empty());
+/// ```
+pub fn settings_reference_problems(
+    settings_schema: &Value,
+    page: &str,
+    heading: &str,
+) -> Vec<String> {
+    let wanted = format!("## {heading}");
+    let Some(start) = page.lines().position(|l| l.trim_end() == wanted) else {
+        return vec![format!("no section {wanted:?} on the page")];
+    };
+    let documented: std::collections::BTreeSet<String> = page
+        .lines()
+        .skip(start + 1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| {
+            let first = l.strip_prefix('|')?.split('|').next()?.trim();
+            let key = first.strip_prefix('`')?.strip_suffix('`')?;
+            Some(key.to_string())
+        })
+        .collect();
+    let mut declared = std::collections::BTreeSet::new();
+    fn walk(schema: &Value, prefix: &str, out: &mut std::collections::BTreeSet<String>) {
+        if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+            for (key, sub) in props {
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                walk(sub, &path, out);
+                out.insert(path);
+            }
+        }
+    }
+    walk(settings_schema, "", &mut declared);
+    let mut problems: Vec<String> = declared
+        .difference(&documented)
+        .map(|k| format!("setting `{k}` has no row under {wanted:?}"))
+        .collect();
+    problems.extend(
+        documented
+            .difference(&declared)
+            .map(|k| format!("row `{k}` under {wanted:?} names no setting")),
+    );
+    problems
+}

@@ -350,6 +350,18 @@ pub fn redact_url(url: &str) -> String {
 mod tests {
     use super::*;
 
+    /// docs/reference/source-settings.md lists every setting, and no other.
+    #[test]
+    fn the_reference_page_lists_every_setting() {
+        let page = include_str!("../../../docs/reference/source-settings.md");
+        let problems = wf_plugin_api::testing::settings_reference_problems(
+            &settings_schema(),
+            page,
+            "`kind = \"mcp\"`",
+        );
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
     #[test]
     fn settings_schema_is_valid_and_matches_what_parse_reads() {
         let schema = settings_schema();

@@ -318,6 +318,18 @@ fn header_map(headers: &std::collections::BTreeMap<String, String>) -> reqwest::
 mod tests {
     use super::*;
 
+    /// docs/reference/source-settings.md lists every setting, and no other.
+    #[test]
+    fn the_reference_page_lists_every_setting() {
+        let page = include_str!("../../../docs/reference/source-settings.md");
+        let problems = wf_plugin_api::testing::settings_reference_problems(
+            &settings_schema(),
+            page,
+            "`kind = \"openapi\"`",
+        );
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
     #[test]
     fn schema_is_valid_and_every_key_is_read() {
         let schema = settings_schema();

@@ -127,3 +127,21 @@ impl Source for StdSource {
 }
 
 wf_plugin_api::export_plugin!(StdPlugin);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/reference/source-settings.md says a `std` source takes no settings.
+    #[test]
+    fn the_reference_page_lists_every_setting() {
+        let manifest = <StdPlugin as Plugin>::manifest();
+        let page = include_str!("../../../docs/reference/source-settings.md");
+        let problems = wf_plugin_api::testing::settings_reference_problems(
+            &manifest.settings_schemas["std"],
+            page,
+            "`kind = \"std\"`",
+        );
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+}
