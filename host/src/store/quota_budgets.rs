@@ -192,6 +192,61 @@ mod tests {
         );
     }
 
+    /// Against PostgreSQL (`WF_TEST_PG_URL`): grants, credit, give-back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn grants_pay_credit_first_and_stop_at_the_limit_on_postgres() {
+        for s in crate::store::test_stores().await {
+            if !s.shares_budgets() {
+                continue;
+            }
+            let day = BudgetSpec {
+                rule: "day".into(),
+                rate: None,
+                per_day: Some(5),
+            };
+            let take = |spec, want, credit| {
+                let s = &s;
+                async move { s.take_grant(spec, "p", want, credit).await.unwrap() }
+            };
+            assert_eq!(take(&day, 2, 0).await.calls, 2);
+            // One call admitted on credit is paid first: 2 + 1 + 2 = 5.
+            assert_eq!(take(&day, 2, 1).await.calls, 2);
+            let spent = take(&day, 2, 0).await;
+            assert_eq!(spent.calls, 0);
+            let wait = spent.retry_after.expect("a spent day says when it frees");
+            assert!(
+                wait > Duration::ZERO && wait <= Duration::from_secs(86_400),
+                "{wait:?}"
+            );
+            s.give_back(&day, "p", 2).await.unwrap();
+            assert_eq!(take(&day, 5, 0).await.calls, 2);
+
+            let rate = BudgetSpec {
+                rule: "rate".into(),
+                rate: Some((2, Duration::from_secs(3600), 2)),
+                per_day: None,
+            };
+            assert_eq!(take(&rate, 5, 0).await.calls, 2);
+            let spent = take(&rate, 1, 0).await;
+            assert_eq!(spent.calls, 0);
+            let wait = spent.retry_after.unwrap();
+            assert!(
+                wait > Duration::from_secs(1700) && wait <= Duration::from_secs(1800),
+                "{wait:?}"
+            );
+            s.give_back(&rate, "p", 1).await.unwrap();
+            assert_eq!(take(&rate, 1, 0).await.calls, 1);
+            // Credit past the budget runs it into the red: two calls' wait.
+            let red = s.take_grant(&rate, "q", 1, 3).await.unwrap();
+            assert_eq!(red.calls, 0);
+            let wait = red.retry_after.unwrap();
+            assert!(
+                wait > Duration::from_secs(3500) && wait <= Duration::from_secs(3600),
+                "{wait:?}"
+            );
+        }
+    }
+
     #[test]
     fn the_grant_statement_names_every_parameter() {
         for p in 1..=8 {
