@@ -300,11 +300,11 @@ fn config_keys() -> BTreeSet<String> {
         }
         // `allow_tools = [..]`, `env = {..}`: the list or map is the key;
         // `[[server.tokens]]`, `[endpoints.NAME]`: a table, its keys are the keys.
-        let holds_tables = tables.iter().any(|t| {
-            t.as_str() == key
-                || t.starts_with(&format!("{key}[]"))
-                || t.starts_with(&format!("{key}.<name>"))
-        });
+        // (A map of plain values, `env` or `sessions`, is a table to the
+        // walk, but its entries are not: the map is the key.)
+        let holds_tables = tables
+            .iter()
+            .any(|t| t.starts_with(&format!("{key}[]")) || t.starts_with(&format!("{key}.<name>")));
         if *table || holds_tables {
             continue;
         }
