@@ -785,11 +785,17 @@ fn capability_attrs(
         Kind::Tool => capability.annotations,
         Kind::Prompt | Kind::Resource => Some(&read),
     };
+    let given = |h: &str| a.and_then(|a| a.get(h)).and_then(Value::as_bool);
+    // The spec's `destructiveHint` (default true) "is meaningful only when
+    // readOnlyHint is false": a tool that only reads destroys nothing, so a
+    // rule on destructive tools must not catch it (server-filesystem marks
+    // its reads `readOnlyHint: true` and says nothing more).
+    let read_only = given("readOnlyHint").unwrap_or(false);
     let hints: Vec<(&str, bool)> = HINTS
         .iter()
-        .map(|(h, d)| {
-            let v = a.and_then(|a| a.get(*h)).and_then(Value::as_bool);
-            (*h, v.unwrap_or(*d))
+        .map(|(h, d)| match *h {
+            "destructiveHint" if read_only => (*h, false),
+            _ => (*h, given(h).unwrap_or(*d)),
         })
         .collect();
     let tags = TAGS
