@@ -43,6 +43,14 @@ class IdP:
     """`oidc-provider` on 127.0.0.1: `users` maps a user to their groups."""
 
     def __init__(self, log: Path, resource: str, users: dict[str, list[str]], clients: list[str] = (), opaque: str | None = None) -> None:
+        # A free port can be taken by another process (a parallel test's
+        # outgoing connection) before the provider binds it: try another.
+        for _ in range(5):
+            if self._start(log, resource, users, clients, opaque):
+                return
+        raise RuntimeError(f"oidc-provider found no free port in 5 tries: {log.read_text()}")
+
+    def _start(self, log: Path, resource: str, users: dict[str, list[str]], clients: list[str], opaque: str | None) -> bool:
         self.port = free_port()
         self.issuer = f"http://127.0.0.1:{self.port}"
         args = ["node", str(E2E / "oidc_provider.mjs"), "--port", str(self.port), "--resource", resource]
@@ -59,9 +67,13 @@ class IdP:
         while time.monotonic() < deadline and not line.startswith(b"ready"):
             line = self.proc.stdout.readline()
             if not line and self.proc.poll() is not None:
+                self._log.close()
+                if "EADDRINUSE" in log.read_text(errors="replace"):
+                    return False
                 raise RuntimeError(f"oidc-provider exited {self.proc.returncode}: {log.read_text()}")
         if not line.startswith(b"ready"):
             raise RuntimeError(f"oidc-provider did not start: {log.read_text()}")
+        return True
 
     def stop(self) -> None:
         stop_process(self.proc)
