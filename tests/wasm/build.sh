@@ -42,7 +42,7 @@ build() {
   shift 4
   local hash cached started=$SECONDS
   hash="$(inputs_hash "$src" "$WIT" "$pin" "${BASH_SOURCE[0]}")"
-  cached="$CACHE/$name-$hash.wasm"
+  cached="$CACHE/$name.$hash.wasm"
   if [[ -s "$cached" ]]; then
     cp "$cached" "$OUT/$name.wasm"
     echo "$name.wasm: unchanged (cached by hash $hash)"
@@ -53,7 +53,7 @@ build() {
   "$@"
   mv "$target" "$OUT/$name.wasm"
   # Keep one build per component: the cache never grows past the current inputs.
-  rm -f "$CACHE/$name"-*.wasm
+  rm -f "$CACHE/$name".*.wasm
   cp "$OUT/$name.wasm" "$cached"
   echo "$name.wasm: built in $((SECONDS - started))s ($(du -h "$OUT/$name.wasm" | cut -f1))"
 }
@@ -65,7 +65,16 @@ js_component() { # SOURCE-DIR
   "$COMPONENTIZE_JS" --wit "$WIT" --world-name "$WORLD" -o "$target" "$1/app.js" >/dev/null
 }
 
-build units-py "$ROOT/examples/wasm-plugin/python" "$E2E/requirements.txt" -- py_component "$ROOT/examples/wasm-plugin/python"
-build units-js "$ROOT/examples/wasm-plugin/javascript" "$E2E/package-lock.json" -- js_component "$ROOT/examples/wasm-plugin/javascript"
-build probe "$ROOT/tests/wasm/probe" "$E2E/requirements.txt" -- py_component "$ROOT/tests/wasm/probe"
-build probe-js "$ROOT/tests/wasm/probe-js" "$E2E/package-lock.json" -- js_component "$ROOT/tests/wasm/probe-js"
+# The four at once: each is mostly one thread, and the machine has two cores.
+pids=()
+build units-py "$ROOT/examples/wasm-plugin/python" "$E2E/requirements.txt" -- py_component "$ROOT/examples/wasm-plugin/python" &
+pids+=($!)
+build units-js "$ROOT/examples/wasm-plugin/javascript" "$E2E/package-lock.json" -- js_component "$ROOT/examples/wasm-plugin/javascript" &
+pids+=($!)
+build probe "$ROOT/tests/wasm/probe" "$E2E/requirements.txt" -- py_component "$ROOT/tests/wasm/probe" &
+pids+=($!)
+build probe-js "$ROOT/tests/wasm/probe-js" "$E2E/package-lock.json" -- js_component "$ROOT/tests/wasm/probe-js" &
+pids+=($!)
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+exit "$status"

@@ -78,7 +78,7 @@ def convert_many(args: dict) -> dict:
 
 
 def table() -> str:
-    rows = [f"| `{u}` | {dim} | {f:g} |" for u, (dim, f) in sorted(UNITS.items()) if dim != "temperature"]
+    rows = [f"| `{u}` | {dim} | {f:.12g} |" for u, (dim, f) in sorted(UNITS.items()) if dim != "temperature"]
     return "# Units\n\n| unit | dimension | in base units |\n|---|---|---|\n" + "\n".join(rows) + \
         "\n\nTemperatures: `C`, `F`, `K` (converted through kelvin).\n"
 
