@@ -1,6 +1,7 @@
 //! The plugin author's side: implement [`Plugin`] and [`Source`], then call
 //! [`crate::export_plugin!`].
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -137,6 +138,43 @@ impl CallContext {
                 crate::ErrorCode::Cancelled,
                 format!("cannot {} the caller: the call has ended", request.kind()),
             )),
+        }
+    }
+    /// Since 1.6: asks several requests for input as one round
+    /// ([`CallerRequest::Round`]) and returns each key's answer. Where the
+    /// host cannot take the round (one that predates 1.6, or a caller that
+    /// cannot answer one of the requests) it asks them one at a time, in key
+    /// order, as before.
+    pub async fn ask_round(
+        &self,
+        requests: BTreeMap<String, CallerRequest>,
+    ) -> Result<BTreeMap<String, Value>, PluginError> {
+        let round = CallerRequest::Round {
+            requests: requests.clone(),
+        };
+        match self.ask(&round).await {
+            Ok(Value::Object(mut answers)) => requests
+                .into_keys()
+                .map(|key| match answers.remove(&key) {
+                    Some(answer) => Ok((key, answer)),
+                    None => Err(PluginError::failed(format!(
+                        "the caller's round brought no answer to {key}"
+                    ))),
+                })
+                .collect(),
+            Ok(other) => Err(PluginError::failed(format!(
+                "the caller answered a round with {other} instead of an object"
+            ))),
+            Err(e) if e.code == crate::ErrorCode::Unsupported => {
+                tracing::debug!("asking one request at a time: {}", e.message);
+                let mut out = BTreeMap::new();
+                for (key, request) in requests {
+                    let answer = self.ask(&request).await?;
+                    out.insert(key, answer);
+                }
+                Ok(out)
+            }
+            Err(e) => Err(e),
         }
     }
     /// Since 1.2: asks the user to fill in a form (`schema`: a flat JSON

@@ -6,6 +6,8 @@
 //! has nobody to ask). Params and results are MCP-shaped JSON, so fields a
 //! newer MCP revision adds pass through unchanged.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -38,6 +40,18 @@ pub enum CallerRequest {
         /// Any JSON.
         data: Value,
     },
+    /// Since 1.6 (JSON only): requests for input the caller answers together,
+    /// as one round (an MCP 2026-07-28 `InputRequiredResult`'s
+    /// `inputRequests`), each under the key the source gave it (e.g. its
+    /// upstream's own). Each is an `Elicit`, `Sample` or `ListRoots`. The host
+    /// asks a 2026-07-28 client all of them in one round under these keys
+    /// (its own where a key is taken or unusable), a 2025-11-25 client with one
+    /// request each. Answer: a JSON object of each key's MCP result. A host
+    /// that predates it answers `unsupported`: ask one at a time then.
+    Round {
+        /// The requests by key (answered under the same keys).
+        requests: BTreeMap<String, CallerRequest>,
+    },
     /// A kind this build predates; the host answers `unsupported`.
     #[serde(other)]
     Unknown,
@@ -51,6 +65,7 @@ impl CallerRequest {
             CallerRequest::Sample { .. } => "sample",
             CallerRequest::ListRoots => "list_roots",
             CallerRequest::Log { .. } => "log",
+            CallerRequest::Round { .. } => "round",
             CallerRequest::Unknown => "unknown",
         }
     }
@@ -106,5 +121,29 @@ mod tests {
         let later: CallerRequest =
             serde_json::from_value(json!({"kind": "pick_file", "x": 1})).unwrap();
         assert_eq!(later, CallerRequest::Unknown);
+    }
+
+    #[test]
+    fn a_round_carries_its_requests_by_key() {
+        let r = CallerRequest::Round {
+            requests: BTreeMap::from([
+                ("where".to_string(), CallerRequest::ListRoots),
+                (
+                    "who".to_string(),
+                    CallerRequest::Elicit {
+                        params: json!({"message": "name?"}),
+                    },
+                ),
+            ]),
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            v,
+            json!({"kind": "round", "requests": {
+                "where": {"kind": "list_roots"},
+                "who": {"kind": "elicit", "params": {"message": "name?"}},
+            }})
+        );
+        assert_eq!(serde_json::from_value::<CallerRequest>(v).unwrap(), r);
     }
 }

@@ -89,29 +89,12 @@ SCENARIOS_2026 = [
     "tools-call-with-progress",
 ]
 
-# Checks that pass against the upstream directly and not through wf, with why.
-EXPECTED_LOST: dict[str, set[str]] = {
-    # wf is the server a 2026-07-28 client talks to, and it asks for the upstream's
-    # input in rounds of its own, under keys of its own (`elicit-1`; keys are
-    # server-assigned): the scenario checks for the key its reference tool uses
-    # (`user_name`), and its retry answers under that key, which wf does not know.
-    # The round itself crosses (test_generations.py: a client's answer reaches the
-    # upstream); keeping the upstream's keys needs them carried through the plugin
-    # API's caller requests, not done.
-    "input-required-result-basic-elicitation": {"sep-2322-elicitation-incomplete", "sep-2322-elicitation-complete"},
-    # The same: the scenario's first call already carries an answer under `user_name`
-    # (with no requestState), which only the upstream's own key would match; wf opens
-    # its round instead (a WARNING of the suite's, not a failure).
-    "input-required-result-ignore-extra-params": {"sep-2322-ignore-unexpected-params"},
-    # The upstream asks for three inputs in one round; wf passes a call's asks on one
-    # at a time (each a request of the plugin API's caller), so its first round holds
-    # one of them and the scenario, which wants all three at once, fails. Each ask
-    # still crosses and the call completes after three rounds.
-    "input-required-result-multiple-input-requests": {
-        "sep-2322-multiple-inputs-incomplete",
-        "sep-2322-multiple-inputs-complete",
-    },
-}
+# Checks that pass against the upstream directly and not through wf, with why. None:
+# the input-required scenarios see the upstream's own round through wf, all its
+# requests at once (multiple-input-requests) under its own keys (basic-elicitation
+# looks for `user_name`), and answers a client sends with its first call, before any
+# round, answer the upstream's requests of those keys (ignore-extra-params).
+EXPECTED_LOST: dict[str, set[str]] = {}
 
 
 def test_the_2026_requirement_set_through_wf(urls: tuple[str, str]) -> None:

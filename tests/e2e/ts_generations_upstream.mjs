@@ -349,6 +349,23 @@ server.registerTool('test_input_required_result_multiple_inputs', { description:
   return text('all three answered');
 });
 
+// Asks three things in one round and echoes what came back: which keys (all three
+// at once, under its own), the answers, the state (test_generations_rounds.py).
+server.registerTool('three_asks', { description: 'Three asks in one round, answers echoed', inputSchema: noArgs }, async (_a, ctx) => {
+  const answers = ctx.mcpReq.inputResponses;
+  if (!answers) {
+    return inputRequired({ inputRequests: { who: nameForm(), capital: capitalQuestion, where: inputRequired.listRoots() }, requestState: 'three' });
+  }
+  const said = Array.isArray(answers.capital?.content) ? answers.capital.content[0] : answers.capital?.content;
+  return text(JSON.stringify({
+    state: ctx.mcpReq.requestState(),
+    keys: Object.keys(answers).sort(),
+    name: answers.who?.content?.name,
+    said: said?.text,
+    roots: (answers.where?.roots ?? []).map(r => r.uri)
+  }));
+});
+
 server.registerTool('test_input_required_result_multi_round', { description: 'Two rounds', inputSchema: noArgs }, async (_a, ctx) => {
   const state = ctx.mcpReq.requestState();
   const answers = ctx.mcpReq.inputResponses ?? {};
@@ -498,7 +515,7 @@ return server;
 // tasks extension reuses those names). One table for every instance (over HTTP each
 // request gets an instance of its own).
 const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
-const MINTED_STATES = new Set(['three-asked', 'round-1', 'round-2', 'echo-me', 'sealed']);
+const MINTED_STATES = new Set(['three', 'three-asked', 'round-1', 'round-2', 'echo-me', 'sealed']);
 const TASKS = new Map();
 let taskCount = 0;
 

@@ -163,6 +163,13 @@ pub(super) fn missing_capability(
             .is_none()
             .then(|| "the client did not declare roots support".to_string()),
         CallerRequest::Log { .. } => None,
+        // Every request of a round must be one the client can answer.
+        CallerRequest::Round { requests } => requests.values().find_map(|r| match r {
+            CallerRequest::Elicit { .. }
+            | CallerRequest::Sample { .. }
+            | CallerRequest::ListRoots => missing_capability(caps, r),
+            other => Some(format!("a round cannot hold a {} request", other.kind())),
+        }),
         CallerRequest::Unknown => Some("this host does not know that kind of request".into()),
     }
 }
@@ -179,6 +186,23 @@ impl ClientAsker {
         }
         let info = self.peer.peer_info();
         missing_capability(info.as_ref().map(|i| &i.capabilities), request)
+    }
+
+    /// Asks the client for input with one request.
+    async fn input(peer: Peer<RoleServer>, request: CallerRequest) -> Result<Value, PluginError> {
+        match request {
+            CallerRequest::Elicit { params } => {
+                Self::request(peer, "elicitation/create", params).await
+            }
+            CallerRequest::Sample { params } => {
+                Self::request(peer, "sampling/createMessage", params).await
+            }
+            CallerRequest::ListRoots => Self::request(peer, "roots/list", Value::Null).await,
+            other => Err(PluginError::unsupported(format!(
+                "{} is not a request for input",
+                other.kind()
+            ))),
+        }
     }
 
     async fn request(
@@ -218,7 +242,14 @@ impl Asker for ClientAsker {
             let e = PluginError::unsupported(format!("cannot {}: {why}", request.kind()));
             return Box::pin(async move { Err(e) });
         }
-        if request == CallerRequest::ListRoots {
+        let roots = match &request {
+            CallerRequest::ListRoots => true,
+            CallerRequest::Round { requests } => {
+                requests.values().any(|r| *r == CallerRequest::ListRoots)
+            }
+            _ => false,
+        };
+        if roots {
             self.roots.asked(&self.source);
         }
         let source = self.source.clone();
@@ -229,13 +260,6 @@ impl Asker for ClientAsker {
         };
         Box::pin(async move {
             match request {
-                CallerRequest::Elicit { params } => {
-                    Self::request(peer, "elicitation/create", params).await
-                }
-                CallerRequest::Sample { params } => {
-                    Self::request(peer, "sampling/createMessage", params).await
-                }
-                CallerRequest::ListRoots => Self::request(peer, "roots/list", Value::Null).await,
                 CallerRequest::Log {
                     level: lvl,
                     logger,
@@ -243,7 +267,17 @@ impl Asker for ClientAsker {
                 } => send_log(&peer, &level, &source, &lvl, logger.as_deref(), data)
                     .await
                     .map(|()| Value::Null),
-                CallerRequest::Unknown => Err(PluginError::unsupported("unknown request")),
+                // A 2025-11-25 client has no rounds: one request each, in key
+                // order, and their answers go back together.
+                CallerRequest::Round { requests } => {
+                    let mut answers = serde_json::Map::new();
+                    for (key, request) in requests {
+                        let answer = Self::input(peer.clone(), request).await?;
+                        answers.insert(key, answer);
+                    }
+                    Ok(Value::Object(answers))
+                }
+                other => Self::input(peer, other).await,
             }
         })
     }

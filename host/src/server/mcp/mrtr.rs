@@ -41,7 +41,35 @@ type Reply = oneshot::Sender<Result<Value, PluginError>>;
 /// A source's request for input, waiting for the client's answer.
 struct Ask {
     request: CallerRequest,
+    /// The key the source gave it (a [`CallerRequest::Round`]'s, e.g. its
+    /// upstream's): the client sees it under that key where it can.
+    key: Option<String>,
     reply: Reply,
+}
+
+/// Longest key of a source's that a client's round keeps (longer ones get
+/// wf's own key; the answer still reaches the source under its key).
+const MAX_KEY_LEN: usize = 256;
+
+/// Whether `key` may stand in a client's `inputRequests` as it is.
+fn usable_key(key: &str) -> bool {
+    !key.is_empty() && key.len() <= MAX_KEY_LEN && !key.chars().any(char::is_control)
+}
+
+/// The key a request gets in a client's round: the source's where the client
+/// can have it (usable and not yet taken in this round), else wf's own
+/// (`elicit-1`, counting on from `next`).
+fn round_key(wanted: Option<String>, kind: &str, taken: &InputRequests, next: &mut u64) -> String {
+    match wanted {
+        Some(k) if usable_key(&k) && !taken.contains_key(&k) => k,
+        _ => loop {
+            *next += 1;
+            let k = format!("{kind}-{next}");
+            if !taken.contains_key(&k) {
+                break k;
+            }
+        },
+    }
 }
 
 /// How a call ends: what it produced, or that it needs input first.
@@ -51,10 +79,10 @@ pub enum Step<T> {
 }
 
 /// The asker of a 2026-07-28 client's call: requests for input queue up for
-/// the next `InputRequiredResult`; log messages go to the current round's
-/// request.
+/// the next `InputRequiredResult` (a source's round together, as one batch);
+/// log messages go to the current round's request.
 struct RoundAsker {
-    asks: mpsc::UnboundedSender<Ask>,
+    asks: mpsc::UnboundedSender<Vec<Ask>>,
     logs: LogRoute,
     caps: Option<ClientCapabilities>,
 }
@@ -68,17 +96,49 @@ impl Asker for RoundAsker {
             let e = PluginError::unsupported(format!("cannot {}: {why}", request.kind()));
             return Box::pin(async move { Err(e) });
         }
-        let (reply, answer) = oneshot::channel();
-        let queued = self.asks.send(Ask { request, reply }).is_ok();
+        let unanswered = || {
+            PluginError::failed("the client did not answer: the call's wait for its input ended")
+        };
+        let CallerRequest::Round { requests } = request else {
+            let (reply, answer) = oneshot::channel();
+            let ask = Ask {
+                request,
+                key: None,
+                reply,
+            };
+            let queued = self.asks.send(vec![ask]).is_ok();
+            return Box::pin(async move {
+                if !queued {
+                    return Err(PluginError::failed("the call no longer waits for input"));
+                }
+                answer.await.unwrap_or_else(|_| Err(unanswered()))
+            });
+        };
+        if requests.is_empty() {
+            return Box::pin(async { Ok(Value::Object(Default::default())) });
+        }
+        // One batch, so the whole round lands in one InputRequiredResult.
+        let mut batch = Vec::with_capacity(requests.len());
+        let mut answers = Vec::with_capacity(requests.len());
+        for (key, request) in requests {
+            let (reply, answer) = oneshot::channel();
+            batch.push(Ask {
+                request,
+                key: Some(key.clone()),
+                reply,
+            });
+            answers.push((key, answer));
+        }
+        let queued = self.asks.send(batch).is_ok();
         Box::pin(async move {
             if !queued {
                 return Err(PluginError::failed("the call no longer waits for input"));
             }
-            answer.await.unwrap_or_else(|_| {
-                Err(PluginError::failed(
-                    "the client did not answer: the call's wait for its input ended",
-                ))
-            })
+            let mut out = serde_json::Map::new();
+            for (key, answer) in answers {
+                out.insert(key, answer.await.unwrap_or_else(|_| Err(unanswered()))?);
+            }
+            Ok(Value::Object(out))
         })
     }
 }
@@ -89,8 +149,12 @@ struct Running {
     what: String,
     /// The principal that made it: only it may resume it.
     owner: String,
-    asks: mpsc::UnboundedReceiver<Ask>,
+    asks: mpsc::UnboundedReceiver<Vec<Ask>>,
     outcome: oneshot::Receiver<Result<Value, McpError>>,
+    /// Answers the client sent with its first request, before any round
+    /// (under the keys it expects the source to use): they answer the
+    /// source's requests of those keys until wf hands the client a round.
+    preset: InputResponses,
     /// Requests handed to the client, by their key in `inputRequests`.
     open: BTreeMap<String, Reply>,
     next_key: u64,
@@ -131,16 +195,24 @@ impl Running {
     fn answer(&mut self, mut responses: InputResponses) {
         for (key, reply) in std::mem::take(&mut self.open) {
             let answer = match responses.remove(&key) {
-                Some(v) if v.is_object() => Ok(v),
-                Some(_) => Err(PluginError::invalid_arguments(format!(
-                    "the client's answer to {key} is not an object"
-                ))),
+                Some(v) => object_answer(&key, v),
                 None => Err(PluginError::failed(format!(
                     "the client's retry brought no answer to {key}"
                 ))),
             };
             let _ = reply.send(answer);
         }
+    }
+}
+
+/// A client's answer to the request under `key`: an MCP result, so an object.
+fn object_answer(key: &str, answer: Value) -> Result<Value, PluginError> {
+    if answer.is_object() {
+        Ok(answer)
+    } else {
+        Err(PluginError::invalid_arguments(format!(
+            "the client's answer to {key} is not an object"
+        )))
     }
 }
 
@@ -229,10 +301,11 @@ impl Rounds {
                 r.answer(responses.unwrap_or_default());
                 (r, None)
             }
-            (None, _) => match start(context, what, owner, logs, work).await? {
+            (None, preset) => match start(context, what, owner, logs, work).await? {
                 Started::Done(t) => return Ok(Step::Done(t)),
                 Started::Asked(parked) => {
-                    let (r, ask) = *parked;
+                    let (mut r, ask) = *parked;
+                    r.preset = preset.unwrap_or_default();
                     (r, Some(ask))
                 }
             },
@@ -272,7 +345,7 @@ impl Rounds {
         mut running: Running,
         ct: &CancellationToken,
         gone: Option<CancellationToken>,
-        mut asked: Option<Ask>,
+        mut asked: Option<Vec<Ask>>,
     ) -> Result<Step<T>, McpError> {
         let mut requests = InputRequests::new();
         while requests.is_empty() {
@@ -291,24 +364,34 @@ impl Rounds {
                 }
             };
             // Whatever else the source asked meanwhile goes in the same round.
-            let mut asks = vec![first];
-            while let Ok(a) = running.asks.try_recv() {
-                asks.push(a);
+            let mut asks = first;
+            while let Ok(more) = running.asks.try_recv() {
+                asks.extend(more);
             }
-            for Ask { request, reply } in asks {
-                match input_request(&request) {
-                    Ok(r) => {
-                        running.next_key += 1;
-                        let key = format!("{}-{}", request.kind(), running.next_key);
-                        requests.insert(key.clone(), r);
-                        running.open.insert(key, reply);
-                    }
+            for Ask {
+                request,
+                key,
+                reply,
+            } in asks
+            {
+                let r = match input_request(&request) {
+                    Ok(r) => r,
                     Err(why) => {
                         let _ = reply.send(Err(PluginError::invalid_arguments(why)));
+                        continue;
                     }
+                };
+                if let Some(answer) = key.as_ref().and_then(|k| running.preset.remove(k)) {
+                    let _ = reply.send(object_answer(key.as_deref().unwrap_or_default(), answer));
+                    continue;
                 }
+                let key = round_key(key, request.kind(), &requests, &mut running.next_key);
+                requests.insert(key.clone(), r);
+                running.open.insert(key, reply);
             }
         }
+        // The client's early answers were for the first round only.
+        running.preset.clear();
         // This round's request gets the InputRequiredResult and closes.
         if let Some(route) = &running.progress {
             route.clear();
@@ -394,7 +477,7 @@ enum Started<T> {
     /// It finished without asking for anything: the common case.
     Done(T),
     /// It asked for input, and now runs on in its own task.
-    Asked(Box<(Running, Ask)>),
+    Asked(Box<(Running, Vec<Ask>)>),
 }
 
 /// Runs `work`, asking through a [`RoundAsker`]. It is polled right here
@@ -464,6 +547,7 @@ where
         owner,
         asks,
         outcome,
+        preset: InputResponses::new(),
         open: BTreeMap::new(),
         next_key: 0,
         rounds: 0,
@@ -517,7 +601,9 @@ mod tests {
             caps: caps(json!({"roots": {}})),
         };
         let answer = asker.ask(CallerRequest::ListRoots);
-        let ask = rx.recv().await.expect("queued");
+        let mut batch = rx.recv().await.expect("queued");
+        let ask = batch.pop().expect("one ask");
+        assert!(batch.is_empty() && ask.key.is_none());
         assert_eq!(ask.request, CallerRequest::ListRoots);
         let _ = ask.reply.send(Ok(json!({"roots": []})));
         assert_eq!(answer.await.expect("answered"), json!({"roots": []}));
@@ -525,6 +611,90 @@ mod tests {
         let answer = asker.ask(CallerRequest::ListRoots);
         drop(rx.recv().await);
         assert!(answer.await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_sources_round_is_one_batch_and_its_answers_come_back_by_key() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let asker = RoundAsker {
+            asks: tx,
+            logs: LogRoute::to(Arc::new(NoLogs)),
+            caps: caps(json!({"roots": {}, "elicitation": {}})),
+        };
+        let round = CallerRequest::Round {
+            requests: std::collections::BTreeMap::from([
+                ("where".to_string(), CallerRequest::ListRoots),
+                (
+                    "who".to_string(),
+                    CallerRequest::Elicit {
+                        params: json!({"message": "name?"}),
+                    },
+                ),
+            ]),
+        };
+        let answer = asker.ask(round);
+        let batch = rx.recv().await.expect("queued");
+        let keys: Vec<_> = batch.iter().map(|a| a.key.clone()).collect();
+        assert_eq!(keys, [Some("where".into()), Some("who".into())]);
+        for ask in batch {
+            let _ = ask.reply.send(Ok(json!({"for": ask.key})));
+        }
+        assert_eq!(
+            answer.await.expect("answered"),
+            json!({"where": {"for": "where"}, "who": {"for": "who"}})
+        );
+        // A round the client cannot answer in full is refused whole.
+        let round = CallerRequest::Round {
+            requests: std::collections::BTreeMap::from([
+                ("where".to_string(), CallerRequest::ListRoots),
+                (
+                    "llm".to_string(),
+                    CallerRequest::Sample { params: json!({}) },
+                ),
+            ]),
+        };
+        let e = asker.ask(round).await.expect_err("refused");
+        assert_eq!(e.code, wf_plugin_api::ErrorCode::Unsupported);
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_round_keeps_the_sources_keys_unless_taken_or_unusable() {
+        let mut taken = InputRequests::new();
+        let roots = input_request(&CallerRequest::ListRoots).expect("roots");
+        let mut next = 0;
+        assert_eq!(
+            round_key(Some("user_name".into()), "elicit", &taken, &mut next),
+            "user_name"
+        );
+        taken.insert("user_name".into(), roots.clone());
+        taken.insert("elicit-1".into(), roots);
+        // Taken: wf's own key, past the one the source used.
+        assert_eq!(
+            round_key(Some("user_name".into()), "elicit", &taken, &mut next),
+            "elicit-2"
+        );
+        assert_eq!(
+            round_key(None, "list_roots", &taken, &mut next),
+            "list_roots-3"
+        );
+        assert_eq!(
+            round_key(Some(String::new()), "sample", &taken, &mut next),
+            "sample-4"
+        );
+        assert_eq!(
+            round_key(
+                Some("x".repeat(MAX_KEY_LEN + 1)),
+                "sample",
+                &taken,
+                &mut next
+            ),
+            "sample-5"
+        );
+        assert_eq!(
+            round_key(Some("a\nb".into()), "sample", &taken, &mut next),
+            "sample-6"
+        );
     }
 
     #[tokio::test]

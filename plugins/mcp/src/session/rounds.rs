@@ -5,6 +5,7 @@
 //! 2026-07-28 one, a round of wf's own), and the call is retried with the
 //! answers and the upstream's `requestState`, for at most [`MAX_ROUNDS`].
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 use rmcp::model::{InputRequiredResult, InputResponses, ProtocolVersion};
@@ -82,22 +83,26 @@ where
     )))
 }
 
-/// The caller's answers to one round's requests.
+/// The caller's answers to one round's requests, asked as one round under
+/// the upstream's keys (so a 2026-07-28 client gets them all at once, under
+/// the keys the upstream chose, and a 2025-11-25 client one request each).
 async fn answers(
     ctx: &CallContext,
     input: &InputRequiredResult,
 ) -> Result<InputResponses, PluginError> {
-    let mut out = InputResponses::new();
+    let mut asks = BTreeMap::new();
     for (key, request) in input.input_requests.iter().flatten() {
         let msg = serde_json::to_value(request)
             .map_err(|e| PluginError::internal(format!("input request {key}: {e}")))?;
         let asked = caller_request(&msg).ok_or_else(|| {
             PluginError::upstream(format!("input request {key} is not one wf knows: {msg}"))
         })?;
-        let answer = ctx.ask(&asked).await?;
-        out.insert(key.clone(), answer);
+        asks.insert(key.clone(), asked);
     }
-    Ok(out)
+    if asks.is_empty() {
+        return Ok(InputResponses::new());
+    }
+    ctx.ask_round(asks).await
 }
 
 /// The caller request for one entry of `inputRequests` (`{method, params}`).
