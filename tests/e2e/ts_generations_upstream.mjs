@@ -54,6 +54,13 @@
 //                `requestState.verify` refuses a state it did not mint: -32602)
 //   prompt test_input_required_result_prompt
 //                asks for a context in a round, then returns a message with it
+//   three_asks   elicitation, sampling and roots in one round (keys who, capital, where),
+//                then echoes the keys and answers of the one retry (test_generations_rounds.py)
+//   json_schema_2020_12_tool, prompts test_simple_prompt, test_prompt_with_arguments
+//   (completable arg1), test_prompt_with_embedded_resource, test_prompt_with_image,
+//   resources test://static-text, test://static-binary, template test://template/{id}/data
+//                what the 2026-07-28 set's prompt, resource, completion and JSON Schema
+//                scenarios use by name (as their descriptions ask)
 //
 // Resources `test://watched` and `test://watched-resource` (subscribable), prompt `greet` with a completable argument,
 // prompt `refuse`, which fails with a JSON-RPC error carrying a code and `data`.
@@ -61,7 +68,7 @@
 import { appendFileSync } from 'node:fs';
 import http from 'node:http';
 
-import { McpServer, ProtocolError, inputRequired, completable, createMcpHandler } from '@modelcontextprotocol/server';
+import { McpServer, ProtocolError, ResourceTemplate, inputRequired, completable, createMcpHandler, fromJsonSchema } from '@modelcontextprotocol/server';
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import * as z from 'zod';
 
@@ -488,6 +495,67 @@ const contentTools = {
 for (const [name, answer] of Object.entries(contentTools)) {
   server.registerTool(name, { description: `Content: ${name}`, inputSchema: noArgs }, async () => answer());
 }
+
+// The conformance suite 0.2.0-alpha.12's prompts, resources, completion and JSON
+// Schema 2020-12 tool, under the names its scenarios use (written from the scenarios'
+// descriptions; test_conformance_2026.py).
+server.registerPrompt('test_simple_prompt', { description: 'A prompt without arguments', argsSchema: z.object({}) }, async () => ({
+  messages: [{ role: 'user', content: { type: 'text', text: 'A simple prompt, no arguments.' } }]
+}));
+server.registerPrompt(
+  'test_prompt_with_arguments',
+  {
+    description: 'A prompt with two arguments',
+    argsSchema: z.object({ arg1: completable(z.string(), v => ['test', 'testing', 'other'].filter(a => a.startsWith(v))), arg2: z.string() })
+  },
+  async ({ arg1, arg2 }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `first: ${arg1}; second: ${arg2}` } }] })
+);
+server.registerPrompt(
+  'test_prompt_with_embedded_resource',
+  { description: 'A prompt that embeds the resource it is given', argsSchema: z.object({ resourceUri: z.string() }) },
+  async ({ resourceUri }) => ({
+    messages: [
+      { role: 'user', content: { type: 'resource', resource: { uri: resourceUri, mimeType: 'text/plain', text: 'embedded for the prompt' } } },
+      { role: 'user', content: { type: 'text', text: 'Summarise the resource above.' } }
+    ]
+  })
+);
+server.registerPrompt('test_prompt_with_image', { description: 'A prompt with an image', argsSchema: z.object({}) }, async () => ({
+  messages: [
+    { role: 'user', content: { type: 'image', data: PNG, mimeType: 'image/png' } },
+    { role: 'user', content: { type: 'text', text: 'Describe the image above.' } }
+  ]
+}));
+server.registerResource('static-text', 'test://static-text', { description: 'A text resource', mimeType: 'text/plain' }, async uri => ({
+  contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'static text of the generation upstream' }]
+}));
+server.registerResource('static-binary', 'test://static-binary', { description: 'A binary resource', mimeType: 'image/png' }, async uri => ({
+  contents: [{ uri: uri.href, mimeType: 'image/png', blob: PNG }]
+}));
+server.registerResource(
+  'template-data',
+  new ResourceTemplate('test://template/{id}/data', { list: undefined }),
+  { description: 'A resource per id', mimeType: 'application/json' },
+  async (uri, { id }) => ({ contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id }) }] })
+);
+server.registerTool(
+  'json_schema_2020_12_tool',
+  {
+    description: 'Takes an input schema that uses JSON Schema 2020-12 keywords',
+    inputSchema: fromJsonSchema({
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      type: 'object',
+      $defs: { address: { $anchor: 'address', type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
+      properties: { name: { type: 'string' }, kind: { type: 'string' }, address: { $ref: '#/$defs/address' } },
+      additionalProperties: false,
+      allOf: [{ anyOf: [{ required: ['name'] }, { required: ['address'] }] }],
+      if: { properties: { kind: { const: 'company' } }, required: ['kind'] },
+      then: { required: ['name'] },
+      else: {}
+    })
+  },
+  async args => text(`got ${JSON.stringify(args)}`)
+);
 
 server.registerResource('watched-resource', 'test://watched-resource', { description: 'The conformance suite subscribes to it' }, async uri => ({
   contents: [{ uri: uri.href, text: 'watched' }]
