@@ -61,6 +61,11 @@
 //   resources test://static-text, test://static-binary, template test://template/{id}/data
 //                what the 2026-07-28 set's prompt, resource, completion and JSON Schema
 //                scenarios use by name (as their descriptions ask)
+//   greet, slow_compute, failing_job, protocol_error_job
+//                the tasks extension scenarios' tools (as `tasks-lifecycle` describes
+//                them): `greet` answers at once; with the extension declared, the others
+//                answer with a task that completes after `seconds` (cancellable), completes
+//                with a tool error, or fails with a JSON-RPC error
 //
 // Resources `test://watched` and `test://watched-resource` (subscribable), prompt `greet` with a completable argument,
 // prompt `refuse`, which fails with a JSON-RPC error carrying a code and `data`.
@@ -328,6 +333,40 @@ server.registerTool(
 );
 
 const noArgs = z.object({});
+
+// The tasks extension scenarios' tools (conformance 0.2.0-alpha.12, `tasks-lifecycle`;
+// written from its description): `greet` answers at once; the others answer with a task
+// when the request declares the extension. `slow_compute` completes after `seconds`
+// (cancellable meanwhile), `failing_job` completes with a tool error, and
+// `protocol_error_job` fails with a JSON-RPC error.
+server.registerTool('greet', { description: 'Greets at once', inputSchema: z.object({ name: z.string() }) }, async ({ name }) => text(`Hello, ${name}!`));
+const jobTool = (name, description, inputSchema, settle) =>
+  server.registerTool(name, { description, inputSchema }, async (args, ctx) => {
+    const caps = ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities'];
+    const [ms, end] = settle(args);
+    if (!caps?.extensions?.[TASKS_EXTENSION]) return end.result ?? text(`${name}: ${end.error?.message}`);
+    const now = new Date().toISOString();
+    const task = { taskId: `ts-task-${++taskCount}`, status: 'working', createdAt: now, lastUpdatedAt: now, ttlMs: 600_000, pollIntervalMs: 100 };
+    TASKS.set(task.taskId, task);
+    setTimeout(() => {
+      if (task.status !== 'working') return;
+      const status = end.error ? 'failed' : 'completed';
+      Object.assign(task, { status, lastUpdatedAt: new Date().toISOString(), ...end });
+    }, ms);
+    return { resultType: 'task', ...withoutResult(task) };
+  });
+jobTool('slow_compute', 'Computes for `seconds`, as a task', z.object({ seconds: z.number(), label: z.string().optional() }), ({ seconds, label }) => [
+  seconds * 1000,
+  { result: text(`computed ${label ?? ''} in ${seconds} s`) }
+]);
+jobTool('failing_job', 'A task whose tool fails', z.object({}).passthrough(), () => [
+  300,
+  { result: { isError: true, content: [{ type: 'text', text: 'the job failed' }] } }
+]);
+jobTool('protocol_error_job', 'A task that fails with a protocol error', z.object({}).passthrough(), () => [
+  300,
+  { error: { code: -32603, message: 'the job crashed' } }
+]);
 const capitalQuestion = inputRequired.createMessage({
   messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }],
   maxTokens: 50
@@ -588,7 +627,7 @@ const TASKS = new Map();
 let taskCount = 0;
 
 function withoutResult(task) {
-  const { result: _result, ...rest } = task;
+  const { result: _result, error: _error, ...rest } = task;
   return rest;
 }
 
@@ -599,11 +638,11 @@ function serveTasks(server) {
     if (!task) throw new ProtocolError(-32602, `no task ${taskId}`);
     return task;
   };
-  server.server.setRequestHandler('tasks/get', { params: byId }, async ({ taskId }) => ({ ...known(taskId) }));
+  server.server.setRequestHandler('tasks/get', { params: byId }, async ({ taskId }) => ({ resultType: 'complete', ...known(taskId) }));
   server.server.setRequestHandler('tasks/cancel', { params: byId }, async ({ taskId }) => {
     const task = known(taskId);
     if (task.status === 'working') Object.assign(task, { status: 'cancelled', lastUpdatedAt: new Date().toISOString() });
-    return {};
+    return { resultType: 'complete' };
   });
 }
 
