@@ -343,7 +343,10 @@ impl App {
             }));
 
         let sources = app.sources.clone();
-        tokio::spawn(async move { sources.discover_all(sources.list(), timeout).await });
+        tokio::spawn(async move {
+            sources.discover_all(sources.list(), timeout).await;
+            crate::plugins::resident::after_start();
+        });
 
         // A plugin saying its capabilities changed triggers a fresh discovery
         // of that source: one for all the changes already queued (a server

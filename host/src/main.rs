@@ -7,6 +7,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     no_huge_pages();
+    // Start-up code leaves wf's page tables once it has served its turn.
+    wf_host::plugins::resident::enable();
     std::process::exit(wf_host::cli::main());
 }
 

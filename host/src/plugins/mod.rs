@@ -10,6 +10,7 @@ pub mod isolation;
 mod loader;
 pub mod pins;
 pub mod process;
+pub mod resident;
 mod safety;
 pub mod sandbox;
 
