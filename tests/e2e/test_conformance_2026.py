@@ -109,9 +109,11 @@ SCENARIOS_2026 = [
     "dns-rebinding-protection",
     # The tasks extension (SEP-2663): the upstream's tasks (`slow_compute`, `failing_job`,
     # `protocol_error_job`; `greet` answers at once) through wf's forwarded tasks. Left
-    # out: `tasks-required-task-error`, `-status-notifications`, `-mrtr-input` and
-    # `-mrtr-composition`, which call tools the upstream does not serve.
+    # out: `tasks-mrtr-input` (tools the upstream does not serve), `-required-task-error`
+    # (fails against the upstream directly) and `-status-notifications` (the suite skips
+    # it).
     "tasks-lifecycle",
+    "tasks-mrtr-composition",
     "tasks-capability-negotiation",
     "tasks-wire-fields",
     "tasks-dispatch-and-envelope",
@@ -124,7 +126,15 @@ SCENARIOS_2026 = [
 # requests at once (multiple-input-requests) under its own keys (basic-elicitation
 # looks for `user_name`), and answers a client sends with its first call, before any
 # round, answer the upstream's requests of those keys (ignore-extra-params).
-EXPECTED_LOST: dict[str, set[str]] = {}
+EXPECTED_LOST: dict[str, set[str]] = {
+    # The upstream's tool asks for input in a round and only then answers with a task.
+    # wf starts a task-declaring client's call as an upstream task, with nobody to ask
+    # (the host's task start has no caller: a task runs on without its client), and the
+    # mcp plugin takes only a task or a result for an answer there: the client gets the
+    # error "unsupported reply to tools/call (resultType "input_required")". A round
+    # before a task is not bridged yet.
+    "tasks-mrtr-composition": {"sep-2663-mrtr-synchronous-before-task-creation"},
+}
 
 
 def test_the_2026_requirement_set_through_wf(urls: tuple[str, str]) -> None:

@@ -66,6 +66,9 @@
 //                them): `greet` answers at once; with the extension declared, the others
 //                answer with a task that completes after `seconds` (cancellable), completes
 //                with a tool error, or fails with a JSON-RPC error
+//   test_tool_with_task
+//                asks for `user_name` in a round, then answers with a task whose result
+//                names it (`tasks-mrtr-composition`)
 //
 // Resources `test://watched` and `test://watched-resource` (subscribable), prompt `greet` with a completable argument,
 // prompt `refuse`, which fails with a JSON-RPC error carrying a code and `data`.
@@ -340,29 +343,53 @@ const noArgs = z.object({});
 // (cancellable meanwhile), `failing_job` completes with a tool error, and
 // `protocol_error_job` fails with a JSON-RPC error.
 server.registerTool('greet', { description: 'Greets at once', inputSchema: z.object({ name: z.string() }) }, async ({ name }) => text(`Hello, ${name}!`));
-const jobTool = (name, description, inputSchema, settle) =>
+// A task that settles after `ms` with `end` ({result} or {error}).
+function startTask(ms, end) {
+  const now = new Date().toISOString();
+  const task = { taskId: `ts-task-${++taskCount}`, status: 'working', createdAt: now, lastUpdatedAt: now, ttlMs: 600_000, pollIntervalMs: 100 };
+  TASKS.set(task.taskId, task);
+  setTimeout(() => {
+    if (task.status !== 'working') return;
+    const status = end.error ? 'failed' : 'completed';
+    Object.assign(task, { status, lastUpdatedAt: new Date().toISOString(), ...end });
+  }, ms);
+  return { resultType: 'task', ...withoutResult(task) };
+}
+const declaresTasks = ctx => Boolean(ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities']?.extensions?.[TASKS_EXTENSION]);
+// A tool that runs only as a task refuses a client without the extension: -32021 with
+// the capability it needs (the SDK turns the throw into a tool error result, so
+// `tasks-required-task-error` fails against this upstream directly).
+const tasksRequired = () =>
+  new ProtocolError(-32021, 'this tool runs only as a task: declare the tasks extension', {
+    requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } }
+  });
+const jobTool = (name, description, inputSchema, settle, required = false) =>
   server.registerTool(name, { description, inputSchema }, async (args, ctx) => {
-    const caps = ctx.mcpReq.envelope?.['io.modelcontextprotocol/clientCapabilities'];
     const [ms, end] = settle(args);
-    if (!caps?.extensions?.[TASKS_EXTENSION]) return end.result ?? text(`${name}: ${end.error?.message}`);
-    const now = new Date().toISOString();
-    const task = { taskId: `ts-task-${++taskCount}`, status: 'working', createdAt: now, lastUpdatedAt: now, ttlMs: 600_000, pollIntervalMs: 100 };
-    TASKS.set(task.taskId, task);
-    setTimeout(() => {
-      if (task.status !== 'working') return;
-      const status = end.error ? 'failed' : 'completed';
-      Object.assign(task, { status, lastUpdatedAt: new Date().toISOString(), ...end });
-    }, ms);
-    return { resultType: 'task', ...withoutResult(task) };
+    if (!declaresTasks(ctx)) {
+      if (required) throw tasksRequired();
+      return end.result ?? text(`${name}: ${end.error?.message}`);
+    }
+    return startTask(ms, end);
   });
 jobTool('slow_compute', 'Computes for `seconds`, as a task', z.object({ seconds: z.number(), label: z.string().optional() }), ({ seconds, label }) => [
   seconds * 1000,
   { result: text(`computed ${label ?? ''} in ${seconds} s`) }
 ]);
-jobTool('failing_job', 'A task whose tool fails', z.object({}).passthrough(), () => [
-  300,
-  { result: { isError: true, content: [{ type: 'text', text: 'the job failed' }] } }
-]);
+jobTool(
+  'failing_job',
+  'A task whose tool fails (runs only as a task)',
+  z.object({}).passthrough(),
+  () => [300, { result: { isError: true, content: [{ type: 'text', text: 'the job failed' }] } }],
+  true
+);
+// Asks for `user_name` in a round, then runs as a task whose result names it.
+server.registerTool('test_tool_with_task', { description: 'A round, then a task', inputSchema: noArgs }, async (_a, ctx) => {
+  if (!declaresTasks(ctx)) throw tasksRequired();
+  const answer = ctx.mcpReq.inputResponses?.user_name;
+  if (answer?.action !== 'accept') return inputRequired({ inputRequests: { user_name: nameForm() } });
+  return startTask(100, { result: text(`Hello from the task, ${answer.content?.name}!`) });
+});
 jobTool('protocol_error_job', 'A task that fails with a protocol error', z.object({}).passthrough(), () => [
   300,
   { error: { code: -32603, message: 'the job crashed' } }
