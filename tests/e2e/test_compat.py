@@ -300,10 +300,13 @@ def test_a_1_2_plugin_loads(compat12_wf: CompatWf) -> None:
     assert (major, minor) > (1, 2), f"the host must be newer than the plugin: {host_api}"
 
 
-async def test_a_1_2_plugin_asks_the_client(compat12_wf: CompatWf) -> None:
+# A 2026-07-28 client (`auto`) gets the 1.2 plugin's single ask as a round of wf's own
+# (the host's rounds also take a newer plugin's keyed rounds, `CallerRequest::Round`).
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_1_2_plugin_asks_the_client(compat12_wf: CompatWf, mode: str) -> None:
     a = Answerer()
     with anyio.fail_after(60):
-        async with Client(compat12_wf.params(), mode="legacy", **a.callbacks()) as c:
+        async with Client(compat12_wf.params(), mode=mode, **a.callbacks()) as c:
             r = await c.call_tool("compat12__ask", {})
     assert not r.is_error, content_text(r.content)
     assert r.structured_content == {"greeting": f"hello from api 1.2, {ANSWER_NAME}"}
