@@ -1,6 +1,8 @@
 //! The host's resident memory: with wf.std only, then with 10 fixture
 //! sources discovered, connected (one call each, so every persistent
-//! session is open) and after a burst of calls.
+//! session is open) and after a burst of calls; and what holds it at rest:
+//! `wf serve --http` with one fixture source after 1,000 calls, its
+//! resident pages by mapping, with and without the start-up code released.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -102,6 +104,125 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             mib(r.wf.1),
             r.children.len(),
             mib(total)
+        );
+    }
+    println!();
+    at_rest(env).await
+}
+
+/// Where a process's resident pages are, in KiB, from /proc/PID/smaps.
+#[derive(Default, Clone, Copy)]
+struct Breakdown {
+    rss: u64,
+    /// File pages of the `wf` executable (code and constants).
+    wf: u64,
+    /// File pages of plugin libraries (`libwf_source_*`).
+    plugins: u64,
+    /// File pages of other libraries (libc, libm, the loader).
+    system: u64,
+    /// Private pages: heaps, thread stacks, relocated constants.
+    anonymous: u64,
+    threads: usize,
+}
+
+fn breakdown(pid: u32, exe: &std::path::Path) -> Option<Breakdown> {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+    let exe = std::fs::canonicalize(exe).unwrap_or_else(|_| exe.to_path_buf());
+    let mut b = Breakdown::default();
+    let mut path = String::new();
+    let mut rss = 0;
+    let kib = |l: &str| {
+        l.split_ascii_whitespace()
+            .nth(1)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    for line in smaps.lines() {
+        let head = line.split_ascii_whitespace().next().unwrap_or("");
+        if head.contains('-') && !head.ends_with(':') {
+            path = line
+                .split_ascii_whitespace()
+                .nth(5)
+                .unwrap_or("")
+                .to_string();
+        } else if line.starts_with("Rss:") {
+            rss = kib(line);
+            b.rss += rss;
+        } else if line.starts_with("Anonymous:") {
+            let anon = kib(line);
+            b.anonymous += anon;
+            let file = rss.saturating_sub(anon);
+            if std::path::Path::new(&path) == exe {
+                b.wf += file;
+            } else if path.contains("libwf_source_") {
+                b.plugins += file;
+            } else {
+                b.system += file;
+            }
+        }
+    }
+    b.threads = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.count();
+    Some(b)
+}
+
+/// `wf serve --http` with one fixture source after 1,000 calls on one
+/// 2025-11-25 session: what its resident memory is made of, with the
+/// start-up code released (the default) and kept (`WF_KEEP_CODE_PAGES=1`),
+/// taking turns.
+async fn at_rest(env: &Env) -> anyhow::Result<()> {
+    use crate::web::{Generation, HttpWf, WebClient};
+    const CALLS: usize = 1_000;
+    let rounds = if env.quick { 1 } else { 3 };
+    let variants = [
+        ("wf --http (start-up code released)", false),
+        ("wf --http, `WF_KEEP_CODE_PAGES=1`", true),
+    ];
+    let http = reqwest::Client::new();
+    let mut got: Vec<Vec<Breakdown>> = vec![Vec::new(); variants.len()];
+    for _ in 0..rounds {
+        for (k, (_, keep)) in variants.iter().enumerate() {
+            let (mut cmd, log) =
+                env.wf_command(&format!("rest-{k}"), json!({"fx": env.fixture_source(0)}))?;
+            if *keep {
+                cmd.env("WF_KEEP_CODE_PAGES", "1");
+            }
+            let mut server = HttpWf::start(cmd, &log).await?;
+            let mut client =
+                WebClient::connect(&http, &server.url, Generation::Sessions2025).await?;
+            for i in 0..CALLS {
+                client.echo("fx__echo", &format!("at rest {i}")).await?;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let b = breakdown(server.pid, &env.wf);
+            server.stop().await;
+            got[k]
+                .push(b.ok_or_else(|| anyhow::anyhow!("cannot read /proc/{}/smaps", server.pid))?);
+        }
+    }
+    println!("## Memory at rest\n");
+    println!(
+        "`wf serve --http` with one fixture source (stdio), after {CALLS} echo calls on one \
+         2025-11-25 session; resident pages from /proc/PID/smaps, median of {rounds} runs taking \
+         turns. File pages are shared with the page cache; anonymous ones are wf's own.\n"
+    );
+    println!(
+        "| wf | RSS | `wf` binary | plugin libraries | other libraries | anonymous (heap, stacks, relocations) | threads |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for ((name, _), runs) in variants.iter().zip(&got) {
+        let med = |f: fn(&Breakdown) -> u64| {
+            let mut v: Vec<u64> = runs.iter().map(f).collect();
+            v.sort_unstable();
+            v[v.len() / 2]
+        };
+        println!(
+            "| {name} | {} | {} | {} | {} | {} | {} |",
+            mib(med(|b| b.rss)),
+            mib(med(|b| b.wf)),
+            mib(med(|b| b.plugins)),
+            mib(med(|b| b.system)),
+            mib(med(|b| b.anonymous)),
+            med(|b| b.threads as u64),
         );
     }
     println!();
