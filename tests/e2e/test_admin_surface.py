@@ -302,7 +302,7 @@ async def test_admin_over_stdio_is_allowed_by_default(wf: Wf) -> None:
         assert {n for n in names if n.startswith("wf_admin__")} == {f"wf_admin__{t}" for t in ADMIN_TOOLS}
         status = await admin(c, "status")
     assert status["config_file"] == "<embedded default>"
-    assert status["counts"]["plugins"] == 3 and status["last_reload"] is None, status
+    assert status["counts"]["plugins"] == 4 and status["last_reload"] is None, status
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -510,7 +510,7 @@ async def test_list_plugins_shows_loaded_and_refused(wf: Wf, plain_c_lib: Path) 
         plugins = await admin(c, "list_plugins")
         status = await admin(c, "status")
     loaded = {p["name"]: p for p in plugins["loaded"]}
-    assert set(loaded) == {"wf-source-std", "wf-source-mcp", "wf-source-openapi"}, loaded
+    assert set(loaded) == {"wf-source-std", "wf-source-mcp", "wf-source-openapi", "wf-source-wasm"}, loaded
     assert loaded["wf-source-std"]["kinds"] == ["std"] and loaded["wf-source-mcp"]["kinds"] == ["mcp"]
     assert loaded["wf-source-openapi"]["kinds"] == ["openapi"]
     for p in loaded.values():
@@ -520,7 +520,7 @@ async def test_list_plugins_shows_loaded_and_refused(wf: Wf, plain_c_lib: Path) 
     assert refused["libfixture_bad_version.so"].startswith("incompatible wf-plugin-api: built against 2.0.0"), refused
     assert refused[plain_c_lib.name].startswith("not a wf plugin"), refused
     assert plugins["supported_api"] and plugins["restart_needed"] == []
-    assert status["counts"]["plugins"] == 3 and status["counts"]["refused_plugin_files"] == 2, status
+    assert status["counts"]["plugins"] == 4 and status["counts"]["refused_plugin_files"] == 2, status
 
 
 async def test_plugin_dropped_into_a_folder_is_loaded_by_reload(wf: Wf) -> None:
@@ -535,7 +535,7 @@ async def test_plugin_dropped_into_a_folder_is_loaded_by_reload(wf: Wf) -> None:
 
         plugins = await admin(c, "list_plugins")
         loaded = {p["name"]: p for p in plugins["loaded"]}
-        assert set(loaded) == {"wf-source-std", "wf-source-mcp", "wf-source-openapi", "fixture-call-panics"}, loaded
+        assert set(loaded) == {"wf-source-std", "wf-source-mcp", "wf-source-openapi", "wf-source-wasm", "fixture-call-panics"}, loaded
         assert loaded["fixture-call-panics"]["kinds"] == ["panicky"]
         assert Path(loaded["fixture-call-panics"]["file"]) == dropped
         row = (await sources_by_name(c))["panicky"]

@@ -275,6 +275,7 @@ def test_a_bundled_plugin_runs_in_a_child_when_configured(wf: Wf) -> None:
         "wf-source-mcp": "process",
         "wf-source-openapi": "process",
         "wf-source-std": "process",
+        "wf-source-wasm": "process",
     }
 
 

@@ -55,7 +55,7 @@ def test_check_names_a_source_kind_no_plugin_serves(wf: Wf, fixture_upstream_bin
     lines = (checked.stdout + checked.stderr).splitlines()
     assert checked.returncode == 1, lines
     assert lines == [
-        f'{config}: sources.odd.kind: no loaded plugin serves kind "nope" (loaded kinds: mcp, openapi, std)',
+        f'{config}: sources.odd.kind: no loaded plugin serves kind "nope" (loaded kinds: mcp, openapi, std, wasm)',
         "wf check: 1 problem(s)",
     ], lines
 
