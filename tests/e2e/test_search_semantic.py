@@ -8,6 +8,8 @@ embeddings_server.py (all-MiniLM-L6-v2 from PyPI, run in numpy; no mock vectors)
 - The tools' vectors are cached in the state store: a second start on the same
   state directory embeds no tool text again (the endpoint's own record of what
   it embedded), only queries.
+- Old vectors are pruned: a start where every tool's text changed (the source
+  renamed) leaves in the store only the vectors of the texts listed now.
 - The endpoint down: wf_find still answers (lexically, not an error) and wf
   logs a warning.
 """
@@ -15,6 +17,7 @@ embeddings_server.py (all-MiniLM-L6-v2 from PyPI, run in numpy; no mock vectors)
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import urllib.request
@@ -57,8 +60,8 @@ def embeddings() -> Any:
     stop_process(proc)
 
 
-def config(wf: Wf, everything_bin: Path, endpoint: str) -> Path:
-    text = toml_config({"everything": {"command": str(everything_bin)}}) + (
+def config(wf: Wf, everything_bin: Path, endpoint: str, source: str = "everything") -> Path:
+    text = toml_config({source: {"command": str(everything_bin)}}) + (
         "[server.catalog]\n"
         'mode = "search"\n'
         f'embeddings = {{ endpoint = "{endpoint}", model = "all-MiniLM-L6-v2", timeout_ms = 120000 }}\n'
@@ -85,9 +88,18 @@ async def found_within(c: Any, query: str, name: str, top: int) -> list[str]:
     pytest.fail(f"{name} not in wf_find({query!r})'s top {top} within {OP_TIMEOUT}s: {names}")
 
 
-def tool_texts(texts: list[str]) -> list[str]:
-    """The tool texts among what the endpoint embedded (wf's are `everything …: …`)."""
-    return [t for t in texts if t.startswith("everything ")]
+def tool_texts(texts: list[str], source: str = "everything") -> list[str]:
+    """The tool texts among what the endpoint embedded (wf's start with the source's name)."""
+    return [t for t in texts if t.startswith(f"{source} ")]
+
+
+def stored_vectors(wf: Wf) -> set[str]:
+    """The hashes of the tool vectors in the state store."""
+    db = sqlite3.connect(wf.state_dir / "wf.db", timeout=30)
+    try:
+        return {h for (h,) in db.execute("SELECT hash FROM tool_embeddings")}
+    finally:
+        db.close()
 
 
 async def test_semantic_ranker_finds_caches_and_falls_back(wf: Wf, everything_bin: Path, embeddings: Any) -> None:
@@ -109,6 +121,21 @@ async def test_semantic_ranker_finds_caches_and_falls_back(wf: Wf, everything_bi
     assert second["inputs"] > first["inputs"], "the second start's queries reached the endpoint"
     assert tool_texts(new_texts) == [], f"unchanged tools embedded again: {tool_texts(new_texts)}"
     assert names[0] == again[0] == WANT
+    # The store holds every listed tool's vector (everything's and wf.std's).
+    before = stored_vectors(wf)
+    assert len(before) >= len(embedded), (len(before), len(embedded))
+
+    # Every everything tool's text changed (the source renamed): their old vectors
+    # are pruned, wf.std's (unchanged) stay.
+    renamed = config(wf, everything_bin, endpoint, source="ev")
+    async with wf.stdio_client("legacy", "--config", str(renamed), read_timeout_seconds=OP_TIMEOUT) as c:
+        await found_within(c, QUERY, "ev__get-sum", 3)
+    after = stored_vectors(wf)
+    added = tool_texts(stats()["texts"], "ev")
+    assert len(added) == len(embedded), added
+    assert len(after - before) == len(added), "the renamed tools' vectors are stored"
+    assert len(before - after) == len(embedded), "vectors of texts no tool has any more are still stored"
+    assert len(after) == len(before)
 
     # The endpoint down (nothing listens there): lexical answers, and a warning.
     down = config(wf, everything_bin, f"http://127.0.0.1:{free_port()}/v1/embeddings")

@@ -5,7 +5,8 @@
 //! - Tool vectors are computed at discovery, in batches, keyed by the hash
 //!   of the model and the text embedded, and kept in the state store
 //!   (`tool_embeddings`): a restart, a reload or another replica embeds only
-//!   the tools whose text changed.
+//!   the tools whose text changed. Each refresh deletes the stored vectors of
+//!   texts no tool listed has any more (a bounded number at a time).
 //! - A query costs one embedding (bounded by `timeout_ms`) and a scan of
 //!   dot products over L2-normalised vectors.
 //! - Whatever goes wrong (endpoint down, slow, erroring, a malformed answer)
@@ -13,7 +14,7 @@
 //! - Vectors are bounded in number ([`MAX_VECTORS`]) and dimension
 //!   ([`MAX_DIM`]); an answer larger than [`MAX_RESPONSE`] is refused.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -464,6 +465,20 @@ impl Semantic {
                     self.warn(&format!("{} tools not embedded: {e}", missing.len()));
                     break;
                 }
+            }
+        }
+        // The store keeps only the vectors of texts listed now (a changed
+        // tool's old text, a model no longer configured go), a bounded
+        // number per refresh; an empty catalog (every source down) prunes
+        // nothing.
+        if let Some(store) = &self.store
+            && !hashed.is_empty()
+        {
+            let listed: HashSet<String> = hashed.iter().map(|(h, _, _)| h.clone()).collect();
+            match store.prune_tool_embeddings(&model, &listed).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(deleted = n, "semantic ranker: old vectors pruned"),
+                Err(e) => tracing::warn!(error = %e, "semantic ranker: old vectors not pruned"),
             }
         }
         // Keep only the vectors of the tools listed now.

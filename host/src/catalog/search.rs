@@ -23,9 +23,12 @@
 //!   match unless the query names them ("wf", "std", "workflow").
 //!
 //! With a semantic ranker configured (embed.rs), [`Index::search_blended`]
-//! fuses this ranking with the tools nearest the query's vector by
-//! reciprocal rank ([`RRF_K`], [`LEX_DEPTH`], [`SEM_DEPTH`], [`SEM_WEIGHT`]:
-//! tuned on bench/retrieval/queries.json only; intent.json is held out).
+//! blends this ranking with the tools nearest the query's vector: a tool's
+//! score is [`LEX_SHARE`] of its lexical score (over the best one's) plus
+//! the rest of its cosine ([`LEX_DEPTH`], [`SEM_DEPTH`]; tuned on
+//! bench/retrieval/tune.json and queries.json, intent.json held out: see
+//! docs/benchmarks.md, where the reciprocal-rank fusion it replaced scored
+//! lower on the tuning set).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock};
@@ -52,32 +55,28 @@ pub const NAME_FIT: f32 = 0.3;
 /// (`wf_find` then says so and lists the sources).
 pub const GOOD_MATCH: f32 = 0.34;
 
-/// Reciprocal-rank fusion: a ranking's `r`-th item (0-based) adds
-/// `weight / (RRF_K + r)`.
-pub const RRF_K: f32 = 60.0;
-/// How many lexical matches enter the fusion.
-pub const LEX_DEPTH: usize = 10;
-/// How many of the nearest tools by vector enter the fusion.
-pub const SEM_DEPTH: usize = 50;
-/// The semantic ranking's weight in the fusion (the lexical one's is 1).
-pub const SEM_WEIGHT: f32 = 1.0;
+/// The lexical score's share of a blended score (its cosine has the rest).
+pub const LEX_SHARE: f32 = 0.2;
+/// How many lexical matches enter the blend.
+pub const LEX_DEPTH: usize = 50;
+/// How many of the nearest tools by vector enter the blend; a lexical match
+/// beyond them counts the last one's cosine.
+pub const SEM_DEPTH: usize = 300;
 
-/// The fusion's settings ([`Blend::DEFAULT`]: the constants above; the
-/// benchmark sweeps others on queries.json).
+/// The blend's settings ([`Blend::DEFAULT`]: the constants above; the
+/// benchmark sweeps others on its tuning sets).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Blend {
-    pub k: f32,
+    pub lex_share: f32,
     pub lex_depth: usize,
     pub sem_depth: usize,
-    pub sem_weight: f32,
 }
 
 impl Blend {
     pub const DEFAULT: Blend = Blend {
-        k: RRF_K,
+        lex_share: LEX_SHARE,
         lex_depth: LEX_DEPTH,
         sem_depth: SEM_DEPTH,
-        sem_weight: SEM_WEIGHT,
     };
 }
 
@@ -494,13 +493,15 @@ impl Index {
         out
     }
 
-    /// [`Self::search`] fused with `nearest`, the tools nearest the query's
-    /// vector (key, cosine), best first: reciprocal-rank fusion of the first
+    /// [`Self::search`] blended with `nearest`, the tools nearest the
+    /// query's vector (key, cosine), best first: over the first
     /// [`LEX_DEPTH`] lexical matches and the first [`SEM_DEPTH`] nearest
-    /// that `keep` accepts. A hit's confidence is the larger of its lexical
-    /// confidence and its cosine; its score is the fused one. wf's own
-    /// tools still come last unless asked for. Keys not in the index are
-    /// ignored.
+    /// that `keep` accepts, a tool scores [`LEX_SHARE`] × its lexical score
+    /// over the best one's + (1 − [`LEX_SHARE`]) × its cosine (a lexical
+    /// match not among the nearest counts the last one's). A hit's
+    /// confidence is the larger of its lexical confidence and its cosine.
+    /// wf's own tools still come last unless asked for. Keys not in the
+    /// index are ignored.
     pub fn search_blended(
         &self,
         query: &str,
@@ -511,7 +512,7 @@ impl Index {
         self.search_blended_with(&Blend::DEFAULT, query, nearest, limit, keep)
     }
 
-    /// [`Self::search_blended`] with other fusion settings.
+    /// [`Self::search_blended`] with other settings.
     pub fn search_blended_with(
         &self,
         blend: &Blend,
@@ -522,50 +523,54 @@ impl Index {
     ) -> Vec<Hit<'_>> {
         let terms = query_terms(query);
         let wants_host = self.wants_host(&terms);
-        // document → (fused score, confidence)
-        let mut fused: HashMap<usize, (f32, f32)> = HashMap::new();
-        let mut rank = 0usize;
-        for (_, d, score, confidence) in self.ranked(query) {
-            if rank >= blend.lex_depth {
-                break;
-            }
+        let hit = |d: usize, score: f32, confidence: f32| {
             let doc = self.doc(d);
-            let hit = Hit {
+            Hit {
                 key: &doc.key,
                 source: &doc.source,
                 score,
                 confidence,
-            };
-            if keep(&hit) {
-                fused.insert(d, (1.0 / (blend.k + rank as f32), confidence));
-                rank += 1;
             }
-        }
-        let mut rank = 0usize;
+        };
+        // The nearest `keep` accepts: document → cosine.
+        let mut cosine: HashMap<usize, f32> = HashMap::new();
+        let mut floor = 0f32;
         for (key, cos) in nearest {
-            if rank >= blend.sem_depth {
+            if cosine.len() >= blend.sem_depth {
                 break;
             }
             let Some(&d) = self.by_key.get(*key) else {
                 continue;
             };
-            let d = d as usize;
-            let doc = self.doc(d);
             let cos = cos.clamp(0.0, 1.0);
-            let hit = Hit {
-                key: &doc.key,
-                source: &doc.source,
-                score: cos,
-                confidence: cos,
-            };
-            if keep(&hit) {
-                let e = fused.entry(d).or_default();
-                e.0 += blend.sem_weight / (blend.k + rank as f32);
-                e.1 = e.1.max(cos);
-                rank += 1;
+            if !cosine.contains_key(&(d as usize)) && keep(&hit(d as usize, cos, cos)) {
+                cosine.insert(d as usize, cos);
+                floor = cos;
             }
         }
-        let mut ranked: Vec<(bool, usize, f32, f32)> = fused
+        let mut lexical: Vec<(usize, f32, f32)> = Vec::new();
+        for (_, d, score, confidence) in self.ranked(query) {
+            if lexical.len() >= blend.lex_depth {
+                break;
+            }
+            if keep(&hit(d, score, confidence)) {
+                lexical.push((d, score, confidence));
+            }
+        }
+        let best = lexical.iter().map(|l| l.1).fold(0f32, f32::max);
+        // document → (blended score, confidence)
+        let mut blended: HashMap<usize, (f32, f32)> = HashMap::new();
+        for (d, score, confidence) in lexical {
+            let cos = cosine.get(&d).copied();
+            let s = blend.lex_share * score / best + (1.0 - blend.lex_share) * cos.unwrap_or(floor);
+            blended.insert(d, (s, confidence.max(cos.unwrap_or(0.0))));
+        }
+        for (d, cos) in cosine {
+            blended
+                .entry(d)
+                .or_insert(((1.0 - blend.lex_share) * cos, cos));
+        }
+        let mut ranked: Vec<(bool, usize, f32, f32)> = blended
             .into_iter()
             .map(|(d, (s, c))| (!wants_host && self.doc(d).host, d, s, c))
             .collect();
@@ -573,15 +578,7 @@ impl Index {
         ranked
             .into_iter()
             .take(limit)
-            .map(|(_, d, score, confidence)| {
-                let doc = self.doc(d);
-                Hit {
-                    key: &doc.key,
-                    source: &doc.source,
-                    score,
-                    confidence,
-                }
-            })
+            .map(|(_, d, score, confidence)| hit(d, score, confidence))
             .collect()
     }
 
