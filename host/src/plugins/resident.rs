@@ -39,6 +39,7 @@ pub fn after_start() {
 /// unmapped (0 where unsupported).
 pub fn release_startup_code() -> u64 {
     if std::env::var_os("WF_KEEP_CODE_PAGES").is_some_and(|v| v == "1") {
+        tracing::debug!("start-up code pages kept (WF_KEEP_CODE_PAGES=1)");
         return 0;
     }
     collect_heap();
