@@ -66,6 +66,8 @@
 //                them): `greet` answers at once; with the extension declared, the others
 //                answer with a task that completes after `seconds` (cancellable), completes
 //                with a tool error, or fails with a JSON-RPC error
+//   header_echo  echoes `region`, which its schema mirrors into the `Mcp-Param-Region`
+//                header (SEP-2243, `http-custom-header-server-validation`)
 //   test_tool_with_task
 //                asks for `user_name` in a round, then answers with a task whose result
 //                names it (`tasks-mrtr-composition`)
@@ -382,6 +384,20 @@ jobTool(
   z.object({}).passthrough(),
   () => [300, { result: { isError: true, content: [{ type: 'text', text: 'the job failed' }] } }],
   true
+);
+// A tool whose `region` argument also travels as the `Mcp-Param-Region` header
+// (SEP-2243; `http-custom-header-server-validation`).
+server.registerTool(
+  'header_echo',
+  {
+    description: 'Echoes its region, which is mirrored into an HTTP header',
+    inputSchema: fromJsonSchema({
+      type: 'object',
+      properties: { region: { type: 'string', 'x-mcp-header': 'Region' } },
+      required: ['region']
+    })
+  },
+  async ({ region }) => text(`region: ${region}`)
 );
 // Asks for `user_name` in a round, then runs as a task whose result names it.
 server.registerTool('test_tool_with_task', { description: 'A round, then a task', inputSchema: noArgs }, async (_a, ctx) => {

@@ -507,9 +507,18 @@ impl Runtime {
         rounds::drive(ctx, |responses, state| {
             let mut params = params.clone();
             (params.input_responses, params.request_state) = (responses, state);
-            let req = ClientRequest::CallToolRequest(Request::new(params));
             async move {
-                match self.request(req, Some(ctx)).await? {
+                let req = || ClientRequest::CallToolRequest(Request::new(params.clone()));
+                let sent = match self.request(req(), Some(ctx)).await {
+                    // Refused for want of its `Mcp-Param-*` headers: the tools are
+                    // listed on this session (see below) and the call goes once more.
+                    Err(e) if refused_for_param_headers(&e) => {
+                        self.list_tools_on_session().await?;
+                        self.request(req(), Some(ctx)).await
+                    }
+                    sent => sent,
+                };
+                match sent? {
                     (ServerResult::CallToolResult(r), epoch) => {
                         crate::runtime::tool_result::from_mcp(r)
                             .map(|r| Round::Done(with_epoch(r, epoch)))
@@ -520,6 +529,18 @@ impl Runtime {
             }
         })
         .await
+    }
+
+    /// Lists the upstream's tools on the live session. rmcp's client sends a
+    /// tool's `Mcp-Param-*` headers (SEP-2243) only for the tools listed on its
+    /// own connection, and wf lists on discovery's one-shot sessions: an upstream
+    /// that checks the headers refuses the first call of such a tool (-32020).
+    async fn list_tools_on_session(&self) -> Result<(), PluginError> {
+        let (peer, _, _) = self.peer(None).await?;
+        peer.list_all_tools()
+            .await
+            .map(|_| ())
+            .map_err(|e| PluginError::upstream(format!("listing the tools on the session: {e}")))
     }
 
     pub async fn read_resource(
@@ -646,6 +667,16 @@ impl Runtime {
             let _ = live.session.cancel().await;
         }
     }
+}
+
+/// Whether the upstream refused a request because its `Mcp-Param-*` headers
+/// did not match its body (SEP-2243's -32020).
+fn refused_for_param_headers(e: &PluginError) -> bool {
+    e.data
+        .as_ref()
+        .and_then(|d| d.pointer("/mcp_error/code"))
+        .and_then(Value::as_i64)
+        == Some(-32020)
 }
 
 fn unexpected(method: &str, r: &ServerResult) -> PluginError {
