@@ -37,6 +37,21 @@ const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 /// `MCP-Protocol-Version` header): the -32601 reply the revision asks for
 /// (over HTTP with status 404). `None` for anything else.
 pub fn removed_in_2026(bytes: &[u8], header_version: Option<&str>) -> Option<Value> {
+    // Every message passes here: its method alone is read first (no tree
+    // built); the whole message only for one of the four methods, or one
+    // that this read cannot judge.
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    if let Ok(head) = serde_json::from_slice::<Head<'_>>(bytes)
+        && !head
+            .method
+            .is_some_and(|m| REMOVED_IN_2026.contains(&m.as_ref()))
+    {
+        return None;
+    }
     let v: Value = serde_json::from_slice(bytes).ok()?;
     let method = v.get("method")?.as_str()?;
     if !REMOVED_IN_2026.contains(&method) {

@@ -232,7 +232,10 @@ where
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let out = self.out.clone();
         let item = crate::server::mcp::tasks::v2025::declare(item);
-        async move { write_line(&out, serde_json::to_vec(&item)?).await }
+        // Serialised here, not in the future: rmcp spawns that future for
+        // every reply, and a message inside it made each spawn copy kilobytes.
+        let bytes = serde_json::to_vec(&item);
+        async move { write_line(&out, bytes?).await }
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {

@@ -268,10 +268,12 @@ impl WfServer {
         // A stateless HTTP request's server ends with it; its parked calls only expire.
         let gone = (!session_route::is_stateless(self.http, context)).then(|| self.ended.clone());
         let rounds = self.surfaces.rounds.clone();
-        rounds
-            .round(context, what, owner, gone, asker, retry, work)
-            .instrument(span)
-            .await
+        Box::pin(
+            rounds
+                .round(context, what, owner, gone, asker, retry, work)
+                .instrument(span),
+        )
+        .await
     }
 
     /// Who a call is for, as far as sessions care (with the session scopes
@@ -697,88 +699,93 @@ impl ServerHandler for WfServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let ctx = Arc::new(context);
-        let sink = ctx.clone();
-        let endpoint = self.followed_endpoint(
-            ctx.request_context()
-                .extensions
-                .get::<http::request::Parts>(),
-        );
-        let follow = notify::follow(self.app.clone(), endpoint, move |kind| {
-            let sink = sink.clone();
-            async move {
-                let sent = match kind {
-                    ListKind::Tools => sink.sink().notify_tool_list_changed().await,
-                    ListKind::Prompts => sink.sink().notify_prompt_list_changed().await,
-                    ListKind::Resources => sink.sink().notify_resource_list_changed().await,
-                };
-                // A kind the client did not ask for is refused by the sink;
-                // only a closed stream ends the subscription.
-                sent.is_ok() || !sink.request_context().peer.is_transport_closed()
-            }
-        });
-        let _counted = Follower::new(&self.app);
-        // Log messages that belong to no call, at the level this request
-        // opted in to (`_meta` `io.modelcontextprotocol/logLevel`; none without).
-        let request = ctx.request_context();
-        let ended = CancellationToken::new();
-        let _end_logs = ended.clone().drop_guard();
-        caller::follow_logs(
-            &self.app.source_logs,
-            request.peer.clone(),
-            caller::ModernLogs::from_meta(&request.meta).level(),
-            ended.clone(),
-            self.may_see(principal_of(request)),
-        );
-        // SEP-2663 status notifications of the tasks this stream asked about
-        // (its filter's `taskIds`), the principal's own only. rmcp's sink
-        // refuses `notifications/tasks` (its filter has no task ids), so they
-        // go to the stream's peer, tagged with the subscription as the sink would.
-        for id in super::tasks::state::listened(&request.meta) {
-            let (peer, subscription) = (request.peer.clone(), request.id.clone());
-            let send = move |state: GetTaskResult| {
-                let (peer, subscription) = (peer.clone(), subscription.clone());
+        // Boxed, as every large handler future: rmcp's task for each request
+        // is as large as the largest of them, and copied whole on its way.
+        Box::pin(async move {
+            let ctx = Arc::new(context);
+            let sink = ctx.clone();
+            let endpoint = self.followed_endpoint(
+                ctx.request_context()
+                    .extensions
+                    .get::<http::request::Parts>(),
+            );
+            let follow = notify::follow(self.app.clone(), endpoint, move |kind| {
+                let sink = sink.clone();
                 async move {
-                    let mut meta = NotificationMetaObject::new();
-                    meta.set_subscription_id(subscription);
-                    let params = TaskStatusNotificationParams::new(state.task).with_meta(meta);
-                    let n = TaskStatusNotification::new(params);
-                    let sent = peer
-                        .send_notification(ServerNotification::TaskStatusNotification(n))
-                        .await;
-                    sent.is_ok() && !peer.is_transport_closed()
+                    let sent = match kind {
+                        ListKind::Tools => sink.sink().notify_tool_list_changed().await,
+                        ListKind::Prompts => sink.sink().notify_prompt_list_changed().await,
+                        ListKind::Resources => sink.sink().notify_resource_list_changed().await,
+                    };
+                    // A kind the client did not ask for is refused by the sink;
+                    // only a closed stream ends the subscription.
+                    sent.is_ok() || !sink.request_context().peer.is_transport_closed()
                 }
-            };
-            let who = (self.task_owner(request), id);
-            let room = (self.app.clone(), self.surfaces.clone());
-            super::tasks::state::watch(room, who, true, ended.clone(), send);
-        }
-        // The stream's resource subscriptions end with it.
-        let stream = Downstream::new(&self.app);
-        if let Some(uris) = &ctx.accepted().resource_subscriptions {
-            for uri in uris {
-                let route = self.app.resource_route(uri).await;
-                let source = route.as_ref().map_or("", |r| r.source.as_str());
-                let capability = resource_capability(source, uri);
-                let (_, recorded) = self.admit(
-                    ctx.request_context(),
-                    Entry::Subscribe,
-                    capability,
-                    &Value::Null,
-                )?;
-                if let Some(r) = recorded {
-                    r.finish::<()>(pipeline::record::Outcome::Ok, None);
-                }
+            });
+            let _counted = Follower::new(&self.app);
+            // Log messages that belong to no call, at the level this request
+            // opted in to (`_meta` `io.modelcontextprotocol/logLevel`; none without).
+            let request = ctx.request_context();
+            let ended = CancellationToken::new();
+            let _end_logs = ended.clone().drop_guard();
+            caller::follow_logs(
+                &self.app.source_logs,
+                request.peer.clone(),
+                caller::ModernLogs::from_meta(&request.meta).level(),
+                ended.clone(),
+                self.may_see(principal_of(request)),
+            );
+            // SEP-2663 status notifications of the tasks this stream asked about
+            // (its filter's `taskIds`), the principal's own only. rmcp's sink
+            // refuses `notifications/tasks` (its filter has no task ids), so they
+            // go to the stream's peer, tagged with the subscription as the sink would.
+            for id in super::tasks::state::listened(&request.meta) {
+                let (peer, subscription) = (request.peer.clone(), request.id.clone());
+                let send = move |state: GetTaskResult| {
+                    let (peer, subscription) = (peer.clone(), subscription.clone());
+                    async move {
+                        let mut meta = NotificationMetaObject::new();
+                        meta.set_subscription_id(subscription);
+                        let params = TaskStatusNotificationParams::new(state.task).with_meta(meta);
+                        let n = TaskStatusNotification::new(params);
+                        let sent = peer
+                            .send_notification(ServerNotification::TaskStatusNotification(n))
+                            .await;
+                        sent.is_ok() && !peer.is_transport_closed()
+                    }
+                };
+                let who = (self.task_owner(request), id);
+                let room = (self.app.clone(), self.surfaces.clone());
+                super::tasks::state::watch(room, who, true, ended.clone(), send);
             }
-            let caller = self.session_caller(ctx.request_context())?;
-            forwarding::listen_resources(&self.app, &stream, &caller, ctx.sink().clone(), uris)
-                .await;
-        }
-        tokio::select! {
-            () = follow => {}
-            () = ctx.cancelled() => {}
-        }
-        Ok(())
+            // The stream's resource subscriptions end with it.
+            let stream = Downstream::new(&self.app);
+            if let Some(uris) = &ctx.accepted().resource_subscriptions {
+                for uri in uris {
+                    let route = self.app.resource_route(uri).await;
+                    let source = route.as_ref().map_or("", |r| r.source.as_str());
+                    let capability = resource_capability(source, uri);
+                    let (_, recorded) = self.admit(
+                        ctx.request_context(),
+                        Entry::Subscribe,
+                        capability,
+                        &Value::Null,
+                    )?;
+                    if let Some(r) = recorded {
+                        r.finish::<()>(pipeline::record::Outcome::Ok, None);
+                    }
+                }
+                let caller = self.session_caller(ctx.request_context())?;
+                forwarding::listen_resources(&self.app, &stream, &caller, ctx.sink().clone(), uris)
+                    .await;
+            }
+            tokio::select! {
+                () = follow => {}
+                () = ctx.cancelled() => {}
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn complete(
@@ -918,12 +925,12 @@ impl ServerHandler for WfServer {
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
         let counted = observe::Counted::new("tasks/get");
-        let got = super::tasks::state::of(
+        let got = Box::pin(super::tasks::state::of(
             &self.app,
             &self.surfaces,
             &self.task_owner(&context),
             &request.task_id,
-        )
+        ))
         .await;
         counted.finish(got)
     }
@@ -935,13 +942,13 @@ impl ServerHandler for WfServer {
     ) -> Result<(), McpError> {
         let responses = serde_json::to_value(&request.input_responses)
             .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-        let updated = super::tasks::state::update(
+        let updated = Box::pin(super::tasks::state::update(
             &self.app,
             &self.surfaces,
             &self.task_owner(&context),
             &request.task_id,
             responses,
-        )
+        ))
         .await;
         observe::Counted::new("tasks/update").finish(updated)
     }
@@ -951,12 +958,12 @@ impl ServerHandler for WfServer {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let cancelled = super::tasks::state::cancel(
+        let cancelled = Box::pin(super::tasks::state::cancel(
             &self.app,
             &self.surfaces,
             &self.task_owner(&context),
             &request.task_id,
-        )
+        ))
         .await;
         observe::Counted::new("tasks/cancel").finish(cancelled)
     }
@@ -978,19 +985,31 @@ impl ServerHandler for WfServer {
         let owner = self.task_owner(&context);
         let (app, surfaces) = (&self.app, &self.surfaces);
         let params = request.params.as_ref();
+        // Each answer boxed: inline, these futures sized rmcp's per-request task.
         let answer = match method {
             Method::Call => return self.call_2025(request.params, context).await,
-            Method::Get => legacy::get(app, surfaces, &owner, &legacy::task_id(params)?).await,
+            Method::Get => {
+                let id = legacy::task_id(params)?;
+                Box::pin(legacy::get(app, surfaces, &owner, &id)).await
+            }
             Method::Result => {
                 let id = legacy::task_id(params)?;
-                legacy::result(app, surfaces, (&owner, &id), &context.peer, &context.ct).await
+                let (peer, ct) = (&context.peer, &context.ct);
+                Box::pin(legacy::result(app, surfaces, (&owner, &id), peer, ct)).await
             }
             Method::List => {
                 let cursor = params.and_then(|p| p.get("cursor")).and_then(Value::as_str);
-                legacy::list(app, surfaces, &owner, (cursor, self.page_size())).await
+                Box::pin(legacy::list(
+                    app,
+                    surfaces,
+                    &owner,
+                    (cursor, self.page_size()),
+                ))
+                .await
             }
             Method::Cancel => {
-                legacy::cancel(app, surfaces, &owner, &legacy::task_id(params)?).await
+                let id = legacy::task_id(params)?;
+                Box::pin(legacy::cancel(app, surfaces, &owner, &id)).await
             }
         };
         observe::Counted::new(method.name()).finish(answer.map(CustomResult))
@@ -1087,6 +1106,9 @@ impl ServerHandler for WfServer {
     ) -> Result<CallToolResponse, McpError> {
         // Boxed: rmcp spawns a task per request, and this future inline made
         // every spawn copy it whole (docs/benchmarks.md, "the call path").
+        // Its rare branches (meta-tools, endpoints, tasks, local tools, input
+        // rounds) are boxed again where taken: inline, they made this future
+        // 52 KiB, copied whole into its box on every plain call.
         Box::pin(async move {
             let mut counted = observe::Counted::new("tools/call");
             let _slot = match self.slots.take("tools/call") {
@@ -1108,7 +1130,7 @@ impl ServerHandler for WfServer {
                 },
                 name @ (meta_tools::FIND | meta_tools::DESCRIBE) => {
                     let args = Value::Object(request.arguments.clone().unwrap_or_default());
-                    let r = self.meta_call(name, &args, &context).await;
+                    let r = Box::pin(self.meta_call(name, &args, &context)).await;
                     return counted.finish(r.map(CallToolResponse::Complete));
                 }
                 _ => {}
@@ -1116,7 +1138,7 @@ impl ServerHandler for WfServer {
             // The view stage: an endpoint's name for a tool becomes the
             // original, its arguments the original call's.
             let (endpoint, promised) = match self.endpoint(&context) {
-                Ok(Some(e)) => match self.endpoint_call(&e, &mut request).await {
+                Ok(Some(e)) => match Box::pin(self.endpoint_call(&e, &mut request)).await {
                     Ok(promised) => (Some(e), promised),
                     Err(refused) => return counted.finish(Err(refused)),
                 },
@@ -1163,14 +1185,14 @@ impl ServerHandler for WfServer {
                 );
                 let start = pipeline::as_principal(principal.clone(), start);
                 let start = endpoints::within(endpoint.clone(), start);
-                if let Some(started) = with_caller(caller, start).await {
+                if let Some(started) = Box::pin(with_caller(caller, start)).await {
                     return counted.finish(started);
                 }
             }
             if self.app.is_local(&tool.source) {
                 // A local tool's request span, too: a run it starts is its child.
                 let span = observe::request_span(&context, &format!("tools/call {}", request.name));
-                let result = async {
+                let result = Box::pin(async {
                     let result = match (tool.source.as_str(), &self.surfaces.admin) {
                         (SESSION_SOURCE, _) => {
                             let principal = session_route::principal(&context);
@@ -1196,7 +1218,7 @@ impl ServerHandler for WfServer {
                     };
                     Ok::<_, McpError>(result)
                 }
-                .instrument(span)
+                .instrument(span))
                 .await?;
                 return counted
                     .finish(super::tool_result::to_mcp(result).map(CallToolResponse::Complete));
@@ -1213,7 +1235,7 @@ impl ServerHandler for WfServer {
                     args.clone(),
                     &owner,
                 );
-                if let Some(started) = start.await {
+                if let Some(started) = Box::pin(start).await {
                     return counted.finish(started);
                 }
             }

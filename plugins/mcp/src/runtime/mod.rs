@@ -257,7 +257,9 @@ impl Runtime {
             .with_resource_updates(self.on_resource_updated.clone())
             .with_log(&self.source, self.on_log.clone())
             .with_task_inputs(self.task_inputs.clone());
-        let session = open(&self.source, &self.config, client.clone())
+        // Boxed, as the listen below: inline, opening a session made every
+        // call's future (and the copies of it) kilobytes larger.
+        let session = Box::pin(open(&self.source, &self.config, client.clone()))
             .await
             .inspect_err(|e| self.note_error(e))?;
         self.reopen.store(false, Ordering::Release);
@@ -266,7 +268,7 @@ impl Runtime {
         let peer = session.peer().clone();
         if listen::is_modern(&peer) {
             // Before the first call goes out, so no change it causes is missed.
-            if let Err(e) = self.listen_upstream(&peer).await {
+            if let Err(e) = Box::pin(self.listen_upstream(&peer)).await {
                 tracing::warn!(source = %self.source, "{}", e.message);
             }
         } else {

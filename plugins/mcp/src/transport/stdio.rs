@@ -16,8 +16,8 @@ use rmcp::RoleClient;
 use rmcp::model::{ErrorData, JsonRpcMessage, ServerNotification, ServerResult};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::{AsyncRwTransport, JsonRpcMessageCodecError};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use rmcp::transport::async_rw::JsonRpcMessageCodecError;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::session::pending_logs::PendingLogs;
@@ -83,8 +83,8 @@ pub struct ChildTransport {
     /// The child's pid, which is also its process group's id.
     pid: Option<u32>,
     child: Option<Box<dyn ChildWrapper>>,
-    /// The writing half: rmcp's codec on the child's stdin (it reads nothing).
-    io: AsyncRwTransport<RoleClient, tokio::io::Empty, ChildStdin>,
+    /// The child's stdin, one JSON-RPC message a line (`None` once closed).
+    stdin: std::sync::Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
     read: BufReader<FrameGuard<ChildStdout>>,
     /// The line read so far. rmcp's serve loop drops `receive()` whenever
     /// another branch of its `select!` wins; `read_until` leaves what it read
@@ -134,12 +134,38 @@ impl ChildTransport {
         Ok(Self {
             pid,
             child: Some(child),
-            io: AsyncRwTransport::new(tokio::io::empty(), stdin),
+            stdin: std::sync::Arc::new(tokio::sync::Mutex::new(Some(stdin))),
             read: BufReader::new(guard),
             line: Vec::new(),
             executions,
             logs,
         })
+    }
+
+    /// Writes `item` as one line, as rmcp's codec would. Serialised before
+    /// the future: rmcp spawns the future of every message sent, and the
+    /// message inside it made each spawn copy kilobytes.
+    fn write(
+        &self,
+        item: &TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = std::io::Result<()>> + Send + 'static + use<> {
+        let line = serde_json::to_vec(item).map(|mut line| {
+            line.push(b'\n');
+            line
+        });
+        let stdin = self.stdin.clone();
+        async move {
+            let line = line?;
+            let mut stdin = stdin.lock().await;
+            let Some(w) = stdin.as_mut() else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotConnected,
+                    "Transport is closed",
+                ));
+            };
+            w.write_all(&line).await?;
+            w.flush().await
+        }
     }
 
     /// The MCP stdio shutdown: close stdin, wait; SIGTERM, wait; kill.
@@ -154,7 +180,7 @@ impl ChildTransport {
         let Some(child) = self.child.as_mut() else {
             return Ok(());
         };
-        let _ = self.io.close().await;
+        drop(self.stdin.lock().await.take());
         if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok() {
             self.child = None;
             return Ok(());
@@ -197,7 +223,7 @@ impl Transport<RoleClient> for ChildTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.io.send(item)
+        self.write(&item)
     }
 
     /// What rmcp's own stdio transport does with each line, but for the parse
@@ -251,7 +277,7 @@ impl Transport<RoleClient> for ChildTransport {
                             None,
                         );
                         // Written on its own: this future may be dropped at any await.
-                        drop(tokio::spawn(self.io.send(refusal)));
+                        drop(tokio::spawn(self.write(&refusal)));
                     }
                 },
                 Err(e) => {
