@@ -5,7 +5,7 @@ against a frozen copy of its API in tests/compat), in every isolation mode
 
 - tests/compat/plugin-v1_0 is built against wf-plugin-api 1.0.0 (a frozen copy,
   tests/compat/wf-plugin-api-1.0.0) and must load and work in today's host
-  (1.5.x) — including when the host sends it an
+  (1.6.x) — including when the host sends it an
   operation 1.0 does not know, and when it reports a lost session in the
   pre-1.2 words (`upstream` + "upstream session restarted; state lost"), which
   the host must still read as the typed `state_lost`;
@@ -20,11 +20,15 @@ against a frozen copy of its API in tests/compat), in every isolation mode
 - tests/compat/plugin-v1_4 (wf-plugin-api 1.4.0) uses what 1.4 added: a task
   that takes input through `tasks/update`; isolated, its older glue answers 1.5's
   `call_lane` unsupported and wf-plugin-host serves its calls itself;
+- tests/compat/plugin-v1_5 (wf-plugin-api 1.5.0) uses what 1.5 added: isolated,
+  its own runtime serves its calls over the call lane; and it meets 1.6's rounds:
+  it asks two questions one at a time (it has no `ask_round`), which a 2026-07-28
+  client gets as two rounds of wf's own keys and a 2025-11-25 client as two requests;
 - the bad-version fixture claims 2.0.0 and must be refused with its one line.
 
 tests/run builds the compat plugins into target/compat and sets
 WF_COMPAT_PLUGIN (1.0), WF_COMPAT_PLUGIN_V1_1, WF_COMPAT_PLUGIN_V1_2,
-WF_COMPAT_PLUGIN_V1_3 and WF_COMPAT_PLUGIN_V1_4.
+WF_COMPAT_PLUGIN_V1_3, WF_COMPAT_PLUGIN_V1_4 and WF_COMPAT_PLUGIN_V1_5.
 """
 
 from __future__ import annotations
@@ -469,3 +473,71 @@ async def test_a_1_4_plugin_takes_input_for_its_task(compat14_wf: CompatWf) -> N
         assert "result" in ack, ack
         done = await raw.wait_status(task_id, "completed")
         assert done["result"]["content"][0]["text"] == "task: hi, for Ada, from api 1.4", done
+
+
+# ---- wf-plugin-api 1.5: the call lane; asks one at a time in a 1.6 host
+
+
+@pytest.fixture(params=ISOLATIONS)
+def compat15_wf(request: pytest.FixtureRequest, wf: Wf) -> CompatWf:
+    installed = wf.install_file(compat_file("WF_COMPAT_PLUGIN_V1_5", "plugin-v1_5"))
+    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-5"]), request.param)
+
+
+def test_a_1_5_plugin_loads(compat15_wf: CompatWf) -> None:
+    doc = compat15_wf.plugins_json()
+    ours = [p for p in doc["loaded"] if p["name"] == "compat-v1-5"]
+    assert len(ours) == 1 and ours[0]["api_version"] == "1.5.0", doc
+    major, minor = (int(x) for x in doc["host_api"].split(".")[:2])
+    assert (major, minor) > (1, 5), f"the host must be newer than the plugin: {doc['host_api']}"
+
+
+COMPAT15_ASKS = ["compat 1.5 asks your name", "compat 1.5 asks whether to go on"]
+
+
+def compat15_done(compat15_wf: CompatWf, r) -> None:
+    """The 1.5 plugin's answer; isolated, its call ran on its own runtime
+    (`wf-plugin`, 1.5's call lane), not on wf-plugin-host's thread."""
+    assert not r.is_error, content_text(r.content)
+    got = r.structured_content
+    assert got["greeting"] == f"hello from api 1.5, {ANSWER_NAME}" and got["check"] is True, got
+    if compat15_wf.isolation == "process":
+        assert got["thread"] == "wf-plugin", got
+
+
+async def test_a_1_5_plugins_asks_reach_a_2025_client_one_request_each(compat15_wf: CompatWf) -> None:
+    a = Answerer()
+    with anyio.fail_after(60):
+        async with Client(compat15_wf.params(), mode="legacy", **a.callbacks()) as c:
+            r = await c.call_tool("compat15__ask", {})
+    compat15_done(compat15_wf, r)
+    assert [e.message for e in a.elicitations] == COMPAT15_ASKS, a.elicitations
+
+
+async def test_a_1_5_plugins_asks_reach_a_2026_client_as_rounds_of_wfs_keys(compat15_wf: CompatWf) -> None:
+    """A 1.5 plugin has no `ask_round`: its two asks, one after the other, reach a
+    2026-07-28 client as two input-required rounds of one request each, under a
+    key of wf's own; each answer goes back with the round's `requestState`."""
+    from mcp_types import InputRequiredResult
+
+    answers = [{"name": ANSWER_NAME}, {"check": True}]
+    seen: list[str] = []
+    with anyio.fail_after(60):
+        async with Client(compat15_wf.params(), mode="auto", **Answerer().callbacks()) as c:
+            r = await c.session.call_tool("compat15__ask", {}, allow_input_required=True)
+            for content in answers:
+                assert isinstance(r, InputRequiredResult), r
+                assert r.input_requests is not None and len(r.input_requests) == 1 and r.request_state, r
+                [(key, req)] = r.input_requests.items()
+                assert req.method == "elicitation/create", req
+                seen.append(req.params.message)
+                r = await c.session.call_tool(
+                    "compat15__ask",
+                    {},
+                    input_responses={key: {"action": "accept", "content": content}},
+                    request_state=r.request_state,
+                    allow_input_required=True,
+                )
+    assert not isinstance(r, InputRequiredResult), r
+    assert seen == COMPAT15_ASKS
+    compat15_done(compat15_wf, r)
