@@ -44,6 +44,7 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
             "supported_api": supported_api_range(),
             "dirs": set.dirs,
             "loaded": loaded,
+            "components": set.components,
             "refused": set.refused,
             "left_out": super::check::left_out_json(&trials),
             "notes": set.notes,
@@ -98,6 +99,20 @@ pub async fn run(args: PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
             println!("    warning: {w}");
         }
     }
+    if !set.components.is_empty() {
+        println!("components ({}):", set.components.len());
+        for c in &set.components {
+            println!(
+                "  {} {}{}  {}",
+                c.source_name(),
+                c.interface
+                    .as_deref()
+                    .unwrap_or("(exports no wf:source/guest)"),
+                if c.pinned { "  pinned" } else { "" },
+                c.file.display()
+            );
+        }
+    }
     if !set.refused.is_empty() {
         println!("refused ({}):", set.refused.len());
         for r in &set.refused {
@@ -141,6 +156,21 @@ fn pin(args: &PluginsArgs, log_level: &str) -> anyhow::Result<i32> {
                 "pinned {} {} sha256:{} {}",
                 pin.name,
                 pin.version,
+                pin.sha256,
+                pin.file.display()
+            );
+        } else if let Some(c) = set.components.iter().find(|c| same(&c.file)) {
+            // A component: named for its file, versioned by its WIT interface.
+            let sha = pins::sha256_file(&want)?;
+            let version = c
+                .interface
+                .as_deref()
+                .and_then(|i| i.rsplit_once('@'))
+                .map_or("", |(_, v)| v);
+            let pin = pins.pin(&want, &c.source_name(), version, sha);
+            println!(
+                "pinned component {} sha256:{} {}",
+                pin.name,
                 pin.sha256,
                 pin.file.display()
             );

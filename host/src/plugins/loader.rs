@@ -86,9 +86,55 @@ pub struct LoadPolicy {
     pub state_dir: Option<PathBuf>,
 }
 
+/// A WebAssembly component (`*.wasm`) found in a plugin folder: nothing of
+/// it runs here; the plugin serving kind `wasm` serves it as a default
+/// source named for its file (`sources::registry::desired_sources`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Component {
+    pub file: PathBuf,
+    /// The WIT interface it exports (`wf:source/guest@1.0.0`), read from
+    /// its bytes; None when it names none (it is refused when served).
+    pub interface: Option<String>,
+    /// Its file is pinned in `plugins.lock` (and matched its hash).
+    pub pinned: bool,
+}
+
+impl Component {
+    /// The default source's name: the file's stem.
+    pub fn source_name(&self) -> String {
+        self.file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// The extension of WebAssembly components in plugin folders.
+pub const COMPONENT_EXTENSION: &str = "wasm";
+
+/// The `wf:source/guest@…` export a component's bytes name (the name is
+/// stored as it is in the component's export section).
+fn component_interface(file: &Path) -> Option<String> {
+    const NAME: &[u8] = b"wf:source/guest@";
+    let bytes = std::fs::read(file).ok()?;
+    let at = bytes.windows(NAME.len()).position(|w| w == NAME)?;
+    let rest = &bytes[at + NAME.len()..];
+    let end = rest
+        .iter()
+        .position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+')))
+        .unwrap_or(rest.len())
+        .min(64);
+    Some(format!(
+        "wf:source/guest@{}",
+        String::from_utf8_lossy(&rest[..end])
+    ))
+}
+
 #[derive(Default)]
 pub struct PluginSet {
     pub loaded: Vec<Arc<LoadedPlugin>>,
+    /// WebAssembly components found in the plugin folders.
+    pub components: Vec<Component>,
     pub refused: Vec<Refusal>,
     pub notes: Vec<Note>,
     pub dirs: Vec<PathBuf>,
@@ -227,6 +273,7 @@ impl Copies {
 #[derive(Default)]
 struct Scan {
     files: Vec<PathBuf>,
+    components: Vec<PathBuf>,
     refused: Vec<Refusal>,
     note: Option<String>,
 }
@@ -246,6 +293,12 @@ fn scan_dir(dir: &Path) -> Scan {
     };
     let mut others = Vec::new();
     for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        if path.extension().is_some_and(|e| e == COMPONENT_EXTENSION)
+            && std::fs::metadata(&path).is_ok_and(|m| m.is_file())
+        {
+            scan.components.push(path);
+            continue;
+        }
         if path.extension().is_none_or(|e| e != ext) {
             others.push(path);
             continue;
@@ -278,8 +331,9 @@ fn scan_dir(dir: &Path) -> Scan {
         }
     }
     scan.files.sort();
+    scan.components.sort();
     scan.refused.sort_by(|a, b| a.file.cmp(&b.file));
-    if scan.files.is_empty() && scan.refused.is_empty() {
+    if scan.files.is_empty() && scan.refused.is_empty() && scan.components.is_empty() {
         others.sort();
         let rlibs: Vec<String> = others
             .iter()
@@ -369,6 +423,9 @@ impl PluginSet {
                 if let Some(name) = self.try_file(dir, file, events, log_level) {
                     loaded.push(name);
                 }
+            }
+            for file in scan.components {
+                self.add_component(dir, file);
             }
         }
         loaded
@@ -470,6 +527,35 @@ impl PluginSet {
                 None
             }
         }
+    }
+
+    /// Records a component found in `dir`, after the checks a library file
+    /// gets (file safety, its pin); it is served later, by the plugin of
+    /// kind `wasm`, in a sandbox of its own.
+    fn add_component(&mut self, dir: &Path, file: PathBuf) {
+        if self.components.iter().any(|c| c.file == file) {
+            return;
+        }
+        self.refused.retain(|r| r.file != file);
+        let refuse = |set: &mut Self, reason: String| {
+            tracing::warn!("refused component {}: {reason}", file.display());
+            set.refused.push(Refusal::rescanned(file.clone(), reason));
+        };
+        if let Err(why) = super::safety::check_file(&file, dir)
+            && !self.policy.allow_insecure
+        {
+            return refuse(self, format!("not loaded: {why}"));
+        }
+        if let Err(reason) = self.pins.check(&file) {
+            return refuse(self, reason);
+        }
+        let component = Component {
+            interface: component_interface(&file),
+            pinned: self.pins.get(&file).is_some(),
+            file,
+        };
+        tracing::info!(file = %component.file.display(), interface = ?component.interface, "wasm component found");
+        self.components.push(component);
     }
 
     /// Where rebuilt plugin files are copied to be loaded: a private folder

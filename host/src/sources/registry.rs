@@ -173,6 +173,16 @@ pub fn desired_sources(
             });
         }
     }
+    // A dropped-in WebAssembly component: a `wasm` source named for its
+    // file, granted nothing (a configured source of that name wins).
+    if plugins.for_kind("wasm").is_some() {
+        for c in &plugins.components {
+            let mut config = serde_json::Map::new();
+            config.insert("path".into(), c.file.display().to_string().into());
+            all.entry(c.source_name())
+                .or_insert_with(|| SourceConfig::new("wasm", config));
+        }
+    }
     all
 }
 

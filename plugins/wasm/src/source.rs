@@ -277,13 +277,11 @@ fn json_len<T: serde::Serialize>(v: &T) -> usize {
     serde_json::to_vec(v).map(|b| b.len()).unwrap_or(usize::MAX)
 }
 
-/// The first line of a trap (wasmtime adds a backtrace below it).
+/// What a trap was (wasmtime's own text puts a backtrace first).
 fn trap_line(e: &wasmtime::Error) -> String {
-    let text = format!("{e:#}");
-    let line = text.lines().next().unwrap_or_default();
     match e.downcast_ref::<wasmtime::Trap>() {
-        Some(t) if !line.contains(&t.to_string()) => format!("{line}: {t}"),
-        _ => line.to_string(),
+        Some(t) => t.to_string(),
+        None => first_line(e),
     }
 }
 
