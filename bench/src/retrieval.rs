@@ -737,6 +737,8 @@ fn semantic_speed(
     }));
     let samples = latency(all, rounds, |q| blended(&big_vectors, &big_idx, q));
     let p50 = percentile(&samples, 0.5);
+    println!("\n| semantic ranker | value | target | |");
+    println!("|---|---:|---:|---|");
     println!(
         "| lexical + semantic, query latency over {} tools, p50 (lexical alone {:.0} µs; endpoint excluded) | {:.0} µs | | |",
         cat.tools.len(),
