@@ -18,7 +18,11 @@ from mcp import Client
 
 from conftest import content_text
 
-OP_TIMEOUT = 120  # a debug wf compiles a component of tens of MB on its first use
+OP_TIMEOUT = 120
+# Discovery compiles a component first (tens of seconds for 18 MB under a debug wf on a
+# loaded machine), past the default 15 s bound: a config's [server] raises it.
+DISCOVERY = {"discovery_timeout_ms": 600_000}
+LISTED_TIMEOUT = 600
 
 
 def component(name: str) -> Path:
