@@ -878,6 +878,30 @@ mod tests {
     }
 
     #[test]
+    fn components_are_found_apart_from_libraries() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("units.wasm");
+        std::fs::write(&wasm, b"\0asm\x0d\0\x01\0 wf:source/guest@1.0.0\x04 more").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), b"x").unwrap();
+        let scan = scan_dir(dir.path());
+        assert_eq!(scan.components, vec![wasm.clone()]);
+        assert!(scan.files.is_empty() && scan.note.is_none());
+        assert_eq!(
+            component_interface(&wasm).as_deref(),
+            Some("wf:source/guest@1.0.0")
+        );
+        let c = Component {
+            file: wasm,
+            interface: None,
+            pinned: false,
+        };
+        assert_eq!(c.source_name(), "units");
+        let plain = dir.path().join("plain.wasm");
+        std::fs::write(&plain, b"\0asm").unwrap();
+        assert_eq!(component_interface(&plain), None);
+    }
+
+    #[test]
     fn abi_error_line_picks_the_error() {
         let text = "Compared <this>:\n  a\nError:  field   count differs\nmore\nError: second";
         assert_eq!(abi_error_line(text), "field count differs");
