@@ -52,7 +52,7 @@ impl Store {
 
     /// Deletes the stored vectors that are not `model`'s vectors of the
     /// texts hashed in `keep` (other models' vectors go too): at most
-    /// [`PRUNE_MAX`] rows, oldest first, in one transaction. Returns how many
+    /// `PRUNE_MAX` rows, oldest first, in one transaction. Returns how many
     /// were deleted.
     pub async fn prune_tool_embeddings(
         &self,
