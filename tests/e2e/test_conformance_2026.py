@@ -130,16 +130,10 @@ SCENARIOS_2026 = [
 # the input-required scenarios see the upstream's own round through wf, all its
 # requests at once (multiple-input-requests) under its own keys (basic-elicitation
 # looks for `user_name`), and answers a client sends with its first call, before any
-# round, answer the upstream's requests of those keys (ignore-extra-params).
-EXPECTED_LOST: dict[str, set[str]] = {
-    # The upstream's tool asks for input in a round and only then answers with a task.
-    # wf starts a task-declaring client's call as an upstream task, with nobody to ask
-    # (the host's task start has no caller: a task runs on without its client), and the
-    # mcp plugin takes only a task or a result for an answer there: the client gets the
-    # error "unsupported reply to tools/call (resultType "input_required")". A round
-    # before a task is not bridged yet.
-    "tasks-mrtr-composition": {"sep-2663-mrtr-synchronous-before-task-creation"},
-}
+# round, answer the upstream's requests of those keys (ignore-extra-params). A
+# task-declaring client's call that the upstream answers with a round before its task
+# (`tasks-mrtr-composition`) gets that round, and the task after the answer.
+EXPECTED_LOST: dict[str, set[str]] = {}
 
 
 def test_the_2026_requirement_set_through_wf(urls: tuple[str, str]) -> None:

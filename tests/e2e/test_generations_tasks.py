@@ -7,6 +7,12 @@ it), a task-augmented `tools/call` from a 2025-11-25 client (`params.task`, the
 official Python client in `legacy` mode) and from a 2026-07-28 client (the extension
 declared in the request, by hand) gets a task handle of wf's; its status, result and
 cancellation reach the upstream's task.
+
+The upstream's `test_tool_with_task` asks for a name in an input-required round and
+only then answers with a task whose result names it (the conformance suite's
+`tasks-mrtr-composition`): wf carries that round to the client — a round of wf's for
+a 2026-07-28 client, an `elicitation/create` request for a 2025-11-25 one — and the
+answer to the upstream, which then starts its task.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from mcp import types
 
 from conftest import Wf, content_text, free_port, toml_config, wait_listed
 from test_generations import OP_TIMEOUT, UPSTREAM, node  # noqa: F401  (node: a fixture)
@@ -26,6 +33,8 @@ from test_tasks_runs import Raw
 pytestmark = pytest.mark.anyio
 
 TASK = "ts__task"
+# A round (asking `user_name`), then a task whose result names the answer.
+ROUND_THEN_TASK = "ts__test_tool_with_task"
 
 
 def start(wf: Wf, node: str, upstream: str) -> tuple[str, str]:
@@ -59,10 +68,11 @@ async def call_task(raw: Raw, arguments: dict[str, Any]) -> dict[str, Any]:
 async def test_a_2026_clients_task_through_wf(wf: Wf, node: str, upstream: str) -> None:
     """A 2026-07-28 client that declared the tasks extension gets wf's task handle;
     `tasks/get` follows the upstream's task to its result, and `tasks/cancel` ends
-    a task that would work forever, as the upstream then says."""
+    a task that would work forever, as the upstream then says. A round the upstream
+    asks before its task is wf's round to the client, and the answer brings the task."""
     url, token = start(wf, node, upstream)
     async with httpx2.AsyncClient(timeout=OP_TIMEOUT) as http:
-        raw = Raw(http, url, token)
+        raw = Raw(http, url, token, caps={"elicitation": {}})
         created = await call_task(raw, {"text": "hello"})
         assert created["resultType"] == "task" and created["status"] == "working", created
         task_id = created["taskId"]
@@ -82,15 +92,38 @@ async def test_a_2026_clients_task_through_wf(wf: Wf, node: str, upstream: str) 
         )
         assert content_text_of(plain["result"]) == "done: plain", plain
 
+        # The upstream's round before its task: wf's round (no task yet), under the
+        # upstream's key; the answer brings the task, whose result names it.
+        asked = (await raw.request("tools/call", {"name": ROUND_THEN_TASK, "arguments": {}}, ROUND_THEN_TASK))["result"]
+        assert asked["resultType"] == "input_required" and "taskId" not in asked, asked
+        assert asked["inputRequests"]["user_name"]["method"] == "elicitation/create", asked
+        answer = {"user_name": {"action": "accept", "content": {"name": "Alice"}}}
+        retry = {"name": ROUND_THEN_TASK, "arguments": {}, "inputResponses": answer, "requestState": asked["requestState"]}
+        created = (await raw.request("tools/call", retry, ROUND_THEN_TASK))["result"]
+        assert created["resultType"] == "task" and created["taskId"].startswith("wft-"), created
+        assert "requestState" not in created and "inputRequests" not in created, created
+        done = await raw.wait_status(created["taskId"], "completed")
+        assert content_text_of(done["result"]) == "Hello from the task, Alice!", done
+        # Its requestState was for one retry only.
+        again = await raw.request("tools/call", retry, ROUND_THEN_TASK)
+        assert "unknown requestState" in again["error"]["message"], again
+
 
 @pytest.mark.parametrize("upstream", ["stdio", "http-auto"])
 async def test_a_2025_clients_task_through_wf(wf: Wf, node: str, upstream: str) -> None:
     """A 2025-11-25 client's task-augmented call (`params.task`) gets wf's task handle;
     `tasks/result` waits for the upstream's task and answers its result, `tasks/get`
     reads it completed, and `tasks/cancel` of a task that would work forever ends it
-    (`tasks/get` reads it cancelled)."""
+    (`tasks/get` reads it cancelled). A round the upstream asks before its task is an
+    `elicitation/create` request to the client, and the answer brings the task."""
     url, token = start(wf, node, upstream)
-    async with legacy(url, token) as c:
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicit(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"name": "Alice"})
+
+    async with legacy(url, token, elicitation_callback=elicit) as c:
         await wait_listed(c, TASK)
         with anyio.fail_after(OP_TIMEOUT):
             created = await call_as_task(c, TASK, {"text": "hello"})
@@ -109,6 +142,15 @@ async def test_a_2025_clients_task_through_wf(wf: Wf, node: str, upstream: str) 
 
             plain = await c.call_tool(TASK, {"text": "plain"})
             assert content_text(plain.content) == "done: plain", plain
+            assert asked == []
+
+            # The upstream's round before its task: an `elicitation/create` request
+            # during the call, whose answer brings the task.
+            created = await call_as_task(c, ROUND_THEN_TASK, {})
+            [params] = asked
+            assert params.message == "What is your name?", params
+            done = await result(c, created.task.task_id)
+            assert content_text(done.content) == "Hello from the task, Alice!", done
 
 
 def content_text_of(result: dict[str, Any]) -> str:

@@ -50,12 +50,16 @@ SLOW = {"name": "slow", "nodes": [{"id": "z", "use": "wf.std.sleep", "args": {"m
 class Raw:
     """2026-07-28 requests of one principal, by hand."""
 
-    def __init__(self, http: httpx2.AsyncClient, url: str, token: str, tasks: bool = True) -> None:
+    def __init__(
+        self, http: httpx2.AsyncClient, url: str, token: str, tasks: bool = True, caps: dict[str, Any] | None = None
+    ) -> None:
         self.http, self.url, self.token, self.tasks, self.next_id = http, url, token, tasks, 0
+        # Capabilities declared besides the tasks extension (e.g. `elicitation`).
+        self.caps = caps or {}
 
     async def request(self, method: str, params: dict[str, Any], name: str | None = None) -> dict[str, Any]:
         self.next_id += 1
-        caps: dict[str, Any] = {"extensions": {TASKS: {}}} if self.tasks else {}
+        caps: dict[str, Any] = {**self.caps, **({"extensions": {TASKS: {}}} if self.tasks else {})}
         meta = {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": caps,

@@ -179,10 +179,12 @@ impl SourceHandle {
             traces::record_arguments(&span, || crate::secrets::redact(&arguments.to_string()));
         }
         let ctx = ctx.with_trace(traces::info_of(&span));
+        // A task's start may ask its caller too (rounds before the task).
+        let asks = is_call || matches!(request, SourceRequest::CallToolAsTask { .. });
         // Dropped when this future ends or is dropped (cancelled).
         let (ffi, _call) = ctx.into_ffi(
             is_call.then_some(&self.in_flight),
-            is_call.then_some(&self.obj),
+            asks.then_some(&self.obj),
         );
         let reply = self
             .obj

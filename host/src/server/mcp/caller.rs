@@ -180,7 +180,7 @@ impl ClientAsker {
         if self.modern.is_some() && !matches!(request, CallerRequest::Log { .. }) {
             return Some(
                 "the client speaks MCP 2026-07-28, where a server cannot send it requests during a call \
-                 (wf does not turn them into input-required rounds yet)"
+                 (wf asks it in input-required rounds, and this request is not in one)"
                     .into(),
             );
         }

@@ -276,6 +276,43 @@ impl WfServer {
         .await
     }
 
+    /// A proxied call from a client that declared MCP Tasks, asked of its
+    /// source as a task (plugin API 1.3); `tool` is its (exposed name,
+    /// source, original name). The source's input-required rounds before it
+    /// answers with a task reach the client as a plain call's do
+    /// (`with_input`), under a request name of their own. `None`: make the
+    /// plain call (the principal is at its bound, or the source serves no tasks).
+    async fn source_task(
+        &self,
+        context: &RequestContext<RoleServer>,
+        handle: Arc<SourceHandle>,
+        (exposed, source, name): (&str, &str, &str),
+        args: Value,
+        retry: (Option<String>, Option<InputResponses>),
+    ) -> Option<Result<CallToolResponse, McpError>> {
+        use super::tasks::upstream;
+        let owner = self.task_owner(context);
+        // A retry resumes the start it answers, whatever the bound says now.
+        if retry.0.is_none() && !upstream::room(&self.surfaces.tasks, &owner) {
+            return None;
+        }
+        let tasks = self.surfaces.tasks.clone();
+        let (from, name) = (source.to_string(), name.to_string());
+        let work = move |context: RequestContext<RoleServer>, asker| async move {
+            let answer = with_progress_and_cancel(&context, asker, None, async |ctx| {
+                Ok(handle.call_tool_as_task(&name, args, ctx).await)
+            })
+            .await?;
+            upstream::adopt(&tasks, handle, &from, answer, &owner).await
+        };
+        let what = format!("tools/call {exposed} as a task");
+        match self.with_input(context, what, source, retry, work).await {
+            Ok(Step::Done(start)) => start.response().map(Ok),
+            Ok(Step::Input(i)) => Some(Ok(CallToolResponse::InputRequired(i))),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
     /// Who a call is for, as far as sessions care (with the session scopes
     /// its endpoint pins).
     fn session_caller(
@@ -1227,13 +1264,13 @@ impl ServerHandler for WfServer {
             // A proxied call from a client that declared MCP Tasks: the source
             // may serve it as a task (plugin API 1.3).
             if wants_task {
-                let owner = self.task_owner(&context);
-                let start = super::tasks::upstream::start(
-                    &self.surfaces.tasks,
+                let retry = (request.request_state.clone(), request.input_responses.clone());
+                let start = self.source_task(
+                    &context,
                     handle.clone(),
-                    (&tool.source, &tool.original),
+                    (&request.name, &tool.source, &tool.original),
                     args.clone(),
-                    &owner,
+                    retry,
                 );
                 if let Some(started) = Box::pin(start).await {
                     return counted.finish(started);

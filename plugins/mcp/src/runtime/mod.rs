@@ -687,6 +687,6 @@ fn unexpected(method: &str, r: &ServerResult) -> PluginError {
         .and_then(|v| v.get("resultType").cloned())
         .unwrap_or(Value::Null);
     PluginError::upstream(format!(
-        "unsupported reply to {method} (resultType {kind}): wf does not drive input-required rounds or tasks"
+        "unsupported reply to {method} (resultType {kind}): not one this request can take"
     ))
 }

@@ -1,6 +1,7 @@
 //! Forwarding an upstream's MCP Tasks (SEP-2663): a call asked for as a task
-//! declares the tasks extension upstream for that request only, and an
-//! upstream that answers with a task handle gets its `tasks/get` and
+//! declares the tasks extension upstream for that request only (and its
+//! input-required rounds before the task go to the caller, as a plain call's
+//! do), and an upstream that answers with a task handle gets its `tasks/get` and
 //! `tasks/cancel` on the same session. A task outlives no session: once the
 //! session it was started in is gone (the upstream restarted), the task is
 //! `state_lost`.
@@ -9,9 +10,10 @@ use std::sync::PoisonError;
 
 use rmcp::model::*;
 use serde_json::{Map, Value};
-use wf_plugin_api::{CallContext, PluginError, TaskStart};
+use wf_plugin_api::{CallContext, ErrorCode, PluginError, TaskStart};
 
 use super::{Runtime, convert, unexpected, with_epoch};
+use crate::session::rounds::{self, Round};
 
 /// The `_meta` of a request wf sends for a task (the call and the task's
 /// methods): the capabilities wf always routes, plus the tasks extension.
@@ -50,28 +52,53 @@ impl Runtime {
             return Err(PluginError::unsupported("the upstream serves no tasks"));
         }
         let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
-        let req = ClientRequest::CallToolRequest(Request::new(params));
-        match self
-            .request_with(req, Some(ctx), Some(task_meta()), None)
-            .await?
-        {
-            (ServerResult::CreateTaskResult(r), epoch) => {
-                let task: Value = convert(&r)?;
-                let id = task
-                    .get("taskId")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| PluginError::upstream("a task without a taskId"))?;
-                self.tasks
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(id.to_string(), epoch);
-                tracing::info!(source = %self.source, task = id, epoch, "upstream started a task");
-                Ok(TaskStart::Task(task))
+        // The upstream may ask in input-required rounds before it answers
+        // with a task (or a result): the caller answers them, as in a plain call.
+        rounds::drive(ctx, |responses, state| {
+            let mut params = params.clone();
+            (params.input_responses, params.request_state) = (responses, state);
+            let req = ClientRequest::CallToolRequest(Request::new(params));
+            async move {
+                match self
+                    .request_with(req, Some(ctx), Some(task_meta()), None)
+                    .await?
+                {
+                    (ServerResult::CreateTaskResult(r), epoch) => {
+                        self.started(&r, epoch).map(Round::Done)
+                    }
+                    (ServerResult::CallToolResult(r), epoch) => {
+                        crate::runtime::tool_result::from_mcp(r)
+                            .map(|r| Round::Done(TaskStart::Complete(with_epoch(r, epoch))))
+                    }
+                    (ServerResult::InputRequiredResult(r), _) => Ok(Round::Input(r)),
+                    (other, _) => Err(unexpected("tools/call", &other)),
+                }
             }
-            (ServerResult::CallToolResult(r), epoch) => crate::runtime::tool_result::from_mcp(r)
-                .map(|r| TaskStart::Complete(with_epoch(r, epoch))),
-            (other, _) => Err(unexpected("tools/call", &other)),
-        }
+        })
+        .await
+        .map_err(|mut e| {
+            // A caller that cannot answer a round is this call's failure:
+            // `unsupported` would tell the host the source serves no tasks.
+            if e.code == ErrorCode::Unsupported {
+                e.code = ErrorCode::Failed;
+            }
+            e
+        })
+    }
+
+    /// Notes the upstream's new task (in the session of `epoch`).
+    fn started(&self, r: &CreateTaskResult, epoch: u64) -> Result<TaskStart, PluginError> {
+        let task: Value = convert(r)?;
+        let id = task
+            .get("taskId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| PluginError::upstream("a task without a taskId"))?;
+        self.tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.to_string(), epoch);
+        tracing::info!(source = %self.source, task = id, epoch, "upstream started a task");
+        Ok(TaskStart::Task(task))
     }
 
     /// `call_tool_as_task` for an upstream spoken to at 2025-11-25.

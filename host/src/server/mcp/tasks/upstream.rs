@@ -1,7 +1,8 @@
 //! A source's own MCP Tasks, forwarded (plugin API 1.3,
 //! `SourceRequest::CallToolAsTask` / `GetTask` / `CancelTask`): a proxied
 //! call from a client that declared the tasks extension is asked of the
-//! source as a task; when the source answers with one, wf keeps a task entry
+//! source as a task (its input-required rounds before it answers reach the
+//! client as a plain call's do); when the source answers with one, wf keeps a task entry
 //! (in [`RunTasks`], so its bounds apply) that points to the source and the
 //! source's task id. The client sees only wf's opaque id, bound to its
 //! principal. A source that was recreated since (reload) or whose upstream
@@ -11,72 +12,94 @@ use std::sync::Arc;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolResponse, CreateTaskResult, DetailedTask, GetTaskResult, JsonObject, TaskPayload,
-    TaskStatus,
+    CallToolResponse, CallToolResult, CreateTaskResult, DetailedTask, GetTaskResult, JsonObject,
+    TaskPayload, TaskStatus,
 };
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wf_plugin_api::{ErrorCode, TaskStart};
 
 use super::{RunTask, RunTasks, TooManyTasks, UpstreamTask};
 use crate::server::mcp::source_error::source_error;
-use crate::sources::{CallCtx, SourceHandle};
+use crate::sources::{SourceError, SourceHandle};
 
-/// Starts `name` on `handle` as a task. `None`: make the plain call instead
-/// (the principal is at its bound, or the plugin predates tasks).
-pub async fn start(
+/// What a call asked of a source as a task came to. It crosses a call
+/// parked in an input-required round (`mrtr`) as JSON, hence serde.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Start {
+    /// The source answered at once.
+    Complete(CallToolResult),
+    /// wf's task handle for the source's task.
+    Task(CreateTaskResult),
+    /// The source serves no tasks: make the plain call instead.
+    Declined,
+}
+
+impl Start {
+    /// The client's answer; `None`: make the plain call.
+    pub fn response(self) -> Option<CallToolResponse> {
+        match self {
+            Start::Complete(r) => Some(CallToolResponse::Complete(r)),
+            Start::Task(t) => Some(CallToolResponse::Task(t)),
+            Start::Declined => None,
+        }
+    }
+}
+
+/// Whether `principal` may start one more task (else: the plain call).
+pub fn room(tasks: &RunTasks, principal: &str) -> bool {
+    !tasks.at_bound(principal, crate::clock::now_ms())
+}
+
+/// Takes the source's answer to `call_tool_as_task` (on `handle`, for
+/// `source`): a task becomes wf's task of `principal`.
+pub async fn adopt(
     tasks: &RunTasks,
     handle: Arc<SourceHandle>,
-    (source, name): (&str, &str),
-    args: Value,
+    source: &str,
+    answer: Result<TaskStart, SourceError>,
     principal: &str,
-) -> Option<Result<CallToolResponse, McpError>> {
-    let now = crate::clock::now_ms();
-    if tasks.at_bound(principal, now) {
-        return None;
-    }
-    let started = match handle.call_tool_as_task(name, args, CallCtx::new()).await {
-        Err(e) if e.code() == ErrorCode::Unsupported => return None,
-        Err(e) => return Some(Err(source_error(e))),
+) -> Result<Start, McpError> {
+    let started = match answer {
+        Err(e) if e.code() == ErrorCode::Unsupported => return Ok(Start::Declined),
+        Err(e) => return Err(source_error(e)),
         Ok(TaskStart::Complete(r)) => {
-            return Some(
-                crate::server::mcp::tool_result::to_mcp(r).map(CallToolResponse::Complete),
-            );
+            return crate::server::mcp::tool_result::to_mcp(r).map(Start::Complete);
         }
         Ok(TaskStart::Task(task)) => task,
     };
     let Some(theirs) = started.get("taskId").and_then(Value::as_str) else {
-        return Some(Err(McpError::internal_error(
+        return Err(McpError::internal_error(
             format!("source {source:?} started a task without a taskId"),
             None,
-        )));
+        ));
     };
     let upstream = UpstreamTask {
         source: source.to_string(),
         task_id: theirs.to_string(),
         handle: Arc::downgrade(&handle),
     };
-    let id = match tasks.create_upstream(principal, upstream, now) {
+    let id = match tasks.create_upstream(principal, upstream, crate::clock::now_ms()) {
         Ok(id) => id,
         Err(TooManyTasks(n)) => {
             // Lost a race for the last slot: the source's task runs on, untracked.
             let _ = handle.cancel_task(theirs).await;
-            return Some(Err(McpError::internal_error(
+            return Err(McpError::internal_error(
                 format!("too many tasks (server.max_tasks_per_principal = {n})"),
                 None,
-            )));
+            ));
         }
     };
     tracing::info!(principal, task = %id, source, upstream_task = theirs, "source started a task");
-    Some(ours(started, &id, tasks).and_then(|mut v| {
-        // The plugin API asks for MCP's `Task`; the reply's `resultType` is
-        // the host's to add (an upstream's CreateTaskResult already has it).
-        if let Some(o) = v.as_object_mut() {
-            o.entry("resultType").or_insert_with(|| json!("task"));
-        }
-        serde_json::from_value::<CreateTaskResult>(v)
-            .map(CallToolResponse::Task)
-            .map_err(|e| malformed(source, &e))
-    }))
+    let mut v = ours(started, &id, tasks)?;
+    // The plugin API asks for MCP's `Task`; the reply's `resultType` is
+    // the host's to add (an upstream's CreateTaskResult already has it).
+    if let Some(o) = v.as_object_mut() {
+        o.entry("resultType").or_insert_with(|| json!("task"));
+    }
+    serde_json::from_value::<CreateTaskResult>(v)
+        .map(Start::Task)
+        .map_err(|e| malformed(source, &e))
 }
 
 /// The source's task JSON with wf's id, and a TTL no longer than wf keeps it.
@@ -222,6 +245,30 @@ mod tests {
     #[test]
     fn a_task_of_a_gone_source_instance_is_lost() {
         assert!(up("one", "1").live(None).is_none());
+    }
+
+    #[test]
+    fn a_start_crosses_a_parked_round_as_json_unchanged() {
+        // A start that asked for input first ends in a task of its own, and
+        // its outcome reaches the request that resumed it as JSON (`mrtr`).
+        let task: CreateTaskResult = serde_json::from_value(json!({
+            "resultType": "task", "taskId": "wft-x", "status": "working",
+            "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z", "ttlMs": 5
+        }))
+        .unwrap();
+        let back = |s: Start| -> Start {
+            serde_json::from_value(serde_json::to_value(s).unwrap()).unwrap()
+        };
+        let Some(CallToolResponse::Task(t)) = back(Start::Task(task)).response() else {
+            panic!("not a task");
+        };
+        assert_eq!(serde_json::to_value(t).unwrap()["taskId"], "wft-x");
+        let done = CallToolResult::success(vec![]);
+        assert!(matches!(
+            back(Start::Complete(done)).response(),
+            Some(CallToolResponse::Complete(_))
+        ));
+        assert!(back(Start::Declined).response().is_none());
     }
 
     #[test]
