@@ -9,7 +9,7 @@ components (tests/wasm/probe*, built by tests/wasm/build.sh) served by the real
   one that allocates without bound at its memory limit (`memory_mb`), and a trap
   fails only its call; every other call, before and after, is served.
 - A pinned component whose bytes change is refused; `wf check --deep` reports a
-  component's schema problem.
+  component's schema problem, and `wf check --call` the tools that trap or hit a limit.
 
 The outgoing HTTP requests go to a server of this module on 127.0.0.1, the only
 host listed; `localhost` (the same server under a name not listed) is refused.
@@ -279,3 +279,33 @@ def test_check_deep_reports_a_components_schema_problem(wf: Wf) -> None:
     lines = [x for x in proc.stderr.splitlines() if x.startswith(f"{config}: sources.odd")]
     assert len(lines) == 1, proc.stderr
     assert lines[0].endswith('tool "broken" left out: inputSchema must have "type": "object" (MCP requires it)'), lines
+
+
+def test_check_call_names_the_tools_that_crash(wf: Wf) -> None:
+    """`wf check --call` calls every tool of a component once, with arguments made from
+    its input schema: the probe's `trap` (the component traps) and `spin` (stopped at its
+    deadline) are named, its tools that answer or fail in their own words are not; the
+    units example passes."""
+    probe = wf.root / "probe.wasm"
+    shutil.copy2(component("probe.wasm"), probe)
+    config = wf.write_config(
+        toml_config({"crashy": {"kind": "wasm", "path": str(probe), "timeout_ms": 1000}}, server=DISCOVERY),
+        "crashy.toml",
+    )
+    proc = wf.run("check", "--config", str(config), "--call", *wf.plugin_args(), timeout=LISTED_TIMEOUT)
+    assert proc.returncode == 1, proc.stderr
+    lines = [x for x in proc.stderr.splitlines() if x.startswith(f"{config}: sources.crashy: ")]
+    assert len(lines) == 2, proc.stderr
+    trapped, spun = sorted(lines, reverse=True)  # "tool \"trap\"…" sorts after "tool \"spin\"…"
+    assert 'tool "trap" called with {}: trapped: the component trapped' in trapped, lines
+    assert 'tool "spin" called with {}: stopped at a limit: ' in spun and "timeout_ms = 1000" in spun, lines
+    assert "called: crashy: 8 tools: " in proc.stdout and ", 2 with a problem" in proc.stdout, proc.stdout
+
+    units = wf.root / "units.wasm"
+    shutil.copy2(component("units-py.wasm"), units)
+    config = wf.write_config(toml_config({"units": {"kind": "wasm", "path": str(units)}}, server=DISCOVERY), "units.toml")
+    proc = wf.run("check", "--config", str(config), "--call", *wf.plugin_args(), timeout=LISTED_TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    # convert answers (its structured result matches its output schema); convert_many,
+    # asked with no target unit and nobody to ask, fails in its own words.
+    assert "called: units: 2 tools: 1 answered, 1 failed in their own words, 0 with a problem" in proc.stdout, proc.stdout

@@ -69,8 +69,22 @@ pub async fn trial_catalogs(
     plugins: &PluginSet,
     timeout: Duration,
 ) -> std::io::Result<(Vec<Trial>, super::Snapshot)> {
+    let (trials, snapshot, ()) =
+        trial_catalogs_then(sources, config, plugins, timeout, async |_| ()).await?;
+    Ok((trials, snapshot))
+}
+
+/// [`trial_catalogs`], running `then` on the discovered sources before they
+/// are shut down (`wf check --call` calls their tools there).
+pub async fn trial_catalogs_then<T: Default>(
+    sources: BTreeMap<String, SourceConfig>,
+    config: &LoadedConfig,
+    plugins: &PluginSet,
+    timeout: Duration,
+    then: impl AsyncFnOnce(&Sources) -> T,
+) -> std::io::Result<(Vec<Trial>, super::Snapshot, T)> {
     if sources.is_empty() {
-        return Ok((Vec::new(), super::Snapshot::default()));
+        return Ok((Vec::new(), super::Snapshot::default(), T::default()));
     }
     let scratch = Scratch::new()?;
     let set = Arc::new(Sources::new(None));
@@ -94,8 +108,9 @@ pub async fn trial_catalogs(
         })
         .collect();
     let snapshot = super::Snapshot::take(&set);
+    let after = then(&set).await;
     set.shutdown(Duration::from_secs(5)).await;
-    Ok((trials, snapshot))
+    Ok((trials, snapshot, after))
 }
 
 /// Where a stdio source's `command` would not start: a bare name not found

@@ -7,7 +7,9 @@
 //! configured source: created in a throwaway state directory and discovered
 //! once, bounded by `server.discovery_timeout_ms`, so plugin config errors,
 //! missing commands, unreachable URLs and invalid catalogs show up here
-//! instead of at serve time.
+//! instead of at serve time. `--call` (implies `--deep`) also calls each
+//! tool of each `wasm` source once (check_calls.rs): traps, limits hit and
+//! results that depart from their output schema are problems.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,13 +17,15 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::CheckArgs;
+use super::check_calls::{CALLED_KIND, Called, call_tools};
 use crate::app::load_config_and_plugins;
-use crate::catalog::probe::{Trial, missing_command, trial};
+use crate::catalog::probe::{Trial, missing_command, trial, trial_catalogs_then};
 use crate::config::{LoadedConfig, SourceConfig};
 use crate::plugins::PluginSet;
 use crate::sources::desired_sources;
 
-pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
+pub async fn run(mut args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
+    args.deep |= args.call;
     let (config, set, _events, _rx) =
         match load_config_and_plugins(&args.common.start_options(log_level)) {
             Ok(x) => x,
@@ -78,14 +82,30 @@ pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
         }
     }
     let timeout = Duration::from_millis(config.config.server.discovery_timeout_ms);
-    let (tried, snapshot) =
-        crate::catalog::probe::trial_catalogs(to_try.clone(), &config, &set, timeout).await?;
+    // With --call: the sandboxed sources whose tools are called (each call
+    // bounded like a discovery).
+    let called_sources: Vec<String> = to_try
+        .iter()
+        .filter(|(_, sc)| args.call && sc.kind == CALLED_KIND)
+        .map(|(name, _)| name.clone())
+        .collect();
+    let (tried, snapshot, called) =
+        trial_catalogs_then(to_try.clone(), &config, &set, timeout, async |sources| {
+            call_tools(sources, &called_sources, timeout).await
+        })
+        .await?;
     for t in &tried {
         let Some(sc) = to_try.get(&t.source) else {
             continue;
         };
         let (origin, key) = origin(&config, &set, &sources, &t.source, sc);
         problems.extend(trial_problems(t, &origin, &key, sc));
+        let of_source = called.iter().filter(|c| c.source == t.source);
+        problems
+            .extend(of_source.filter_map(|c| Some(format!("{origin}: {key}: {}", c.problem()?))));
+    }
+    if args.call {
+        print_called(&called, to_try.len() - called_sources.len());
     }
     problems.extend(oauth_problems(&config).await);
     problems.extend(endpoint_problems(&config, &snapshot, args.deep));
@@ -131,6 +151,30 @@ pub async fn run(args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
         }
         eprintln!("wf check: {} problem(s)", problems.len());
         Ok(1)
+    }
+}
+
+/// One stdout line per called source: how its tools answered.
+fn print_called(called: &[Called], not_called: usize) {
+    let mut by_source: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+    for c in called {
+        let n = by_source.entry(c.source.as_str()).or_default();
+        match (&c.outcome, c.problem()) {
+            (_, Some(_)) => n.2 += 1,
+            (super::check_calls::Outcome::ToolError(_), None) => n.1 += 1,
+            _ => n.0 += 1,
+        }
+    }
+    for (source, (ok, refused, bad)) in by_source {
+        println!(
+            "called: {source}: {} tools: {ok} answered, {refused} failed in their own words, {bad} with a problem",
+            ok + refused + bad
+        );
+    }
+    if not_called > 0 {
+        println!(
+            "called: {not_called} other source(s) not called: only {CALLED_KIND} sources are (sandboxed)"
+        );
     }
 }
 

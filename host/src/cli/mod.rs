@@ -3,6 +3,7 @@
 mod audit;
 mod auth;
 mod check;
+mod check_calls;
 pub mod log_filter;
 mod log_format;
 mod plugins;
@@ -106,6 +107,13 @@ pub struct CheckArgs {
     /// and capabilities left out. Starts configured upstream servers.
     #[arg(long)]
     pub deep: bool,
+    /// Also call each tool of each `wasm` source once (implies --deep), with
+    /// arguments made from its input schema, each bounded by
+    /// server.discovery_timeout_ms: a trap, a limit hit or a result that does
+    /// not match its outputSchema is a problem. Only WebAssembly components
+    /// are called (sandboxed); a tool can still act on what it was granted.
+    #[arg(long)]
+    pub call: bool,
 }
 
 #[derive(Args, Debug)]

@@ -214,7 +214,8 @@ impl WasmSource {
                         "the component was stopped at its deadline (timeout_ms = {}) while waiting on the host",
                         self.settings.timeout_ms
                     ),
-                ))
+                )
+                .with_data(stopped("deadline")))
             }
         };
         let out = outcome?;
@@ -243,14 +244,13 @@ impl WasmSource {
         tracing::warn!(source = %self.name, "{message}");
         if data.deadline_hit {
             self.counts.deadlines.fetch_add(1, Ordering::Relaxed);
-            PluginError::new(ErrorCode::Timeout, message)
+            PluginError::new(ErrorCode::Timeout, message).with_data(stopped("deadline"))
+        } else if data.limits.memory_hit {
+            self.counts.memory.fetch_add(1, Ordering::Relaxed);
+            PluginError::failed(message).with_data(stopped("memory"))
         } else {
-            if data.limits.memory_hit {
-                self.counts.memory.fetch_add(1, Ordering::Relaxed);
-            } else {
-                self.counts.traps.fetch_add(1, Ordering::Relaxed);
-            }
-            PluginError::failed(message)
+            self.counts.traps.fetch_add(1, Ordering::Relaxed);
+            PluginError::failed(message).with_data(stopped("trap"))
         }
     }
 
@@ -271,6 +271,13 @@ impl WasmSource {
         }
         Ok(())
     }
+}
+
+/// The error data of a call the host stopped: `{"stopped": why}` with why
+/// `trap`, `memory` or `deadline` (`wf check --call` tells a crash from a
+/// tool's own error by it).
+fn stopped(why: &str) -> Value {
+    json!({ "stopped": why })
 }
 
 fn json_len<T: serde::Serialize>(v: &T) -> usize {

@@ -130,6 +130,7 @@ async fn a_trap_fails_only_its_call() {
     let e = src.call_tool("trap", json!({})).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Failed);
     assert!(e.message.contains("the component trapped"), "{}", e.message);
+    assert_eq!(e.data, Some(json!({"stopped": "trap"})));
     assert_eq!(
         text(
             &src.call_tool("echo", json!({"text": "still"}))
@@ -148,6 +149,7 @@ async fn a_component_that_never_yields_is_stopped_at_its_deadline() {
     let e = src.call_tool("spin", json!({})).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Timeout);
     assert!(e.message.contains("timeout_ms = 300"), "{}", e.message);
+    assert_eq!(e.data, Some(json!({"stopped": "deadline"})));
     assert_eq!(
         text(
             &src.call_tool("echo", json!({"text": "after"}))
@@ -167,6 +169,7 @@ async fn a_component_that_allocates_without_bound_is_stopped_at_its_memory_limit
     let e = src.call_tool("hog", json!({})).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Failed);
     assert!(e.message.contains("memory_mb = 32"), "{}", e.message);
+    assert_eq!(e.data, Some(json!({"stopped": "memory"})));
     assert_eq!(
         text(
             &src.call_tool("echo", json!({"text": "after"}))
