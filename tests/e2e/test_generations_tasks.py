@@ -12,18 +12,21 @@ The upstream's `test_tool_with_task` asks for a name in an input-required round 
 only then answers with a task whose result names it (the conformance suite's
 `tasks-mrtr-composition`): wf carries that round to the client — a round of wf's for
 a 2026-07-28 client, an `elicitation/create` request for a 2025-11-25 one — and the
-answer to the upstream, which then starts its task.
+answer to the upstream, which then starts its task. Over wf's stdio the official client
+declares the extension itself, through its extension hook (`Tasks` below).
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx2
 import pytest
 from mcp import types
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp_types import CallToolResult, Result
 
 from conftest import Wf, content_text, free_port, toml_config, wait_listed
 from test_generations import OP_TIMEOUT, UPSTREAM, node  # noqa: F401  (node: a fixture)
@@ -151,6 +154,75 @@ async def test_a_2025_clients_task_through_wf(wf: Wf, node: str, upstream: str) 
             assert params.message == "What is your name?", params
             done = await result(c, created.task.task_id)
             assert content_text(done.content) == "Hello from the task, Alice!", done
+
+
+class CreatedTask(Result):
+    """SEP-2663's answer to a `tools/call`: a task handle."""
+
+    result_type: Literal["task"] = "task"
+    task_id: str
+    status: str
+
+
+class Tasks(ClientExtension):
+    """The tasks extension for the official client (which has none of its own, but
+    takes an extension's result shapes): declares it, and resolves a `task` answer to
+    `tools/call` by polling `tasks/get` until the task completes."""
+
+    identifier = "io.modelcontextprotocol/tasks"
+
+    def __init__(self) -> None:
+        self.created: list[CreatedTask] = []
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [ResultClaim(result_type="task", model=CreatedTask, resolve=self.resolve)]
+
+    async def resolve(self, created: CreatedTask, ctx: ClaimContext) -> CallToolResult:
+        self.created.append(created)
+        with anyio.fail_after(OP_TIMEOUT):
+            while True:
+                # The session's own 2026-07-28 envelope (its stamp), on a method its
+                # tables do not know.
+                data: dict[str, Any] = {"method": "tasks/get", "params": {"taskId": created.task_id}}
+                opts: dict[str, Any] = {}
+                ctx.session._stamp(data, opts)
+                got = await ctx.session._dispatcher.send_raw_request("tasks/get", data["params"], opts)
+                if got["status"] == "completed":
+                    return CallToolResult.model_validate(got["result"])
+                assert got["status"] == "working", got
+                await anyio.sleep(0.1)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_round_before_a_task_over_wfs_stdio(wf: Wf, node: str, mode: str) -> None:
+    """wf served over stdio to the official Python client: the upstream's round before
+    its task reaches a 2025-11-25 client's task-augmented call as an
+    `elicitation/create` request, and a 2026-07-28 client (the tasks extension
+    declared through the client's extension hook) as a round, which the client
+    answers and retries by itself; either way the answer brings wf's task, whose
+    result names it."""
+    config = wf.write_config(toml_config({"ts": {"command": node, "args": [str(UPSTREAM)]}}))
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicit(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"name": "Alice"})
+
+    tasks = Tasks()
+    kw: dict[str, Any] = {"extensions": [tasks]} if mode == "auto" else {}
+    async with wf.stdio_client(mode, "--config", str(config), elicitation_callback=elicit, **kw) as c:
+        await wait_listed(c, ROUND_THEN_TASK)
+        with anyio.fail_after(OP_TIMEOUT):
+            if mode == "legacy":
+                created = await call_as_task(c, ROUND_THEN_TASK, {})
+                assert created.task.task_id.startswith("wft-"), created
+                done = await result(c, created.task.task_id)
+            else:
+                done = await c.call_tool(ROUND_THEN_TASK, {})
+                [created_task] = tasks.created
+                assert created_task.task_id.startswith("wft-"), created_task
+    assert content_text(done.content) == "Hello from the task, Alice!", done
+    assert [p.message for p in asked] == ["What is your name?"], asked
 
 
 def content_text_of(result: dict[str, Any]) -> str:
