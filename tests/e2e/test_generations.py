@@ -22,6 +22,7 @@ import anyio
 import pytest
 from mcp import Client, types
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
 
 from admin_support import sources_by_name
 from caller_support import ANSWER_NAME, ROOT_URI, SAMPLED, Answerer
@@ -170,6 +171,25 @@ async def test_a_2025_client_subscription_becomes_the_upstream_listen(
             assert not (await c.call_tool("ts__touch", {"uri": WATCHED})).is_error
         await updates.wait_count(1)
         assert updates.uris == [WATCHED]
+
+
+@pytest.mark.parametrize("front", FRONTS)
+@pytest.mark.parametrize("upstream", ["stdio", "http-auto"])
+async def test_a_2026_clients_listen_gets_the_upstreams_resource_update(
+    wf: Wf, node: str, upstream: str, front: str
+) -> None:
+    """A 2026-07-28 client's own `subscriptions/listen` with a resource URI: wf
+    serves it through the upstream's listen, and the upstream's update for that URI
+    arrives on the client's stream."""
+    async with client(wf, node, upstream, front, "auto") as c:
+        await wait_listed(c, "ts__touch")
+        with anyio.fail_after(OP_TIMEOUT):
+            async with c.listen(resource_subscriptions=[WATCHED]) as sub:
+                assert sub.honored.resource_subscriptions == [WATCHED], sub.honored
+                assert not (await c.call_tool("ts__touch", {"uri": WATCHED})).is_error
+                async for event in sub:
+                    assert event == ResourceUpdated(uri=WATCHED), event
+                    break
 
 
 @pytest.mark.parametrize("mode", MODES)
