@@ -110,6 +110,11 @@ async def test_a_2026_clients_task_through_wf(wf: Wf, node: str, upstream: str) 
         # Its requestState was for one retry only.
         again = await raw.request("tools/call", retry, ROUND_THEN_TASK)
         assert "unknown requestState" in again["error"]["message"], again
+        # A client that cannot answer the round (it declared no elicitation) gets an
+        # error for that call, and the source still serves tasks.
+        mute = await Raw(http, url, token).request("tools/call", {"name": ROUND_THEN_TASK, "arguments": {}}, ROUND_THEN_TASK)
+        assert "elicitation" in mute["error"]["message"], mute
+        assert (await call_task(raw, {"text": "still"}))["resultType"] == "task"
 
 
 @pytest.mark.parametrize("upstream", ["stdio", "http-auto"])
