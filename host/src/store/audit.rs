@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::db::{Arg, Stmt, args};
+use super::db::{Arg, Db, Stmt, args};
 use super::{Result, Store};
 
 /// One decision and call, as stored.
@@ -160,6 +160,70 @@ fn like_pattern(glob: &str) -> String {
     out
 }
 
+/// The query for `filter`: its SQL and its arguments, newest first.
+/// `sqlite` says which backend plans it.
+fn audit_query(filter: &AuditFilter, sqlite: bool) -> (String, Vec<Arg>) {
+    let mut clauses: Vec<String> = Vec::new();
+    let mut values: Vec<Arg> = Vec::new();
+    let mut add = |clause: &str, value: Arg| {
+        values.push(value);
+        clauses.push(clause.replace('#', &format!("?{}", values.len())));
+    };
+    if let Some(t) = filter.since {
+        add("at >= #", t.into());
+    }
+    if let Some(t) = filter.until {
+        add("at < #", t.into());
+    }
+    if let Some(p) = &filter.principal {
+        add("principal = #", p.into());
+    }
+    if let Some(g) = &filter.group {
+        // `groups` is a JSON array of strings: match the quoted name.
+        add(
+            "groups LIKE # ESCAPE '\\'",
+            format!("%{}%", like_pattern(&json_text(g))).into(),
+        );
+    }
+    if let Some(c) = &filter.capability {
+        add("capability LIKE # ESCAPE '\\'", like_pattern(c).into());
+    }
+    if let Some(s) = &filter.source {
+        add("source = #", s.into());
+    }
+    if let Some(o) = &filter.outcome {
+        // Only other outcomes than `ok` are indexed (migration 8): the
+        // literal lets the planner see the partial index applies. `ok`,
+        // most rows, is found walking the time index newest first; SQLite
+        // without statistics would scan and sort the whole table for an
+        // equality it guesses is selective, so its `+` (no index for this
+        // term) leaves it the time index. PostgreSQL plans on statistics.
+        let clause = match (o == "ok", sqlite) {
+            (false, _) => "outcome = # AND outcome <> 'ok'",
+            (true, true) => "+outcome = #",
+            (true, false) => "outcome = #",
+        };
+        add(clause, o.into());
+    }
+    if let Some(d) = &filter.decision {
+        add("decision = #", d.into());
+    }
+    if let Some(r) = &filter.run {
+        add("run_id = #", r.into());
+    }
+    if let Some(k) = &filter.kind {
+        add("kind = #", k.into());
+    }
+    let limit = filter.limit.unwrap_or(100).clamp(1, MAX_QUERY_ROWS);
+    let mut sql = format!("SELECT {COLUMNS} FROM audit_records");
+    if !clauses.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&clauses.join(" AND "));
+    }
+    sql.push_str(&format!(" ORDER BY at DESC, id DESC LIMIT {limit}"));
+    (sql, values)
+}
+
 impl Store {
     /// Writes a batch of records in one transaction (off the runtime's
     /// workers on SQLite).
@@ -173,53 +237,8 @@ impl Store {
 
     /// Records matching `filter`, newest first.
     pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>> {
-        let mut clauses: Vec<String> = Vec::new();
-        let mut values: Vec<Arg> = Vec::new();
-        let mut add = |clause: &str, value: Arg| {
-            values.push(value);
-            clauses.push(clause.replace('#', &format!("?{}", values.len())));
-        };
-        if let Some(t) = filter.since {
-            add("at >= #", t.into());
-        }
-        if let Some(t) = filter.until {
-            add("at < #", t.into());
-        }
-        if let Some(p) = &filter.principal {
-            add("principal = #", p.into());
-        }
-        if let Some(g) = &filter.group {
-            // `groups` is a JSON array of strings: match the quoted name.
-            add(
-                "groups LIKE # ESCAPE '\\'",
-                format!("%{}%", like_pattern(&json_text(g))).into(),
-            );
-        }
-        if let Some(c) = &filter.capability {
-            add("capability LIKE # ESCAPE '\\'", like_pattern(c).into());
-        }
-        if let Some(s) = &filter.source {
-            add("source = #", s.into());
-        }
-        if let Some(o) = &filter.outcome {
-            add("outcome = #", o.into());
-        }
-        if let Some(d) = &filter.decision {
-            add("decision = #", d.into());
-        }
-        if let Some(r) = &filter.run {
-            add("run_id = #", r.into());
-        }
-        if let Some(k) = &filter.kind {
-            add("kind = #", k.into());
-        }
-        let limit = filter.limit.unwrap_or(100).clamp(1, MAX_QUERY_ROWS);
-        let mut sql = format!("SELECT {COLUMNS} FROM audit_records");
-        if !clauses.is_empty() {
-            sql.push_str(" WHERE ");
-            sql.push_str(&clauses.join(" AND "));
-        }
-        sql.push_str(&format!(" ORDER BY at DESC, id DESC LIMIT {limit}"));
+        let sqlite = matches!(self.db, Db::Sqlite(_));
+        let (sql, values) = audit_query(filter, sqlite);
         let rows = self.db.query(&sql, values).await?;
         rows.iter()
             .map(|r| {
@@ -365,14 +384,115 @@ mod tests {
                 ..Default::default()
             };
             assert!(s.audit(&no_group).await.unwrap().is_empty());
+            // `ok` is the outcome the partial index leaves out (migration 8).
+            let ok = AuditFilter {
+                outcome: Some("ok".into()),
+                ..Default::default()
+            };
+            assert_eq!(ids(s.audit(&ok).await.unwrap()), ["a4", "a1"]);
+            s.put_audit(&[AuditRecord {
+                run_id: Some("run-1".into()),
+                ..record("a5", 5_000, "alice", "fs__read_file", "ok")
+            }])
+            .await
+            .unwrap();
+            let by_run = AuditFilter {
+                run: Some("run-1".into()),
+                ..Default::default()
+            };
+            assert_eq!(ids(s.audit(&by_run).await.unwrap()), ["a5"]);
 
             // By age: a1 goes; by rows: the newest two stay.
             assert_eq!(s.prune_audit(1_500, 10).await.unwrap(), 1);
-            assert_eq!(s.prune_audit(0, 2).await.unwrap(), 1);
+            assert_eq!(s.prune_audit(0, 2).await.unwrap(), 2);
             assert_eq!(
                 ids(s.audit(&AuditFilter::default()).await.unwrap()),
-                ["a4", "a3"]
+                ["a5", "a4"]
             );
+        }
+    }
+
+    /// Which index SQLite walks for each filter the operator manual names,
+    /// after migration 8 dropped the capability index and made the outcome
+    /// and run indexes partial.
+    #[tokio::test]
+    async fn each_filter_keeps_its_index_on_sqlite() {
+        let s = Store::in_memory().unwrap();
+        let rows: Vec<AuditRecord> = (0..300)
+            .map(|i| {
+                record(
+                    &format!("r{i:03}"),
+                    i,
+                    "alice",
+                    "github__create_issue",
+                    "ok",
+                )
+            })
+            .collect();
+        s.put_audit(&rows).await.unwrap();
+        let plan = |filter: AuditFilter| {
+            let (sql, values) = audit_query(&filter, true);
+            let db = &s.db;
+            async move {
+                db.query(&format!("EXPLAIN QUERY PLAN {sql}"), values)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.text(3).unwrap())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            }
+        };
+        let cases = [
+            (AuditFilter::default(), "audit_by_time"),
+            (
+                AuditFilter {
+                    principal: Some("alice".into()),
+                    ..Default::default()
+                },
+                "audit_by_principal",
+            ),
+            (
+                AuditFilter {
+                    source: Some("github".into()),
+                    ..Default::default()
+                },
+                "audit_by_source",
+            ),
+            (
+                AuditFilter {
+                    outcome: Some("denied".into()),
+                    ..Default::default()
+                },
+                "audit_by_outcome",
+            ),
+            (
+                AuditFilter {
+                    run: Some("run-1".into()),
+                    ..Default::default()
+                },
+                "audit_by_run",
+            ),
+            // A glob walks the time index newest first, as it always did.
+            (
+                AuditFilter {
+                    capability: Some("github__*".into()),
+                    ..Default::default()
+                },
+                "audit_by_time",
+            ),
+            (
+                AuditFilter {
+                    outcome: Some("ok".into()),
+                    ..Default::default()
+                },
+                "audit_by_time",
+            ),
+        ];
+        for (filter, index) in cases {
+            let shown = format!("{filter:?}");
+            let p = plan(filter).await;
+            assert!(p.contains(&format!("INDEX {index}")), "{shown}: {p}");
         }
     }
 }

@@ -61,6 +61,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("migrations/0007_quota_budgets.sql"),
         postgres: include_str!("migrations/0007_quota_budgets.sql"),
     },
+    Migration {
+        version: 8,
+        name: "audit indexes",
+        sqlite: include_str!("migrations/0008_audit_indexes.sql"),
+        postgres: include_str!("migrations/0008_audit_indexes.sql"),
+    },
 ];
 
 /// The schema version this build writes.
