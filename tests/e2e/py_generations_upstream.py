@@ -18,15 +18,21 @@ Tools:
   wait      appends `started` to the file `marker`, waits until the call is cancelled
             (at most 60 s), then appends `cancelled`
 
+  meta      returns the request's `_meta` keys outside `io.modelcontextprotocol/` (and not its
+            progress token), and a
+            `_meta` of its own on the result
+
   touch     publishes an update of the resource `uri` to `subscriptions/listen` streams
   add_tool  adds a tool `added` and publishes that the tool list changed
 
-Prompt `greet`, whose argument `name` completes (`Ada`, `Alan`, `Grace`); resource
+Prompt `greet`, whose argument `name` completes (`Ada`, `Alan`, `Grace`); prompt
+`refuse`, which fails with a JSON-RPC error carrying a code and `data`; resource
 `test://watched`.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -35,6 +41,7 @@ import anyio
 
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
 
 warnings.simplefilter("ignore")  # the logging capability's deprecation (SEP-2577)
 
@@ -137,6 +144,16 @@ async def wait(marker: str) -> str:
     return "waited"
 
 
+@server.tool(description="Echoes the request's own `_meta` keys")
+async def meta(ctx: Context) -> types.CallToolResult:
+    reserved = ("io.modelcontextprotocol/", "progress_token", "progressToken")
+    got = {k: v for k, v in (ctx.request_context.meta or {}).items() if not k.startswith(reserved)}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(got))],
+        _meta={"example.com/upstream": "from the upstream"},
+    )
+
+
 @server.tool(description="Says the resource `uri` was updated")
 async def touch(uri: str, ctx: Context) -> str:
     await ctx.notify_resource_updated(uri)
@@ -162,6 +179,11 @@ def watched() -> str:
 @server.prompt(description="Greets someone")
 def greet(name: str) -> str:
     return f"Hello {name}"
+
+
+@server.prompt(description="Fails with a JSON-RPC error")
+def refuse() -> str:
+    raise MCPError(-32050, "the upstream refuses", {"reason": "test", "n": 1})
 
 
 @server.completion()

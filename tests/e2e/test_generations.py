@@ -198,8 +198,14 @@ async def test_completions_reach_the_upstream(wf: Wf, node: str, front: str, mod
     """Argument completion of the upstream's prompt reaches it, under wf's name for the prompt."""
     async with client(wf, node, "stdio", front, mode) as c:
         await wait_listed(c, "ts__sample")
-        with anyio.fail_after(OP_TIMEOUT):
-            r = await c.complete(types.PromptReference(type="ref/prompt", name="ts__greet"), {"name": "name", "value": "A"})
+        await completions_reach_upstream(c)
+
+
+async def completions_reach_upstream(c: Client) -> None:
+    """The upstream's prompt `greet` completes its argument `name` (also over an HTTP
+    upstream: `test_the_features_through_wfs_http_front`)."""
+    with anyio.fail_after(OP_TIMEOUT):
+        r = await c.complete(types.PromptReference(type="ref/prompt", name="ts__greet"), {"name": "name", "value": "A"})
     assert r.completion.values == ["Ada", "Alan"], r
 
 

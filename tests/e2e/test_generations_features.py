@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from caller_support import SAMPLED, Answerer
 from conftest import Wf, call_outcome, content_text, wait_listed
 from list_changed_support import list_changed_waiter
-from test_generations import OP_TIMEOUT, client, node, spoken  # noqa: F401  (node: a fixture)
+from test_generations import OP_TIMEOUT, client, completions_reach_upstream, node, spoken  # noqa: F401  (node: a fixture)
 
 pytestmark = pytest.mark.anyio
 
@@ -73,6 +73,62 @@ async def test_which_sampling_each_generation_carries(
     assert len(a.samplings) == sum(want), a.samplings
 
 
+async def logs_at_level(c: Client, a: Answerer, mode: str) -> None:
+    """`ts__log` logs at debug, info and warning: the client that asked for info and
+    above (`logging/setLevel` when 2025-11-25, else its request's log level, set on the
+    client) gets the two lines at or above it."""
+    with anyio.fail_after(OP_TIMEOUT):
+        if mode == "legacy":
+            await c.set_logging_level("info")
+        r = await c.call_tool("ts__log", {})
+    assert content_text(r.content) == "logged", r
+    await a.wait_logs(2, timeout=OP_TIMEOUT)
+    assert sorted((m.level, m.data) for m in a.logs) == [("info", "info line"), ("warning", "warning line")], a.logs
+
+
+async def meta_both_ways(c: Client) -> None:
+    """The call's own `_meta` key reaches the upstream (its `meta` tool echoes the keys
+    it got), and the result's `_meta` the client."""
+    with anyio.fail_after(OP_TIMEOUT):
+        r = await c.call_tool("ts__meta", {}, meta={"example.com/trace": "abc"})
+    assert not r.is_error, r
+    assert json.loads(content_text(r.content)) == {"example.com/trace": "abc"}, r
+    assert (r.meta or {}).get("example.com/upstream") == "from the upstream", r.meta
+
+
+async def error_with_data(c: Client) -> None:
+    """The upstream's prompt `refuse` fails with -32050 and `data`: the client gets both."""
+    with anyio.fail_after(OP_TIMEOUT), pytest.raises(MCPError) as e:
+        await c.get_prompt("ts__refuse", {})
+    assert e.value.code == -32050, e.value
+    assert "the upstream refuses" in e.value.message, e.value
+    assert e.value.data == {"reason": "test", "n": 1}, e.value.data
+
+
+async def cancellation_reaches_upstream(c: Client, marker: Path) -> None:
+    """The client cancels its `ts__wait` call: the upstream's handler is cancelled
+    (it writes `cancelled` to `marker`)."""
+    with anyio.fail_after(OP_TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(c.call_tool, "ts__wait", {"marker": str(marker)}))
+            while "started" not in lines(marker):
+                await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+        while "cancelled" not in lines(marker):
+            await anyio.sleep(0.02)
+    assert lines(marker) == ["started", "cancelled"]
+
+
+async def list_change_reaches_client(c: Client, notes: list[Any]) -> None:
+    """The upstream adds a tool and says so: the client is told (a notification for a
+    2025-11-25 client, its listen stream for a 2026-07-28 one) and lists the tool."""
+    async with list_changed_waiter(c, notes) as announced:
+        with anyio.fail_after(OP_TIMEOUT):
+            assert content_text((await c.call_tool("ts__add_tool", {})).content) == "added"
+        await announced(OP_TIMEOUT)
+    await wait_listed(c, "ts__added")
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 @pytest.mark.parametrize("upstream", ["stdio", "http-sse"])
 async def test_log_messages_reach_the_client_at_its_level(wf: Wf, node: str, upstream: str, mode: str) -> None:
@@ -85,13 +141,7 @@ async def test_log_messages_reach_the_client_at_its_level(wf: Wf, node: str, ups
         kw["log_level"] = "info"
     async with client(wf, node, upstream, "stdio", mode, **kw) as c:
         await wait_listed(c, "ts__log")
-        with anyio.fail_after(OP_TIMEOUT):
-            if mode == "legacy":
-                await c.set_logging_level("info")
-            r = await c.call_tool("ts__log", {})
-        assert content_text(r.content) == "logged", r
-        await a.wait_logs(2, timeout=OP_TIMEOUT)
-    assert sorted((m.level, m.data) for m in a.logs) == [("info", "info line"), ("warning", "warning line")], a.logs
+        await logs_at_level(c, a, mode)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -100,11 +150,7 @@ async def test_meta_crosses_both_ways(wf: Wf, node: str, upstream: str, mode: st
     """A call's own `_meta` keys reach the upstream, and the result's `_meta` the client."""
     async with client(wf, node, upstream, "stdio", mode) as c:
         await wait_listed(c, "ts__meta")
-        with anyio.fail_after(OP_TIMEOUT):
-            r = await c.call_tool("ts__meta", {}, meta={"example.com/trace": "abc"})
-    assert not r.is_error, r
-    assert json.loads(content_text(r.content)) == {"example.com/trace": "abc"}, r
-    assert (r.meta or {}).get("example.com/upstream") == "from the upstream", r.meta
+        await meta_both_ways(c)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -114,32 +160,19 @@ async def test_an_error_keeps_its_code_and_data(wf: Wf, node: str, upstream: str
     its code, message and `data`."""
     async with client(wf, node, upstream, "stdio", mode) as c:
         await wait_listed(c, "ts__sample")
-        with anyio.fail_after(OP_TIMEOUT), pytest.raises(MCPError) as e:
-            await c.get_prompt("ts__refuse", {})
-    assert e.value.code == -32050, e.value
-    assert "the upstream refuses" in e.value.message, e.value
-    assert e.value.data == {"reason": "test", "n": 1}, e.value.data
+        await error_with_data(c)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-@pytest.mark.parametrize("upstream", ["stdio", "http-sse"])
+@pytest.mark.parametrize("upstream", ["stdio", "http-sse", "http-json"])
 async def test_a_clients_cancellation_reaches_the_upstream(
     wf: Wf, node: str, upstream: str, mode: str, tmp_path: Path
 ) -> None:
     """A client that cancels its call: the upstream's handler sees its request
     cancelled (its abort signal fires), in either generation."""
-    marker = tmp_path / "wait.marker"
     async with client(wf, node, upstream, "stdio", mode) as c:
         await wait_listed(c, "ts__wait")
-        with anyio.fail_after(OP_TIMEOUT):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(partial(c.call_tool, "ts__wait", {"marker": str(marker)}))
-                while "started" not in lines(marker):
-                    await anyio.sleep(0.02)
-                tg.cancel_scope.cancel()
-            while "cancelled" not in lines(marker):
-                await anyio.sleep(0.02)
-    assert lines(marker) == ["started", "cancelled"]
+        await cancellation_reaches_upstream(c, tmp_path / "wait.marker")
 
 
 # Over stdio the added tool lives in the live session's process only: the
@@ -157,11 +190,32 @@ async def test_the_upstreams_list_change_reaches_the_client(wf: Wf, node: str, u
 
     async with client(wf, node, upstream, "stdio", mode, message_handler=on_message) as c:
         await wait_listed(c, "ts__add_tool")
-        async with list_changed_waiter(c, notes) as announced:
-            with anyio.fail_after(OP_TIMEOUT):
-                assert content_text((await c.call_tool("ts__add_tool", {})).content) == "added"
-            await announced(OP_TIMEOUT)
-        await wait_listed(c, "ts__added")
+        await list_change_reaches_client(c, notes)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_features_through_wfs_http_front(wf: Wf, node: str, mode: str, tmp_path: Path) -> None:
+    """The same cells through `wf serve --http`, one wf and one HTTP upstream (`auto`
+    replies) for all of them: log lines at the client's level, `_meta` both ways, an
+    error's code and `data`, completions, cancellation, then list_changed (last: it
+    changes the upstream's tools)."""
+    a = Answerer()
+    notes: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        notes.append(message)
+
+    kw: dict[str, Any] = a.callbacks()
+    if mode == "auto":
+        kw["log_level"] = "info"
+    async with client(wf, node, "http-auto", "http", mode, message_handler=on_message, **kw) as c:
+        await wait_listed(c, "ts__add_tool")
+        await logs_at_level(c, a, mode)
+        await meta_both_ways(c)
+        await error_with_data(c)
+        await completions_reach_upstream(c)
+        await cancellation_reaches_upstream(c, tmp_path / "wait.marker")
+        await list_change_reaches_client(c, notes)
 
 
 def lines(marker: Path) -> list[str]:

@@ -4,7 +4,8 @@
 wf's stdio child or as a `url` source over streamable HTTP (SSE or JSON replies), wf
 serving over stdio or `--http`, clients of both generations (the official Python
 client, `legacy` and `auto`): its rounds (sampling, form and URL elicitation, roots),
-progress, log lines, cancellation, completions, resource subscriptions and list_changed,
+progress, log lines, cancellation, completions, `_meta` both ways, errors with their code
+and `data`, resource subscriptions and list_changed,
 and which sampling each generation carries.
 """
 
@@ -24,6 +25,7 @@ from conftest import Wf, call_outcome, content_text, free_port, toml_config, wai
 from forwarding_support import Updates
 from list_changed_support import list_changed_waiter
 from test_generations import OP_TIMEOUT, spoken
+from test_generations_features import error_with_data, meta_both_ways
 
 pytestmark = pytest.mark.anyio
 
@@ -140,14 +142,18 @@ async def test_which_sampling_each_generation_carries_python(wf: Wf, protocol: s
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 @pytest.mark.parametrize("upstream", ["stdio", "http-sse"])
-async def test_python_sdk_upstream_cancellation_and_completions(
+async def test_python_sdk_upstream_cancellation_completions_meta_and_errors(
     wf: Wf, upstream: str, mode: str, tmp_path: Path
 ) -> None:
     """A client that cancels its call: the upstream's handler is cancelled. Argument
-    completion of the upstream's prompt reaches it under wf's name for the prompt."""
+    completion of the upstream's prompt reaches it under wf's name for the prompt. A
+    call's `_meta` reaches the upstream and the result's `_meta` the client; the
+    upstream's JSON-RPC error keeps its code, message and `data`."""
     marker = tmp_path / "wait.marker"
     async with client(wf, mode, upstream) as c:
         await wait_listed(c, "ts__wait")
+        await meta_both_ways(c)
+        await error_with_data(c)
         with anyio.fail_after(OP_TIMEOUT):
             ref = types.PromptReference(type="ref/prompt", name="ts__greet")
             r = await c.complete(ref, {"name": "name", "value": "A"})
