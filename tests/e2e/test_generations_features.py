@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 
 from caller_support import SAMPLED, Answerer
@@ -193,19 +193,43 @@ async def test_the_upstreams_list_change_reaches_the_client(wf: Wf, node: str, u
         await list_change_reaches_client(c, notes)
 
 
+class Roots:
+    """A client's roots, which the test changes."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+
+    async def callback(self, _ctx: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=self.uri, name="root")])  # type: ignore[arg-type]
+
+
+async def roots_change_reaches_upstream(c: Client, roots: Roots, mode: str) -> None:
+    """The upstream asks for roots in a round each time (`ts__roots`): after the client
+    changes its roots (and says so with `notifications/roots/list_changed`, when it
+    speaks 2025-11-25; 2026-07-28 has no such notification), the next round gets the
+    new ones, and the notification breaks nothing."""
+    with anyio.fail_after(OP_TIMEOUT):
+        assert content_text((await c.call_tool("ts__roots", {})).content) == f'roots: ["{roots.uri}"]'
+        roots.uri = "file:///tmp/wf-roots-changed"
+        if mode == "legacy":
+            await c.send_roots_list_changed()
+        assert content_text((await c.call_tool("ts__roots", {})).content) == f'roots: ["{roots.uri}"]'
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_the_features_through_wfs_http_front(wf: Wf, node: str, mode: str, tmp_path: Path) -> None:
     """The same cells through `wf serve --http`, one wf and one HTTP upstream (`auto`
     replies) for all of them: log lines at the client's level, `_meta` both ways, an
-    error's code and `data`, completions, cancellation, then list_changed (last: it
-    changes the upstream's tools)."""
+    error's code and `data`, completions, cancellation, a change of the client's roots,
+    then list_changed (last: it changes the upstream's tools)."""
     a = Answerer()
     notes: list[Any] = []
 
     async def on_message(message: Any) -> None:
         notes.append(message)
 
-    kw: dict[str, Any] = a.callbacks()
+    roots = Roots("file:///tmp/wf-roots-first")
+    kw: dict[str, Any] = a.callbacks() | {"list_roots_callback": roots.callback}
     if mode == "auto":
         kw["log_level"] = "info"
     async with client(wf, node, "http-auto", "http", mode, message_handler=on_message, **kw) as c:
@@ -215,6 +239,7 @@ async def test_the_features_through_wfs_http_front(wf: Wf, node: str, mode: str,
         await error_with_data(c)
         await completions_reach_upstream(c)
         await cancellation_reaches_upstream(c, tmp_path / "wait.marker")
+        await roots_change_reaches_upstream(c, roots, mode)
         await list_change_reaches_client(c, notes)
 
 
