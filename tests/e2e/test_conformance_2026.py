@@ -113,11 +113,12 @@ SCENARIOS_2026 = [
     # wf refuses a rebinding Host (the upstream alone does not).
     "dns-rebinding-protection",
     # The tasks extension (SEP-2663): the upstream's tasks (`slow_compute`, `failing_job`,
-    # `protocol_error_job`; `greet` answers at once) through wf's forwarded tasks. Left
-    # out: `tasks-mrtr-input` (tools the upstream does not serve), `-required-task-error`
-    # (fails against the upstream directly) and `-status-notifications` (the suite skips
-    # it).
+    # `protocol_error_job`; `greet` answers at once; `confirm_delete` and `multi_input`
+    # wait in `input_required` until `tasks/update` answers them, a key at a time)
+    # through wf's forwarded tasks. Left out: `-required-task-error` (fails against the
+    # upstream directly) and `-status-notifications` (the suite skips it).
     "tasks-lifecycle",
+    "tasks-mrtr-input",
     "tasks-mrtr-composition",
     "tasks-capability-negotiation",
     "tasks-wire-fields",

@@ -13,7 +13,10 @@ only then answers with a task whose result names it (the conformance suite's
 `tasks-mrtr-composition`): wf carries that round to the client — a round of wf's for
 a 2026-07-28 client, an `elicitation/create` request for a 2025-11-25 one — and the
 answer to the upstream, which then starts its task. Over wf's stdio the official client
-declares the extension itself, through its extension hook (`Tasks` below).
+declares the extension itself, through its extension hook (`Tasks` below). The
+upstream's `confirm_delete` task asks mid-task (`input_required`, answered with
+`tasks/update`): a 2025-11-25 client gets an `elicitation/create` request while it waits
+on `tasks/result`.
 """
 
 from __future__ import annotations
@@ -129,6 +132,8 @@ async def test_a_2025_clients_task_through_wf(wf: Wf, node: str, upstream: str) 
 
     async def elicit(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params)
+        if params.message == "Delete it?":
+            return types.ElicitResult(action="accept", content={"confirm": True})
         return types.ElicitResult(action="accept", content={"name": "Alice"})
 
     async with legacy(url, token, elicitation_callback=elicit) as c:
@@ -159,6 +164,14 @@ async def test_a_2025_clients_task_through_wf(wf: Wf, node: str, upstream: str) 
             assert params.message == "What is your name?", params
             done = await result(c, created.task.task_id)
             assert content_text(done.content) == "Hello from the task, Alice!", done
+
+            # The upstream's task asks mid-task (`input_required`, answered upstream with
+            # `tasks/update`): an `elicitation/create` request while the client waits on
+            # `tasks/result`, whose answer completes the task.
+            created = await call_as_task(c, "ts__confirm_delete", {"filename": "notes.txt"})
+            done = await result(c, created.task.task_id)
+            assert [p.message for p in asked[1:]] == ["Delete it?"], asked
+            assert content_text(done.content) == "notes.txt: deleted", done
 
 
 class CreatedTask(Result):

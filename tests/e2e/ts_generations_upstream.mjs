@@ -28,7 +28,7 @@
 //   task         with a request that declares the tasks extension (SEP-2663), answers
 //                with a task handle; the task completes with `task done: <text>`, or with
 //                `hold` works until cancelled. Without the extension: the plain result.
-//                `tasks/get` and `tasks/cancel` serve these tasks (see TASKS below)
+//                `tasks/get`, `tasks/update` and `tasks/cancel` serve these tasks (see TASKS below)
 //   test_tool_with_progress, test_elicitation_sep1034_defaults, test_elicitation_sep1330_enums
 //                the conformance suite 0.1.16's tools of those names (as its scenarios
 //                describe them): progress 0, 50 and 100 of 100; a form whose fields have
@@ -62,6 +62,12 @@
 //                what the 2026-07-28 set's prompt, resource, completion and JSON Schema
 //                scenarios use by name (as their descriptions ask)
 //   greet, slow_compute, failing_job, protocol_error_job
+//   confirm_delete, multi_input
+//                the tasks extension's `tasks-mrtr-input` tools: with the extension
+//                declared, a task that waits in `input_required` on one (`confirm`) or two
+//                (`first`, `second`) form elicitations, answered with `tasks/update`
+//                (a subset of keys at a time), then completes naming the answers. Without
+//                it, the same asks in an input-required round
 //                the tasks extension scenarios' tools (as `tasks-lifecycle` describes
 //                them): `greet` answers at once; with the extension declared, the others
 //                answer with a task that completes after `seconds` (cancellable), completes
@@ -410,6 +416,30 @@ jobTool('protocol_error_job', 'A task that fails with a protocol error', z.objec
   300,
   { error: { code: -32603, message: 'the job crashed' } }
 ]);
+// A task that waits in input_required until `tasks/update` answered every key of
+// `asks`; then it completes with `done(answers)`.
+function startInputTask(asks, done) {
+  const now = new Date().toISOString();
+  const task = { taskId: `ts-task-${++taskCount}`, status: 'input_required', createdAt: now, lastUpdatedAt: now, ttlMs: 600_000, pollIntervalMs: 100, inputRequests: { ...asks } };
+  TASKS.set(task.taskId, task);
+  WAITING.set(task.taskId, { answers: {}, done });
+  const { inputRequests: _asks, ...created } = withoutResult(task);
+  return { resultType: 'task', ...created };
+}
+const confirmForm = () => inputRequired.elicit({ message: 'Delete it?', requestedSchema: z.object({ confirm: z.boolean() }) });
+const inputTool = (name, description, inputSchema, asks, done) =>
+  server.registerTool(name, { description, inputSchema }, async (args, ctx) => {
+    if (declaresTasks(ctx)) return startInputTask(asks(), answers => done(args, answers));
+    const got = ctx.mcpReq.inputResponses ?? {};
+    const missing = Object.fromEntries(Object.entries(asks()).filter(([k]) => !got[k]));
+    return Object.keys(missing).length ? inputRequired({ inputRequests: missing }) : done(args, got);
+  });
+inputTool('confirm_delete', 'Asks before it deletes `filename` (a task with the extension)', z.object({ filename: z.string() }), () => ({ confirm: confirmForm() }), ({ filename }, a) =>
+  text(`${filename}: ${a.confirm?.content?.confirm ? 'deleted' : 'kept'}`)
+);
+inputTool('multi_input', 'Asks two things at once (a task with the extension)', noArgs, () => ({ first: nameForm(), second: confirmForm() }), (_args, a) =>
+  text(`answers: ${a.first?.content?.name}, ${a.second?.content?.confirm}`)
+);
 const capitalQuestion = inputRequired.createMessage({
   messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }],
   maxTokens: 50
@@ -667,6 +697,8 @@ return server;
 const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 const MINTED_STATES = new Set(['three', 'three-asked', 'round-1', 'round-2', 'echo-me', 'sealed']);
 const TASKS = new Map();
+// Tasks waiting for input: their answers so far and what completes them.
+const WAITING = new Map();
 let taskCount = 0;
 
 function withoutResult(task) {
@@ -684,7 +716,31 @@ function serveTasks(server) {
   server.server.setRequestHandler('tasks/get', { params: byId }, async ({ taskId }) => ({ resultType: 'complete', ...known(taskId) }));
   server.server.setRequestHandler('tasks/cancel', { params: byId }, async ({ taskId }) => {
     const task = known(taskId);
-    if (task.status === 'working') Object.assign(task, { status: 'cancelled', lastUpdatedAt: new Date().toISOString() });
+    if (task.status === 'working' || task.status === 'input_required') {
+      WAITING.delete(taskId);
+      delete task.inputRequests;
+      Object.assign(task, { status: 'cancelled', lastUpdatedAt: new Date().toISOString() });
+    }
+    return { resultType: 'complete' };
+  });
+  // Answers to a waiting task's requests, some keys at a time; the last one completes it.
+  // The SDK takes `inputResponses` out of the params into the request's context.
+  server.server.setRequestHandler('tasks/update', { params: byId }, async ({ taskId, inputResponses: inParams }, ctx) => {
+    const inputResponses = inParams ?? ctx?.mcpReq?.inputResponses ?? {};
+    const task = known(taskId);
+    const waiting = WAITING.get(taskId);
+    if (!waiting || task.status !== 'input_required') throw new ProtocolError(-32602, `task ${taskId} is not waiting for input`);
+    for (const [key, answer] of Object.entries(inputResponses)) {
+      if (!(key in task.inputRequests)) continue;
+      waiting.answers[key] = answer;
+      delete task.inputRequests[key];
+    }
+    task.lastUpdatedAt = new Date().toISOString();
+    if (Object.keys(task.inputRequests).length === 0) {
+      WAITING.delete(taskId);
+      delete task.inputRequests;
+      Object.assign(task, { status: 'completed', result: waiting.done(waiting.answers) });
+    }
     return { resultType: 'complete' };
   });
 }
