@@ -20,7 +20,10 @@
 //!   against a static token (and that no JWKS fetch is on the request path);
 //! - openapi-docs (only with `--only openapi-docs`): GitHub's and Microsoft
 //!   Graph's OpenAPI documents served whole: discovery time, RSS, tools/list
-//!   bytes (bench/fetch_openapi_docs.sh fetches Graph's).
+//!   bytes (bench/fetch_openapi_docs.sh fetches Graph's);
+//! - wasm: a WebAssembly component's trivial tool against a native one (warm
+//!   call, cold start with the compiled-code cache off and on), and the
+//!   memory per instance.
 //!
 //! Prints markdown tables on stdout, progress on stderr; `--record FILE`
 //! appends their figures to FILE as JSON lines. See docs/benchmarks.md.
@@ -50,6 +53,7 @@ mod slow;
 mod startup;
 mod startup_npm;
 mod stats;
+mod wasm;
 mod web;
 
 use std::path::{Path, PathBuf};
@@ -156,6 +160,9 @@ enum Bench {
     Endpoints,
     /// 200 concurrent HTTP sessions, then a 100 000-call soak (not in the default run).
     Load,
+    /// WebAssembly components: a trivial tool's warm call and cold start
+    /// against native, and the memory per instance.
+    Wasm,
     /// wf's HTTP front beside mcp-proxy and FastMCP: latency, calls/s, RSS,
     /// upstream processes (not in the default run; installs mcp-proxy once).
     Gateways,
@@ -433,6 +440,9 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     }
     if wants(Bench::Endpoints) {
         endpoints::run(env).await?;
+    }
+    if wants(Bench::Wasm) {
+        wasm::run(env).await?;
     }
     // Minutes long: only when asked for by name.
     if only.contains(&Bench::Load) {
