@@ -190,7 +190,13 @@ pub fn rewritten(bytes: &[u8]) -> Option<Vec<u8>> {
 pub fn check(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Box<Rejection>> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let renamed = rewritten(bytes);
-    let bytes = renamed.as_deref().unwrap_or(bytes);
+    check_rewritten(renamed.as_deref().unwrap_or(bytes))
+}
+
+/// [`check`] for a message [`rewritten`] has already been applied to (the
+/// HTTP front's, whose body rmcp reads too): the scan is not made twice.
+pub fn check_rewritten(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Box<Rejection>> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     if let Some(message) = fast_call(bytes) {
         return Ok(message);
     }

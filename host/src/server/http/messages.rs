@@ -190,7 +190,7 @@ async fn post(m: &Messages, request: Request, next: Next) -> Response {
     }
     // rmcp reads the body again: it gets what wf's handler is to read (`rewritten`).
     let bytes = jsonrpc::rewritten(&bytes).map_or(bytes, Bytes::from);
-    match jsonrpc::check(&bytes) {
+    match jsonrpc::check_rewritten(&bytes) {
         Err(r) if r.code == INVALID_PARAMS => {
             // An unknown session is rmcp's to answer (404), whatever the body.
             if known_session(m, &parts.headers).await != Some(false) {
