@@ -40,6 +40,9 @@ pub struct Ctx {
     stderr: MemoryOutputPipe,
     /// Ticks of the call's budget still left.
     ticks_left: u64,
+    /// When the budget ends by the clock: under load a yielded call waits
+    /// for its thread past ticks it never sees, so ticks alone run slow.
+    deadline: std::time::Instant,
     /// Set when the budget ran out (the trap then names `timeout_ms`).
     pub deadline_hit: bool,
 }
@@ -159,6 +162,7 @@ pub fn store(
         stdout,
         stderr,
         ticks_left: Runtime::ticks(settings.timeout_ms),
+        deadline: std::time::Instant::now() + std::time::Duration::from_millis(settings.timeout_ms),
         deadline_hit: false,
     };
     let mut store = Store::new(&runtime.engine, ctx);
@@ -167,7 +171,7 @@ pub fn store(
     store.epoch_deadline_callback(|mut cx: StoreContextMut<'_, Ctx>| {
         let data = cx.data_mut();
         data.ticks_left = data.ticks_left.saturating_sub(1);
-        if data.ticks_left == 0 {
+        if data.ticks_left == 0 || std::time::Instant::now() >= data.deadline {
             data.deadline_hit = true;
             return Ok(UpdateDeadline::Interrupt);
         }
