@@ -184,17 +184,13 @@ async def roots_listed(c: Any, tool: str, uri: str) -> None:
             await anyio.sleep(0.05)
 
 
-# Skipped, not xfail: it fails only after OP_TIMEOUT, too long for CI's budget.
-@pytest.mark.skip(
-    reason="gap (#47): server-everything asks roots/list right after the notification, outside any call "
-    "of the client, and wf answers -32603 'cannot list_roots the caller: the call has ended'; it keeps the old roots"
-)
 async def test_a_roots_change_reaches_server_everything(wf: Wf, everything_bin: Path) -> None:
     """An independent 2025-11-25 upstream (server-everything, wf's stdio child, shared
     session): it asks the client for roots during `get-roots-list`; the client
     changes its roots and says so, and server-everything, told through wf (which
     wf's log shows: `roots list change forwarded`), asks again outside any call and
-    should list the new roots."""
+    lists the new roots: wf asked the client for them with the notification and
+    answers that `roots/list` with them."""
     mine = Roots("file:///tmp/wf-roots-e1")
     config = wf.write_config(toml_config({"everything": {"command": str(everything_bin)}}))
     async with wf.stdio_client("legacy", "--config", str(config), list_roots_callback=mine.callback) as c:

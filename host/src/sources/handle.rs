@@ -402,12 +402,27 @@ impl SourceHandle {
     }
 
     /// Tells `lease`'s session (none: the shared one) that the client it acts
-    /// for changed its roots. A source that does not care is fine.
-    pub async fn roots_list_changed(&self, lease: Option<&str>) -> Result<(), SourceError> {
-        match self
-            .request(&SourceRequest::RootsListChanged, on_session(lease))
-            .await
-        {
+    /// for changed its roots; `roots` (the client's new `roots` array, when
+    /// wf could ask it) go along in the info JSON (key `roots`), for the
+    /// upstream's `roots/list` outside any call. A source that does not care
+    /// is fine.
+    pub async fn roots_list_changed(
+        &self,
+        lease: Option<&str>,
+        roots: Option<&Value>,
+    ) -> Result<(), SourceError> {
+        let mut info = Map::new();
+        if let Some(lease) = lease {
+            info.insert("scope".into(), serde_json::json!({"lease": lease}));
+        }
+        if let Some(roots) = roots {
+            info.insert("roots".into(), roots.clone());
+        }
+        let ctx = match info.is_empty() {
+            true => CallCtx::new(),
+            false => CallCtx::new().with_info(Value::Object(info)),
+        };
+        match self.request(&SourceRequest::RootsListChanged, ctx).await {
             Err(e) if e.code() == wf_plugin_api::ErrorCode::Unsupported => Ok(()),
             r => r,
         }

@@ -279,9 +279,15 @@ impl Source for McpSource {
         rt.unsubscribe(uri).await
     }
 
+    /// The host passes the client's new roots in the info JSON (`roots`).
     async fn roots_list_changed(&self, ctx: CallContext) -> Result<(), PluginError> {
         let rt = self.runtime_for(ctx.scope().lease.as_deref())?;
-        rt.roots_list_changed().await
+        let roots = ctx.info().get_mut("roots").map(Value::take).and_then(|r| {
+            serde_json::from_value(r)
+                .inspect_err(|e| tracing::info!(source = %self.name, "the client's roots are not MCP roots: {e}"))
+                .ok()
+        });
+        rt.roots_list_changed(roots).await
     }
 
     async fn open_session(&self, lease: Option<&str>) -> Result<SessionInfo, PluginError> {

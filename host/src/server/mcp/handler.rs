@@ -674,7 +674,8 @@ impl ServerHandler for WfServer {
     async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
         let caller =
             session_route::notifying_caller(self.http, &self.session_client, &self.ended, &context);
-        super::roots::list_changed(&self.app, &caller, &self.roots).await;
+        let roots = super::roots::ask_client(&context.peer).await;
+        super::roots::list_changed(&self.app, &caller, &self.roots, roots.as_ref()).await;
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

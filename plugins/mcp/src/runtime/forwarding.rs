@@ -71,8 +71,13 @@ impl Runtime {
     }
 
     /// Tells the upstream its client's roots changed, if its session is open
-    /// (a session not open yet asks for roots afresh anyway).
-    pub async fn roots_list_changed(&self) -> Result<(), PluginError> {
+    /// (a session not open yet asks for roots afresh anyway). `roots` (the
+    /// client's new roots, when the host could ask it; None forgets the old
+    /// ones) answer the upstream's `roots/list` outside any call from now on:
+    /// kept first, as the upstream may ask as soon as it is told.
+    #[allow(deprecated)] // rmcp marks roots deprecated (SEP-2577); 2025-11-25 has them.
+    pub async fn roots_list_changed(&self, roots: Option<Vec<Root>>) -> Result<(), PluginError> {
+        self.known_roots.set(roots);
         let peer = {
             let live = self.live.lock().await;
             live.as_ref()

@@ -59,6 +59,9 @@ pub struct Runtime {
     /// session, with whatever tokens a `wf auth login` stored meanwhile.
     reopen: AtomicBool,
     on_resource_updated: Option<OnResourceUpdated>,
+    /// The roots the host passed with the last roots change, for a
+    /// `roots/list` outside any call (any session of this runtime).
+    known_roots: crate::session::client::KnownRoots,
     /// Resource URIs subscribed upstream (renewed on a new session).
     subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// A 2026-07-28 session's `subscriptions/listen` stream upstream.
@@ -203,6 +206,7 @@ impl Runtime {
             last_error: std::sync::Mutex::new(None),
             reopen: AtomicBool::new(false),
             on_resource_updated: None,
+            known_roots: Default::default(),
             subscribed: Default::default(),
             listener: Default::default(),
             tasks: Default::default(),
@@ -256,7 +260,8 @@ impl Runtime {
         let client = McpClient::new(self.on_list_changed.clone())
             .with_resource_updates(self.on_resource_updated.clone())
             .with_log(&self.source, self.on_log.clone())
-            .with_task_inputs(self.task_inputs.clone());
+            .with_task_inputs(self.task_inputs.clone())
+            .with_known_roots(self.known_roots.clone());
         // Boxed, as the listen below: inline, opening a session made every
         // call's future (and the copies of it) kilobytes larger.
         let session = Box::pin(open(&self.source, &self.config, client.clone()))

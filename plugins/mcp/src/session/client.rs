@@ -5,12 +5,13 @@
 
 #![allow(deprecated)] // rmcp marks sampling, roots and logging deprecated (SEP-2577); 2025-11-25 has them.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ErrorCode as McpCode, Implementation, ListRootsResult,
     LoggingMessageNotificationParam, ProgressNotificationParam, ResourceUpdatedNotificationParam,
+    Root,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, ErrorData as McpError, RoleClient};
@@ -28,6 +29,26 @@ pub type OnListChanged = Arc<dyn Fn() + Send + Sync>;
 pub type OnResourceUpdated = Arc<dyn Fn(String) + Send + Sync>;
 /// Called with an upstream log message that belongs to no call (level, logger, data).
 pub type OnLog = Arc<dyn Fn(String, Option<String>, Value) + Send + Sync>;
+
+/// The roots wf was last given with a client's roots change
+/// (`roots_list_changed`): the answer to an upstream's `roots/list` that no
+/// call can take. None: no roots known, and such a `roots/list` gets none.
+#[derive(Clone, Default)]
+pub struct KnownRoots(Arc<std::sync::Mutex<Option<Vec<Root>>>>);
+
+impl KnownRoots {
+    pub fn set(&self, roots: Option<Vec<Root>>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = roots;
+    }
+
+    fn get(&self) -> Vec<Root> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_default()
+    }
+}
 
 #[derive(Clone)]
 pub struct McpClient {
@@ -52,6 +73,8 @@ pub struct McpClient {
     source: String,
     /// A one-shot discovery session: no call ever runs on it (see [`Self::one_shot`]).
     one_shot: bool,
+    /// The answer to a `roots/list` outside any call.
+    known_roots: KnownRoots,
 }
 
 impl McpClient {
@@ -69,6 +92,7 @@ impl McpClient {
             task_inputs: TaskInputs::default(),
             source: String::new(),
             one_shot: false,
+            known_roots: KnownRoots::default(),
         }
     }
 
@@ -95,6 +119,11 @@ impl McpClient {
     /// Requests tied to these tasks wait for their answer in `inputs`.
     pub fn with_task_inputs(mut self, inputs: TaskInputs) -> Self {
         self.task_inputs = inputs;
+        self
+    }
+    /// A `roots/list` outside any call is answered with `roots`.
+    pub fn with_known_roots(mut self, roots: KnownRoots) -> Self {
+        self.known_roots = roots;
         self
     }
     /// Log messages outside calls go to `on_log`; `source` names them in wf's log.
@@ -226,19 +255,28 @@ impl ClientHandler for McpClient {
             return Ok(ListRootsResult::new(Vec::new()));
         }
         // Asked with no call in flight (server-everything asks right after
-        // `initialized`, by when the call that opened the session may be
-        // done): no client can be asked, and an error is logged upstream as
-        // a failure at every start. The empty list is the answer discovery
-        // gives: valid, granting nothing. A client's roots reach the
-        // upstream when it asks during that client's call, or after the
-        // client says its roots changed (`roots_list_changed`).
+        // `initialized`, and right after a client's roots change): no
+        // client can be asked, and an error is logged upstream as a failure.
+        // The answer is the roots the host passed with the last roots change
+        // on this session (`roots_list_changed`), or, before any, the empty
+        // list discovery gives: valid, granting nothing.
         let meta = serde_json::to_value(&context.meta).unwrap_or(Value::Null);
         if self.callers.is_empty() && task_inputs::related_task(&meta, &Value::Null).is_none() {
-            tracing::debug!(source = %self.source, "roots/list with no call in flight: answered with no roots");
-            return Ok(ListRootsResult::new(Vec::new()));
+            tracing::debug!(source = %self.source, "roots/list with no call in flight: answered with the known roots");
+            return Ok(ListRootsResult::new(self.known_roots.get()));
         }
-        self.ask("roots/list", CallerRequest::ListRoots, &context)
+        match self
+            .ask("roots/list", CallerRequest::ListRoots, &context)
             .await
+        {
+            // Sent to a call that ended before its client answered (a late
+            // request): it belonged to no call after all.
+            Err(e) if e.message.contains("the call has ended") => {
+                tracing::debug!(source = %self.source, "roots/list after its call ended: answered with the known roots");
+                Ok(ListRootsResult::new(self.known_roots.get()))
+            }
+            r => r,
+        }
     }
 
     async fn on_logging_message(
@@ -320,6 +358,17 @@ mod tests {
         assert!(e.form.is_some() && e.url.is_some());
         assert!(caps.sampling.and_then(|s| s.tools).is_some());
         assert!(caps.roots.is_some());
+    }
+
+    #[test]
+    fn the_known_roots_are_the_last_given_and_none_forgets_them() {
+        let known = KnownRoots::default();
+        assert!(known.get().is_empty());
+        let roots: Vec<Root> = serde_json::from_value(json!([{"uri": "file:///a"}])).unwrap();
+        known.set(Some(roots));
+        assert_eq!(known.get()[0].uri, "file:///a");
+        known.set(None);
+        assert!(known.get().is_empty());
     }
 
     #[test]
