@@ -29,6 +29,7 @@ HEADINGS=(
   "## OpenAPI source: a GET through wf versus direct"
   "## Finding tools in a large catalog (wf_find)"
   "## Audit trail: the record stage's price, and records written per second"
+  "## WebAssembly components: a trivial tool against native"
 )
 
 started=$SECONDS
