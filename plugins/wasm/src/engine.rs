@@ -1,59 +1,116 @@
-//! The plugin's one wasmtime engine and the clock of its CPU deadlines.
+//! Each source's wasmtime engine, its pool of instances, and the clock of
+//! the CPU deadlines.
 //!
 //! Guest code is interrupted at each epoch tick (every [`TICK`]): the
 //! store's callback then yields to the async executor (so a component that
 //! computes for seconds holds no thread for more than a tick) or, once the
 //! call's budget of ticks is spent, stops it with a trap the call's error
-//! names (`timeout_ms`).
+//! names (`timeout_ms`). One [`Ticker`] thread ticks every source's engine.
+//!
+//! A source's engine allocates instances from a pool sized for its
+//! `max_instances`: a call's instance takes a slot whose linear memories,
+//! tables and fiber stack were mapped once and are reset (copy-on-write
+//! memory image, `madvise`) when the call ends, instead of mapping and
+//! unmapping them on every call. Isolation is unchanged: a slot is reset
+//! before it is reused.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Engine, EngineWeak, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::settings::Settings;
 
 /// How often guest code is interrupted.
 pub const TICK: Duration = Duration::from_millis(10);
 
-/// The engine and its ticker thread (stopped when the plugin is dropped).
-pub struct Runtime {
-    pub engine: Engine,
+/// Linear memories one instance of a component may hold (a componentize-py
+/// or componentize-js component holds a few).
+pub const MEMORIES_PER_INSTANCE: u32 = 8;
+/// Tables one instance of a component may hold (adapter shims add many).
+pub const TABLES_PER_INSTANCE: u32 = 64;
+/// Core instances one instance of a component may hold.
+const CORE_INSTANCES_PER_INSTANCE: u32 = 1000;
+/// Elements of any one table (an interpreter's function table is large).
+pub const TABLE_ELEMENTS: usize = 100_000;
+
+/// Ticks the epoch of every live engine of the plugin (stopped when the
+/// plugin is dropped).
+pub struct Ticker {
+    engines: Arc<Mutex<Vec<EngineWeak>>>,
     stop: Arc<AtomicBool>,
 }
 
-impl Runtime {
+impl Ticker {
     pub fn new() -> Result<Self, String> {
-        let mut config = Config::new();
-        config.epoch_interruption(true);
-        // Guest stacks: bounded, far below the fiber stack wasmtime runs them on.
-        config.max_wasm_stack(1 << 20);
-        let engine = Engine::new(&config).map_err(|e| format!("wasmtime engine: {e}"))?;
+        let engines: Arc<Mutex<Vec<EngineWeak>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let ticker = engine.weak();
-        let stopped = stop.clone();
+        let (ticked, stopped) = (engines.clone(), stop.clone());
         std::thread::Builder::new()
             .name("wf-wasm-epoch".into())
             .spawn(move || {
                 while !stopped.load(Ordering::Relaxed) {
                     std::thread::sleep(TICK);
-                    match ticker.upgrade() {
-                        Some(engine) => engine.increment_epoch(),
-                        None => break,
-                    }
+                    let mut engines = ticked.lock().unwrap_or_else(|e| e.into_inner());
+                    engines.retain(|weak| match weak.upgrade() {
+                        Some(engine) => {
+                            engine.increment_epoch();
+                            true
+                        }
+                        None => false,
+                    });
                 }
             })
             .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
-        Ok(Runtime { engine, stop })
+        Ok(Ticker { engines, stop })
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// One source's engine, ticked by the plugin's [`Ticker`].
+pub struct Runtime {
+    pub engine: Engine,
+}
+
+impl Runtime {
+    /// An engine whose instance pool holds `max_instances` instances of the
+    /// source's component (one more for discovery's).
+    pub fn new(ticker: &Ticker, settings: &Settings) -> Result<Self, String> {
+        let slots = u32::try_from(settings.max_instances.saturating_add(1)).unwrap_or(u32::MAX);
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(slots)
+            .total_core_instances(slots.saturating_mul(CORE_INSTANCES_PER_INSTANCE))
+            .total_memories(slots.saturating_mul(MEMORIES_PER_INSTANCE))
+            .total_tables(slots.saturating_mul(TABLES_PER_INSTANCE))
+            .total_stacks(slots)
+            .max_core_instances_per_component(CORE_INSTANCES_PER_INSTANCE)
+            .max_memories_per_component(MEMORIES_PER_INSTANCE)
+            .max_tables_per_component(TABLES_PER_INSTANCE)
+            .max_memories_per_module(MEMORIES_PER_INSTANCE)
+            .max_tables_per_module(TABLES_PER_INSTANCE)
+            .table_elements(TABLE_ELEMENTS);
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        // Guest stacks: bounded, far below the fiber stack wasmtime runs them on.
+        config.max_wasm_stack(1 << 20);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(|e| format!("wasmtime engine: {e:#}"))?;
+        ticker
+            .engines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(engine.weak());
+        Ok(Runtime { engine })
     }
 
     /// Ticks in `timeout_ms` (at least one).
     pub fn ticks(timeout_ms: u64) -> u64 {
         (timeout_ms / TICK.as_millis() as u64).max(1)
-    }
-}
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }

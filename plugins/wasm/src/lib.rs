@@ -28,8 +28,7 @@ pub use source::{GUEST_INTERFACE, WasmSource};
 pub const WIT_VERSION: &str = "1.0.0";
 
 pub struct WasmPlugin {
-    runtime: Arc<engine::Runtime>,
-    linker: Arc<wasmtime::component::Linker<runtime::Ctx>>,
+    ticker: engine::Ticker,
 }
 
 impl Plugin for WasmPlugin {
@@ -43,13 +42,8 @@ impl Plugin for WasmPlugin {
     }
 
     fn new(_host: Host) -> Result<Self, PluginError> {
-        let runtime = engine::Runtime::new().map_err(PluginError::internal)?;
-        let linker = runtime::linker(&runtime)
-            .map_err(|e| PluginError::internal(format!("wasm linker: {e:#}")))?;
-        Ok(WasmPlugin {
-            runtime: Arc::new(runtime),
-            linker: Arc::new(linker),
-        })
+        let ticker = engine::Ticker::new().map_err(PluginError::internal)?;
+        Ok(WasmPlugin { ticker })
     }
 
     fn create_source(&self, spec: SourceSpec) -> Result<WasmSource, PluginError> {
@@ -61,11 +55,17 @@ impl Plugin for WasmPlugin {
                 settings.path.display()
             )));
         }
+        // An engine per source: its instance pool is sized by the source's
+        // own `max_instances`.
+        let runtime =
+            engine::Runtime::new(&self.ticker, &settings).map_err(PluginError::internal)?;
+        let linker = runtime::linker(&runtime)
+            .map_err(|e| PluginError::internal(format!("wasm linker: {e:#}")))?;
         Ok(WasmSource::new(
             spec.name,
             settings,
-            self.runtime.clone(),
-            self.linker.clone(),
+            Arc::new(runtime),
+            Arc::new(linker),
             &spec.data_dir,
         ))
     }

@@ -2,8 +2,8 @@
 //! limits, and the host imports of the WIT world.
 //!
 //! Each call gets a new `Store` and instance from the component's
-//! `InstancePre` (imports resolved once, at source creation): instantiating
-//! a pre-resolved component with copy-on-write memory images is cheap, and
+//! `InstancePre` (imports resolved once, at source creation), in a slot of
+//! the source's instance pool (engine.rs): instantiating is cheap, and
 //! a fresh instance means no call sees another's memory, a trap poisons
 //! nothing later calls use, and each call's limits start from zero.
 //! Component state across calls belongs in a granted directory.

@@ -320,6 +320,7 @@ fn prepare(
         .ok_or_else(|| {
             format!("not a wf source component: it exports no {GUEST_INTERFACE} (build it for the WIT world wf:source/source)")
         })?;
+    fits_pool(&component)?;
     let pre = linker
         .instantiate_pre(&component)
         .map_err(|e| format!("it imports what wf does not offer: {}", first_line(&e)))?;
@@ -336,6 +337,42 @@ fn prepare(
         started.elapsed().as_millis() as u64,
         interface,
     ))
+}
+
+/// Refuses, when it is loaded, a component whose instance would not fit a
+/// slot of its source's instance pool (rather than at every call).
+fn fits_pool(component: &wasmtime::component::Component) -> Result<(), String> {
+    use crate::engine::{MEMORIES_PER_INSTANCE, TABLE_ELEMENTS, TABLES_PER_INSTANCE};
+    let Some(needs) = component.resources_required() else {
+        return Ok(());
+    };
+    tracing::debug!(
+        memories = needs.num_memories,
+        tables = needs.num_tables,
+        table_elements = ?needs.max_initial_table_size,
+        "component resources"
+    );
+    let too_many = |what: &str, n: u32, max: u32| {
+        format!("an instance of it holds {n} {what}, over the {max} wf's instance pool allows")
+    };
+    if needs.num_memories > MEMORIES_PER_INSTANCE {
+        return Err(too_many(
+            "linear memories",
+            needs.num_memories,
+            MEMORIES_PER_INSTANCE,
+        ));
+    }
+    if needs.num_tables > TABLES_PER_INSTANCE {
+        return Err(too_many("tables", needs.num_tables, TABLES_PER_INSTANCE));
+    }
+    if let Some(n) = needs.max_initial_table_size
+        && n > TABLE_ELEMENTS as u64
+    {
+        return Err(format!(
+            "a table of it starts with {n} elements, over the {TABLE_ELEMENTS} wf's instance pool allows"
+        ));
+    }
+    Ok(())
 }
 
 fn first_line(e: &wasmtime::Error) -> String {
