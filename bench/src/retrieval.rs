@@ -471,6 +471,11 @@ struct EmbedServer {
     url: String,
     /// The model's name, for the rows.
     model: &'static str,
+    /// `query_prefix` and `document_prefix` for the model (e5's own; none
+    /// for the sentence-similarity models), unless `WF_BENCH_QUERY_PREFIX`
+    /// / `WF_BENCH_DOCUMENT_PREFIX` say otherwise.
+    query_prefix: String,
+    document_prefix: String,
 }
 
 impl Drop for EmbedServer {
@@ -482,9 +487,11 @@ impl Drop for EmbedServer {
 
 /// Starts the Python endpoint with `WF_BENCH_EMBED_PYTHON` (default the e2e
 /// venv's python) and the model `WF_BENCH_EMBED_MODEL` names: `minilm`
-/// (default, all-MiniLM-L6-v2 from the venv) or `mpnet` (all-mpnet-base-v2
+/// (default, all-MiniLM-L6-v2 from the venv), `mpnet` (all-mpnet-base-v2
 /// from the folder `WF_BENCH_EMBED_MODEL_DIR`, which
-/// bench/retrieval/fetch_mpnet.sh fills); `Err` says why not.
+/// bench/retrieval/fetch_mpnet.sh fills) or `e5` (multilingual-e5-small,
+/// 4-bit, with its `query: ` / `passage: ` prefixes, from the folder
+/// bench/retrieval/fetch_e5.sh fills); `Err` says why not.
 fn start_embed_server() -> anyhow::Result<EmbedServer> {
     use std::io::BufRead;
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
@@ -502,8 +509,21 @@ fn start_embed_server() -> anyhow::Result<EmbedServer> {
             cmd.args(["--model", "mpnet", "--model-dir", &dir]);
             "all-mpnet-base-v2"
         }
-        Ok(other) => anyhow::bail!("WF_BENCH_EMBED_MODEL={other}: minilm or mpnet"),
+        Ok("e5") => {
+            let dir = std::env::var("WF_BENCH_EMBED_MODEL_DIR")
+                .context("WF_BENCH_EMBED_MODEL=e5 needs WF_BENCH_EMBED_MODEL_DIR")?;
+            cmd.args(["--model", "e5", "--model-dir", &dir]);
+            "multilingual-e5-small-q4"
+        }
+        Ok(other) => anyhow::bail!("WF_BENCH_EMBED_MODEL={other}: minilm, mpnet or e5"),
     };
+    let (query, document) = match model {
+        "multilingual-e5-small-q4" => ("query: ", "passage: "),
+        _ => ("", ""),
+    };
+    let prefix = |var: &str, default: &str| std::env::var(var).unwrap_or_else(|_| default.into());
+    let query_prefix = prefix("WF_BENCH_QUERY_PREFIX", query);
+    let document_prefix = prefix("WF_BENCH_DOCUMENT_PREFIX", document);
     let mut child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -524,6 +544,8 @@ fn start_embed_server() -> anyhow::Result<EmbedServer> {
         url: format!("http://127.0.0.1:{port}/v1/embeddings"),
         child,
         model,
+        query_prefix,
+        document_prefix,
     })
 }
 
@@ -554,12 +576,16 @@ async fn semantic_rows(
     }
     let run = async {
         let server = start_embed_server()?;
+        // The prefixes go through the operator's own settings (and wf's code
+        // that applies them).
         let embedder = Embedder::new(&EmbeddingsConfig {
             endpoint: server.url.clone(),
             model: server.model.into(),
             api_key_env: None,
             timeout_ms: 120_000,
             batch_timeout_ms: 600_000,
+            query_prefix: server.query_prefix.clone(),
+            document_prefix: server.document_prefix.clone(),
         })?;
         let long = Duration::from_secs(600);
         let texts: Vec<String> = cat
@@ -567,7 +593,11 @@ async fn semantic_rows(
             .iter()
             .map(|(source, name, t)| {
                 let original = name.strip_prefix(&format!("{source}__")).unwrap_or(name);
-                tool_text(source, original, t["description"].as_str().unwrap_or(""))
+                embedder.document(&tool_text(
+                    source,
+                    original,
+                    t["description"].as_str().unwrap_or(""),
+                ))
             })
             .collect();
         let t0 = Instant::now();
@@ -588,9 +618,9 @@ async fn semantic_rows(
         for (_, qs) in sets {
             for q in *qs {
                 let t0 = Instant::now();
-                let v = embedder.embed(std::slice::from_ref(&q.query), long).await?;
+                let v = embedder.embed_query(&q.query, long).await?;
                 query_ms.push(t0.elapsed());
-                queries.insert(q.query.clone(), v.into_iter().next().context("a vector")?);
+                queries.insert(q.query.clone(), v);
             }
         }
         let vectors = Vectors::new(
@@ -616,6 +646,12 @@ async fn semantic_rows(
             return None;
         }
     };
+    if !sem.server.query_prefix.is_empty() || !sem.server.document_prefix.is_empty() {
+        println!(
+            "| ({}: query_prefix {:?}, document_prefix {:?}) | | | | | | |",
+            sem.server.model, sem.server.query_prefix, sem.server.document_prefix
+        );
+    }
     // The blend's settings, swept on the tuning sets (queries.json and
     // tune.json: best recall@5 summed, then MRR); the default is what wf ships.
     let blended = |blend: &Blend, queries: &[Query]| {
@@ -778,8 +814,13 @@ fn semantic_speed(
         crate::stats::mib((big_vectors.bytes() / 1024) as u64)
     );
     println!(
-        "| the endpoint ({} in numpy, this machine): {} tool texts / one query p50 | {:.1} s / {:.0} ms | | |",
+        "| the endpoint ({} in {}, this machine): {} tool texts / one query p50 | {:.1} s / {:.0} ms | | |",
         sem.server.model,
+        if sem.server.model.starts_with("multilingual-e5") {
+            "C, 4-bit"
+        } else {
+            "numpy"
+        },
         cat.tools.len(),
         sem.embed_tools.as_secs_f64(),
         us(percentile(&sem.query_ms, 0.5)) / 1000.0

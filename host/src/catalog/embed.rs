@@ -13,6 +13,11 @@
 //!   `wf_find` answers lexically and wf logs a warning, at most one a minute.
 //! - Vectors are bounded in number ([`MAX_VECTORS`]) and dimension
 //!   ([`MAX_DIM`]); an answer larger than [`MAX_RESPONSE`] is refused.
+//! - A model trained for retrieval with prefixes (e5's `query: ` and
+//!   `passage: `, nomic's `search_query: ` and `search_document: `) gets them
+//!   from `query_prefix` and `document_prefix`: the text sent is the prefix
+//!   and the text, and the cache key is that text's hash, so a changed
+//!   document prefix embeds every tool again.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +38,8 @@ pub const MAX_VECTORS: usize = 100_000;
 pub const MAX_RESPONSE: usize = 64 << 20;
 /// Tool texts per request at discovery.
 pub const BATCH: usize = 32;
+/// The longest `query_prefix` or `document_prefix`, bytes.
+pub const MAX_PREFIX: usize = 256;
 /// Characters of a tool's description embedded (MiniLM-class models read
 /// 256 tokens; the purpose is in the first sentences).
 const DESCRIPTION_CHARS: usize = 400;
@@ -78,6 +85,8 @@ pub struct Embedder {
     key: Option<String>,
     timeout: Duration,
     batch_timeout: Duration,
+    query_prefix: String,
+    document_prefix: String,
 }
 
 impl Embedder {
@@ -92,6 +101,17 @@ impl Embedder {
         }
         if c.model.is_empty() {
             return Err(EmbedError::Config("model is empty".into()));
+        }
+        for (key, prefix) in [
+            ("query_prefix", &c.query_prefix),
+            ("document_prefix", &c.document_prefix),
+        ] {
+            if prefix.len() > MAX_PREFIX {
+                return Err(EmbedError::Config(format!(
+                    "{key}: {} bytes (at most {MAX_PREFIX})",
+                    prefix.len()
+                )));
+            }
         }
         let key = match &c.api_key_env {
             None => None,
@@ -112,11 +132,30 @@ impl Embedder {
             key,
             timeout: Duration::from_millis(c.timeout_ms.max(1)),
             batch_timeout: Duration::from_millis(c.batch_timeout_ms.max(1)),
+            query_prefix: c.query_prefix.clone(),
+            document_prefix: c.document_prefix.clone(),
         })
     }
 
     pub fn model(&self) -> &str {
         &self.model
+    }
+
+    /// A tool's text as it is sent (and hashed): the document prefix first.
+    pub fn document(&self, text: &str) -> String {
+        format!("{}{text}", self.document_prefix)
+    }
+
+    /// The L2-normalised vector of a query, sent after the query prefix.
+    pub async fn embed_query(
+        &self,
+        query: &str,
+        timeout: Duration,
+    ) -> Result<Vec<f32>, EmbedError> {
+        let text = format!("{}{query}", self.query_prefix);
+        let mut v = self.embed(&[text], timeout).await?;
+        v.pop()
+            .ok_or_else(|| EmbedError::Answer("no vector for the query".into()))
     }
 
     /// The L2-normalised vectors of `texts`, in order, in one request.
@@ -402,7 +441,8 @@ impl Semantic {
         }
     }
 
-    /// Brings the vectors to `tools` (key, text embedded): texts already
+    /// Brings the vectors to `tools` (key, tool text; the document prefix
+    /// goes before it): texts already
     /// embedded (here or in the store) are reused, the rest embedded in
     /// batches. A failed batch leaves its tools lexical-only until the next
     /// refresh.
@@ -412,7 +452,10 @@ impl Semantic {
         let hashed: Vec<(String, String, String)> = tools
             .into_iter()
             .take(MAX_VECTORS)
-            .map(|(k, t)| (text_hash(&model, &t), k, t))
+            .map(|(k, t)| {
+                let t = self.embedder.document(&t);
+                (text_hash(&model, &t), k, t)
+            })
             .collect();
         let first = !std::mem::replace(
             &mut *self.loaded.lock().unwrap_or_else(PoisonError::into_inner),
@@ -517,11 +560,10 @@ impl Semantic {
         }
         match self
             .embedder
-            .embed(&[query.to_string()], self.embedder.timeout)
+            .embed_query(query, self.embedder.timeout)
             .await
         {
-            Ok(mut v) => {
-                let q = v.pop()?;
+            Ok(q) => {
                 if q.len() != vectors.dim() {
                     self.warn(&format!(
                         "the query's dimension {} is not the tools' {}",
@@ -591,6 +633,89 @@ mod tests {
         let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.25).collect();
         let plain: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
         assert!((dot(&a, &b) - plain).abs() < 1e-4);
+    }
+
+    fn config(endpoint: &str, query_prefix: &str, document_prefix: &str) -> EmbeddingsConfig {
+        EmbeddingsConfig {
+            endpoint: endpoint.into(),
+            model: "m".into(),
+            api_key_env: None,
+            timeout_ms: 10_000,
+            batch_timeout_ms: 10_000,
+            query_prefix: query_prefix.into(),
+            document_prefix: document_prefix.into(),
+        }
+    }
+
+    /// An endpoint on 127.0.0.1 that records every input it is sent and
+    /// answers each with the same unit vector.
+    async fn recording_endpoint() -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/v1/embeddings", listener.local_addr().unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let app = axum::Router::new().route(
+            "/v1/embeddings",
+            axum::routing::post(move |axum::Json(req): axum::Json<Value>| {
+                let inputs: Vec<String> = req["input"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect();
+                let data: Vec<Value> = (0..inputs.len())
+                    .map(|i| json!({"index": i, "embedding": [1.0, 0.0]}))
+                    .collect();
+                s.lock().unwrap().extend(inputs);
+                async move { axum::Json(json!({ "data": data })) }
+            }),
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (url, seen)
+    }
+
+    #[tokio::test]
+    async fn prefixes_are_sent_and_the_document_prefix_keys_the_cache() {
+        let (url, seen) = recording_endpoint().await;
+        let tools = || {
+            vec![(
+                "fs__read".to_string(),
+                tool_text("fs", "read", "Read a file"),
+            )]
+        };
+        let s = Semantic::new(&config(&url, "query: ", "passage: "), None).unwrap();
+        s.refresh(tools()).await;
+        assert!(s.query("open my notes").await.is_some());
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["passage: fs read: Read a file", "query: open my notes"]
+        );
+        // Unprefixed (the default), the text is sent as it is.
+        seen.lock().unwrap().clear();
+        let plain = Semantic::new(&config(&url, "", ""), None).unwrap();
+        plain.refresh(tools()).await;
+        assert!(plain.query("open my notes").await.is_some());
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["fs read: Read a file", "open my notes"]
+        );
+        // The cache key is the text sent: another document prefix is another key.
+        let e = |d: &str| Embedder::new(&config(&url, "", d)).unwrap();
+        let t = tool_text("fs", "read", "Read a file");
+        assert_ne!(
+            text_hash("m", &e("passage: ").document(&t)),
+            text_hash("m", &e("search_document: ").document(&t))
+        );
+        assert_eq!(text_hash("m", &e("").document(&t)), text_hash("m", &t));
+    }
+
+    #[test]
+    fn a_prefix_is_bounded() {
+        let long = "x".repeat(MAX_PREFIX + 1);
+        let url = "http://127.0.0.1:9/v1/embeddings";
+        assert!(Embedder::new(&config(url, &long, "")).is_err());
+        assert!(Embedder::new(&config(url, "", &long)).is_err());
+        assert!(Embedder::new(&config(url, &"x".repeat(MAX_PREFIX), "passage: ")).is_ok());
     }
 
     #[test]

@@ -66,6 +66,14 @@ pub struct EmbeddingsConfig {
     /// How long one batch of tool texts may take at discovery (default 120000).
     #[serde(default = "default_batch_timeout_ms")]
     pub batch_timeout_ms: u64,
+    /// Put before a `wf_find` query when it is embedded, for a model trained
+    /// with one (e5: `"query: "`; nomic-embed-text: `"search_query: "`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub query_prefix: String,
+    /// Put before each tool's text when it is embedded (e5: `"passage: "`;
+    /// nomic-embed-text: `"search_document: "`); part of the cache key.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub document_prefix: String,
 }
 
 fn default_timeout_ms() -> u64 {
