@@ -85,8 +85,9 @@ impl CallContext {
     pub fn info(&self) -> Value {
         self.info_ref().clone()
     }
-    /// The info without a copy.
-    fn info_ref(&self) -> &Value {
+    /// The call's details as [`Self::info`] gives them, without a copy
+    /// (parsed once per call, on first use). Since 1.7 (unreleased).
+    pub fn info_ref(&self) -> &Value {
         self.parsed
             .get_or_init(|| serde_json::from_str(self.inner.info().as_str()).unwrap_or(Value::Null))
     }

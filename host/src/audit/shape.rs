@@ -68,6 +68,26 @@ pub fn result_shape(result: &Value, bytes: usize) -> Value {
     out
 }
 
+/// [`result_shape`] of a tool call's result, read from its parts rather
+/// than its JSON: `isError` when set, the content blocks' `type`s, and the
+/// structured content (a tool result has no `contents` or `messages`).
+pub fn tool_result_shape<'a>(
+    is_error: Option<bool>,
+    kinds: impl Iterator<Item = &'a str>,
+    structured: Option<&Value>,
+    bytes: usize,
+) -> Value {
+    let mut out = json!({"bytes": bytes});
+    if let Some(is_error) = is_error {
+        out["isError"] = is_error.into();
+    }
+    out["content"] = Value::Array(kinds.take(MAX_KEYS).map(Value::from).collect());
+    if let Some(s) = structured {
+        out["structuredContent"] = shape(s);
+    }
+    out
+}
+
 /// `v` with every string's secrets blanked (the config's `${VAR}` values,
 /// then each pattern), cut to `max_bytes` of JSON: a longer value becomes
 /// `{"truncated": true, "bytes": N, "json": "<its first max_bytes>"}`.

@@ -178,19 +178,39 @@ pub fn admitted(
 
 impl Pending {
     /// Writes the record: `outcome`, and what is kept of `result`.
-    pub fn finish<T: Serialize + ?Sized>(mut self, outcome: Outcome, result: Option<&T>) {
+    pub fn finish<T: Serialize + ?Sized>(self, outcome: Outcome, result: Option<&T>) {
+        self.finish_shaped(outcome, result, |_| None);
+    }
+
+    /// [`Self::finish`] for a result that can tell its own shape
+    /// (`shape(bytes)`, as `audit::shape::result_shape` would read it from
+    /// the result's JSON; `None` when it cannot): where the record keeps only
+    /// the shape, the result is serialised once, to count its bytes, and not
+    /// copied into a JSON value too.
+    pub fn finish_shaped<T: Serialize + ?Sized>(
+        mut self,
+        outcome: Outcome,
+        result: Option<&T>,
+        shape: impl FnOnce(usize) -> Option<Value>,
+    ) {
         let Some(mut record) = self.record.take() else {
             return;
         };
         if let Some(r) = result {
             let bytes = json_len(r);
             record.bytes_out = bytes as i64;
-            let value = (self.keep.results.is_some() || bytes <= SHAPE_LIMIT)
-                .then(|| serde_json::to_value(r).ok())
+            let shaped = (self.keep.results.is_none() && bytes <= SHAPE_LIMIT)
+                .then(|| shape(bytes))
                 .flatten();
-            record.result = Some(match value {
-                Some(v) => self.audit.result(self.keep, &v, bytes),
-                None => json!({"bytes": bytes}),
+            record.result = Some(match shaped {
+                Some(shaped) => shaped,
+                None => match (self.keep.results.is_some() || bytes <= SHAPE_LIMIT)
+                    .then(|| serde_json::to_value(r).ok())
+                    .flatten()
+                {
+                    Some(v) => self.audit.result(self.keep, &v, bytes),
+                    None => json!({"bytes": bytes}),
+                },
             });
         }
         record.outcome = outcome.name().into();

@@ -28,6 +28,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RunningService, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::{Peer, RoleServer, ServerHandler, Service};
+use serde_json::Value;
 
 use super::headers::{SESSION_HEADER, accepts_json_and_sse, sole};
 use super::late::message_in_time;
@@ -130,10 +131,12 @@ fn takes_call(
     name: &str,
     plain: impl FnOnce(&str) -> Option<bool>,
 ) -> bool {
-    meta.protocol_version() == Some(ProtocolVersion::V_2026_07_28)
-        && meta
-            .missing_required_keys(&ProtocolVersion::V_2026_07_28)
-            .is_empty()
+    // What `missing_required_keys` checks for 2026-07-28, with the version
+    // compared as text rather than decoded twice.
+    meta.get("io.modelcontextprotocol/protocolVersion")
+        .and_then(Value::as_str)
+        == Some(ProtocolVersion::V_2026_07_28.as_str())
+        && meta.client_capabilities().is_some()
         && meta.get_progress_token().is_none()
         && !meta.contains_key(LOG_LEVEL_META)
         && sole(headers, "mcp-protocol-version") == Some(ProtocolVersion::V_2026_07_28.as_str())

@@ -125,11 +125,36 @@ impl Outcome for CallToolResponse {
 
     fn audited(&self, pending: Pending, ended: record::Outcome) {
         match self {
-            CallToolResponse::Complete(r) => pending.finish(ended, Some(r)),
+            CallToolResponse::Complete(r) => {
+                pending.finish_shaped(ended, Some(r), |bytes| tool_result_shape(r, bytes))
+            }
             _ => pending.finish::<()>(ended, None),
         }
     }
 }
+/// The audit's shape of `r` without a JSON copy of it; `None` for a content
+/// block this build does not name (rmcp's enum is open), left to the copy.
+fn tool_result_shape(r: &CallToolResult, bytes: usize) -> Option<serde_json::Value> {
+    let kinds = r
+        .content
+        .iter()
+        .map(|c| match c {
+            ContentBlock::Text(_) => Some("text"),
+            ContentBlock::Image(_) => Some("image"),
+            ContentBlock::Audio(_) => Some("audio"),
+            ContentBlock::Resource(_) => Some("resource"),
+            ContentBlock::ResourceLink(_) => Some("resource_link"),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(crate::audit::shape::tool_result_shape(
+        r.is_error,
+        kinds.into_iter(),
+        r.structured_content.as_ref(),
+        bytes,
+    ))
+}
+
 impl Outcome for () {}
 impl Outcome for ListToolsResult {}
 impl Outcome for ListPromptsResult {}
@@ -158,3 +183,33 @@ impl Outcome for CompleteResult {
 }
 impl Outcome for GetTaskResult {}
 impl Outcome for CustomResult {}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_tool_results_shape_reads_as_from_its_json() {
+        let results: Vec<CallToolResult> = [
+            json!({"content": [{"type": "text", "text": "hi"}]}),
+            json!({"content": [], "isError": true}),
+            json!({"content": [{"type": "image", "data": "AA==", "mimeType": "image/png"},
+                               {"type": "resource_link", "uri": "file:///a", "name": "a"},
+                               {"type": "resource", "resource": {"uri": "file:///b", "text": "b"}}],
+                   "structuredContent": {"n": 1, "s": "abc", "deep": {"a": [1, 2]}}, "isError": false}),
+            json!({"content": [{"type": "audio", "data": "AA==", "mimeType": "audio/wav"}],
+                   "structuredContent": null, "_meta": {"k": 1}}),
+        ]
+        .into_iter()
+        .map(|v| serde_json::from_value(v).unwrap())
+        .collect();
+        for r in &results {
+            let bytes = record::json_len(r);
+            let from_json =
+                crate::audit::shape::result_shape(&serde_json::to_value(r).unwrap(), bytes);
+            assert_eq!(tool_result_shape(r, bytes), Some(from_json), "{r:?}");
+        }
+    }
+}

@@ -159,7 +159,7 @@ const LOG_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Whether the client behind this call asked for progress (sent a token).
 fn wants_progress(ctx: &CallContext) -> bool {
-    ctx.info()
+    ctx.info_ref()
         .pointer("/meta/progressToken")
         .is_some_and(|t| !t.is_null())
 }

@@ -34,7 +34,7 @@ pub(super) fn forwarded(
     extra: Option<RequestMetaObject>,
 ) -> Option<RequestMetaObject> {
     let Some(ctx) = ctx else { return extra };
-    let info = ctx.info();
+    let info = ctx.info_ref();
     let own = info.get("meta").and_then(Value::as_object);
     let out = of_client(own, modern);
     if out.is_empty() {
