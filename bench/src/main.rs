@@ -91,7 +91,8 @@ struct Args {
     #[arg(long, value_name = "PATH", default_value = "/usr/bin/chromium")]
     chromium: PathBuf,
     /// Another `wf` build measured in the same overhead rounds, as an extra
-    /// reference row (to A/B-test a change; its plugins must sit beside it).
+    /// reference row (to A/B-test a change; its plugins must sit beside it);
+    /// also a row of the gateways and memory-at-rest tables (e.g. target/dist/wf).
     #[arg(long, value_name = "PATH")]
     compare: Option<PathBuf>,
     /// A PostgreSQL URL (`postgres://…`): the engine benchmark also runs wf

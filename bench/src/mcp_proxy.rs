@@ -90,24 +90,35 @@ fn proxy_config(env: &Env, addr: &str) -> anyhow::Result<PathBuf> {
 async fn start_gateways(env: &Env, http: &reqwest::Client) -> (Vec<Gateway>, Vec<String>) {
     let mut out = Vec::new();
     let mut missing = Vec::new();
-    // wf with no tuning: its governance stages present, nothing configured.
-    let wf = async {
-        let (cmd, log) = env.wf_command("gw-wf", json!({"fx": env.fixture_source(0)}))?;
-        let server = HttpWf::start(cmd, &log).await?;
-        WebClient::connect(http, &server.url, Generation::Sessions2025)
-            .await?
-            .echo("fx__echo", "ready")
-            .await?;
-        anyhow::Ok(server)
-    };
-    match wf.await {
-        Ok(server) => out.push(Gateway {
-            name: "wf --http".into(),
-            pid: server.pid,
-            server,
-            tool: "fx__echo",
-        }),
-        Err(e) => missing.push(format!("wf: {e:#}")),
+    // wf with no tuning: its governance stages present, nothing configured;
+    // and the `--compare` build (e.g. target/dist/wf) beside it.
+    let mut builds = vec![("wf --http".to_string(), env.wf.clone())];
+    if let Some(c) = &env.compare {
+        builds.push((format!("wf --http (`{}`)", c.display()), c.clone()));
+    }
+    for (k, (name, binary)) in builds.into_iter().enumerate() {
+        let wf = async {
+            let (cmd, log) = env.wf_command_with(
+                &binary,
+                &format!("gw-wf{k}"),
+                json!({"fx": env.fixture_source(0)}),
+            )?;
+            let server = HttpWf::start(cmd, &log).await?;
+            WebClient::connect(http, &server.url, Generation::Sessions2025)
+                .await?
+                .echo("fx__echo", "ready")
+                .await?;
+            anyhow::Ok(server)
+        };
+        match wf.await {
+            Ok(server) => out.push(Gateway {
+                name,
+                pid: server.pid,
+                server,
+                tool: "fx__echo",
+            }),
+            Err(e) => missing.push(format!("{name}: {e:#}")),
+        }
     }
     let proxy = async {
         let bin = binary()?;

@@ -165,35 +165,91 @@ fn breakdown(pid: u32, exe: &std::path::Path) -> Option<Breakdown> {
     Some(b)
 }
 
+/// One way of running wf at rest: its binary and extra environment.
+struct Variant {
+    name: String,
+    binary: std::path::PathBuf,
+    env: Vec<(String, String)>,
+}
+
+/// The variants measured at rest: the start-up code released (the default)
+/// and kept (`WF_KEEP_CODE_PAGES=1`); the `--compare` build beside them; and
+/// one row per `;`-separated entry of `WF_BENCH_REST_ENV` (space-separated
+/// `NAME=VALUE`s set for wf, e.g. `MIMALLOC_PURGE_DELAY=1;MALLOC_ARENA_MAX=1`).
+fn variants(env: &Env) -> Vec<Variant> {
+    let plain = |name: &str, vars: &[(&str, &str)]| Variant {
+        name: name.to_string(),
+        binary: env.wf.clone(),
+        env: vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    let mut out = vec![
+        plain("wf --http (start-up code released)", &[]),
+        plain(
+            "wf --http, `WF_KEEP_CODE_PAGES=1`",
+            &[("WF_KEEP_CODE_PAGES", "1")],
+        ),
+    ];
+    if let Some(c) = &env.compare {
+        out.push(Variant {
+            name: format!("wf --http, `{}`", c.display()),
+            binary: c.clone(),
+            env: Vec::new(),
+        });
+    }
+    let extra = std::env::var("WF_BENCH_REST_ENV").unwrap_or_default();
+    for entry in extra.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let vars: Vec<(String, String)> = entry
+            .split_ascii_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        out.push(Variant {
+            name: format!("wf --http, `{entry}`"),
+            binary: env.wf.clone(),
+            env: vars,
+        });
+    }
+    out
+}
+
 /// `wf serve --http` with one fixture source after 1,000 calls on one
-/// 2025-11-25 session: what its resident memory is made of, with the
-/// start-up code released (the default) and kept (`WF_KEEP_CODE_PAGES=1`),
-/// taking turns.
+/// 2025-11-25 session: what its resident memory is made of, for each of
+/// [`variants`], taking turns; and the p50 of the last 500 calls (the cost
+/// of a variant on the call path; the machine's load shows in it).
 async fn at_rest(env: &Env) -> anyhow::Result<()> {
     use crate::web::{Generation, HttpWf, WebClient};
     const CALLS: usize = 1_000;
+    const TIMED: usize = 500;
     let rounds = if env.quick { 1 } else { 3 };
-    let variants = [
-        ("wf --http (start-up code released)", false),
-        ("wf --http, `WF_KEEP_CODE_PAGES=1`", true),
-    ];
+    let variants = variants(env);
     let http = reqwest::Client::new();
     let mut got: Vec<Vec<Breakdown>> = vec![Vec::new(); variants.len()];
+    let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); variants.len()];
     for _ in 0..rounds {
-        for (k, (_, keep)) in variants.iter().enumerate() {
-            let (mut cmd, log) =
-                env.wf_command(&format!("rest-{k}"), json!({"fx": env.fixture_source(0)}))?;
-            if *keep {
-                cmd.env("WF_KEEP_CODE_PAGES", "1");
-            }
+        for (k, v) in variants.iter().enumerate() {
+            let (mut cmd, log) = env.wf_command_with(
+                &v.binary,
+                &format!("rest-{k}"),
+                json!({"fx": env.fixture_source(0)}),
+            )?;
+            cmd.envs(v.env.iter().map(|(k, v)| (k, v)));
             let mut server = HttpWf::start(cmd, &log).await?;
             let mut client =
                 WebClient::connect(&http, &server.url, Generation::Sessions2025).await?;
+            let mut times = Vec::with_capacity(TIMED);
             for i in 0..CALLS {
+                let t = Instant::now();
                 client.echo("fx__echo", &format!("at rest {i}")).await?;
+                if i >= CALLS - TIMED {
+                    times.push(t.elapsed());
+                }
             }
+            lat[k].push(crate::stats::percentile(&times, 0.5));
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let b = breakdown(server.pid, &env.wf);
+            let b = breakdown(server.pid, &v.binary);
             server.stop().await;
             got[k]
                 .push(b.ok_or_else(|| anyhow::anyhow!("cannot read /proc/{}/smaps", server.pid))?);
@@ -203,26 +259,31 @@ async fn at_rest(env: &Env) -> anyhow::Result<()> {
     println!(
         "`wf serve --http` with one fixture source (stdio), after {CALLS} echo calls on one \
          2025-11-25 session; resident pages from /proc/PID/smaps, median of {rounds} runs taking \
-         turns. File pages are shared with the page cache; anonymous ones are wf's own.\n"
+         turns. File pages are shared with the page cache; anonymous ones are wf's own. p50: of \
+         the last {TIMED} calls, median of the runs.\n"
     );
     println!(
-        "| wf | RSS | `wf` binary | plugin libraries | other libraries | anonymous (heap, stacks, relocations) | threads |"
+        "| wf | RSS | `wf` binary | plugin libraries | other libraries | anonymous (heap, stacks, relocations) | threads | p50 |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    for ((name, _), runs) in variants.iter().zip(&got) {
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for ((v, runs), lat) in variants.iter().zip(&got).zip(&lat) {
         let med = |f: fn(&Breakdown) -> u64| {
             let mut v: Vec<u64> = runs.iter().map(f).collect();
             v.sort_unstable();
             v[v.len() / 2]
         };
+        let mut p50 = lat.clone();
+        p50.sort_unstable();
         println!(
-            "| {name} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} µs |",
+            v.name,
             mib(med(|b| b.rss)),
             mib(med(|b| b.wf)),
             mib(med(|b| b.plugins)),
             mib(med(|b| b.system)),
             mib(med(|b| b.anonymous)),
             med(|b| b.threads as u64),
+            crate::stats::us(p50[p50.len() / 2]),
         );
     }
     println!();
