@@ -10,6 +10,9 @@ embeddings_server.py (all-MiniLM-L6-v2 from PyPI, run in numpy; no mock vectors)
   it embedded), only queries.
 - Old vectors are pruned: a start where every tool's text changed (the source
   renamed) leaves in the store only the vectors of the texts listed now.
+- Prefixes: with `query_prefix` and `document_prefix` set, the endpoint receives
+  every tool text and the query with them, and the changed prefix embeds every
+  tool again (the text sent keys the cache).
 - The endpoint down: wf_find still answers (lexically, not an error) and wf
   logs a warning.
 """
@@ -60,11 +63,11 @@ def embeddings() -> Any:
     stop_process(proc)
 
 
-def config(wf: Wf, everything_bin: Path, endpoint: str, source: str = "everything") -> Path:
+def config(wf: Wf, everything_bin: Path, endpoint: str, source: str = "everything", prefixes: str = "") -> Path:
     text = toml_config({source: {"command": str(everything_bin)}}) + (
         "[server.catalog]\n"
         'mode = "search"\n'
-        f'embeddings = {{ endpoint = "{endpoint}", model = "all-MiniLM-L6-v2", timeout_ms = 120000 }}\n'
+        f'embeddings = {{ endpoint = "{endpoint}", model = "all-MiniLM-L6-v2", timeout_ms = 120000{prefixes} }}\n'
     )
     return wf.write_config(text)
 
@@ -136,6 +139,29 @@ async def test_semantic_ranker_finds_caches_and_falls_back(wf: Wf, everything_bi
     assert len(after - before) == len(added), "the renamed tools' vectors are stored"
     assert len(before - after) == len(embedded), "vectors of texts no tool has any more are still stored"
     assert len(after) == len(before)
+
+    # Prefixes (nomic-style; MiniLM was not trained with them, only what is sent
+    # is checked): every tool text again with the document prefix, the query with
+    # the query prefix.
+    prefixed = config(
+        wf,
+        everything_bin,
+        endpoint,
+        source="ev",
+        prefixes=', query_prefix = "search_query: ", document_prefix = "search_document: "',
+    )
+    seen = len(stats()["texts"])
+    async with wf.stdio_client("legacy", "--config", str(prefixed), read_timeout_seconds=OP_TIMEOUT) as c:
+        with anyio.move_on_after(OP_TIMEOUT):
+            while f"search_query: {QUERY}" not in stats()["texts"][seen:]:
+                await find(c, QUERY)
+                await anyio.sleep(0.5)
+    sent = stats()["texts"][seen:]
+    assert f"search_query: {QUERY}" in sent, sent[-5:]
+    assert QUERY not in sent, "a query sent without its prefix"
+    documents = [t.removeprefix("search_document: ") for t in sent if t.startswith("search_document: ")]
+    assert sorted(tool_texts(documents, "ev")) == sorted(added), "every tool embedded again, prefixed"
+    assert all(t.startswith(("search_document: ", "search_query: ")) for t in sent), sent
 
     # The endpoint down (nothing listens there): lexical answers, and a warning.
     down = config(wf, everything_bin, f"http://127.0.0.1:{free_port()}/v1/embeddings")
