@@ -46,6 +46,9 @@ pub struct SourceHandle {
     /// Tools the hold stage keeps out, with what their calls are told
     /// (`tool_pins`): every caller (proxy, planner, workflow nodes) meets it here.
     held: std::sync::RwLock<Arc<std::collections::HashMap<String, String>>>,
+    /// `subscriptions/listen` set-ups under way on this source: its tool
+    /// calls wait for them (see `listen_gate`).
+    pub listens: super::listen_gate::ListenGate,
 }
 
 /// The mcp plugin's word for "a person must log in" (plugins/mcp/src/oauth.rs).
@@ -62,6 +65,7 @@ impl SourceHandle {
             login: Default::default(),
             no_tasks: Default::default(),
             held: Default::default(),
+            listens: Default::default(),
         }
     }
 
@@ -241,6 +245,7 @@ impl SourceHandle {
         if let Some(held) = self.hold(name) {
             return Err(held);
         }
+        self.listens.passed().await;
         let request = SourceRequest::CallTool {
             name: name.into(),
             arguments,
@@ -271,6 +276,7 @@ impl SourceHandle {
         if self.no_tasks.load(Relaxed) {
             return Err(self.err(PluginError::unsupported("this source serves no tasks")));
         }
+        self.listens.passed().await;
         let request = SourceRequest::CallToolAsTask {
             name: name.into(),
             arguments,

@@ -6,6 +6,7 @@ mod asker;
 mod asks;
 mod call;
 mod handle;
+pub mod listen_gate;
 mod logs;
 pub mod node_schemas;
 pub mod poison;

@@ -7,7 +7,11 @@
 //! means "list again on this session"; answering it with a new process
 //! would start an upstream per change (server-everything says so right
 //! after start, which cost a third Node process for one client), and
-//! listing is what any client of that session may do at any time.
+//! listing is what any client of that session may do at any time. So does
+//! any rediscovery within 2 s after such a listing (`RELIST_GRACE`): a burst
+//! of notifications can reach the host in two batches, and the second
+//! batch's rediscovery would otherwise start a process of its own. A refresh
+//! an operator asks for in that window lists on the live session too.
 //!
 //! The catalog is returned as soon as the listing is done; the session is
 //! closed in the background. Closing a stdio upstream is the MCP shutdown
@@ -40,7 +44,9 @@ pub async fn discover(
             source,
             "rediscovery on the live session that said its lists changed"
         );
-        return list_everything(source, &peer, &client.executions, config).await;
+        let listed = list_everything(source, &peer, &client.executions, config).await;
+        runtime.relisted();
+        return listed;
     }
     let client = McpClient::one_shot().with_log(source, None);
     let session = open(source, config, client).await?;

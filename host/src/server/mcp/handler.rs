@@ -80,6 +80,33 @@ pub struct WfServer {
 }
 
 impl WfServer {
+    /// The sources the resource subscriptions of `filter` route to now, each once.
+    fn listened_sources(
+        &self,
+        filter: &SubscriptionFilter,
+    ) -> Vec<Arc<crate::sources::SourceHandle>> {
+        let Some(uris) = filter.resource_subscriptions.as_deref() else {
+            return Vec::new();
+        };
+        let proj = self.app.projection();
+        let mut handles: Vec<Arc<crate::sources::SourceHandle>> = Vec::new();
+        for uri in uris {
+            let Some(route) = proj.resource_route(uri) else {
+                continue;
+            };
+            if let Some(handle) = self
+                .app
+                .sources
+                .get(&route.source)
+                .and_then(|e| e.handle.clone())
+                && !handles.iter().any(|h| Arc::ptr_eq(h, &handle))
+            {
+                handles.push(handle);
+            }
+        }
+        handles
+    }
+
     pub fn new(app: Arc<App>, surfaces: Surfaces, http: bool) -> Self {
         let ended = CancellationToken::new();
         let slots = CallSlots::new(app.config.config.server.max_calls_per_client);
@@ -733,6 +760,11 @@ impl ServerHandler for WfServer {
         f.prompts_list_changed = requested.prompts_list_changed;
         f.resources_list_changed = requested.resources_list_changed;
         f.resource_subscriptions = requested.resource_subscriptions.clone();
+        // Called before rmcp acknowledges the stream: from now until `listen`
+        // has the sources watching, their tool calls wait (`listen_gate`).
+        for handle in self.listened_sources(requested) {
+            handle.listens.begin();
+        }
         Some(f)
     }
 
@@ -796,6 +828,9 @@ impl ServerHandler for WfServer {
                 let room = (self.app.clone(), self.surfaces.clone());
                 super::tasks::state::watch(room, who, true, ended.clone(), send);
             }
+            // The set-up `accepted_subscription_filter` began ends here,
+            // however it ends.
+            let set_up = ListenSetUp(self.listened_sources(ctx.requested()));
             // The stream's resource subscriptions end with it.
             let stream = Downstream::new(&self.app);
             if let Some(uris) = &ctx.accepted().resource_subscriptions {
@@ -817,6 +852,7 @@ impl ServerHandler for WfServer {
                 forwarding::listen_resources(&self.app, &stream, &caller, ctx.sink().clone(), uris)
                     .await;
             }
+            drop(set_up);
             tokio::select! {
                 () = follow => {}
                 () = ctx.cancelled() => {}
@@ -1544,5 +1580,17 @@ impl ServerHandler for WfServer {
             ))
         })
         .await
+    }
+}
+
+/// Ends, when dropped, the `subscriptions/listen` set-ups begun on these
+/// sources (see `sources::listen_gate`).
+struct ListenSetUp(Vec<Arc<crate::sources::SourceHandle>>);
+
+impl Drop for ListenSetUp {
+    fn drop(&mut self) {
+        for handle in &self.0 {
+            handle.listens.end();
+        }
     }
 }

@@ -72,6 +72,19 @@ fn shape_of(app: &App, endpoint: Option<&Followed>) -> Shape {
     }
 }
 
+/// [`shape_of`] off the runtime's workers: a large catalog's projection and
+/// its digest take a while, and `list_sources` must not wait (issue #55).
+async fn shaped_off_runtime(app: &Arc<App>, endpoint: &Option<Arc<Followed>>) -> Option<Shape> {
+    let (app, endpoint) = (app.clone(), endpoint.clone());
+    tokio::task::spawn_blocking(move || {
+        let now = shape_of(&app, endpoint.as_deref());
+        crate::sources::release_freed();
+        now
+    })
+    .await
+    .ok()
+}
+
 /// Calls `send` for each list that changed (on `endpoint`'s view, when
 /// given), until `send` says the client is gone. Bursts of changes (a
 /// reload discovering several sources) are coalesced.
@@ -100,30 +113,27 @@ where
                 return;
             },
         }
+        // What a client listing now sees, then the end of the burst: a list
+        // that changed and changed back within the burst (a tool held, then
+        // released) still differs from what a client may have listed
+        // meanwhile, so it is announced too.
+        let Some(first) = shaped_off_runtime(&app, &endpoint).await else {
+            return;
+        };
         tokio::time::sleep(Duration::from_millis(100)).await;
         changes.borrow_and_update();
         if let Some(r) = replaced.as_mut() {
             r.borrow_and_update();
         }
-        // Off the runtime's workers: a large catalog's projection and its
-        // digest take a while, and `list_sources` must not wait (issue #55).
-        let now = {
-            let (app, endpoint) = (app.clone(), endpoint.clone());
-            let shaped = move || {
-                let now = shape_of(&app, endpoint.as_deref());
-                crate::sources::release_freed();
-                now
-            };
-            match tokio::task::spawn_blocking(shaped).await {
-                Ok(now) => now,
-                Err(_) => return,
-            }
+        let Some(now) = shaped_off_runtime(&app, &endpoint).await else {
+            return;
         };
         for (i, kind) in [ListKind::Tools, ListKind::Prompts, ListKind::Resources]
             .into_iter()
             .enumerate()
         {
-            if now.0[i] != last.0[i] && !send(kind).await {
+            let changed = now.0[i] != last.0[i] || first.0[i] != last.0[i];
+            if changed && !send(kind).await {
                 return;
             }
         }

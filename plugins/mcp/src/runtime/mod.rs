@@ -78,7 +78,16 @@ pub struct Runtime {
     /// Set when this runtime's session says its lists changed: the
     /// rediscovery that follows lists on that session (`relist_session`).
     relist: Arc<AtomicBool>,
+    /// When a listing on the live session last ended (`relisted`).
+    relisted_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// How long after a listing on the live session another rediscovery still
+/// lists there. A burst of `list_changed` (server-everything sends five at
+/// start) can reach the host in two batches, the second after the first
+/// rediscovery already took the flag: that second rediscovery must not start
+/// a process of its own.
+const RELIST_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Counts a call in flight for status output.
 struct InFlight<'a>(&'a AtomicUsize);
@@ -195,6 +204,7 @@ impl Runtime {
         });
         Self {
             relist,
+            relisted_at: Default::default(),
             source,
             config,
             on_list_changed,
@@ -292,13 +302,27 @@ impl Runtime {
     /// session may do, so it disturbs no state. Otherwise None, and the
     /// listing opens a one-shot session.
     pub(crate) async fn relist_session(&self) -> Option<(Peer<RoleClient>, McpClient)> {
-        if !self.relist.swap(false, Ordering::AcqRel) {
+        let asked = self.relist.swap(false, Ordering::AcqRel);
+        let lately = self
+            .relisted_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|at| at.elapsed() < RELIST_GRACE);
+        if !asked && !lately {
             return None;
         }
         let live = self.live.lock().await;
         live.as_ref()
             .filter(|l| !l.session.is_transport_closed() && !self.reopen.load(Ordering::Acquire))
             .map(|l| (l.session.peer().clone(), l.client.clone()))
+    }
+
+    /// A listing on the live session ended (see `RELIST_GRACE`).
+    pub(crate) fn relisted(&self) {
+        *self
+            .relisted_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(std::time::Instant::now());
     }
 
     /// Opens the session if needed and tells its epoch.

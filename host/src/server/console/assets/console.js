@@ -290,6 +290,10 @@ async function sourcesPage() {
       el("p", { class: "muted" }, `wf ${status.version}, up ${duration(status.uptime_ms)}, config ${status.config_file || "—"}; last reload: `,
         last ? `${last.error ? `failed: ${last.error}` : "ok"}` : "none"),
       pins);
+    // Opened while wf starts: look again until every source has been
+    // discovered once, so what it holds or rejects shows up unasked.
+    const starting = sources.some((s) => s.enabled !== false && !s.last_discovery_at && !s.error);
+    if (starting) setTimeout(() => { if (document.body.contains(body)) load().catch(() => {}); }, 1000);
   }
   await loading(body, load);
 }
