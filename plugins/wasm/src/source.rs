@@ -280,8 +280,23 @@ fn stopped(why: &str) -> Value {
     json!({ "stopped": why })
 }
 
+/// The length of `v` as JSON, counted as it is written (nothing kept).
 fn json_len<T: serde::Serialize>(v: &T) -> usize {
-    serde_json::to_vec(v).map(|b| b.len()).unwrap_or(usize::MAX)
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(b.len());
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    match serde_json::to_writer(&mut n, v) {
+        Ok(()) => n.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 /// What a trap was (wasmtime's own text puts a backtrace first).

@@ -407,3 +407,28 @@ async fn bad_settings_and_files_are_refused_with_their_key() {
         e.message
     );
 }
+
+/// With one instance allowed, calls at once wait their turn (none is
+/// refused, none finds the instance pool empty), and a trap among them
+/// fails only its own call.
+#[tokio::test]
+async fn calls_at_once_share_one_instance_and_a_trap_fails_only_its_own() {
+    let h = Harness::start::<WasmPlugin>().unwrap();
+    let (src, _dir) = source(&h, json!({"max_instances": 1}));
+    for round in 0..3 {
+        let (a, b, c, d) = tokio::join!(
+            src.call_tool("echo", json!({"text": "a"})),
+            src.call_tool("echo", json!({"text": "b"})),
+            src.call_tool("trap", json!({})),
+            src.call_tool("echo", json!({"text": "d"})),
+        );
+        assert_eq!(text(&a.unwrap()), "a", "round {round}");
+        assert_eq!(text(&b.unwrap()), "b", "round {round}");
+        assert!(c.unwrap_err().message.contains("the component trapped"));
+        assert_eq!(text(&d.unwrap()), "d", "round {round}");
+    }
+    let st = status(&src).await;
+    assert_eq!(st["calls"], 12, "{st}");
+    assert_eq!(st["traps"], 3, "{st}");
+    assert_eq!(st["busy"], 0, "{st}");
+}
