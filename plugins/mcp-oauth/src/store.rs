@@ -10,6 +10,7 @@
 //! a process running as the same user, which no local scheme can.
 
 use std::io::Write;
+#[cfg(unix)]
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -157,6 +158,15 @@ impl TokenFile {
     }
 }
 
+/// Unix: refuses a file others can read. Windows has no mode bits: a file
+/// takes the ACL of its folder, and the state directory sits in the user's
+/// profile, which only that user (and administrators) can read.
+#[cfg(not(unix))]
+fn check_owner_only(_path: &Path) -> Result<(), OAuthError> {
+    Ok(())
+}
+
+#[cfg(unix)]
 fn check_owner_only(path: &Path) -> Result<(), OAuthError> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -189,12 +199,11 @@ fn tokens_of(creds: &StoredCredentials) -> Vec<String> {
 
 pub(crate) fn write_owner_only(path: &Path, bytes: &[u8]) -> Result<(), OAuthError> {
     let _ = std::fs::remove_file(path);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| OAuthError::store(path, e))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    let mut f = options.open(path).map_err(|e| OAuthError::store(path, e))?;
     f.write_all(bytes)
         .and_then(|()| f.sync_all())
         .map_err(|e| OAuthError::store(path, e))

@@ -167,11 +167,11 @@ pub const MIN_PLUGIN_WORKERS: usize = 2;
 /// Sees an abort that follows a failed allocation (`errno` is `ENOMEM`:
 /// the memory limit refused it) and exits with a status wf names.
 extern "C" fn on_abort(_: libc::c_int) {
-    // SAFETY: reading this thread's errno and _exit are async-signal-safe.
-    unsafe {
-        if *libc::__errno_location() == libc::ENOMEM {
-            libc::_exit(super::spawn::EXIT_OUT_OF_MEMORY);
-        }
+    // Reading this thread's errno (no allocation) and _exit are
+    // async-signal-safe.
+    if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOMEM) {
+        // SAFETY: ends the process at once.
+        unsafe { libc::_exit(super::spawn::EXIT_OUT_OF_MEMORY) };
     }
     // Otherwise abort() goes on to end the process with SIGABRT.
 }
@@ -361,7 +361,13 @@ fn own_pids_cgroup() -> bool {
 /// Closes every descriptor but stdio and the sockets (older kernels without
 /// CLOSE_RANGE_CLOEXEC may have let some through).
 fn close_strays() {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+    // macOS lists a process's descriptors in /dev/fd.
+    let listing = if cfg!(target_os = "linux") {
+        "/proc/self/fd"
+    } else {
+        "/dev/fd"
+    };
+    let Ok(dir) = std::fs::read_dir(listing) else {
         return;
     };
     let fds: Vec<i32> = dir

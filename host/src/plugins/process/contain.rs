@@ -22,7 +22,11 @@
 //!
 //! The outer ends as the plugin host ended (same status or signal), so wf's
 //! supervision reads it as before.
+//!
+//! PID namespaces are Linux's: elsewhere [`enter`] refuses, and the child
+//! goes on uncontained and says so in its sandbox report.
 
+#[cfg(target_os = "linux")]
 use std::io;
 
 /// What [`enter`] did: the line the sandbox report carries.
@@ -33,6 +37,7 @@ pub struct Contained {
     pub own_user_namespace: bool,
 }
 
+#[cfg(target_os = "linux")]
 /// Puts this process's future work in a PID namespace and returns in the
 /// plugin host (pid 2), or `Err` with why (then nothing was forked: the
 /// caller goes on uncontained and says so). Never returns in the outer or
@@ -78,6 +83,7 @@ pub fn enter(fds: &[i32]) -> Result<Contained, String> {
     }
 }
 
+#[cfg(target_os = "linux")]
 /// `unshare(CLONE_NEWPID)`; without the privilege for it, in a new user
 /// namespace that maps wf's own uid and gid (true then).
 fn unshare_pid() -> Result<bool, String> {
@@ -104,6 +110,7 @@ fn unshare_pid() -> Result<bool, String> {
     Ok(true)
 }
 
+#[cfg(target_os = "linux")]
 /// The outer: waits for init and ends as the plugin host did.
 fn outer(init: libc::pid_t, status_end: i32, fds: &[i32]) -> ! {
     for &fd in fds {
@@ -129,6 +136,7 @@ fn outer(init: libc::pid_t, status_end: i32, fds: &[i32]) -> ! {
     end_like(raw)
 }
 
+#[cfg(target_os = "linux")]
 /// Exits with wait status `raw`: the same code, or the same signal.
 fn end_like(raw: i32) -> ! {
     if libc::WIFSIGNALED(raw) {
@@ -156,6 +164,7 @@ fn end_like(raw: i32) -> ! {
     unsafe { libc::_exit(libc::WEXITSTATUS(raw)) }
 }
 
+#[cfg(target_os = "linux")]
 /// Pid 1: forks the plugin host (returning in it) and reaps everything
 /// until the host ends; then hands its status to the outer and exits,
 /// which ends every process left in the namespace.
@@ -201,4 +210,10 @@ fn init(status_end: i32, fds: &[i32]) {
             }
         }
     }
+}
+
+/// PID namespaces exist on Linux only.
+#[cfg(not(target_os = "linux"))]
+pub fn enter(_fds: &[i32]) -> Result<Contained, String> {
+    Err("no PID namespace: Linux only".into())
 }

@@ -2,31 +2,54 @@
 //! its own, instead of into wf. wf never loads such a plugin's library: the
 //! child does (with the same checks and refusals), and the two speak
 //! length-prefixed JSON frames over a socketpair (`frame`, `protocol`).
+//!
+//! The child and its supervision are Unix's (a socketpair inherited as fds
+//! 3 and 4, fork, rlimits; Linux adds namespaces, Landlock and seccomp).
+//! Elsewhere `unsupported` stands in for them: a plugin whose isolation is
+//! `process` is refused at load with a line that says what to do instead.
 
+#[cfg(unix)]
 mod cgroup;
+#[cfg(unix)]
 pub mod child;
+#[cfg(unix)]
 mod contain;
+#[cfg(unix)]
 mod epochs;
 pub mod frame;
+#[cfg(unix)]
 mod io;
+mod launch;
 pub mod limits;
 pub mod protocol;
+#[cfg(unix)]
 mod proxy;
+#[cfg(unix)]
 mod running;
+#[cfg(unix)]
 pub mod spawn;
+#[cfg(unix)]
 mod supervisor;
+#[cfg(not(unix))]
+mod unsupported;
 pub mod wire;
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+pub use launch::{Health, Known, Launch};
+#[cfg(unix)]
 pub use proxy::plugin_box;
-pub use supervisor::{Health, Known, Launch, MAX_CRASHES_IN_A_ROW, Probe, Supervisor, backoff};
+#[cfg(unix)]
+pub use supervisor::{MAX_CRASHES_IN_A_ROW, Probe, Supervisor, backoff};
+#[cfg(not(unix))]
+pub use unsupported::{Probe, Supervisor, plugin_box, spawn};
 
 fn registry() -> &'static Mutex<Vec<Weak<Supervisor>>> {
     static ALL: Mutex<Vec<Weak<Supervisor>>> = Mutex::new(Vec::new());
     &ALL
 }
 
+#[cfg_attr(not(unix), allow(dead_code))]
 fn register(sup: &Arc<Supervisor>) {
     let mut all = registry().lock().unwrap_or_else(PoisonError::into_inner);
     all.retain(|w| w.strong_count() > 0);
@@ -88,7 +111,7 @@ pub fn describe(sup: &Supervisor) -> serde_json::Value {
             "max_processes": start.max_processes,
             // All its processes together (its memory cgroup); null where wf
             // may make none: then memory_mb bounds each process only.
-            "memory_total_mb": sup.current().and_then(|c| c.memory_total_mb),
+            "memory_total_mb": sup.memory_total_mb(),
             "nice": spawn::CHILD_NICE,
         },
     })

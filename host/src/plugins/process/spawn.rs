@@ -114,6 +114,7 @@ fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<Spawned
     let (lane, lane_theirs) = UnixStream::pair()?;
     let theirs_fd = theirs.as_raw_fd();
     let lane_fd = lane_theirs.as_raw_fd();
+    #[cfg(target_os = "linux")]
     let parent = std::process::id() as libc::pid_t;
     // The plugin's fd 1 is wf's stderr: whatever it prints lands in the log,
     // never on wf's stdout (the MCP stdio channel).
@@ -136,12 +137,17 @@ fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<Spawned
     // fork and exec.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // wf died between the fork and prctl: nobody would kill us.
-            if libc::getppid() != parent {
-                libc::_exit(1);
+            // Elsewhere no parent-death signal exists: the child ends when
+            // its sockets to wf hang up.
+            #[cfg(target_os = "linux")]
+            {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // wf died between the fork and prctl: nobody would kill us.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
             }
             // Copies above both targets first, so that neither dup2 below
             // overwrites the other's source.
@@ -167,23 +173,27 @@ fn spawn_here(program: &Path, home: &Path, limits: Limits) -> io::Result<Spawned
             if libc::setpriority(libc::PRIO_PROCESS, 0, CHILD_NICE) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            // At most nice 10 back (never raised: wf may lack the power to).
-            let mut nice = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            if libc::getrlimit(libc::RLIMIT_NICE, &mut nice) != 0 {
-                return Err(io::Error::last_os_error());
+            #[cfg(target_os = "linux")]
+            {
+                // At most nice 10 back (never raised: wf may lack the power to).
+                let mut nice = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NICE, &mut nice) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                let ceiling = ((20 - CHILD_NICE) as libc::rlim_t).min(nice.rlim_max);
+                nice.rlim_cur = ceiling;
+                nice.rlim_max = ceiling;
+                if libc::setrlimit(libc::RLIMIT_NICE, &nice) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // Nothing else crosses exec (CLOSE_RANGE_CLOEXEC, Linux 5.11;
+                // the child closes strays itself on older kernels and
+                // elsewhere).
+                libc::syscall(libc::SYS_close_range, 5u32, u32::MAX, 4u32);
             }
-            let ceiling = ((20 - CHILD_NICE) as libc::rlim_t).min(nice.rlim_max);
-            nice.rlim_cur = ceiling;
-            nice.rlim_max = ceiling;
-            if libc::setrlimit(libc::RLIMIT_NICE, &nice) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // Nothing else crosses exec (CLOSE_RANGE_CLOEXEC, Linux 5.11;
-            // the child closes strays itself on older kernels).
-            libc::syscall(libc::SYS_close_range, 5u32, u32::MAX, 4u32);
             Ok(())
         });
     }

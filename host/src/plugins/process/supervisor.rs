@@ -22,6 +22,7 @@ use wf_plugin_api::ffi::{CallContextBox, HostContextFfi};
 use wf_plugin_api::{ErrorCode, Event, Manifest, PluginError};
 
 use super::frame::{self, FrameError};
+use super::launch::{Health, Known, Launch};
 use super::limits::Limits;
 use super::protocol::{Hello, PROTOCOL_VERSION, Start, ToChild, ToHost};
 use super::running::{CallReply, CancelOnDrop, Child, Pending, WRITE, error_json, next_id};
@@ -43,25 +44,6 @@ pub const MAX_CRASHES_IN_A_ROW: u32 = 5;
 /// The delay before restart attempt `n` (1-based): 250 ms doubling to 4 s.
 pub fn backoff(n: u32) -> Duration {
     Duration::from_millis(250u64 << n.saturating_sub(1).min(4))
-}
-
-/// What starting a child needs.
-#[derive(Debug, Clone)]
-pub struct Launch {
-    pub file: PathBuf,
-    pub state_dir: Option<PathBuf>,
-    /// The `PluginInit` JSON.
-    pub init: String,
-    /// The plugin's name and settings, once known (restarts).
-    pub known: Option<Known>,
-    /// The configured sources, for the child's sandbox.
-    pub sources: Vec<super::protocol::SandboxSource>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Known {
-    pub name: String,
-    pub start: Start,
 }
 
 impl Launch {
@@ -98,19 +80,6 @@ impl Launch {
             })
             .unwrap_or_default()
     }
-}
-
-/// A plugin child's health, for sources and `wf plugins`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Health {
-    Running,
-    /// It exited (why) and is being restarted.
-    Restarting(String),
-    /// It kept crashing: not restarted any more.
-    Failed(String),
-    /// A reload stopped it (why): the plugin has no source left. A source
-    /// created later starts it again.
-    Stopped(String),
 }
 
 /// Starts a child and reads its manifest (the plugin is not instantiated yet).
@@ -490,6 +459,12 @@ impl Supervisor {
             .collect();
         out.sort_by_key(|(id, _)| *id);
         out.into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// The memory bound of all the child's processes together (its memory
+    /// cgroup), where wf could make one.
+    pub fn memory_total_mb(&self) -> Option<u64> {
+        self.current().and_then(|c| c.memory_total_mb)
     }
 
     pub fn pid(&self) -> Option<u32> {

@@ -7,7 +7,11 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 
-use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
+#[cfg(windows)]
+use process_wrap::tokio::JobObject;
+#[cfg(unix)]
+use process_wrap::tokio::ProcessGroup;
+use process_wrap::tokio::{CommandWrap, KillOnDrop};
 use rmcp::RoleClient;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -150,10 +154,15 @@ async fn open_as(
     match &config.transport {
         Transport::Stdio { command, .. } => {
             let cmd = stdio_command(&config.transport, &config.auth, config.inherit_env)?;
-            // Its own process group, killed as a whole: `npx` and friends
-            // start grandchildren that must not outlive the session.
+            // Its own process group (a job object on Windows), killed as a
+            // whole: `npx` and friends start grandchildren that must not
+            // outlive the session.
             let mut wrapped = CommandWrap::from(cmd);
-            wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+            #[cfg(unix)]
+            wrapped.wrap(ProcessGroup::leader());
+            #[cfg(windows)]
+            wrapped.wrap(JobObject);
+            wrapped.wrap(KillOnDrop);
             let proc = ChildTransport::spawn(
                 wrapped,
                 source,
