@@ -432,3 +432,50 @@ async fn calls_at_once_share_one_instance_and_a_trap_fails_only_its_own() {
     assert_eq!(st["traps"], 3, "{st}");
     assert_eq!(st["busy"], 0, "{st}");
 }
+
+/// The smallest component (`components/echo-min-1.0.0.wasm`, source in
+/// `echo-min/`; the benchmark's baseline): no_std, one core module, and it
+/// imports nothing but wf:source's types — no WASI, no host functions. It
+/// serves its one tool, one instance after another in one pool slot, and an
+/// unknown name fails with `not-found`.
+#[tokio::test]
+async fn the_smallest_component_imports_no_wasi_and_echoes() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/components/echo-min-1.0.0.wasm");
+    let engine = wasmtime::Engine::default();
+    let component = wasmtime::component::Component::from_file(&engine, &path).unwrap();
+    let imports: Vec<String> = component
+        .component_type()
+        .imports(&engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    assert_eq!(imports, ["wf:source/types@1.0.0"], "{imports:?}");
+
+    let h = Harness::start::<WasmPlugin>().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let src = h
+        .source_in(
+            "echomin",
+            "wasm",
+            json!({"path": path, "max_instances": 1}),
+            dir.path().to_path_buf(),
+        )
+        .unwrap();
+    let cat = src.catalog().await.unwrap();
+    let tools: Vec<&str> = cat.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(tools, ["echo"]);
+    assert!(schema_problems(&cat).is_empty());
+    for i in 0..50 {
+        let r = src
+            .call_tool("echo", json!({"text": format!("hi {i}")}))
+            .await
+            .unwrap();
+        assert_eq!(text(&r), format!("hi {i}"));
+    }
+    let e = src.call_tool("nope", json!({})).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound, "{e:?}");
+    let st = status(&src).await;
+    assert_eq!(st["name"], "echo-min");
+    assert_eq!(st["interface"], "wf:source/guest@1.0.0");
+    assert_eq!(st["traps"], 0, "{st}");
+}
