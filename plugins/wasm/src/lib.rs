@@ -13,6 +13,7 @@ mod bindings;
 pub mod cache;
 mod convert;
 mod engine;
+mod exports;
 mod http;
 mod runtime;
 pub mod settings;

@@ -28,16 +28,13 @@ const STDIO_BYTES: usize = 16 * 1024;
 
 /// A store's data: the call, the grants and the limits.
 pub struct Ctx {
-    wasi: WasiCtx,
-    http: WasiHttpCtx,
-    hooks: Hooks,
+    /// Built only for a component that imports WASI (see [`store`]).
+    wasi: Option<Wasi>,
     table: ResourceTable,
     pub limits: Limits,
     call: Option<CallContext>,
     settings: Arc<Settings>,
     source: String,
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
     /// Ticks of the call's budget still left.
     ticks_left: u64,
     /// When the budget ends by the clock: under load a yielded call waits
@@ -88,21 +85,107 @@ impl ResourceLimiter for Limits {
     }
 }
 
+/// What WASI and `wasi:http` see of a call: the grants, the allowlist and
+/// the captured stdio.
+struct Wasi {
+    ctx: WasiCtx,
+    http: WasiHttpCtx,
+    hooks: Hooks,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+}
+
+impl Wasi {
+    /// `settings`' grants: the named environment values and directories.
+    fn granted(source: &str, settings: &Arc<Settings>) -> Result<Self, String> {
+        let (mut wasi, stdout, stderr) = Self::builder();
+        for name in &settings.env {
+            if let Ok(value) = std::env::var(name) {
+                wasi.env(name, value);
+            }
+        }
+        for d in &settings.dirs {
+            let perms = if d.writable {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            wasi.preopened_dir(&d.host, &d.guest, perms)
+                .map_err(|e| format!("sources.{source}.dirs: {}: {e}", d.host.display()))?;
+        }
+        Ok(Self::build(wasi, stdout, stderr, source, settings))
+    }
+
+    /// Nothing granted.
+    fn denied(source: &str, settings: &Arc<Settings>) -> Self {
+        let (wasi, stdout, stderr) = Self::builder();
+        Self::build(wasi, stdout, stderr, source, settings)
+    }
+
+    /// No network sockets; stdio captured, bounded.
+    fn builder() -> (WasiCtxBuilder, MemoryOutputPipe, MemoryOutputPipe) {
+        let stdout = MemoryOutputPipe::new(STDIO_BYTES);
+        let stderr = MemoryOutputPipe::new(STDIO_BYTES);
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        (wasi, stdout, stderr)
+    }
+
+    fn build(
+        mut wasi: WasiCtxBuilder,
+        stdout: MemoryOutputPipe,
+        stderr: MemoryOutputPipe,
+        source: &str,
+        settings: &Arc<Settings>,
+    ) -> Self {
+        Wasi {
+            ctx: wasi.build(),
+            http: WasiHttpCtx::new(),
+            hooks: Hooks::new(source, settings.clone()),
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl Ctx {
+    /// The call's WASI parts and resource table. A component that imports
+    /// no WASI has none (its instances never call here); should one be
+    /// asked for, it grants nothing.
+    fn wasi(&mut self) -> (&mut Wasi, &mut ResourceTable) {
+        let Ctx {
+            wasi,
+            table,
+            source,
+            settings,
+            ..
+        } = self;
+        let wasi = wasi.get_or_insert_with(|| Wasi::denied(source, settings));
+        (wasi, table)
+    }
+}
+
 impl WasiView for Ctx {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        let (wasi, table) = self.wasi();
         WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
+            ctx: &mut wasi.ctx,
+            table,
         }
     }
 }
 
 impl WasiHttpView for Ctx {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
+        let (wasi, table) = self.wasi();
         WasiHttpCtxView {
-            ctx: &mut self.http,
-            table: &mut self.table,
-            hooks: &mut self.hooks,
+            ctx: &mut wasi.http,
+            table,
+            hooks: &mut wasi.hooks,
         }
     }
 }
@@ -119,38 +202,22 @@ pub fn linker(runtime: &Runtime) -> wasmtime::Result<Linker<Ctx>> {
 }
 
 /// A store for one call of `source`'s component, with its grants and limits.
+/// `wasi`: the component imports WASI (or `wasi:http`). A component that
+/// does not gets no WASI context at all: building one (its random source,
+/// stdio pipes, tables) is a few thousand instructions a call.
 pub fn store(
     runtime: &Runtime,
     source: &str,
     settings: &Arc<Settings>,
     call: Option<CallContext>,
+    wasi: bool,
 ) -> Result<Store<Ctx>, String> {
-    let stdout = MemoryOutputPipe::new(STDIO_BYTES);
-    let stderr = MemoryOutputPipe::new(STDIO_BYTES);
-    let mut wasi = WasiCtxBuilder::new();
-    wasi.stdout(stdout.clone())
-        .stderr(stderr.clone())
-        .allow_tcp(false)
-        .allow_udp(false)
-        .allow_ip_name_lookup(false);
-    for name in &settings.env {
-        if let Ok(value) = std::env::var(name) {
-            wasi.env(name, value);
-        }
-    }
-    for d in &settings.dirs {
-        let perms = if d.writable {
-            FsPerms::ReadWrite
-        } else {
-            FsPerms::ReadOnly
-        };
-        wasi.preopened_dir(&d.host, &d.guest, perms)
-            .map_err(|e| format!("sources.{source}.dirs: {}: {e}", d.host.display()))?;
-    }
+    let wasi = match wasi {
+        true => Some(Wasi::granted(source, settings)?),
+        false => None,
+    };
     let ctx = Ctx {
-        wasi: wasi.build(),
-        http: WasiHttpCtx::new(),
-        hooks: Hooks::new(source, settings.clone()),
+        wasi,
         table: ResourceTable::new(),
         limits: Limits {
             memory_bytes: settings.memory_bytes,
@@ -159,8 +226,6 @@ pub fn store(
         call,
         settings: settings.clone(),
         source: source.to_string(),
-        stdout,
-        stderr,
         ticks_left: Runtime::ticks(settings.timeout_ms),
         deadline: std::time::Instant::now() + std::time::Duration::from_millis(settings.timeout_ms),
         deadline_hit: false,
@@ -184,7 +249,8 @@ pub fn store(
 impl Ctx {
     /// Writes what the component printed to wf's log (bounded).
     pub fn flush_stdio(&self) {
-        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+        let Some(wasi) = &self.wasi else { return };
+        for (stream, pipe) in [("stdout", &wasi.stdout), ("stderr", &wasi.stderr)] {
             let bytes = pipe.contents();
             if !bytes.is_empty() {
                 let text = String::from_utf8_lossy(&bytes);

@@ -15,6 +15,7 @@ use crate::bindings;
 use crate::cache::{self, Origin};
 use crate::convert;
 use crate::engine::Runtime;
+use crate::exports::Exports;
 use crate::runtime::{self, Ctx};
 use crate::settings::Settings;
 
@@ -32,11 +33,14 @@ const HOST_GRACE: Duration = Duration::from_millis(500);
 /// A component ready to instantiate.
 struct Loaded {
     pre: bindings::SourcePre<Ctx>,
+    exports: Exports,
     sha256: String,
     origin: Origin,
     load_ms: u64,
     interface: String,
     metadata: bindings::wf::source::types::Metadata,
+    /// It imports WASI: each call's store gets a WASI context.
+    wasi: bool,
 }
 
 #[derive(Default)]
@@ -125,17 +129,33 @@ impl WasmSource {
                 .await
                 .map_err(|e| format!("loading the component failed: {e}"))
                 .and_then(|r| r);
-                let (pre, sha256, origin, load_ms, interface) = match made {
-                    Ok(m) => m,
-                    Err(e) => return Err(e),
-                };
-                // Who the component says it is (one instance, no caller).
-                let mut store = runtime::store(&self.runtime, &self.name, &self.settings, None)?;
+                let Prepared {
+                    pre,
+                    sha256,
+                    origin,
+                    load_ms,
+                    interface,
+                    wasi,
+                } = made?;
+                // Who the component says it is (one instance, no caller),
+                // and its exports checked once for every later instance.
+                let mut store =
+                    runtime::store(&self.runtime, &self.name, &self.settings, None, wasi)?;
                 let described = async {
-                    let inst = pre.instantiate_async(&mut store).await?;
-                    inst.wf_source_guest().call_describe(&mut store).await
+                    let inst = pre.instance_pre().instantiate_async(&mut store).await?;
+                    let exports = Exports::checked(
+                        pre.instance_pre().component(),
+                        &interface,
+                        &mut store,
+                        &inst,
+                    )?;
+                    let (metadata,) = exports
+                        .describe(&mut store, &inst)?
+                        .call_async(&mut store, ())
+                        .await?;
+                    wasmtime::Result::<_>::Ok((exports, metadata))
                 };
-                let metadata = tokio::time::timeout(
+                let (exports, metadata) = tokio::time::timeout(
                     Duration::from_millis(self.settings.timeout_ms) + HOST_GRACE,
                     described,
                 )
@@ -152,11 +172,13 @@ impl WasmSource {
                 );
                 Ok(Arc::new(Loaded {
                     pre,
+                    exports,
                     sha256,
                     origin,
                     load_ms,
                     interface,
                     metadata,
+                    wasi,
                 }))
             })
             .await;
@@ -196,10 +218,11 @@ impl WasmSource {
         let loaded = self.loaded().await?;
         let _slot = self.admit().await?;
         self.counts.calls.fetch_add(1, Ordering::Relaxed);
-        let mut store = runtime::store(&self.runtime, &self.name, &self.settings, call)
-            .map_err(PluginError::invalid_config)?;
+        let mut store =
+            runtime::store(&self.runtime, &self.name, &self.settings, call, loaded.wasi)
+                .map_err(PluginError::invalid_config)?;
         let limit = Duration::from_millis(self.settings.timeout_ms) + HOST_GRACE;
-        let work = invoke(&loaded.pre, &mut store, op);
+        let work = invoke(&loaded, &mut store, op);
         let outcome = tokio::time::timeout(limit, work).await;
         let data = store.data();
         data.flush_stdio();
@@ -315,7 +338,7 @@ fn prepare(
     engine: &wasmtime::Engine,
     linker: &wasmtime::component::Linker<Ctx>,
     cache_dir: Option<&std::path::Path>,
-) -> Result<(bindings::SourcePre<Ctx>, String, Origin, u64, String), String> {
+) -> Result<Prepared, String> {
     let started = Instant::now();
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
     let sha256 = cache::sha256(&bytes);
@@ -336,6 +359,12 @@ fn prepare(
             format!("not a wf source component: it exports no {GUEST_INTERFACE} (build it for the WIT world wf:source/source)")
         })?;
     fits_pool(&component)?;
+    // Any WASI 0.2 interface, `wasi:http` among them (a WASI-free
+    // component's calls skip building a WASI context).
+    let wasi = component
+        .component_type()
+        .imports(engine)
+        .any(|(name, _)| name.starts_with("wasi:"));
     let pre = linker
         .instantiate_pre(&component)
         .map_err(|e| format!("it imports what wf does not offer: {}", first_line(&e)))?;
@@ -345,13 +374,24 @@ fn prepare(
             first_line(&e)
         )
     })?;
-    Ok((
+    Ok(Prepared {
         pre,
         sha256,
         origin,
-        started.elapsed().as_millis() as u64,
+        load_ms: started.elapsed().as_millis() as u64,
         interface,
-    ))
+        wasi,
+    })
+}
+
+/// A compiled component, its imports resolved.
+struct Prepared {
+    pre: bindings::SourcePre<Ctx>,
+    sha256: String,
+    origin: Origin,
+    load_ms: u64,
+    interface: String,
+    wasi: bool,
 }
 
 /// Refuses, when it is loaded, a component whose instance would not fit a
@@ -401,34 +441,53 @@ fn first_line(e: &wasmtime::Error) -> String {
 /// Instantiates the component in `store` and runs `op`: the outer error is
 /// a trap (or an instantiation failure), the inner one the component's own.
 async fn invoke(
-    pre: &bindings::SourcePre<Ctx>,
+    loaded: &Loaded,
     store: &mut Store<Ctx>,
     op: Op,
 ) -> wasmtime::Result<Result<Out, PluginError>> {
-    let inst = pre.instantiate_async(&mut *store).await?;
-    let g = inst.wf_source_guest();
+    let inst = loaded
+        .pre
+        .instance_pre()
+        .instantiate_async(&mut *store)
+        .await?;
+    let g = &loaded.exports;
     let wrap = convert::error_from_wit;
     Ok(match op {
-        Op::Catalog => match g.call_catalog(&mut *store).await? {
-            Ok(c) => convert::catalog(c).map(Out::Catalog),
-            Err(e) => Err(wrap(e)),
-        },
-        Op::CallTool(name, args) => match g.call_call_tool(&mut *store, &name, &args).await? {
-            Ok(r) => convert::tool_result(r).map(Out::Tool),
-            Err(e) => Err(wrap(e)),
-        },
-        Op::RunNode(name, input) => match g.call_run_node(&mut *store, &name, &input).await? {
-            Ok(text) => convert::node_output(&text).map(Out::Node),
-            Err(e) => Err(wrap(e)),
-        },
-        Op::ReadResource(uri) => match g.call_read_resource(&mut *store, &uri).await? {
-            Ok(c) => Ok(Out::Resource(convert::resource(c))),
-            Err(e) => Err(wrap(e)),
-        },
-        Op::GetPrompt(name, args) => match g.call_get_prompt(&mut *store, &name, &args).await? {
-            Ok(p) => convert::prompt(p).map(Out::Prompt),
-            Err(e) => Err(wrap(e)),
-        },
+        Op::Catalog => {
+            let f = g.catalog(store, &inst)?;
+            match f.call_async(&mut *store, ()).await?.0 {
+                Ok(c) => convert::catalog(c).map(Out::Catalog),
+                Err(e) => Err(wrap(e)),
+            }
+        }
+        Op::CallTool(name, args) => {
+            let f = g.call_tool(store, &inst)?;
+            match f.call_async(&mut *store, (&name, &args)).await?.0 {
+                Ok(r) => convert::tool_result(r).map(Out::Tool),
+                Err(e) => Err(wrap(e)),
+            }
+        }
+        Op::RunNode(name, input) => {
+            let f = g.run_node(store, &inst)?;
+            match f.call_async(&mut *store, (&name, &input)).await?.0 {
+                Ok(text) => convert::node_output(&text).map(Out::Node),
+                Err(e) => Err(wrap(e)),
+            }
+        }
+        Op::ReadResource(uri) => {
+            let f = g.read_resource(store, &inst)?;
+            match f.call_async(&mut *store, (&uri,)).await?.0 {
+                Ok(c) => Ok(Out::Resource(convert::resource(c))),
+                Err(e) => Err(wrap(e)),
+            }
+        }
+        Op::GetPrompt(name, args) => {
+            let f = g.get_prompt(store, &inst)?;
+            match f.call_async(&mut *store, (&name, &args)).await?.0 {
+                Ok(p) => convert::prompt(p).map(Out::Prompt),
+                Err(e) => Err(wrap(e)),
+            }
+        }
     })
 }
 
