@@ -74,9 +74,22 @@ pub fn load(
         // compiled by an engine with the same compatibility hash (its name).
         match unsafe { Component::deserialize_file(engine, &file) } {
             Ok(c) => return Ok((c, Origin::Cached)),
-            Err(e) => {
-                tracing::warn!(file = %file.display(), "compiled component unusable, compiling again: {e}")
-            }
+            // Mapping the file's code executable can fail where reading it
+            // does not (Wine's file mappings refuse it): load a copy.
+            // SAFETY: as above; the same bytes.
+            Err(mapped) => match std::fs::read(&file)
+                .map_err(wasmtime::Error::from)
+                .and_then(|bytes| unsafe { Component::deserialize(engine, bytes) })
+            {
+                Ok(c) => {
+                    tracing::debug!(file = %file.display(), "compiled component read into memory (mapping it failed: {mapped})");
+                    return Ok((c, Origin::Cached));
+                }
+                Err(e) => tracing::warn!(
+                    file = %file.display(),
+                    "compiled component unusable, compiling again: {mapped}; read into memory: {e}"
+                ),
+            },
         }
     }
     let component = compile(engine, bytes)?;
