@@ -18,8 +18,8 @@
 //! rest is `madvise`d. Isolation is unchanged: a slot is
 //! reset to the component's initial image before it is reused.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use wasmtime::{
@@ -52,46 +52,104 @@ pub const MEMORY_KEEP_RESIDENT: usize = 1 << 20;
 pub const TABLE_KEEP_RESIDENT: usize = 64 << 10;
 
 /// Ticks the epoch of every live engine of the plugin (stopped when the
-/// plugin is dropped).
+/// plugin is dropped), but only while guest code may run: with no store
+/// alive (no call, no discovery) the thread sleeps until one is made, so an
+/// idle wf — and every wf with the plugin loaded but no wasm source — is not
+/// woken a hundred times a second.
 pub struct Ticker {
-    engines: Arc<Mutex<Vec<EngineWeak>>>,
-    stop: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+}
+
+/// What the ticker's thread and the stores share.
+struct Shared {
+    engines: Mutex<Vec<EngineWeak>>,
+    /// Stores alive (see [`Busy`]).
+    busy: Mutex<usize>,
+    /// Signalled when `busy` leaves zero, and at stop.
+    wake: Condvar,
+    stop: AtomicBool,
+    /// Ticks so far (for tests).
+    ticks: AtomicU64,
 }
 
 impl Ticker {
     pub fn new() -> Result<Self, String> {
-        let engines: Arc<Mutex<Vec<EngineWeak>>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ticked, stopped) = (engines.clone(), stop.clone());
+        let shared = Arc::new(Shared {
+            engines: Mutex::default(),
+            busy: Mutex::new(0),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+            ticks: AtomicU64::new(0),
+        });
+        let ticked = shared.clone();
         std::thread::Builder::new()
             .name("wf-wasm-epoch".into())
-            .spawn(move || {
-                while !stopped.load(Ordering::Relaxed) {
-                    std::thread::sleep(TICK);
-                    let mut engines = ticked.lock().unwrap_or_else(|e| e.into_inner());
-                    engines.retain(|weak| match weak.upgrade() {
-                        Some(engine) => {
-                            engine.increment_epoch();
-                            true
-                        }
-                        None => false,
-                    });
-                }
-            })
+            .spawn(move || ticked.run())
             .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
-        Ok(Ticker { engines, stop })
+        Ok(Ticker { shared })
+    }
+}
+
+impl Shared {
+    fn run(&self) {
+        loop {
+            {
+                let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+                while *busy == 0 && !self.stop.load(Ordering::Relaxed) {
+                    busy = self.wake.wait(busy).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(TICK);
+            self.ticks.fetch_add(1, Ordering::Relaxed);
+            let mut engines = self.engines.lock().unwrap_or_else(|e| e.into_inner());
+            engines.retain(|weak| match weak.upgrade() {
+                Some(engine) => {
+                    engine.increment_epoch();
+                    true
+                }
+                None => false,
+            });
+        }
     }
 }
 
 impl Drop for Ticker {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.shared.stop.store(true, Ordering::Relaxed);
+        // Taken so the thread is either before its check or waiting.
+        let _busy = self.shared.busy.lock().unwrap_or_else(|e| e.into_inner());
+        self.shared.wake.notify_all();
+    }
+}
+
+/// Held by each store for its life: the ticker runs while any is held.
+pub struct Busy(Arc<Shared>);
+
+impl Busy {
+    fn new(shared: &Arc<Shared>) -> Self {
+        let mut busy = shared.busy.lock().unwrap_or_else(|e| e.into_inner());
+        *busy += 1;
+        if *busy == 1 {
+            shared.wake.notify_all();
+        }
+        Busy(shared.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let mut busy = self.0.busy.lock().unwrap_or_else(|e| e.into_inner());
+        *busy = busy.saturating_sub(1);
     }
 }
 
 /// One source's engine, ticked by the plugin's [`Ticker`].
 pub struct Runtime {
     pub engine: Engine,
+    ticker: Arc<Shared>,
 }
 
 impl Runtime {
@@ -123,15 +181,73 @@ impl Runtime {
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(|e| format!("wasmtime engine: {e:#}"))?;
         ticker
+            .shared
             .engines
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(engine.weak());
-        Ok(Runtime { engine })
+        Ok(Runtime {
+            engine,
+            ticker: ticker.shared.clone(),
+        })
+    }
+
+    /// Keeps the epoch ticking while the returned guard lives (one per store).
+    pub fn busy(&self) -> Busy {
+        Busy::new(&self.ticker)
     }
 
     /// Ticks in `timeout_ms` (at least one).
     pub fn ticks(timeout_ms: u64) -> u64 {
         (timeout_ms / TICK.as_millis() as u64).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn ticks(t: &Ticker) -> u64 {
+        t.shared.ticks.load(Ordering::Relaxed)
+    }
+
+    /// Waits (up to 10 s) for the tick count to hold still for 100 ms.
+    fn settles(t: &Ticker) -> bool {
+        let end = Instant::now() + Duration::from_secs(10);
+        let mut last = ticks(t);
+        while Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(100));
+            let now = ticks(t);
+            if now == last {
+                return true;
+            }
+            last = now;
+        }
+        false
+    }
+
+    #[test]
+    fn the_ticker_runs_only_while_a_store_lives() {
+        let t = Ticker::new().unwrap();
+        // Idle: ten ticks' time passes without one.
+        std::thread::sleep(TICK * 10);
+        assert_eq!(ticks(&t), 0, "ticked with no store alive");
+        let busy = Busy::new(&t.shared);
+        let end = Instant::now() + Duration::from_secs(10);
+        while ticks(&t) < 3 && Instant::now() < end {
+            std::thread::sleep(TICK);
+        }
+        assert!(ticks(&t) >= 3, "did not tick while a store lived");
+        drop(busy);
+        assert!(settles(&t), "kept ticking after the last store");
+        let parked = ticks(&t);
+        // A second store wakes it again.
+        let _again = Busy::new(&t.shared);
+        let end = Instant::now() + Duration::from_secs(10);
+        while ticks(&t) <= parked && Instant::now() < end {
+            std::thread::sleep(TICK);
+        }
+        assert!(ticks(&t) > parked, "a new store did not wake the ticker");
     }
 }

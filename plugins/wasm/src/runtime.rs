@@ -19,7 +19,7 @@ use wf_plugin_api::{CallContext, ElicitAction};
 
 use crate::bindings::wf::source::host;
 use crate::bindings::wf::source::types as wit;
-use crate::engine::Runtime;
+use crate::engine::{Busy, Runtime};
 use crate::http::Hooks;
 use crate::settings::Settings;
 
@@ -42,6 +42,8 @@ pub struct Ctx {
     deadline: std::time::Instant,
     /// Set when the budget ran out (the trap then names `timeout_ms`).
     pub deadline_hit: bool,
+    /// Keeps the epoch ticking while this store lives.
+    _busy: Busy,
 }
 
 /// Memory and table limits of one instance; remembers a refusal so the
@@ -229,6 +231,7 @@ pub fn store(
         ticks_left: Runtime::ticks(settings.timeout_ms),
         deadline: std::time::Instant::now() + std::time::Duration::from_millis(settings.timeout_ms),
         deadline_hit: false,
+        _busy: runtime.busy(),
     };
     let mut store = Store::new(&runtime.engine, ctx);
     store.limiter(|c| &mut c.limits);
