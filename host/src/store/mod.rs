@@ -85,6 +85,11 @@ pub use crate::clock::now_ms;
 pub fn new_id(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static SEQ: AtomicU32 = AtomicU32::new(0);
+    // The pid is read once: `std::process::id()` is a system call, and an
+    // audit record takes an id on every call. (The plugin host forks only at
+    // its start, before any id is taken.)
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let pid = *PID.get_or_init(std::process::id);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -93,7 +98,7 @@ pub fn new_id(prefix: &str) -> String {
     format!(
         "{prefix}-{:x}{:04x}{:04x}",
         nanos / 1000,
-        std::process::id() & 0xffff,
+        pid & 0xffff,
         seq & 0xffff
     )
 }
