@@ -4,6 +4,7 @@
 //! and closed at shutdown.
 
 mod deadlines;
+mod direct;
 mod forwarding;
 mod listen;
 mod request_meta;
@@ -436,9 +437,23 @@ impl Runtime {
         meta: Option<RequestMetaObject>,
         expect: Option<u64>,
     ) -> Result<(ServerResult, u64), PluginError> {
-        let mut traced = ctx.and_then(|c| trace::Upstream::start(c, &mut request, &self.source));
+        let traced = ctx.and_then(|c| trace::Upstream::start(c, &mut request, &self.source));
         let expect = expect.or_else(|| ctx.and_then(|c| c.scope().expect_epoch));
         let (peer, client, epoch) = self.peer(expect).await?;
+        self.send_on((peer, client, epoch), request, ctx, meta, traced)
+            .await
+    }
+
+    /// [`Runtime::request_with`] once the session is known: through rmcp's
+    /// service.
+    async fn send_on(
+        &self,
+        (peer, client, epoch): (Peer<RoleClient>, McpClient, u64),
+        request: ClientRequest,
+        ctx: Option<&CallContext>,
+        meta: Option<RequestMetaObject>,
+        mut traced: Option<trace::Upstream<'_>>,
+    ) -> Result<(ServerResult, u64), PluginError> {
         let meta = request_meta::forwarded(ctx, listen::is_modern(&peer), meta);
         let _in_flight = InFlight::new(&self.in_flight);
         // The call's caller answers what the upstream asks back meanwhile.
@@ -540,12 +555,12 @@ impl Runtime {
             (params.input_responses, params.request_state) = (responses, state);
             async move {
                 let req = || ClientRequest::CallToolRequest(Request::new(params.clone()));
-                let sent = match self.request(req(), Some(ctx)).await {
+                let sent = match self.tool_request(req(), ctx).await {
                     // Refused for want of its `Mcp-Param-*` headers: the tools are
                     // listed on this session (see below) and the call goes once more.
                     Err(e) if refused_for_param_headers(&e) => {
                         self.list_tools_on_session().await?;
-                        self.request(req(), Some(ctx)).await
+                        self.tool_request(req(), ctx).await
                     }
                     sent => sent,
                 };

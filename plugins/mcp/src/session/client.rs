@@ -62,6 +62,8 @@ pub struct McpClient {
     pub cut: crate::transport::http::CutForSize,
     /// Each listed tool's `execution`, noted from the raw `tools/list` reply.
     pub executions: crate::transport::executions::Executions,
+    /// stdio: wf's direct requests on the session's process (`transport::direct`).
+    pub direct: crate::transport::direct::Slot,
     /// Log messages off the wire not yet delivered (`pending_logs`).
     pub logs: crate::session::pending_logs::PendingLogs,
     on_resource_updated: Option<OnResourceUpdated>,
@@ -86,6 +88,7 @@ impl McpClient {
             broken: Default::default(),
             cut: Default::default(),
             executions: Default::default(),
+            direct: Default::default(),
             logs: Default::default(),
             on_resource_updated: None,
             callers: Callers::default(),

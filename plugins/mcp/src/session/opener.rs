@@ -168,9 +168,7 @@ async fn open_as(
                 source,
                 crate::transport::stdio::instance_key(config),
                 config.max_message_bytes,
-                client.broken.clone(),
-                client.executions.clone(),
-                client.logs.clone(),
+                &client,
             )
             .map_err(|e| PluginError::upstream(format!("cannot start {command:?}: {e}")))?;
             crate::session::rounds::handshake(client, proc, protocol)

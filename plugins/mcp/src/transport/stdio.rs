@@ -18,11 +18,13 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::JsonRpcMessageCodecError;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, ChildStdout};
+use tokio::process::ChildStdout;
 
+use crate::session::client::McpClient;
 use crate::session::pending_logs::PendingLogs;
+use crate::transport::direct::{self, Table};
 use crate::transport::executions::Executions;
-use crate::transport::frames::{Broken, FrameGuard};
+use crate::transport::frames::FrameGuard;
 
 /// How long a closed child gets to exit before SIGTERM, and again before SIGKILL.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
@@ -83,8 +85,12 @@ pub struct ChildTransport {
     /// The child's pid, which is also its process group's id.
     pid: Option<u32>,
     child: Option<Box<dyn ChildWrapper>>,
-    /// The child's stdin, one JSON-RPC message a line (`None` once closed).
-    stdin: std::sync::Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
+    /// The child's stdin, one JSON-RPC message a line (`None` once closed);
+    /// wf's direct requests write to it too.
+    stdin: direct::Stdin,
+    /// wf's direct requests on this process (`direct`): their replies are
+    /// taken off the stream here.
+    direct: std::sync::Arc<Table>,
     read: BufReader<FrameGuard<ChildStdout>>,
     /// The line read so far. rmcp's serve loop drops `receive()` whenever
     /// another branch of its `select!` wins; `read_until` leaves what it read
@@ -97,15 +103,15 @@ pub struct ChildTransport {
 }
 
 impl ChildTransport {
-    /// Starts `cmd` with piped stdio; its stderr goes to wf's log.
+    /// Starts `cmd` with piped stdio; its stderr goes to wf's log. The
+    /// session's `client` is told what this process reads: why wf broke
+    /// it, the tools' executions, the log lines, wf's direct requests.
     pub fn spawn(
         mut cmd: CommandWrap,
         source: &str,
         instance: usize,
         max_message_bytes: usize,
-        broken: Broken,
-        executions: Executions,
-        logs: PendingLogs,
+        client: &McpClient,
     ) -> std::io::Result<Self> {
         cmd.command_mut()
             .stdin(Stdio::piped())
@@ -130,15 +136,17 @@ impl ChildTransport {
                 .insert(pid, instance);
         }
         // The guard cuts every line at the limit, so `line` stays within it.
-        let guard = FrameGuard::new(stdout, source, max_message_bytes, broken);
+        let guard = FrameGuard::new(stdout, source, max_message_bytes, client.broken.clone());
+        let stdin: direct::Stdin = std::sync::Arc::new(tokio::sync::Mutex::new(Some(stdin)));
         Ok(Self {
             pid,
             child: Some(child),
-            stdin: std::sync::Arc::new(tokio::sync::Mutex::new(Some(stdin))),
+            direct: client.direct.attach(stdin.clone()),
+            stdin,
             read: BufReader::new(guard),
             line: Vec::new(),
-            executions,
-            logs,
+            executions: client.executions.clone(),
+            logs: client.logs.clone(),
         })
     }
 
@@ -158,10 +166,7 @@ impl ChildTransport {
             let line = line?;
             let mut stdin = stdin.lock().await;
             let Some(w) = stdin.as_mut() else {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    "Transport is closed",
-                ));
+                return Err(direct::closed());
             };
             w.write_all(&line).await?;
             w.flush().await
@@ -170,6 +175,7 @@ impl ChildTransport {
 
     /// The MCP stdio shutdown: close stdin, wait; SIGTERM, wait; kill.
     async fn shutdown(&mut self) -> std::io::Result<()> {
+        self.direct.end();
         let result = self.stop_child().await;
         // Known gone now: nothing left for `kill_leftovers`.
         forget(self.pid.take());
@@ -198,10 +204,20 @@ impl ChildTransport {
     }
 }
 
+impl ChildTransport {
+    /// The end of the stream: rmcp's requests fail as rmcp ends the
+    /// session, wf's direct ones here.
+    fn ended(&self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        self.direct.end();
+        None
+    }
+}
+
 impl Drop for ChildTransport {
     fn drop(&mut self) {
         // Killed in the background: dropping must not block, and the process
         // group must not outlive the session.
+        self.direct.end();
         forget(self.pid.take());
         if let Some(mut child) = self.child.take() {
             // The signal goes out now, even when no runtime is left to run a
@@ -234,10 +250,10 @@ impl Transport<RoleClient> for ChildTransport {
         loop {
             match self.read.read_until(b'\n', &mut self.line).await {
                 Ok(_) if self.line.ends_with(b"\n") => {}
-                Ok(_) => return None,
+                Ok(_) => return self.ended(),
                 Err(e) => {
                     tracing::error!("reading the upstream's stdout: {e}");
-                    return None;
+                    return self.ended();
                 }
             }
             let parsed = crate::transport::replies::decode(&self.line);
@@ -264,7 +280,12 @@ impl Transport<RoleClient> for ChildTransport {
             }
             self.line.clear();
             match parsed {
-                Ok(Some(message)) => return Some(message),
+                // A reply to one of wf's direct requests goes to its caller, not to rmcp.
+                Ok(Some(message)) => {
+                    if let Some(message) = self.direct.route(message) {
+                        return Some(message);
+                    }
+                }
                 Ok(None) => {}
                 Err(JsonRpcMessageCodecError::Serde(e)) => match e.classify() {
                     serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
@@ -282,7 +303,7 @@ impl Transport<RoleClient> for ChildTransport {
                 },
                 Err(e) => {
                     tracing::error!("reading the upstream's stdout: {e}");
-                    return None;
+                    return self.ended();
                 }
             }
         }
@@ -290,5 +311,57 @@ impl Transport<RoleClient> for ChildTransport {
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.shutdown()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::RequestId;
+    use serde_json::json;
+
+    use super::*;
+
+    /// Replies to wf's direct requests are taken off the stream and handed
+    /// to their callers (an oversized one as the frame guard's error, which
+    /// carries its id); rmcp gets the rest; the end of the stream fails the
+    /// direct requests still waiting.
+    #[tokio::test]
+    async fn direct_replies_are_taken_off_the_stream() {
+        let script = r#"read line
+printf '%s\n' '{"jsonrpc":"2.0","id":"wf-1","result":{"content":[{"type":"text","text":"direct"}]}}'
+printf '%s\n' '{"jsonrpc":"2.0","id":4,"result":{"content":[]}}'
+printf '{"jsonrpc":"2.0","id":"wf-2","result":{"content":[{"type":"text","text":"%0300d"}]}}\n' 0
+"#;
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.args(["-c", script]);
+        let client = McpClient::new(None);
+        let mut transport =
+            ChildTransport::spawn(CommandWrap::from(cmd), "t", 0, 200, &client).unwrap();
+        let table = client.direct.table().unwrap();
+        let (mut one, mut two, mut three) = (
+            table.start().unwrap(),
+            table.start().unwrap(),
+            table.start().unwrap(),
+        );
+        table.write(b"{}\n".to_vec()).await.unwrap();
+        let rmcps = serde_json::to_value(transport.receive().await.unwrap()).unwrap();
+        assert_eq!(rmcps["id"], json!(4), "{rmcps}");
+        let Some(Ok(ServerResult::CallToolResult(r))) = one.reply().await else {
+            panic!("wf-1's reply");
+        };
+        assert_eq!(
+            serde_json::to_value(&r.content).unwrap()[0]["text"],
+            json!("direct")
+        );
+        assert!(transport.receive().await.is_none(), "the stream ends");
+        let e = two.reply().await.unwrap().unwrap_err();
+        assert_eq!(e.data, Some(json!({"max_message_bytes": 200})));
+        assert_eq!(three.id(), &RequestId::String("wf-3".into()));
+        assert!(
+            three.reply().await.is_none(),
+            "failed at the end of the stream"
+        );
+        assert_eq!(table.waiting(), 0);
+        assert!(table.start().is_err());
     }
 }

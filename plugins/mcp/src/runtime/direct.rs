@@ -1,0 +1,271 @@
+//! A plain `tools/call` to a stdio upstream, on wf's own path
+//! (`transport::direct`): one line written to the child's stdin from the
+//! calling thread, the reply taken off the stream by the transport and handed
+//! straight to the call. rmcp's path hands the request to its service task
+//! over a channel, which writes it from a task of its own and routes the reply
+//! through its responder pool: a task wake-up and a thread hand-off more each
+//! way, and about 100 K instructions a call (docs/performance/call-path.md).
+//!
+//! Which calls take it: a `tools/call` (every round of one) whose caller sent
+//! no progress token, to a stdio upstream. Everything else goes through rmcp:
+//! a caller that wants progress (its subscription is keyed by rmcp's token),
+//! an HTTP upstream (rmcp's streamable HTTP client owns the exchange), tasks,
+//! and every other request. The rest is what rmcp's path does: the same
+//! `_meta` (the session's envelope, the call's forwarded keys, the trace
+//! context, a progress token), the caller registered for what the upstream
+//! asks back, the call timeout, `notifications/cancelled` when the call is
+//! dropped or times out, log settling, and errors through `failure`.
+
+use std::sync::Arc;
+
+use rmcp::model::{ClientRequest, ServerResult};
+use rmcp::service::ServiceError;
+use rmcp::transport::DynamicTransportError;
+use rmcp::{Peer, RoleClient};
+use wf_plugin_api::{CallContext, PluginError};
+
+use super::{CancelOnDrop, InFlight, LOG_GRACE, Runtime, listen, request_meta, wants_progress};
+use crate::config::Transport;
+use crate::runtime::deadlines::Deadline;
+use crate::session::client::McpClient;
+use crate::transport::direct::{self, Table};
+use crate::transport::stdio::ChildTransport;
+use crate::transport::trace;
+
+impl Runtime {
+    /// Sends one round of a `tools/call`: on wf's own path when it is plain
+    /// (see above), else through rmcp.
+    pub(super) async fn tool_request(
+        &self,
+        request: ClientRequest,
+        ctx: &CallContext,
+    ) -> Result<(ServerResult, u64), PluginError> {
+        if !matches!(self.config.transport, Transport::Stdio { .. }) || wants_progress(ctx) {
+            return self.request(request, Some(ctx)).await;
+        }
+        let mut request = request;
+        let traced = trace::Upstream::start(ctx, &mut request, &self.source);
+        let session = self.peer(ctx.scope().expect_epoch).await?;
+        match session.1.direct.table() {
+            Some(table) => self.send_direct(session, table, request, ctx, traced).await,
+            None => {
+                self.send_on(session, request, Some(ctx), None, traced)
+                    .await
+            }
+        }
+    }
+
+    async fn send_direct(
+        &self,
+        (peer, client, epoch): (Peer<RoleClient>, McpClient, u64),
+        table: Arc<Table>,
+        request: ClientRequest,
+        ctx: &CallContext,
+        mut traced: Option<trace::Upstream<'_>>,
+    ) -> Result<(ServerResult, u64), PluginError> {
+        let meta = request_meta::forwarded(Some(ctx), listen::is_modern(&peer), None);
+        let _in_flight = InFlight::new(&self.in_flight);
+        // The call's caller answers what the upstream asks back meanwhile.
+        let caller = client.callers.register(ctx);
+        let deadline = Deadline::after(self.config.call_timeout);
+        let Ok(mut pending) = table.start() else {
+            let e = self.failure(epoch, &client, None, ServiceError::TransportClosed);
+            finish(&mut traced, &Err::<(), _>(&e));
+            return Err(e);
+        };
+        let id = pending.id().clone();
+        caller.set_id(id.clone());
+        let line = direct::line(request, table.envelope(&peer, &client), meta, &id)
+            .map_err(|e| PluginError::internal(format!("serialising the request: {e}")))?;
+        let mut guard = CancelOnDrop {
+            peer: peer.clone(),
+            id: Some(id.clone()),
+        };
+        let exchange = async {
+            table.write(line).await.map_err(|e| {
+                ServiceError::TransportSend(
+                    DynamicTransportError::new::<ChildTransport, RoleClient>(e),
+                )
+            })?;
+            match pending.reply().await {
+                Some(Ok(result)) => Ok(result),
+                Some(Err(e)) => Err(ServiceError::McpError(e)),
+                None => Err(ServiceError::TransportClosed),
+            }
+        };
+        let timeout = self.config.call_timeout;
+        let result = tokio::select! {
+            r = exchange => r,
+            () = deadline.expired() => Err(ServiceError::Timeout { timeout }),
+        };
+        // A request that timed out keeps its guard armed: the upstream is
+        // told it is cancelled.
+        if !matches!(result, Err(ServiceError::Timeout { .. })) {
+            guard.id = None;
+        }
+        drop(pending);
+        // Log lines and progress reports that came before the reply, while
+        // the caller is still registered (as rmcp's path).
+        client.logs.settle(LOG_GRACE).await;
+        drop(caller);
+        if let Some(t) = &mut traced {
+            t.outcome(&result);
+        }
+        result
+            .map(|r| (r, epoch))
+            .map_err(|e| self.failure(epoch, &client, Some(&id), e))
+    }
+}
+
+fn finish<T>(traced: &mut Option<trace::Upstream<'_>>, result: &Result<T, &PluginError>) {
+    if let Some(t) = traced {
+        t.outcome(result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, GetMeta, Request, RequestId,
+        RequestMetaObject, ServerCapabilities, ServerConfig,
+    };
+    use rmcp::service::{PeerRequestOptions, RequestContext};
+    use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+    use crate::config::Protocol;
+
+    struct Echo;
+
+    impl ServerHandler for Echo {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+
+        async fn call_tool(
+            &self,
+            _: CallToolRequestParams,
+            _: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            Ok(CallToolResponse::Complete(CallToolResult::success(vec![])))
+        }
+    }
+
+    /// A session with an rmcp server in this process, every line the client
+    /// writes kept as written.
+    async fn session(
+        protocol: Protocol,
+    ) -> (
+        crate::session::opener::Session,
+        McpClient,
+        Arc<Mutex<Vec<String>>>,
+    ) {
+        let (server_r, mut tap_w) = tokio::io::simplex(1 << 16);
+        let (tap_r, client_w) = tokio::io::simplex(1 << 16);
+        let (client_r, server_w) = tokio::io::simplex(1 << 16);
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let seen = written.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(tap_r).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                seen.lock().unwrap().push(line.clone());
+                let _ = tap_w.write_all(format!("{line}\n").as_bytes()).await;
+            }
+        });
+        tokio::spawn(async move {
+            if let Ok(s) = Echo.serve((server_r, server_w)).await {
+                let _ = s.waiting().await;
+            }
+        });
+        let client = McpClient::new(None);
+        let session =
+            crate::session::rounds::handshake(client.clone(), (client_r, client_w), protocol)
+                .await
+                .expect("handshake");
+        (session, client, written)
+    }
+
+    /// A line with its request id and progress token blanked, its members
+    /// in the order written.
+    fn blanked(line: &str) -> String {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        v["id"] = json!("ID");
+        v["params"]["_meta"]["progressToken"] = json!("TOKEN");
+        v.to_string()
+    }
+
+    /// The direct path's line for a call is, but for its id and progress
+    /// token, the line rmcp writes for the same call on the same session:
+    /// 2025-11-25 (no envelope) and 2026-07-28 (rmcp's per-request envelope).
+    #[tokio::test]
+    async fn the_direct_line_is_the_one_rmcp_writes() {
+        for (protocol, modern) in [(Protocol::Legacy, false), (Protocol::Modern, true)] {
+            let (session, client, written) = session(protocol).await;
+            let peer = session.peer().clone();
+            assert_eq!(listen::is_modern(&peer), modern);
+            let params = CallToolRequestParams::new("echo").with_arguments(
+                json!({"text": "hé \"q\"", "n": [1, 2.5]})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            );
+            let mut request = ClientRequest::CallToolRequest(Request::new(params));
+            // What `trace::Upstream::start` stamps on a traced call.
+            let meta = request.get_meta_mut();
+            meta.set_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+            meta.set_tracestate("k=v");
+            // A client's forwarded keys (and the log level `request_meta` adds).
+            let mut forwarded = RequestMetaObject::new();
+            forwarded.0.0 =
+                json!({"example.com/k": {"a": 1}, "io.modelcontextprotocol/logLevel": "debug"})
+                    .as_object()
+                    .unwrap()
+                    .clone();
+
+            let mut options = PeerRequestOptions::no_options();
+            options.meta = Some(forwarded.clone());
+            peer.send_request_with_option(request.clone(), options)
+                .await
+                .unwrap()
+                .await_response()
+                .await
+                .unwrap();
+            let rmcp_line = written
+                .lock()
+                .unwrap()
+                .iter()
+                .rfind(|l| l.contains("\"tools/call\""))
+                .cloned()
+                .expect("rmcp wrote the call");
+
+            let table = client
+                .direct
+                .attach(Arc::new(tokio::sync::Mutex::new(None)));
+            let id = RequestId::String("wf-1".into());
+            let direct = direct::line(
+                request,
+                table.envelope(&peer, &client),
+                Some(forwarded),
+                &id,
+            )
+            .unwrap();
+            let direct = std::str::from_utf8(&direct).unwrap().trim_end().to_string();
+            assert_eq!(blanked(&direct), blanked(&rmcp_line), "{protocol:?}");
+            let v: Value = serde_json::from_str(&direct).unwrap();
+            assert_eq!(v["id"], json!("wf-1"));
+            assert_eq!(v["params"]["_meta"]["progressToken"], json!("wf-1"));
+            assert_eq!(
+                v["params"]["_meta"]
+                    .get("io.modelcontextprotocol/clientCapabilities")
+                    .is_some(),
+                modern,
+                "{direct}"
+            );
+            let _ = session.cancel().await;
+        }
+    }
+}
