@@ -207,64 +207,72 @@ mod tests {
             let (session, client, written) = session(protocol).await;
             let peer = session.peer().clone();
             assert_eq!(listen::is_modern(&peer), modern);
-            let params = CallToolRequestParams::new("echo").with_arguments(
+            let plain = CallToolRequestParams::new("echo").with_arguments(
                 json!({"text": "hé \"q\"", "n": [1, 2.5]})
                     .as_object()
                     .unwrap()
                     .clone(),
             );
-            let mut request = ClientRequest::CallToolRequest(Request::new(params));
-            // What `trace::Upstream::start` stamps on a traced call.
-            let meta = request.get_meta_mut();
-            meta.set_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
-            meta.set_tracestate("k=v");
-            // A client's forwarded keys (and the log level `request_meta` adds).
-            let mut forwarded = RequestMetaObject::new();
-            forwarded.0.0 =
-                json!({"example.com/k": {"a": 1}, "io.modelcontextprotocol/logLevel": "debug"})
-                    .as_object()
+            let mut round = CallToolRequestParams::new("echo");
+            round.request_state = Some("state-1".into());
+            for params in [plain, round] {
+                let mut request = ClientRequest::CallToolRequest(Request::new(params));
+                // What `trace::Upstream::start` stamps on a traced call (the
+                // plain call is traced, the round is not).
+                if matches!(&request, ClientRequest::CallToolRequest(r) if r.params.arguments.is_some())
+                {
+                    let meta = request.get_meta_mut();
+                    meta.set_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+                    meta.set_tracestate("k=v");
+                }
+                // A client's forwarded keys (and the log level `request_meta` adds).
+                let mut forwarded = RequestMetaObject::new();
+                forwarded.0.0 =
+                    json!({"example.com/k": {"a": 1}, "io.modelcontextprotocol/logLevel": "debug"})
+                        .as_object()
+                        .unwrap()
+                        .clone();
+
+                let mut options = PeerRequestOptions::no_options();
+                options.meta = Some(forwarded.clone());
+                peer.send_request_with_option(request.clone(), options)
+                    .await
                     .unwrap()
-                    .clone();
+                    .await_response()
+                    .await
+                    .unwrap();
+                let rmcp_line = written
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .rfind(|l| l.contains("\"tools/call\""))
+                    .cloned()
+                    .expect("rmcp wrote the call");
 
-            let mut options = PeerRequestOptions::no_options();
-            options.meta = Some(forwarded.clone());
-            peer.send_request_with_option(request.clone(), options)
-                .await
-                .unwrap()
-                .await_response()
-                .await
-                .unwrap();
-            let rmcp_line = written
-                .lock()
-                .unwrap()
-                .iter()
-                .rfind(|l| l.contains("\"tools/call\""))
-                .cloned()
-                .expect("rmcp wrote the call");
-
-            let table = client
-                .direct
-                .attach(Arc::new(tokio::sync::Mutex::new(None)));
-            let id = RequestId::String("wf-1".into());
-            let direct = direct::line(
-                request,
-                table.envelope(&peer, &client),
-                Some(forwarded),
-                &id,
-            )
-            .unwrap();
-            let direct = std::str::from_utf8(&direct).unwrap().trim_end().to_string();
-            assert_eq!(blanked(&direct), blanked(&rmcp_line), "{protocol:?}");
-            let v: Value = serde_json::from_str(&direct).unwrap();
-            assert_eq!(v["id"], json!("wf-1"));
-            assert_eq!(v["params"]["_meta"]["progressToken"], json!("wf-1"));
-            assert_eq!(
-                v["params"]["_meta"]
-                    .get("io.modelcontextprotocol/clientCapabilities")
-                    .is_some(),
-                modern,
-                "{direct}"
-            );
+                let table = client
+                    .direct
+                    .attach(Arc::new(tokio::sync::Mutex::new(None)));
+                let id = RequestId::String("wf-1".into());
+                let envelope = table.envelope(&peer, &client);
+                // The line written by hand, and through rmcp's types: both as rmcp's.
+                let fast =
+                    direct::line(request.clone(), envelope, Some(forwarded.clone()), &id).unwrap();
+                let general =
+                    direct::general_line(request, envelope, Some(forwarded), &id).unwrap();
+                assert_eq!(fast, general, "{protocol:?}");
+                let direct = std::str::from_utf8(&fast).unwrap().trim_end().to_string();
+                assert_eq!(blanked(&direct), blanked(&rmcp_line), "{protocol:?}");
+                let v: Value = serde_json::from_str(&direct).unwrap();
+                assert_eq!(v["id"], json!("wf-1"));
+                assert_eq!(v["params"]["_meta"]["progressToken"], json!("wf-1"));
+                assert_eq!(
+                    v["params"]["_meta"]
+                        .get("io.modelcontextprotocol/clientCapabilities")
+                        .is_some(),
+                    modern,
+                    "{direct}"
+                );
+            }
             let _ = session.cancel().await;
         }
     }

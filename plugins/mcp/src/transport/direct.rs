@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, ErrorData, GetMeta, JsonRpcMessage, ProgressToken,
-    RequestId, RequestMetaObject, ServerResult,
+    CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, ErrorData, GetMeta, JsonRpcMessage,
+    ProgressToken, RequestId, RequestMetaObject, ServerResult,
 };
 use rmcp::service::RxJsonRpcMessage;
 use rmcp::{ClientHandler, Peer, RoleClient};
@@ -77,7 +77,14 @@ pub struct Table {
     waiting: Mutex<Waiting>,
     /// The `_meta` rmcp adds to every request of a 2026-07-28 session
     /// (`None` on a 2025-11-25 one), built once.
-    envelope: OnceLock<Option<RequestMetaObject>>,
+    envelope: OnceLock<Option<Envelope>>,
+}
+
+/// rmcp's per-request `_meta` of a 2026-07-28 session, and its members as
+/// JSON (`"k":v,…`, no braces), serialised once per session.
+pub struct Envelope {
+    meta: RequestMetaObject,
+    json: Vec<u8>,
 }
 
 /// The session has ended: no direct request can be sent on it.
@@ -159,9 +166,14 @@ impl Table {
         &self,
         peer: &Peer<RoleClient>,
         handler: &H,
-    ) -> Option<&RequestMetaObject> {
+    ) -> Option<&Envelope> {
         self.envelope
-            .get_or_init(|| envelope(peer, handler))
+            .get_or_init(|| {
+                let meta = envelope(peer, handler)?;
+                let json = serde_json::to_vec(&meta.0.0).ok()?;
+                let json = json.get(1..json.len() - 1)?.to_vec();
+                Some(Envelope { meta, json })
+            })
             .as_ref()
     }
 
@@ -277,13 +289,35 @@ fn envelope<H: ClientHandler>(peer: &Peer<RoleClient>, handler: &H) -> Option<Re
 /// request's own id, in wf's namespace, so it never names another call's
 /// progress), then the JSON-RPC message as the transport serialises it.
 pub fn line(
+    request: ClientRequest,
+    envelope: Option<&Envelope>,
+    meta: Option<RequestMetaObject>,
+    id: &RequestId,
+) -> serde_json::Result<Vec<u8>> {
+    if let ClientRequest::CallToolRequest(call) = &request
+        && let Some(line) = call_line(
+            &call.params,
+            request.get_meta(),
+            envelope,
+            meta.as_ref(),
+            id,
+        )
+    {
+        return Ok(line);
+    }
+    general_line(request, envelope, meta, id)
+}
+
+/// [`line`] through rmcp's own types: the request's `_meta` built as rmcp
+/// builds it, the message serialised as the transport does.
+pub fn general_line(
     mut request: ClientRequest,
-    envelope: Option<&RequestMetaObject>,
+    envelope: Option<&Envelope>,
     meta: Option<RequestMetaObject>,
     id: &RequestId,
 ) -> serde_json::Result<Vec<u8>> {
     if let Some(envelope) = envelope {
-        request.get_meta_mut().extend(envelope.clone());
+        request.get_meta_mut().extend(envelope.meta.clone());
     }
     if let Some(meta) = meta {
         request.get_meta_mut().extend(meta);
@@ -295,6 +329,95 @@ pub fn line(
     let mut line = serde_json::to_vec(&message)?;
     line.push(b'\n');
     Ok(line)
+}
+
+/// A `tools/call` line written member by member, in the order and with the
+/// skips of rmcp's serialisation (`JsonRpcRequest`, then
+/// `CallToolRequestParams`), the session's envelope copied as serialised
+/// once: serialising rmcp's request through its types cost ≈ 40 K
+/// instructions a call. `None` (take [`general_line`]) when a `_meta` key
+/// would be set twice, where rmcp's map keeps one.
+fn call_line(
+    params: &CallToolRequestParams,
+    own: &RequestMetaObject,
+    envelope: Option<&Envelope>,
+    meta: Option<&RequestMetaObject>,
+    id: &RequestId,
+) -> Option<Vec<u8>> {
+    // rmcp merges a `_meta` of the params' own with the request's: not here.
+    if params.meta.is_some() {
+        return None;
+    }
+    let own = Some(&own.0.0);
+    let env = envelope.map(|e| &e.meta.0.0);
+    let taken = |k: &str| {
+        k == "progressToken"
+            || own.is_some_and(|m| m.contains_key(k))
+            || env.is_some_and(|m| m.contains_key(k))
+    };
+    if let Some(own) = own
+        && own
+            .keys()
+            .any(|k| k == "progressToken" || env.is_some_and(|m| m.contains_key(k)))
+    {
+        return None;
+    }
+    if let Some(meta) = meta
+        && meta.0.0.keys().any(|k| taken(k))
+    {
+        return None;
+    }
+    let mut out =
+        Vec::with_capacity(160 + envelope.map_or(0, |e| e.json.len()) + params.name.len());
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    serde_json::to_writer(&mut out, id).ok()?;
+    out.extend_from_slice(br#","method":"tools/call","params":{"_meta":{"#);
+    // The call's own keys (the trace context), the envelope, the forwarded keys.
+    let mut first = true;
+    for (k, v) in own.into_iter().flatten() {
+        member(&mut out, &mut first, k, v)?;
+    }
+    if let Some(e) = envelope.filter(|e| !e.json.is_empty()) {
+        separate(&mut out, &mut first);
+        out.extend_from_slice(&e.json);
+    }
+    for (k, v) in meta.into_iter().flat_map(|m| m.0.0.iter()) {
+        member(&mut out, &mut first, k, v)?;
+    }
+    separate(&mut out, &mut first);
+    out.extend_from_slice(br#""progressToken":"#);
+    serde_json::to_writer(&mut out, id).ok()?;
+    out.extend_from_slice(br#"},"name":"#);
+    serde_json::to_writer(&mut out, &params.name).ok()?;
+    if let Some(arguments) = &params.arguments {
+        out.extend_from_slice(br#","arguments":"#);
+        serde_json::to_writer(&mut out, arguments).ok()?;
+    }
+    if let Some(responses) = &params.input_responses {
+        out.extend_from_slice(br#","inputResponses":"#);
+        serde_json::to_writer(&mut out, responses).ok()?;
+    }
+    if let Some(state) = &params.request_state {
+        out.extend_from_slice(br#","requestState":"#);
+        serde_json::to_writer(&mut out, state).ok()?;
+    }
+    out.extend_from_slice(b"}}\n");
+    Some(out)
+}
+
+/// A comma before every member but the first.
+fn separate(out: &mut Vec<u8>, first: &mut bool) {
+    if !std::mem::take(first) {
+        out.push(b',');
+    }
+}
+
+/// One `"key":value` member of an object.
+fn member(out: &mut Vec<u8>, first: &mut bool, k: &str, v: &serde_json::Value) -> Option<()> {
+    separate(out, first);
+    serde_json::to_writer(&mut *out, k).ok()?;
+    out.push(b':');
+    serde_json::to_writer(&mut *out, v).ok()
 }
 
 #[cfg(test)]
