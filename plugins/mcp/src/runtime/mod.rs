@@ -251,9 +251,7 @@ impl Runtime {
         if self.closed.load(Ordering::Acquire) {
             return Err(PluginError::upstream("the source is shut down"));
         }
-        let alive = live
-            .as_ref()
-            .filter(|l| !l.session.is_transport_closed() && !self.reopen.load(Ordering::Acquire));
+        let alive = live.as_ref().filter(|l| self.is_alive(l));
         if let Some(expected) = expect
             && alive.map(|l| l.epoch) != Some(expected)
         {
@@ -298,6 +296,15 @@ impl Runtime {
         Ok((peer, client, epoch))
     }
 
+    /// Whether a session can take a request: its transport open (a stdio
+    /// stream that ended is closed already, though rmcp may not know yet) and
+    /// no new session asked for.
+    fn is_alive(&self, l: &Live) -> bool {
+        !l.session.is_transport_closed()
+            && !l.client.direct.ended()
+            && !self.reopen.load(Ordering::Acquire)
+    }
+
     /// The live session to list on, when it said its lists changed since the
     /// last listing (`discovery`): a listing is what any client of a shared
     /// session may do, so it disturbs no state. Otherwise None, and the
@@ -314,7 +321,7 @@ impl Runtime {
         }
         let live = self.live.lock().await;
         live.as_ref()
-            .filter(|l| !l.session.is_transport_closed() && !self.reopen.load(Ordering::Acquire))
+            .filter(|l| self.is_alive(l))
             .map(|l| (l.session.peer().clone(), l.client.clone()))
     }
 

@@ -61,6 +61,13 @@ impl Slot {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+
+    /// Whether the stdio transport's stream has ended. The calls that waited
+    /// learn it before rmcp's service does: the next call must not take the
+    /// session for alive meanwhile.
+    pub fn ended(&self) -> bool {
+        self.table().is_some_and(|t| t.lock().ended)
+    }
 }
 
 #[derive(Default)]

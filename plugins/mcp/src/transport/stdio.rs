@@ -338,6 +338,7 @@ printf '{"jsonrpc":"2.0","id":"wf-2","result":{"content":[{"type":"text","text":
         let mut transport =
             ChildTransport::spawn(CommandWrap::from(cmd), "t", 0, 200, &client).unwrap();
         let table = client.direct.table().unwrap();
+        assert!(!client.direct.ended());
         let (mut one, mut two, mut three) = (
             table.start().unwrap(),
             table.start().unwrap(),
@@ -354,6 +355,7 @@ printf '{"jsonrpc":"2.0","id":"wf-2","result":{"content":[{"type":"text","text":
             json!("direct")
         );
         assert!(transport.receive().await.is_none(), "the stream ends");
+        assert!(client.direct.ended(), "the session is known dead at once");
         let e = two.reply().await.unwrap().unwrap_err();
         assert_eq!(e.data, Some(json!({"max_message_bytes": 200})));
         assert_eq!(three.id(), &RequestId::String("wf-3".into()));
