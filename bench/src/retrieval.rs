@@ -16,12 +16,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::{Value, json};
-use wf_host::catalog::embed::{Semantic, Vectors, tool_text};
+use wf_host::catalog::embed::{Embedder, Vectors, tool_text};
 use wf_host::catalog::search::{Blend, DocText, Index, SEM_DEPTH, SegmentCache};
 use wf_host::config::EmbeddingsConfig;
 
@@ -487,13 +486,13 @@ impl Drop for EmbedServer {
 }
 
 /// Starts the Python endpoint with `WF_BENCH_EMBED_PYTHON` (default the e2e
-/// venv's python) for `which`: `minilm` (all-MiniLM-L6-v2 from the venv),
-/// `mpnet` (all-mpnet-base-v2 from the folder `WF_BENCH_EMBED_MODEL_DIR`,
-/// which bench/retrieval/fetch_mpnet.sh fills; `WF_BENCH_MPNET_DIR` wins) or
-/// `e5` (multilingual-e5-small, 4-bit, with its `query: ` / `passage: `
-/// prefixes, from the folder bench/retrieval/fetch_e5.sh fills;
-/// `WF_BENCH_E5_DIR` wins); `Err` says why not.
-fn start_embed_server(which: &str) -> anyhow::Result<EmbedServer> {
+/// venv's python) and the model `WF_BENCH_EMBED_MODEL` names: `minilm`
+/// (default, all-MiniLM-L6-v2 from the venv), `mpnet` (all-mpnet-base-v2
+/// from the folder `WF_BENCH_EMBED_MODEL_DIR`, which
+/// bench/retrieval/fetch_mpnet.sh fills) or `e5` (multilingual-e5-small,
+/// 4-bit, with its `query: ` / `passage: ` prefixes, from the folder
+/// bench/retrieval/fetch_e5.sh fills); `Err` says why not.
+fn start_embed_server() -> anyhow::Result<EmbedServer> {
     use std::io::BufRead;
     let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let python = std::env::var("WF_BENCH_EMBED_PYTHON")
@@ -502,29 +501,21 @@ fn start_embed_server(which: &str) -> anyhow::Result<EmbedServer> {
     anyhow::ensure!(python.exists(), "{} is missing", python.display());
     let mut cmd = std::process::Command::new(&python);
     cmd.arg(root.join("tests/e2e/embeddings_server.py"));
-    let dir = |own: &str| {
-        std::env::var(own)
-            .or_else(|_| std::env::var("WF_BENCH_EMBED_MODEL_DIR"))
-            .with_context(|| format!("{which} needs {own} or WF_BENCH_EMBED_MODEL_DIR"))
-    };
-    let model = match which {
-        "minilm" => "all-MiniLM-L6-v2",
-        "mpnet" => {
-            cmd.args([
-                "--model",
-                "mpnet",
-                "--model-dir",
-                &dir("WF_BENCH_MPNET_DIR")?,
-            ]);
+    let model = match std::env::var("WF_BENCH_EMBED_MODEL").as_deref() {
+        Err(_) | Ok("minilm") => "all-MiniLM-L6-v2",
+        Ok("mpnet") => {
+            let dir = std::env::var("WF_BENCH_EMBED_MODEL_DIR")
+                .context("WF_BENCH_EMBED_MODEL=mpnet needs WF_BENCH_EMBED_MODEL_DIR")?;
+            cmd.args(["--model", "mpnet", "--model-dir", &dir]);
             "all-mpnet-base-v2"
         }
-        "e5" => {
-            cmd.args(["--model", "e5", "--model-dir", &dir("WF_BENCH_E5_DIR")?]);
+        Ok("e5") => {
+            let dir = std::env::var("WF_BENCH_EMBED_MODEL_DIR")
+                .context("WF_BENCH_EMBED_MODEL=e5 needs WF_BENCH_EMBED_MODEL_DIR")?;
+            cmd.args(["--model", "e5", "--model-dir", &dir]);
             "multilingual-e5-small-q4"
         }
-        other => anyhow::bail!(
-            "WF_BENCH_EMBED_MODEL={other}: minilm, mpnet or e5, or several joined by +"
-        ),
+        Ok(other) => anyhow::bail!("WF_BENCH_EMBED_MODEL={other}: minilm, mpnet or e5"),
     };
     let (query, document) = match model {
         "multilingual-e5-small-q4" => ("query: ", "passage: "),
@@ -560,10 +551,8 @@ fn start_embed_server(which: &str) -> anyhow::Result<EmbedServer> {
 
 /// What the semantic rows measured, for the speed table.
 struct SemanticRun {
-    servers: Vec<EmbedServer>,
-    /// The model, or the ensemble's models joined by " + ".
-    label: String,
-    vectors: Arc<Vectors>,
+    server: EmbedServer,
+    vectors: Vectors,
     /// Tool key → its vector, for the replicated catalog.
     by_key: BTreeMap<String, Vec<f32>>,
     /// Query text → its vector.
@@ -586,83 +575,61 @@ async fn semantic_rows(
         return None;
     }
     let run = async {
-        // `WF_BENCH_EMBED_MODEL`: one model, or an ensemble joined by `+`
-        // (`minilm+mpnet`), weighted by `WF_BENCH_EMBED_WEIGHTS` (`0.5,0.5`;
-        // default equal), run through wf's own `Semantic`.
-        let names = std::env::var("WF_BENCH_EMBED_MODEL").unwrap_or_else(|_| "minilm".into());
-        let weights: Vec<Option<f64>> = match std::env::var("WF_BENCH_EMBED_WEIGHTS") {
-            Ok(w) => w
-                .split(',')
-                .map(|x| x.trim().parse().map(Some))
-                .collect::<Result<_, _>>()
-                .context("WF_BENCH_EMBED_WEIGHTS: numbers joined by commas")?,
-            Err(_) => Vec::new(),
-        };
-        let mut servers = Vec::new();
-        for which in names.split('+') {
-            servers.push(start_embed_server(which.trim())?);
-        }
+        let server = start_embed_server()?;
         // The prefixes go through the operator's own settings (and wf's code
         // that applies them).
-        let models: Vec<EmbeddingsConfig> = servers
-            .iter()
-            .enumerate()
-            .map(|(i, server)| EmbeddingsConfig {
-                endpoint: server.url.clone(),
-                model: server.model.into(),
-                api_key_env: None,
-                timeout_ms: 120_000,
-                batch_timeout_ms: 600_000,
-                query_prefix: server.query_prefix.clone(),
-                document_prefix: server.document_prefix.clone(),
-                weight: weights.get(i).copied().flatten(),
-            })
-            .collect();
-        let semantic = Semantic::new(&models, None)?;
-        let tools: Vec<(String, String)> = cat
+        let embedder = Embedder::new(&EmbeddingsConfig {
+            endpoint: server.url.clone(),
+            model: server.model.into(),
+            api_key_env: None,
+            timeout_ms: 120_000,
+            batch_timeout_ms: 600_000,
+            query_prefix: server.query_prefix.clone(),
+            document_prefix: server.document_prefix.clone(),
+        })?;
+        let long = Duration::from_secs(600);
+        let texts: Vec<String> = cat
             .tools
             .iter()
             .map(|(source, name, t)| {
                 let original = name.strip_prefix(&format!("{source}__")).unwrap_or(name);
-                let text = tool_text(source, original, t["description"].as_str().unwrap_or(""));
-                (name.clone(), text)
+                embedder.document(&tool_text(
+                    source,
+                    original,
+                    t["description"].as_str().unwrap_or(""),
+                ))
             })
             .collect();
         let t0 = Instant::now();
-        semantic.refresh(tools).await;
+        let mut by_key = BTreeMap::new();
+        // By length, as wf batches them (less padding).
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        for chunk in order.chunks(32) {
+            let batch: Vec<String> = chunk.iter().map(|&i| texts[i].clone()).collect();
+            let vecs = embedder.embed(&batch, long).await?;
+            for (&i, v) in chunk.iter().zip(vecs) {
+                by_key.insert(cat.tools[i].1.clone(), v);
+            }
+        }
         let embed_tools = t0.elapsed();
-        let vectors = semantic.vectors();
-        anyhow::ensure!(
-            vectors.len() == cat.tools.len(),
-            "{} of {} tools embedded (see the warnings)",
-            vectors.len(),
-            cat.tools.len()
-        );
-        let by_key: BTreeMap<String, Vec<f32>> = vectors
-            .rows()
-            .map(|(k, v)| (k.to_string(), v.to_vec()))
-            .collect();
         let mut queries = BTreeMap::new();
         let mut query_ms = Vec::new();
         for (_, qs) in sets {
             for q in *qs {
                 let t0 = Instant::now();
-                let (_, v) = semantic
-                    .query(&q.query)
-                    .await
-                    .with_context(|| format!("no query vector for {:?}", q.query))?;
+                let v = embedder.embed_query(&q.query, long).await?;
                 query_ms.push(t0.elapsed());
                 queries.insert(q.query.clone(), v);
             }
         }
-        let label = servers
-            .iter()
-            .map(|s| s.model)
-            .collect::<Vec<_>>()
-            .join(" + ");
+        let vectors = Vectors::new(
+            cat.tools
+                .iter()
+                .filter_map(|t| Some((t.1.clone(), by_key.get(&t.1)?.clone().into()))),
+        );
         anyhow::Ok(SemanticRun {
-            servers,
-            label,
+            server,
             vectors,
             by_key,
             queries,
@@ -679,16 +646,11 @@ async fn semantic_rows(
             return None;
         }
     };
-    for server in &sem.servers {
-        if !server.query_prefix.is_empty() || !server.document_prefix.is_empty() {
-            println!(
-                "| ({}: query_prefix {:?}, document_prefix {:?}) | | | | | | |",
-                server.model, server.query_prefix, server.document_prefix
-            );
-        }
-    }
-    if let Ok(w) = std::env::var("WF_BENCH_EMBED_WEIGHTS") {
-        println!("| ({}: weights {w}) | | | | | | |", sem.label);
+    if !sem.server.query_prefix.is_empty() || !sem.server.document_prefix.is_empty() {
+        println!(
+            "| ({}: query_prefix {:?}, document_prefix {:?}) | | | | | | |",
+            sem.server.model, sem.server.query_prefix, sem.server.document_prefix
+        );
     }
     // The blend's settings, swept on the tuning sets (queries.json and
     // tune.json: best recall@5 summed, then MRR); the default is what wf ships.
@@ -736,7 +698,7 @@ async fn semantic_rows(
         });
         println!(
             "| semantic alone ({}) | {set} | {:.3} | {:.3} ({}/{}) | {:.3} | | |",
-            sem.label, alone.r1, alone.r5, alone.hits5, alone.n, alone.mrr
+            sem.server.model, alone.r1, alone.r5, alone.hits5, alone.n, alone.mrr
         );
         let r = quality(queries, |q| {
             rrf(
@@ -853,8 +815,8 @@ fn semantic_speed(
     );
     println!(
         "| the endpoint ({} in {}, this machine): {} tool texts / one query p50 | {:.1} s / {:.0} ms | | |",
-        sem.label,
-        if sem.label.starts_with("multilingual-e5") {
+        sem.server.model,
+        if sem.server.model.starts_with("multilingual-e5") {
             "C, 4-bit"
         } else {
             "numpy"

@@ -32,10 +32,8 @@ prints `listening on PORT` once it serves:
 - `POST /v1/embeddings` `{"model", "input": str | [str]}` answers
   `{"data": [{"index", "embedding"}], ...}`: mean-pooled, L2-normalised vectors,
   as sentence-transformers computes them (exact GELU);
-- `GET /stats` answers `{"requests", "inputs", "texts", "models"}`: what was
-  embedded so far (the last texts; inputs per `model` requested), so a test can
-  see that cached vectors are not embedded again, and which configured model
-  names reached it.
+- `GET /stats` answers `{"requests", "inputs", "texts"}`: what was embedded so
+  far (the last texts), so a test can see that cached vectors are not embedded again.
 """
 
 from __future__ import annotations
@@ -241,7 +239,7 @@ class E5:
 
 def serve(port: int, model: Encoder | E5, name: str) -> None:
     lock = threading.Lock()
-    stats: dict[str, object] = {"requests": 0, "inputs": 0, "texts": [], "models": {}}
+    stats: dict[str, object] = {"requests": 0, "inputs": 0, "texts": []}
 
     class Handler(BaseHTTPRequestHandler):
         def _send(self, code: int, body: object) -> None:
@@ -255,7 +253,7 @@ def serve(port: int, model: Encoder | E5, name: str) -> None:
         def do_GET(self) -> None:  # noqa: N802
             if self.path == "/stats":
                 with lock:
-                    self._send(200, {**stats, "models": dict(stats["models"])})  # type: ignore[arg-type]
+                    self._send(200, dict(stats))
             else:
                 self._send(404, {"error": {"message": "not found"}})
 
@@ -282,10 +280,6 @@ def serve(port: int, model: Encoder | E5, name: str) -> None:
                 stats["requests"] += 1  # type: ignore[operator]
                 stats["inputs"] += len(inputs)  # type: ignore[operator]
                 stats["texts"] = (stats["texts"] + inputs)[-MAX_KEPT:]  # type: ignore[operator]
-                per = stats["models"]  # type: ignore[assignment]
-                asked = str(req.get("model", ""))[:100]
-                if asked in per or len(per) < 16:  # type: ignore[arg-type]
-                    per[asked] = per.get(asked, 0) + len(inputs)  # type: ignore[union-attr]
             data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
             self._send(200, {"object": "list", "data": data, "model": req.get("model", name)})
 

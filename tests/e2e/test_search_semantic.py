@@ -15,10 +15,6 @@ embeddings_server.py (all-MiniLM-L6-v2 from PyPI, run in numpy; no mock vectors)
   tool again (the text sent keys the cache).
 - The endpoint down: wf_find still answers (lexically, not an error) and wf
   logs a warning.
-- An ensemble (`embeddings = [...]`): every model configured embeds the tools
-  and the query (the endpoint counts inputs per model name; MiniLM serves two
-  names here: the wiring is tested, the quality is wf-bench's), and a model
-  whose endpoint is down leaves the others ranking, with a warning naming it.
 """
 
 from __future__ import annotations
@@ -176,33 +172,3 @@ async def test_semantic_ranker_finds_caches_and_falls_back(wf: Wf, everything_bi
         assert WANT in (await find(c, "sum of two numbers"))[:3]
     log = wf.logs[-1].read_text()
     assert "semantic ranker" in log and "WARN" in log, log[-3000:]
-
-
-async def test_an_ensemble_calls_every_model_and_survives_one_down(
-    wf: Wf, everything_bin: Path, embeddings: Any
-) -> None:
-    endpoint, stats = embeddings
-    down = f"http://127.0.0.1:{free_port()}/v1/embeddings"
-    members = ", ".join(
-        f'{{ endpoint = "{url}", model = "{model}", timeout_ms = 120000{extra} }}'
-        for url, model, extra in [
-            (endpoint, "all-MiniLM-L6-v2", ""),
-            (endpoint, "minilm-twin", ", weight = 2"),
-            (down, "gone", ""),
-        ]
-    )
-    cfg = wf.write_config(
-        toml_config({"everything": {"command": str(everything_bin)}})
-        + f'[server.catalog]\nmode = "search"\nembeddings = [{members}]\n'
-    )
-    before = stats()["models"]
-    async with wf.stdio_client("legacy", "--config", str(cfg), read_timeout_seconds=OP_TIMEOUT) as c:
-        names = await found_within(c, QUERY, WANT, 3)
-        after = stats()["models"]
-    grew = {m: after.get(m, 0) - before.get(m, 0) for m in after}
-    # Both live models embedded every tool (a fresh state directory) and the query.
-    assert grew.get("minilm-twin", 0) >= 11 and grew.get("all-MiniLM-L6-v2", 0) >= 11, grew
-    assert "gone" not in after
-    assert names[0] == WANT, names
-    log = wf.logs[-1].read_text()
-    assert "semantic ranker (gone)" in log and "WARN" in log, log[-3000:]

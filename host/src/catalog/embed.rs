@@ -346,14 +346,6 @@ impl Vectors {
         self.dim
     }
 
-    /// Each row: its key and its vector.
-    pub fn rows(&self) -> impl Iterator<Item = (&str, &[f32])> {
-        self.keys
-            .iter()
-            .map(String::as_str)
-            .zip(self.data.chunks_exact(self.dim.max(1)))
-    }
-
     /// Bytes held by the vectors.
     pub fn bytes(&self) -> usize {
         self.data.len() * 4 + self.keys.iter().map(|k| k.len() + 24).sum::<usize>()
@@ -385,30 +377,49 @@ impl Vectors {
     }
 }
 
-/// The most models in an ensemble (`embeddings = [...]`).
-pub const MAX_MODELS: usize = 3;
-
-/// One model of the semantic ranker: its endpoint, what it has embedded,
-/// and when it last failed.
-struct Member {
+/// The semantic ranker of one wf: its endpoint, the vectors of the tools
+/// now listed, and what it has embedded.
+pub struct Semantic {
     embedder: Embedder,
     store: Option<Arc<Store>>,
-    /// How the warnings name it, and what `wf_find` does without it.
-    label: String,
-    without: &'static str,
     /// text hash → vector, for the tools of the last refresh.
     cache: Mutex<HashMap<String, Arc<[f32]>>>,
     /// Whether the store's vectors were read (once, at the first refresh).
     loaded: Mutex<bool>,
+    current: RwLock<Arc<Vectors>>,
     /// Until when (ms since the epoch) queries skip the endpoint.
     down_until: AtomicU64,
     last_warn: AtomicU64,
     suppressed: AtomicU64,
     /// Tool texts embedded by the endpoint so far (not from a cache).
-    embedded: AtomicU64,
+    pub embedded: AtomicU64,
+    refreshing: tokio::sync::Mutex<()>,
 }
 
-impl Member {
+impl Semantic {
+    pub fn new(c: &EmbeddingsConfig, store: Option<Arc<Store>>) -> Result<Self, EmbedError> {
+        Ok(Self {
+            embedder: Embedder::new(c)?,
+            store,
+            cache: Mutex::default(),
+            loaded: Mutex::new(false),
+            current: RwLock::default(),
+            down_until: AtomicU64::new(0),
+            last_warn: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+            embedded: AtomicU64::new(0),
+            refreshing: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The vectors of the tools now listed.
+    pub fn vectors(&self) -> Arc<Vectors> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Logs `what` as a warning unless one was logged in the last minute
     /// (then counts it, and the next warning says how many were left out).
     fn warn(&self, what: &str) {
@@ -423,27 +434,27 @@ impl Member {
             let suppressed = self.suppressed.swap(0, Ordering::Relaxed);
             tracing::warn!(
                 suppressed,
-                "semantic ranker{}: {what}; {}",
-                self.label,
-                self.without
+                "semantic ranker: {what}; wf_find answers lexically"
             );
         } else {
             self.suppressed.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    /// This model's vectors of `tools` (key, tool text; the document prefix
-    /// goes before it), in order (`None`: not embedded): texts already
+    /// Brings the vectors to `tools` (key, tool text; the document prefix
+    /// goes before it): texts already
     /// embedded (here or in the store) are reused, the rest embedded in
-    /// batches. A failed batch leaves its tools without this model's vector
-    /// until the next refresh.
-    async fn refresh(&self, tools: &[(String, String)]) -> Vec<Option<Arc<[f32]>>> {
+    /// batches. A failed batch leaves its tools lexical-only until the next
+    /// refresh.
+    pub async fn refresh(&self, tools: Vec<(String, String)>) {
+        let _one = self.refreshing.lock().await;
         let model = self.embedder.model().to_string();
-        let hashed: Vec<(String, String)> = tools
-            .iter()
-            .map(|(_, t)| {
-                let t = self.embedder.document(t);
-                (text_hash(&model, &t), t)
+        let hashed: Vec<(String, String, String)> = tools
+            .into_iter()
+            .take(MAX_VECTORS)
+            .map(|(k, t)| {
+                let t = self.embedder.document(&t);
+                (text_hash(&model, &t), k, t)
             })
             .collect();
         let first = !std::mem::replace(
@@ -465,7 +476,7 @@ impl Member {
             }
         }
         let mut missing: Vec<(String, String)> = Vec::new();
-        for (h, t) in &hashed {
+        for (h, _, t) in &hashed {
             if !have.contains_key(h) && !missing.iter().any(|(m, _)| m == h) {
                 missing.push((h.clone(), t.clone()));
             }
@@ -506,30 +517,42 @@ impl Member {
         if let Some(store) = &self.store
             && !hashed.is_empty()
         {
-            let listed: HashSet<String> = hashed.iter().map(|(h, _)| h.clone()).collect();
+            let listed: HashSet<String> = hashed.iter().map(|(h, _, _)| h.clone()).collect();
             match store.prune_tool_embeddings(&model, &listed).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(deleted = n, "semantic ranker: old vectors pruned"),
                 Err(e) => tracing::warn!(error = %e, "semantic ranker: old vectors not pruned"),
             }
         }
-        let out: Vec<Option<Arc<[f32]>>> =
-            hashed.iter().map(|(h, _)| have.get(h).cloned()).collect();
         // Keep only the vectors of the tools listed now.
+        let vectors = Vectors::new(
+            hashed
+                .iter()
+                .filter_map(|(h, k, _)| Some((k.clone(), have.get(h)?.clone()))),
+        );
         let keep: HashMap<String, Arc<[f32]>> = hashed
             .into_iter()
-            .filter_map(|(h, _)| {
+            .filter_map(|(h, _, _)| {
                 let v = have.get(&h)?.clone();
                 Some((h, v))
             })
             .collect();
+        tracing::info!(
+            tools = vectors.len(),
+            embedded_total = self.embedded.load(Ordering::Relaxed),
+            "semantic ranker: tool vectors ready"
+        );
         *self.cache.lock().unwrap_or_else(PoisonError::into_inner) = keep;
-        out
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(vectors);
     }
 
-    /// The query's vector, or `None` when the endpoint fails or is slow
-    /// (then it is skipped for [`BACKOFF`]).
-    async fn query(&self, query: &str) -> Option<Vec<f32>> {
+    /// The vectors and `query`'s own vector, or `None` (lexical only) when
+    /// there are no vectors or the endpoint fails or is slow.
+    pub async fn query(&self, query: &str) -> Option<(Arc<Vectors>, Vec<f32>)> {
+        let vectors = self.vectors();
+        if vectors.is_empty() {
+            return None;
+        }
         let now = crate::clock::now_ms().max(0) as u64;
         if now < self.down_until.load(Ordering::Relaxed) {
             self.warn("the embeddings endpoint failed recently");
@@ -540,7 +563,17 @@ impl Member {
             .embed_query(query, self.embedder.timeout)
             .await
         {
-            Ok(q) => Some(q),
+            Ok(q) => {
+                if q.len() != vectors.dim() {
+                    self.warn(&format!(
+                        "the query's dimension {} is not the tools' {}",
+                        q.len(),
+                        vectors.dim()
+                    ));
+                    return None;
+                }
+                Some((vectors, q))
+            }
             Err(e) => {
                 self.down_until
                     .store(now + BACKOFF.as_millis() as u64, Ordering::Relaxed);
@@ -548,227 +581,6 @@ impl Member {
                 None
             }
         }
-    }
-}
-
-/// The tools' vectors as one matrix, and which models' vectors it holds.
-#[derive(Default)]
-struct Layout {
-    vectors: Arc<Vectors>,
-    /// (member, dimension), in the order their parts sit in each row.
-    parts: Vec<(usize, usize)>,
-}
-
-/// The semantic ranker of one wf: one model, or an ensemble of up to
-/// [`MAX_MODELS`] whose cosines are combined per tool by weight.
-///
-/// An ensemble's rows are each model's vector scaled by the square root of
-/// its weight (weights summing to 1), side by side; a query's vector is
-/// built the same way, so one dot product is the weighted mean of the
-/// models' cosines, and [`Vectors::nearest`] scans them as for one model.
-/// A model whose query embedding fails is left out of that query and the
-/// others' weights renormalised (the mean of those that answered); a tool a
-/// model has no vector for counts 0 for that model.
-pub struct Semantic {
-    members: Vec<Member>,
-    /// Normalised to sum 1.
-    weights: Vec<f32>,
-    current: RwLock<Arc<Layout>>,
-    refreshing: tokio::sync::Mutex<()>,
-}
-
-impl Semantic {
-    /// The ranker of `models` (one or more endpoints); errors name the
-    /// entry (`[1].weight: …`) when there are several.
-    pub fn new(models: &[EmbeddingsConfig], store: Option<Arc<Store>>) -> Result<Self, EmbedError> {
-        if models.is_empty() || models.len() > MAX_MODELS {
-            return Err(EmbedError::Config(format!(
-                "{} models (1 to {MAX_MODELS})",
-                models.len()
-            )));
-        }
-        let many = models.len() > 1;
-        let mut members = Vec::new();
-        let mut weights = Vec::new();
-        for (i, c) in models.iter().enumerate() {
-            let at = |e: EmbedError| match e {
-                EmbedError::Config(m) if many => EmbedError::Config(format!("[{i}].{m}")),
-                e => e,
-            };
-            let w = c.weight.unwrap_or(1.0);
-            if !(w.is_finite() && w > 0.0) {
-                return Err(at(EmbedError::Config(format!(
-                    "weight: {w} (a positive number)"
-                ))));
-            }
-            // The store keys (and prunes) vectors by model name.
-            if models[..i].iter().any(|o| o.model == c.model) {
-                return Err(at(EmbedError::Config(format!(
-                    "model: {:?} is configured twice (each model once)",
-                    c.model
-                ))));
-            }
-            members.push(Member {
-                embedder: Embedder::new(c).map_err(at)?,
-                store: store.clone(),
-                label: if many {
-                    format!(" ({})", c.model)
-                } else {
-                    String::new()
-                },
-                without: if many {
-                    "wf_find ranks with the other models"
-                } else {
-                    "wf_find answers lexically"
-                },
-                cache: Mutex::default(),
-                loaded: Mutex::new(false),
-                down_until: AtomicU64::new(0),
-                last_warn: AtomicU64::new(0),
-                suppressed: AtomicU64::new(0),
-                embedded: AtomicU64::new(0),
-            });
-            weights.push(w);
-        }
-        let total: f64 = weights.iter().sum();
-        Ok(Self {
-            members,
-            weights: weights.iter().map(|w| (w / total) as f32).collect(),
-            current: RwLock::default(),
-            refreshing: tokio::sync::Mutex::new(()),
-        })
-    }
-
-    /// The vectors of the tools now listed (an ensemble's side by side).
-    pub fn vectors(&self) -> Arc<Vectors> {
-        self.layout().vectors.clone()
-    }
-
-    fn layout(&self) -> Arc<Layout> {
-        self.current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Tool texts embedded by the endpoints so far (not from a cache).
-    pub fn embedded(&self) -> u64 {
-        self.members
-            .iter()
-            .map(|m| m.embedded.load(Ordering::Relaxed))
-            .sum()
-    }
-
-    /// Brings the vectors to `tools` (key, tool text), every model at once.
-    pub async fn refresh(&self, tools: Vec<(String, String)>) {
-        let _one = self.refreshing.lock().await;
-        let tools: Vec<(String, String)> = tools.into_iter().take(MAX_VECTORS).collect();
-        let each: Vec<Vec<Option<Arc<[f32]>>>> =
-            futures::future::join_all(self.members.iter().map(|m| m.refresh(&tools))).await;
-        let layout = if let [one] = &each[..] {
-            let vectors = Vectors::new(
-                tools
-                    .iter()
-                    .zip(one)
-                    .filter_map(|((k, _), v)| Some((k.clone(), v.clone()?))),
-            );
-            Layout {
-                parts: vec![(0, vectors.dim())],
-                vectors: Arc::new(vectors),
-            }
-        } else {
-            self.combine(&tools, &each)
-        };
-        tracing::info!(
-            tools = layout.vectors.len(),
-            models = layout.parts.len(),
-            embedded_total = self.embedded(),
-            "semantic ranker: tool vectors ready"
-        );
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(layout);
-    }
-
-    /// An ensemble's rows: the models that have any vector (each of one
-    /// dimension, the first seen), each scaled by √weight, side by side.
-    fn combine(&self, tools: &[(String, String)], each: &[Vec<Option<Arc<[f32]>>>]) -> Layout {
-        let parts: Vec<(usize, usize)> = each
-            .iter()
-            .enumerate()
-            .filter_map(|(m, vs)| Some((m, vs.iter().flatten().next()?.len())))
-            .collect();
-        let rows = tools.iter().enumerate().filter_map(|(i, (key, _))| {
-            let mut row = Vec::with_capacity(parts.iter().map(|p| p.1).sum());
-            let mut any = false;
-            for &(m, dim) in &parts {
-                let scale = self.weights[m].sqrt();
-                match &each[m][i] {
-                    Some(v) if v.len() == dim => {
-                        any = true;
-                        row.extend(v.iter().map(|x| x * scale));
-                    }
-                    _ => row.extend(std::iter::repeat_n(0.0, dim)),
-                }
-            }
-            any.then(|| (key.clone(), Arc::from(row)))
-        });
-        Layout {
-            vectors: Arc::new(Vectors::new(rows)),
-            parts,
-        }
-    }
-
-    /// The vectors and `query`'s own vector, or `None` (lexical only) when
-    /// there are no vectors or every endpoint fails or is slow. An
-    /// ensemble's models embed the query at once.
-    pub async fn query(&self, query: &str) -> Option<(Arc<Vectors>, Vec<f32>)> {
-        let layout = self.layout();
-        if layout.vectors.is_empty() {
-            return None;
-        }
-        let answers: Vec<Option<Vec<f32>>> = futures::future::join_all(
-            layout
-                .parts
-                .iter()
-                .map(|&(m, _)| self.members[m].query(query)),
-        )
-        .await;
-        let mut usable = Vec::with_capacity(answers.len());
-        for (&(m, dim), a) in layout.parts.iter().zip(&answers) {
-            usable.push(match a {
-                Some(q) if q.len() == dim => Some(q),
-                Some(q) => {
-                    self.members[m].warn(&format!(
-                        "the query's dimension {} is not the tools' {dim}",
-                        q.len()
-                    ));
-                    None
-                }
-                None => None,
-            });
-        }
-        let answered: f32 = layout
-            .parts
-            .iter()
-            .zip(&usable)
-            .filter(|(_, q)| q.is_some())
-            .map(|(&(m, _), _)| self.weights[m])
-            .sum();
-        if answered <= 0.0 {
-            return None;
-        }
-        // √w / (the answering models' total weight): a row's dot product is
-        // then the weighted mean of the answering models' cosines.
-        let mut q = Vec::with_capacity(layout.vectors.dim());
-        for (&(m, dim), a) in layout.parts.iter().zip(&usable) {
-            match a {
-                Some(v) => {
-                    let scale = self.weights[m].sqrt() / answered;
-                    q.extend(v.iter().map(|x| x * scale));
-                }
-                None => q.extend(std::iter::repeat_n(0.0, dim)),
-            }
-        }
-        Some((layout.vectors.clone(), q))
     }
 }
 
@@ -832,7 +644,6 @@ mod tests {
             batch_timeout_ms: 10_000,
             query_prefix: query_prefix.into(),
             document_prefix: document_prefix.into(),
-            weight: None,
         }
     }
 
@@ -872,7 +683,7 @@ mod tests {
                 tool_text("fs", "read", "Read a file"),
             )]
         };
-        let s = Semantic::new(&[config(&url, "query: ", "passage: ")], None).unwrap();
+        let s = Semantic::new(&config(&url, "query: ", "passage: "), None).unwrap();
         s.refresh(tools()).await;
         assert!(s.query("open my notes").await.is_some());
         assert_eq!(
@@ -881,7 +692,7 @@ mod tests {
         );
         // Unprefixed (the default), the text is sent as it is.
         seen.lock().unwrap().clear();
-        let plain = Semantic::new(&[config(&url, "", "")], None).unwrap();
+        let plain = Semantic::new(&config(&url, "", ""), None).unwrap();
         plain.refresh(tools()).await;
         assert!(plain.query("open my notes").await.is_some());
         assert_eq!(
@@ -896,157 +707,6 @@ mod tests {
             text_hash("m", &e("search_document: ").document(&t))
         );
         assert_eq!(text_hash("m", &e("").document(&t)), text_hash("m", &t));
-    }
-
-    /// An endpoint on 127.0.0.1 answering each input with `f`'s vector, or
-    /// 500 when `f` has none for one of them.
-    async fn scripted_endpoint(f: fn(&str) -> Option<Vec<f32>>) -> String {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/v1/embeddings", listener.local_addr().unwrap());
-        let app = axum::Router::new().route(
-            "/v1/embeddings",
-            axum::routing::post(move |axum::Json(req): axum::Json<Value>| async move {
-                let data: Option<Vec<Value>> = req["input"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .enumerate()
-                    .map(|(i, t)| Some(json!({"index": i, "embedding": f(t.as_str()?)?})))
-                    .collect();
-                match data {
-                    Some(data) => (
-                        axum::http::StatusCode::OK,
-                        axum::Json(json!({ "data": data })),
-                    ),
-                    None => (
-                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                        axum::Json(json!({})),
-                    ),
-                }
-            }),
-        );
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        url
-    }
-
-    fn member(url: &str, model: &str, weight: Option<f64>) -> EmbeddingsConfig {
-        EmbeddingsConfig {
-            model: model.into(),
-            weight,
-            ..config(url, "", "")
-        }
-    }
-
-    fn tools2() -> Vec<(String, String)> {
-        vec![
-            ("a__one".to_string(), "one".to_string()),
-            ("a__two".to_string(), "two".to_string()),
-        ]
-    }
-
-    fn scores(near: &[(&str, f32)]) -> Vec<(String, f32)> {
-        near.iter()
-            .map(|(k, s)| (k.to_string(), (s * 1000.0).round() / 1000.0))
-            .collect()
-    }
-
-    #[tokio::test]
-    async fn an_ensemble_averages_its_models_cosines_by_weight() {
-        // Model A (2 dims) finds "one" for the query, model B (3 dims) "two".
-        let a = scripted_endpoint(|t| {
-            Some(match t {
-                "one" | "find" => vec![1.0, 0.0],
-                _ => vec![0.0, 1.0],
-            })
-        })
-        .await;
-        let b = scripted_endpoint(|t| {
-            Some(match t {
-                "one" => vec![0.0, 1.0, 0.0],
-                _ => vec![0.0, 0.0, 1.0],
-            })
-        })
-        .await;
-        let s = Semantic::new(&[member(&a, "a", Some(3.0)), member(&b, "b", None)], None).unwrap();
-        s.refresh(tools2()).await;
-        assert_eq!(s.vectors().dim(), 5);
-        let (v, q) = s.query("find").await.unwrap();
-        // one: 0.75 × 1 + 0.25 × 0; two: 0.75 × 0 + 0.25 × 1.
-        assert_eq!(
-            scores(&v.nearest(&q, 2)),
-            [("a__one".into(), 0.75), ("a__two".into(), 0.25)]
-        );
-        assert_eq!(s.embedded(), 4);
-        // Equal weights by default: a tie broken by order.
-        let even = Semantic::new(&[member(&a, "a", None), member(&b, "b", None)], None).unwrap();
-        even.refresh(tools2()).await;
-        let (v, q) = even.query("find").await.unwrap();
-        assert_eq!(
-            scores(&v.nearest(&q, 2)),
-            [("a__one".into(), 0.5), ("a__two".into(), 0.5)]
-        );
-    }
-
-    #[tokio::test]
-    async fn a_failing_model_leaves_the_others_ranking() {
-        let a = scripted_endpoint(|t| {
-            Some(if t == "one" || t == "find" {
-                vec![1.0, 0.0]
-            } else {
-                vec![0.0, 1.0]
-            })
-        })
-        .await;
-        // Embeds the tools, fails every query.
-        let b = scripted_endpoint(|t| (t != "find").then(|| vec![0.0, 1.0, 0.0])).await;
-        let down = format!("http://127.0.0.1:{}/v1/embeddings", {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        });
-        let s = Semantic::new(
-            &[
-                member(&a, "a", Some(1.0)),
-                member(&b, "b", Some(3.0)),
-                member(&down, "c", None),
-            ],
-            None,
-        )
-        .unwrap();
-        s.refresh(tools2()).await;
-        // The model that is down embedded nothing: its part is left out.
-        assert_eq!(s.vectors().dim(), 5);
-        // B fails the query: A's cosines alone, at full scale.
-        let (v, q) = s.query("find").await.unwrap();
-        assert_eq!(
-            scores(&v.nearest(&q, 2)),
-            [("a__one".into(), 1.0), ("a__two".into(), 0.0)]
-        );
-        // Every model failing: lexical only.
-        let none = Semantic::new(&[member(&b, "b", None), member(&down, "c", None)], None).unwrap();
-        none.refresh(tools2()).await;
-        assert!(none.query("find").await.is_none());
-    }
-
-    #[test]
-    fn an_ensemble_s_errors_name_the_entry() {
-        let url = "http://127.0.0.1:9/v1/embeddings";
-        let err = |models: &[EmbeddingsConfig]| match Semantic::new(models, None) {
-            Err(e) => e.to_string(),
-            Ok(_) => "accepted".into(),
-        };
-        assert!(err(&[member(url, "a", None), member(url, "b", Some(0.0))]).contains("[1].weight"));
-        assert!(err(&[member(url, "a", None), member(url, "a", None)]).contains("[1].model"));
-        assert!(
-            err(&[member(url, "a", None), member("ftp://x", "b", None)]).contains("[1].endpoint")
-        );
-        assert!(err(&[]).contains("0 models"));
-        let four: Vec<_> = ["a", "b", "c", "d"]
-            .iter()
-            .map(|m| member(url, m, None))
-            .collect();
-        assert!(err(&four).contains("4 models"));
-        // One model: no index, as before.
-        assert!(err(&[member(url, "a", Some(-1.0))]).starts_with("embeddings: weight"));
     }
 
     #[test]

@@ -82,7 +82,7 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
             .map_err(|e| anyhow::anyhow!("{label}: {e}"))?,
     );
     if let Some(e) = &server.catalog.embeddings {
-        let semantic = crate::catalog::embed::Semantic::new(e.members(), Some(app.store.clone()))
+        let semantic = crate::catalog::embed::Semantic::new(e, Some(app.store.clone()))
             .map_err(|e| anyhow::anyhow!("{label}: server.catalog.embeddings: {e}"))?;
         let semantic = std::sync::Arc::new(semantic);
         crate::server::mcp::semantic::follow(app.clone(), semantic.clone());

@@ -41,53 +41,10 @@ pub struct CatalogConfig {
     /// `list_changed` notification).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_found: Option<bool>,
-    /// The semantic ranker's embeddings endpoint, or a list of them whose
-    /// cosines are combined (`[server.catalog]` only; a token's or group's
-    /// is ignored).
+    /// The semantic ranker's embeddings endpoint (`[server.catalog]` only;
+    /// a token's or group's is ignored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub embeddings: Option<Embeddings>,
-}
-
-/// `embeddings`: one table (one model) or a list of tables (an ensemble:
-/// each tool's cosines averaged by `weight`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum Embeddings {
-    One(EmbeddingsConfig),
-    Many(Vec<EmbeddingsConfig>),
-}
-
-impl Embeddings {
-    /// The models, in the order configured.
-    pub fn members(&self) -> &[EmbeddingsConfig] {
-        match self {
-            Embeddings::One(c) => std::slice::from_ref(c),
-            Embeddings::Many(v) => v,
-        }
-    }
-}
-
-// By hand rather than `untagged`, so a table's own error (an unknown key, a
-// missing `model`) reaches the operator instead of "matched no variant".
-impl<'de> Deserialize<'de> for Embeddings {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Embeddings;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a table (one endpoint) or a list of tables")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<Embeddings, A::Error> {
-                EmbeddingsConfig::deserialize(serde::de::value::MapAccessDeserializer::new(m))
-                    .map(Embeddings::One)
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, s: A) -> Result<Embeddings, A::Error> {
-                Vec::deserialize(serde::de::value::SeqAccessDeserializer::new(s))
-                    .map(Embeddings::Many)
-            }
-        }
-        d.deserialize_any(V)
-    }
+    pub embeddings: Option<EmbeddingsConfig>,
 }
 
 /// `[server.catalog] embeddings`: an OpenAI-compatible `/v1/embeddings`
@@ -117,10 +74,6 @@ pub struct EmbeddingsConfig {
     /// nomic-embed-text: `"search_document: "`); part of the cache key.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub document_prefix: String,
-    /// In a list: this model's share of the combined cosine (default: equal
-    /// shares); a positive number.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weight: Option<f64>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -184,25 +137,5 @@ mod tests {
             (CatalogMode::Search, Some(10), 40)
         );
         assert!(!CatalogConfig::default().restricts());
-    }
-
-    #[test]
-    fn embeddings_is_a_table_or_a_list_and_keeps_a_table_s_own_error() {
-        let one: CatalogConfig =
-            toml::from_str(r#"embeddings = { endpoint = "http://a/v1/embeddings", model = "m" }"#)
-                .unwrap();
-        assert_eq!(one.embeddings.unwrap().members().len(), 1);
-        let two: CatalogConfig = toml::from_str(
-            r#"embeddings = [{ endpoint = "http://a/v1/embeddings", model = "m" },
-                             { endpoint = "http://b/v1/embeddings", model = "n", weight = 0.6 }]"#,
-        )
-        .unwrap();
-        let members = two.embeddings.unwrap();
-        assert_eq!(members.members()[1].weight, Some(0.6));
-        let e = toml::from_str::<CatalogConfig>(
-            r#"embeddings = [{ endpoint = "http://a/v1/embeddings", model = "m", wieght = 1 }]"#,
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("wieght"), "{e}");
     }
 }

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 use crate::text::one_line;
 
 pub use audit::{AuditConfig, AuditExport, AuditValues};
-pub use catalog::{CatalogConfig, CatalogMode, Embeddings, EmbeddingsConfig};
+pub use catalog::{CatalogConfig, CatalogMode, EmbeddingsConfig};
 pub use edit::{Edit, stage};
 pub use endpoints::{EndpointConfig, ToolTransform, check_endpoint_name, check_tool_name};
 pub use env::{EnvError, expand_env};
