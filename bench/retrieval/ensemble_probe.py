@@ -28,6 +28,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent.parent / "tests/e2e"))
+from semantic_probe import blended  # noqa: E402  (wf's blend, one copy)
 SETS = ["queries.json", "tune.json", "intent.json"]
 TUNING = SETS[:2]
 
@@ -93,19 +94,7 @@ def evaluate(lex_path: str, cache: Path) -> None:
         return [[keys[j] for j in np.argsort(-row)[:10]] for row in S]
 
     def blend(f: str, S: np.ndarray, share: float, ld: int = 50, sd: int = 300) -> list[list[str]]:
-        # search_blended: share × lexical / best + (1 − share) × cosine; a lexical
-        # match beyond the nearest `sd` counts the last one's cosine.
-        out = []
-        for hits, row in zip(lex[f], S):
-            top = np.argsort(-row)[:sd]
-            near = {keys[j]: float(row[j]) for j in top}
-            floor = float(row[top[-1]])
-            best = max((h[1] for h in hits[:ld]), default=1.0)
-            sc = {h[0]: share * h[1] / best + (1 - share) * near.get(h[0], floor) for h in hits[:ld]}
-            for k, cos in near.items():
-                sc.setdefault(k, (1 - share) * cos)
-            out.append(sorted(sc, key=lambda x: -sc[x])[:10])
-        return out
+        return blended(lex[f], S, keys, share, ld, sd)
 
     def rank_fused(f: str, w: float, k: int = 60) -> np.ndarray:
         # Reciprocal rank of each model's own order, weighted, as a score.

@@ -55,6 +55,24 @@ TEXTS = {
 }
 
 
+def blended(lex_hits: list, S: np.ndarray, keys: list[str], share: float, ld: int = 50,
+            sd: int = 300) -> list[list[str]]:
+    """wf's search_blended, per query: share × lexical score / best + (1 − share) × cosine;
+    a lexical match beyond the nearest `sd` counts the last one's cosine. `lex_hits`: each
+    query's lexical (key, score) hits; `S`: the queries' cosines to every tool."""
+    out = []
+    for hits, row in zip(lex_hits, S):
+        top = np.argsort(-row)[:sd]
+        near = {keys[j]: float(row[j]) for j in top}
+        floor = float(row[top[-1]])
+        best = max((h[1] for h in hits[:ld]), default=1.0)
+        sc = {h[0]: share * h[1] / best + (1 - share) * near.get(h[0], floor) for h in hits[:ld]}
+        for k, cos in near.items():
+            sc.setdefault(k, (1 - share) * cos)
+        out.append(sorted(sc, key=lambda x: -sc[x])[:10])
+    return out
+
+
 def main() -> None:
     lex = json.loads(Path(sys.argv[1]).read_text())
     cache = Path(sys.argv[2])
@@ -114,19 +132,7 @@ def main() -> None:
         return out
 
     def blend(f, S, share, ld=50, sd=300):
-        # wf's search_blended: share × lexical score / best + (1 − share) × cosine;
-        # a lexical match beyond the nearest `sd` counts the last one's cosine.
-        out = []
-        for hits, row in zip(lex[f], S):
-            top = np.argsort(-row)[:sd]
-            near = {keys[j]: float(row[j]) for j in top}
-            floor = float(row[top[-1]])
-            best = max((h[1] for h in hits[:ld]), default=1.0)
-            sc = {h[0]: share * h[1] / best + (1 - share) * near.get(h[0], floor) for h in hits[:ld]}
-            for k, cos in near.items():
-                sc.setdefault(k, (1 - share) * cos)
-            out.append(sorted(sc, key=lambda x: -sc[x])[:10])
-        return out
+        return blended(lex[f], S, keys, share, ld, sd)
 
     rows = []
 
