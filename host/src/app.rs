@@ -65,6 +65,8 @@ pub struct App {
     pub audit: Arc<crate::audit::AuditLog>,
     /// The one call pipeline every use of a capability passes.
     pub pipeline: Arc<crate::pipeline::Pipeline>,
+    /// The one poll of the files `wf serve` watches (config, policies, tools lock).
+    pub file_watch: crate::file_watch::FileWatch,
 }
 
 /// Live counts of what the MCP front holds open, for the admin `status` tool.
@@ -324,6 +326,7 @@ impl App {
             source_logs: Arc::default(),
             sessions,
             pipeline: Arc::default(),
+            file_watch: crate::file_watch::FileWatch::start(crate::file_watch::TICK),
         });
         // Workflow nodes and the planner name tools by source and original
         // name; the pipeline decides on the names clients know.
@@ -444,7 +447,7 @@ impl App {
 
     /// Reloads whenever the config file changes (see [`LiveConfig::watch`]).
     pub fn watch_config(&self, debounce: Duration) {
-        self.live_config.watch(debounce)
+        self.live_config.watch(&self.file_watch, debounce)
     }
 
     /// Re-reads the config file and applies it, then tells the other

@@ -1,6 +1,6 @@
 //! wf-host: the `wf` binary's library. Data flows one way, and no module
 //! uses one above it (checked by `tests/layering.rs`):
-//! clock, secrets, status, text, telemetry → store, config → plugins, audit → sources → catalog →
+//! clock, file_watch, secrets, status, text, telemetry → store, config → plugins, audit → sources → catalog →
 //! pipeline → projection, workflow → app → surfaces → server → cli.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod file_watch;
 pub mod pipeline;
 pub mod plugins;
 pub mod projection;

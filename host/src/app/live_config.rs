@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::clock::now_ms;
 use crate::config::LoadedConfig;
+use crate::file_watch::{self, FileWatch, Watch};
 use crate::plugins::{HostEvents, PluginSet, plugin_dirs};
 use crate::projection::{Naming, Projector};
 use crate::sources::{ApplyReport, Sources, desired_sources};
@@ -229,41 +230,27 @@ impl LiveConfig {
         outcome
     }
 
-    /// Watches the config file and reloads after it changed and then stayed
-    /// the same for `debounce` (editors write in several steps).
-    pub fn watch(self: &Arc<Self>, debounce: Duration) {
+    /// Watches the config file (on `watch`, the host's one poll) and
+    /// reloads after it changed and then stayed the same for `debounce`
+    /// (editors write in several steps).
+    pub fn watch(self: &Arc<Self>, watch: &FileWatch, debounce: Duration) {
         let Some(path) = self.current().file else {
             return;
         };
-        let this = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let stamp = |p: &std::path::Path| {
-                std::fs::metadata(p)
-                    .ok()
-                    .map(|m| (m.len(), m.modified().ok()))
-            };
-            let mut seen = stamp(&path);
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                let now = stamp(&path);
-                if now == seen {
-                    continue;
-                }
-                // Changed: wait until it holds still.
-                let mut settled = now;
-                loop {
-                    tokio::time::sleep(debounce).await;
-                    let again = stamp(&path);
-                    if again == settled {
-                        break;
-                    }
-                    settled = again;
-                }
-                seen = settled;
-                let Some(this) = this.upgrade() else { return };
-                tracing::info!(file = %path.display(), "config file changed; reloading");
-                this.reload().await;
-            }
-        });
+        let (alive, this) = (Arc::downgrade(self), Arc::downgrade(self));
+        let baseline = file_watch::seen(vec![path.clone()]);
+        let file = path.clone();
+        watch.add(Watch::new(
+            Some(baseline),
+            debounce,
+            move || (alive.strong_count() > 0).then(|| vec![path.clone()]),
+            move || {
+                let this = this.upgrade()?;
+                tracing::info!(file = %file.display(), "config file changed; reloading");
+                Some(Box::pin(async move {
+                    this.reload().await;
+                }))
+            },
+        ));
     }
 }

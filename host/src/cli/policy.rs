@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::CommonArgs;
 use crate::app::App;
 use crate::config::LoadedConfig;
+use crate::file_watch::{self, Watch};
 use crate::pipeline::policy::{CatalogShape, Policies, PromptShape, ToolShape, test_requests};
 use crate::pipeline::quota::Quotas;
 use crate::projection::Projection;
@@ -109,7 +110,7 @@ pub async fn install(app: &Arc<App>) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     app.pipeline.set_quotas(Some(quotas));
     // Taken before the files are read: an edit from then on is seen.
-    let baseline = stamps(&app.config);
+    let baseline = file_watch::seen(policy_files(&app.config));
     if !app.config.config.policy.files.is_empty() {
         app.projection_ready().await;
         let loaded = load(app, &app.config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -138,58 +139,39 @@ pub async fn install(app: &Arc<App>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A policy file's size and time (`None`: it cannot be read).
-type Stamp = Option<(u64, Option<std::time::SystemTime>)>;
-
-/// The size and time of each of the config's policy files, to see an edit.
-fn stamps(config: &LoadedConfig) -> Vec<Stamp> {
+/// The config's policy files, relative ones from the config's folder.
+fn policy_files(config: &LoadedConfig) -> Vec<PathBuf> {
     let base = config.file.as_deref().and_then(|f| f.parent());
     config
         .config
         .policy
         .files
         .iter()
-        .map(|f| {
-            let path = match base {
-                Some(b) if f.is_relative() => b.join(f),
-                _ => f.clone(),
-            };
-            std::fs::metadata(path)
-                .ok()
-                .map(|m| (m.len(), m.modified().ok()))
+        .map(|f| match base {
+            Some(b) if f.is_relative() => b.join(f),
+            _ => f.clone(),
         })
         .collect()
 }
 
 /// Watches the policy files on their own (the config watcher sees only the
-/// config file): after an edit that then holds still for `debounce`, they
-/// are loaded again against the catalog of that moment. An edit that does
-/// not load is logged, and the policies in force stay.
-fn watch(app: &Arc<App>, baseline: Vec<Stamp>, debounce: std::time::Duration) {
-    let weak = Arc::downgrade(app);
-    tokio::spawn(async move {
-        let mut seen = Some(baseline);
-        loop {
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            let Some(app) = weak.upgrade() else { return };
+/// config file), on the host's one poll: after an edit that then holds
+/// still for `debounce`, they are loaded again against the catalog of that
+/// moment. An edit that does not load is logged, and the policies in force
+/// stay. A reload that names other files is the config watcher's: the
+/// reload hook above loads them.
+fn watch(app: &Arc<App>, baseline: file_watch::Seen, debounce: std::time::Duration) {
+    let (alive, weak) = (Arc::downgrade(app), Arc::downgrade(app));
+    app.file_watch.add(Watch::new(
+        Some(baseline),
+        debounce,
+        move || Some(policy_files(&alive.upgrade()?.live_config.current())),
+        move || {
+            let app = weak.upgrade()?;
             let config = app.live_config.current();
-            let mut now = stamps(&config);
-            let Some(before) = seen.replace(now.clone()) else {
-                continue;
-            };
-            if now == before || config.config.policy.files.is_empty() {
-                continue;
+            if config.config.policy.files.is_empty() {
+                return None;
             }
-            // Changed: wait until it holds still (editors write in steps).
-            loop {
-                tokio::time::sleep(debounce).await;
-                let again = stamps(&config);
-                if again == now {
-                    break;
-                }
-                now = again;
-            }
-            seen = Some(now);
             match load(&app, &config) {
                 Ok(loaded) => {
                     tracing::info!("a policy file changed; policies reloaded");
@@ -199,8 +181,9 @@ fn watch(app: &Arc<App>, baseline: Vec<Stamp>, debounce: std::time::Duration) {
                     "a policy file changed but does not load; the policies in force stay: {e}"
                 ),
             }
-        }
-    });
+            None
+        },
+    ));
 }
 
 pub async fn run(command: PolicyCommand, log_level: &str) -> anyhow::Result<i32> {

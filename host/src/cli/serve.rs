@@ -46,7 +46,7 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     }
     let mut surfaces = Surfaces::new(&app);
     // Approvals (`wf tools approve`) apply at once, whatever watch_config says.
-    app.sources.watch_pins();
+    app.sources.watch_pins(&app.file_watch);
     if app.config.config.server.watch_config {
         app.watch_config(Duration::from_millis(300));
     }

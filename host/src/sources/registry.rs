@@ -23,6 +23,7 @@ use super::screen::{Rejected, screen};
 use super::tool_pins::{self, Guard, Held, Judged};
 use crate::clock::now_ms;
 use crate::config::{LoadedConfig, SourceConfig};
+use crate::file_watch::{FileWatch, Watch};
 use crate::plugins::PluginSet;
 use crate::store::{Store, content_hash};
 
@@ -691,26 +692,19 @@ impl Sources {
         }
     }
 
-    /// Polls the tools lock file and reloads the pins when it changes.
-    pub fn watch_pins(self: &Arc<Self>) {
-        let this = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let stamp = |p: Option<&Path>| {
-                p.and_then(|p| std::fs::metadata(p).ok())
-                    .map(|m| (m.len(), m.modified().ok()))
-            };
-            let mut seen = None;
-            loop {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                let Some(this) = this.upgrade() else { return };
-                let path = this.guard().path.clone();
-                let now = (path.clone(), stamp(path.as_deref()));
-                if seen.as_ref().is_some_and(|s| *s != now) {
-                    this.reload_pins();
-                }
-                seen = Some(now);
-            }
-        });
+    /// Watches the tools lock file (on `watch`, the host's one poll) and
+    /// reloads the pins when it changes.
+    pub fn watch_pins(self: &Arc<Self>, poll: &FileWatch) {
+        let (alive, this) = (Arc::downgrade(self), Arc::downgrade(self));
+        poll.add(Watch::new(
+            None,
+            Duration::ZERO,
+            move || Some(alive.upgrade()?.guard().path.clone().into_iter().collect()),
+            move || {
+                this.upgrade()?.reload_pins();
+                None
+            },
+        ));
     }
 
     /// Every source's catalog before the hold stage (what `wf tools pin`

@@ -6,7 +6,14 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top; a module may use only modules of a lower layer.
 const LAYERS: &[&[&str]] = &[
-    &["clock", "secrets", "status", "text", "telemetry"],
+    &[
+        "clock",
+        "file_watch",
+        "secrets",
+        "status",
+        "text",
+        "telemetry",
+    ],
     &["store", "config"],
     &["plugins", "audit"],
     &["sources"],
