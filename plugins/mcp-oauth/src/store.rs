@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 
 use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
-use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
+use rmcp::transport::auth::{
+    AuthError, CredentialRefreshGuard, CredentialStore, StoredCredentials,
+};
 
 use crate::OAuthError;
 
@@ -255,6 +257,31 @@ impl CredentialStore for TokenFile {
             .map(|_| ())
             .map_err(|e| AuthError::CredentialStoreError(e.to_string()))
     }
+
+    /// One refresh at a time per token file in this process. A source's
+    /// discovery and its session each hold an rmcp client on the same file;
+    /// with a rotating refresh token, two refreshes at once sent the same
+    /// refresh token twice, the upstream revoked it at the second, and the
+    /// source fell to `needs_login`. Under the guard rmcp loads the file
+    /// again, so the second refresh uses the token the first one saved.
+    async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        let lock = refresh_lock(&self.path());
+        Ok(Some(CredentialRefreshGuard::new(lock.lock_owned().await)))
+    }
+}
+
+/// The refresh lock of the token file at `path`, shared by every
+/// [`TokenFile`] of this process on that path (one per source).
+fn refresh_lock(path: &Path) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    type Locks = std::collections::HashMap<PathBuf, std::sync::Arc<tokio::sync::Mutex<()>>>;
+    static LOCKS: std::sync::OnceLock<std::sync::Mutex<Locks>> = std::sync::OnceLock::new();
+    LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(path.to_path_buf())
+        .or_default()
+        .clone()
 }
 
 #[cfg(test)]
@@ -272,6 +299,42 @@ mod tests {
             vec!["read".into()],
             Some(1),
         )
+    }
+
+    #[tokio::test]
+    async fn refreshes_of_one_token_file_take_turns_and_others_do_not_wait() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let held = TokenFile::new(a.path())
+            .acquire_refresh_guard()
+            .await
+            .unwrap();
+        assert!(held.is_some());
+        // Another TokenFile on the same folder (a source's other client) waits.
+        let same = TokenFile::new(a.path());
+        let waited = tokio::time::timeout(
+            std::time::Duration::from_millis(100),
+            same.acquire_refresh_guard(),
+        )
+        .await;
+        assert!(
+            waited.is_err(),
+            "a second refresh of the same file did not wait"
+        );
+        // Another source's file does not.
+        let other = TokenFile::new(b.path())
+            .acquire_refresh_guard()
+            .await
+            .unwrap();
+        assert!(other.is_some());
+        drop(held);
+        let next = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            same.acquire_refresh_guard(),
+        )
+        .await
+        .expect("the guard is free once the first refresh is done")
+        .unwrap();
+        assert!(next.is_some());
     }
 
     #[test]
