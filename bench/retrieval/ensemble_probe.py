@@ -33,6 +33,20 @@ SETS = ["queries.json", "tune.json", "intent.json"]
 TUNING = SETS[:2]
 
 
+def scored(queries: list[dict], ranked: list[list[str]]) -> tuple[float, float, float]:
+    """Recall@1, recall@5 and MRR (top 10) of `ranked` against each query's tools."""
+    h1 = h5 = rr = 0.0
+    for q, r in zip(queries, ranked):
+        want = set(q.get("tools") or [q["tool"]])
+        pos = next((i for i, k in enumerate(r[:10]) if k in want), None)
+        if pos is not None:
+            h1 += pos < 1
+            h5 += pos < 5
+            rr += 1 / (pos + 1)
+    n = len(ranked)
+    return h1 / n, h5 / n, rr / n
+
+
 def tool_text(source: str, tool: dict) -> str:
     # catalog::embed::tool_text: source, name as words, 400 chars of description.
     name = tool["name"].replace("_", " ").replace("-", " ")
@@ -79,16 +93,7 @@ def evaluate(lex_path: str, cache: Path) -> None:
     }
 
     def metrics(f: str, ranked: list[list[str]]) -> tuple[float, float, float]:
-        h1 = h5 = rr = 0.0
-        for q, r in zip(sets[f], ranked):
-            want = set(q.get("tools") or [q["tool"]])
-            pos = next((i for i, k in enumerate(r[:10]) if k in want), None)
-            if pos is not None:
-                h1 += pos < 1
-                h5 += pos < 5
-                rr += 1 / (pos + 1)
-        n = len(ranked)
-        return h1 / n, h5 / n, rr / n
+        return scored(sets[f], ranked)
 
     def alone(f: str, S: np.ndarray) -> list[list[str]]:
         return [[keys[j] for j in np.argsort(-row)[:10]] for row in S]

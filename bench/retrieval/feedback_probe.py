@@ -22,7 +22,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from ensemble_probe import SETS, TUNING, catalog  # noqa: E402
+from ensemble_probe import SETS, TUNING, catalog, scored  # noqa: E402
 from semantic_probe import blended  # noqa: E402  (wf's blend, one copy)
 
 
@@ -36,16 +36,7 @@ def main() -> None:
     queries = {f: np.load(cache / f"q-{f}.npy") for f in SETS}
 
     def metrics(f: str, ranked: list[list[str]]) -> tuple[float, float, float]:
-        h1 = h5 = rr = 0.0
-        for q, r in zip(sets[f], ranked):
-            want = set(q.get("tools") or [q["tool"]])
-            pos = next((i for i, k in enumerate(r[:10]) if k in want), None)
-            if pos is not None:
-                h1 += pos < 1
-                h5 += pos < 5
-                rr += 1 / (pos + 1)
-        n = len(ranked)
-        return h1 / n, h5 / n, rr / n
+        return scored(sets[f], ranked)
 
     def feedback(f: str, first: list[list[str]], k: int, beta: float, weighted: bool) -> np.ndarray:
         # Each query's vector, moved towards its first ranking's top k tools.
