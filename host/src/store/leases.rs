@@ -112,6 +112,16 @@ impl Store {
     /// expired, and announces on [`Store::stopped_runs`] the runs this
     /// replica executes but no longer holds. Returns the runs it ended.
     pub async fn heartbeat(&self) -> Result<Vec<String>> {
+        // The runs whose lease rows had committed before the renewal began:
+        // only these can be missing from its answer because they were lost.
+        let settled: HashSet<String> = {
+            let creating = self.signals.creating();
+            self.mine_mut()
+                .iter()
+                .filter(|id| !creating.contains(*id))
+                .cloned()
+                .collect()
+        };
         let renewed = match self.renew_leases().await {
             Ok(r) => {
                 self.reachable_since()
@@ -128,15 +138,16 @@ impl Store {
             let mine = self.mine_mut();
             let lost: Vec<String> = mine
                 .iter()
-                .filter(|id| !held.contains(*id))
+                .filter(|id| settled.contains(*id) && !held.contains(*id))
                 .cloned()
                 .collect();
             // Leases in this replica's name for runs it does not execute (a
             // replica restarted under the same id): nobody runs them, so they
-            // are ended rather than renewed forever.
+            // are ended rather than renewed forever. A run that finished
+            // meanwhile (in `settled`, its lease dropped since) is none.
             let orphans: Vec<String> = renewed
                 .into_iter()
-                .filter(|id| !mine.contains(id))
+                .filter(|id| !mine.contains(id) && !settled.contains(id))
                 .collect();
             (lost, orphans)
         };
@@ -316,6 +327,28 @@ mod tests {
             assert_eq!(a.lease_holder("before-restart").await.unwrap(), None);
             assert_eq!(a.run("mine").await.unwrap().0.status, RunStatus::Running);
             assert_eq!(a.renew_leases().await.unwrap(), vec!["mine".to_string()]);
+        }
+    }
+
+    /// A renewal that began while a run's lease row was being written does
+    /// not return it: that run is not lost. Once the row committed, a renewal
+    /// that misses it means it was.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lease_being_created_is_not_taken_for_lost() {
+        for s in test_stores().await {
+            let a = s.with_replica(Some("a"), LeaseTimes::default());
+            // create_run's state while its INSERTs are in flight.
+            a.signals.creating().insert("new".into());
+            a.mine_mut().insert("new".into());
+            assert!(a.heartbeat().await.unwrap().is_empty());
+            assert!(a.mine_mut().contains("new"), "not taken for lost");
+            // Committed (as create_run marks it), but no lease row: lost.
+            a.signals.creating().remove("new");
+            a.heartbeat().await.unwrap();
+            assert!(
+                !a.mine_mut().contains("new"),
+                "a settled run missing is lost"
+            );
         }
     }
 

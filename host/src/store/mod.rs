@@ -206,6 +206,9 @@ pub struct Store {
 pub(crate) struct Signals {
     /// The runs this replica executes (created here, not yet finished).
     mine: Mutex<std::collections::HashSet<String>>,
+    /// Runs of `mine` whose lease row is being written: a renewal that began
+    /// before it committed does not return it, which is no loss.
+    creating: Mutex<std::collections::HashSet<String>>,
     /// Runs this replica must stop: their lease was lost, or a cancel for
     /// them reached another replica.
     stop: Option<tokio::sync::broadcast::Sender<String>>,
@@ -224,6 +227,7 @@ impl Signals {
     fn new() -> Arc<Self> {
         Arc::new(Self {
             mine: Mutex::default(),
+            creating: Mutex::default(),
             stop: Some(tokio::sync::broadcast::channel(64).0),
             draining: Default::default(),
             deployments: Some(tokio::sync::broadcast::channel(16).0),
@@ -234,6 +238,10 @@ impl Signals {
 
     pub(crate) fn mine(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
         self.mine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn creating(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.creating.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Stops `run_id` if this replica executes it; whether it does.
@@ -831,7 +839,10 @@ impl Store {
         }
         let now = now_ms();
         // Listed as this replica's before its lease exists, so a heartbeat in
-        // between never takes the new lease for an orphan.
+        // between never takes the new lease for an orphan; and as being
+        // created until it committed, so a renewal that began before the
+        // commit (and so did not return it) never takes it for lost.
+        self.signals.creating().insert(id.to_string());
         self.mine_mut().insert(id.to_string());
         let created = self.db
             .batch(vec![
@@ -848,6 +859,7 @@ impl Store {
         if created.is_err() {
             self.mine_mut().remove(id);
         }
+        self.signals.creating().remove(id);
         created.map(drop)
     }
 
