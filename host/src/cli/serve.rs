@@ -83,7 +83,7 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
     );
     if let Some(e) = &server.catalog.embeddings {
         let semantic = crate::catalog::embed::Semantic::new(e, Some(app.store.clone()))
-            .map_err(|e| anyhow::anyhow!("{label}: server.catalog.embeddings: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("{label}: server.catalog.{e}"))?;
         let semantic = std::sync::Arc::new(semantic);
         crate::server::mcp::semantic::follow(app.clone(), semantic.clone());
         surfaces.semantic = Some(semantic);

@@ -74,6 +74,11 @@ pub struct EmbeddingsConfig {
     /// nomic-embed-text: `"search_document: "`); part of the cache key.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub document_prefix: String,
+    /// The lexical ranking's share of a blended score, 0 to 1 (the cosine
+    /// has the rest; default 0.2, tuned with all-MiniLM-L6-v2). A stronger
+    /// model deserves less: 0.1 with EmbeddingGemma-300M.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lexical_share: Option<f32>,
 }
 
 fn default_timeout_ms() -> u64 {

@@ -389,6 +389,7 @@ impl WfServer {
         let nearest = near
             .as_ref()
             .map(|(v, q)| v.nearest(q, crate::catalog::search::SEM_DEPTH));
+        let blend = self.surfaces.semantic.as_ref().map(|s| s.blend);
         // wf_find and wf_describe never reveal what no call could be permitted.
         let usable = |_: &str, name: &str| {
             proj.tool(name)
@@ -405,7 +406,8 @@ impl WfServer {
             None => (&*proj, index),
         };
         let answer = if name == meta_tools::FIND {
-            meta_tools::find(surface, &index, nearest.as_deref(), args, usable)
+            let ranked = nearest.as_deref().zip(blend.as_ref());
+            meta_tools::find(surface, &index, ranked, args, usable)
         } else {
             meta_tools::describe(surface, args, usable).map(|d| (d, Vec::new()))
         }

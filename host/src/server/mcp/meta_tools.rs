@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use serde_json::{Value, json};
 use wf_plugin_api::Tool;
 
-use crate::catalog::search::{Hit, Index};
+use crate::catalog::search::{Blend, Hit, Index};
 use crate::projection::Projection;
 
 pub const FIND: &str = "wf_find";
@@ -209,11 +209,11 @@ impl Surface for Projection {
 /// source and `/mcp` name), ranked by `index` (keyed by `/mcp` names), as a
 /// JSON result, and their names as the client calls them. `nearest`: the
 /// tools nearest the query's vector, when a semantic ranker answered
-/// (blended with the lexical ranking).
+/// (blended with the lexical ranking as `blend` says).
 pub fn find(
     surface: &dyn Surface,
     index: &Index,
-    nearest: Option<&[(&str, f32)]>,
+    nearest: Option<(&[(&str, f32)], &Blend)>,
     args: &Value,
     usable: impl Fn(&str, &str) -> bool,
 ) -> Result<(Value, Vec<String>), String> {
@@ -249,7 +249,7 @@ pub fn find(
         only.is_none_or(|s| s == h.source) && usable(h.source, h.key) && on_surface(h.key)
     };
     let hits = match nearest {
-        Some(n) => index.search_blended(query, n, limit, keep),
+        Some((n, blend)) => index.search_blended_with(blend, query, n, limit, keep),
         None => index.search(query, limit, keep),
     };
     let good = hits.first().is_some_and(|h| h.is_good());
