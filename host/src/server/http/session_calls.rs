@@ -191,10 +191,13 @@ impl Served {
         context.extensions.insert(parts);
         let tracked = self.track(id.clone(), context.ct.clone());
         let server = self.server.clone();
-        let call = tokio::spawn(async move {
+        // rmcp's request future is as large as its largest handler's: boxed
+        // once here, the task holds a pointer, not a copy of it (each copy
+        // a call moved it through wrote kilobytes of cold memory).
+        let call = tokio::spawn(Box::pin(async move {
             let _untrack = tracked;
             Service::handle_request(&server, request.request, context).await
-        });
+        }));
         let answer = Box::pin(async move {
             match call.await {
                 Ok(Ok(result)) => ServerJsonRpcMessage::response(result, id),
