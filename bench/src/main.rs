@@ -287,13 +287,10 @@ fn resolve(args: &Args) -> anyhow::Result<Env> {
             );
         }
     }
-    let plugin_dir = wf.parent().unwrap_or(Path::new("."));
-    let has_mcp_plugin = std::fs::read_dir(plugin_dir)?
-        .filter_map(|e| e.ok())
-        .any(|e| e.file_name().to_string_lossy().contains("wf_source_mcp"));
-    if !has_mcp_plugin {
+    if !has_plugin_beside(&wf, "wf_source_mcp") {
         bail!(
-            "no wf_source_mcp plugin next to {} (build -p wf-source-mcp in the same profile)",
+            "no wf_source_mcp plugin next to {} or in plugins/ beside it (build -p wf-source-mcp \
+             in the same profile, or unpack dist/build's archive)",
             wf.display()
         );
     }
@@ -523,4 +520,18 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Whether a plugin file whose name contains `name` lies where `wf` loads
+/// plugins from by itself: beside it (a cargo build) or in `plugins/` beside
+/// it (an unpacked dist/build archive).
+pub fn has_plugin_beside(wf: &Path, name: &str) -> bool {
+    let dir = wf.parent().unwrap_or(Path::new("."));
+    [dir.to_path_buf(), dir.join("plugins")].iter().any(|d| {
+        std::fs::read_dir(d).is_ok_and(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().contains(name))
+        })
+    })
 }

@@ -79,11 +79,7 @@ fn native_arguments() -> Value {
 pub async fn run(env: &Env) -> anyhow::Result<()> {
     eprintln!("wf-bench: wasm");
     println!("## WebAssembly components: a trivial tool against native\n");
-    let plugin_dir = env.wf.parent().unwrap_or(Path::new("."));
-    let has_plugin = std::fs::read_dir(plugin_dir)?
-        .filter_map(|e| e.ok())
-        .any(|e| e.file_name().to_string_lossy().contains("wf_source_wasm"));
-    if !has_plugin {
+    if !crate::has_plugin_beside(&env.wf, "wf_source_wasm") {
         println!(
             "Skipped: no wf_source_wasm plugin next to {} (build -p wf-source-wasm in the same \
              profile).\n",
