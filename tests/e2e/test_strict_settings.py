@@ -222,9 +222,29 @@ def test_plugin_threads_sizes_each_plugin_runtime_and_is_bounded(wf: Wf) -> None
 
 def wf_workers(pid: int) -> int:
     """Threads of `pid` that are `wf serve`'s runtime workers (`wf-worker`;
-    its blocking threads are `wf-blocking`)."""
+    its blocking threads are `wf-blocking`).
+
+    A thread a worker starts carries the worker's name until it names itself
+    (Linux copies the name on `clone`; Rust sets the new one from inside the
+    new thread), so one sample can count a blocking thread being born as a
+    worker. A transient thread only adds: the fewest of a few samples is the
+    count."""
     tasks = Path(f"/proc/{pid}/task")
-    return sum(1 for t in tasks.iterdir() if (t / "comm").read_text().strip() == "wf-worker")
+
+    def sample() -> int:
+        count = 0
+        for t in tasks.iterdir():
+            try:
+                count += (t / "comm").read_text().strip() == "wf-worker"
+            except FileNotFoundError:  # a thread that ended meanwhile
+                pass
+        return count
+
+    counts = []
+    for _ in range(5):
+        counts.append(sample())
+        time.sleep(0.02)
+    return min(counts)
 
 
 def workers_of_stdio_serve(wf: Wf, *args: str, env: dict[str, str] | None = None) -> int:
