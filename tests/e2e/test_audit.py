@@ -178,7 +178,9 @@ async def test_a_small_row_bound_keeps_the_newest_records(wf: Wf, everything_bin
 async def test_calls_go_on_while_the_store_is_locked_and_records_arrive_after(wf: Wf, everything_bin: Path) -> None:
     toks = tokens()
     cfg = wf.write_config(config(everything_bin, toks))
-    server = wf.start_http("127.0.0.1", None, "--config", str(cfg), env={SECRET_ENV: SECRET})
+    # One worker (the default on two CPUs): a store call that waits must not
+    # hold it, or every call waits with it.
+    server = wf.start_http("127.0.0.1", None, "--config", str(cfg), "--workers", "1", env={SECRET_ENV: SECRET})
     async with http_client_with_headers(server.url, {"Authorization": f"Bearer {toks['alice']}"}) as c:
         with anyio.fail_after(OP_TIMEOUT):
             assert not (await c.call_tool("everything__echo", {"message": "warm"})).is_error

@@ -2,7 +2,8 @@
 //! with `?N` placeholders, arguments and cells of two types (integers and
 //! text), and a batch of statements as one transaction.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
+use std::time::Duration;
 
 use rusqlite::Connection;
 
@@ -28,7 +29,7 @@ impl Db {
 
     pub async fn query(&self, sql: &str, args: Vec<Arg>) -> Result<Vec<Row>> {
         match self {
-            Db::Sqlite(c) => sqlite_query(&lock(c), sql, &args),
+            Db::Sqlite(c) => sqlite_call(c, |c| sqlite_query(c, sql, &args)),
             Db::Postgres(p) => p.query(sql, &args).await,
         }
     }
@@ -40,7 +41,7 @@ impl Db {
     /// Returns the number of rows changed.
     pub async fn execute(&self, sql: &str, args: Vec<Arg>) -> Result<u64> {
         match self {
-            Db::Sqlite(c) => sqlite_execute(&lock(c), sql, &args),
+            Db::Sqlite(c) => sqlite_call(c, |c| sqlite_execute(c, sql, &args)),
             Db::Postgres(p) => p.execute(sql, &args).await,
         }
     }
@@ -48,7 +49,7 @@ impl Db {
     /// Runs every statement in one transaction; returns each one's count.
     pub async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>> {
         match self {
-            Db::Sqlite(c) => sqlite_batch(&mut lock(c), &stmts),
+            Db::Sqlite(c) => sqlite_call(c, |c| sqlite_batch(c, &stmts)),
             Db::Postgres(p) => p.batch(&stmts).await,
         }
     }
@@ -118,8 +119,7 @@ impl Db {
         then: &(dyn Fn(&Row) -> Vec<Stmt> + Sync),
     ) -> Result<Vec<Row>> {
         match self {
-            Db::Sqlite(c) => {
-                let mut c = lock(c);
+            Db::Sqlite(c) => sqlite_call(c, |c| {
                 let tx = c.transaction()?;
                 let found = sqlite_query(&tx, select, &args)?;
                 for r in &found {
@@ -129,7 +129,7 @@ impl Db {
                 }
                 tx.commit()?;
                 Ok(found)
-            }
+            }),
             Db::Postgres(p) => p.select_then(pg_select, &args, then).await,
         }
     }
@@ -137,9 +137,55 @@ impl Db {
     /// SQLite's connection, for what only SQLite has (its old-schema fixups).
     pub fn sqlite<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Option<Result<T>> {
         match self {
-            Db::Sqlite(c) => Some(f(&mut lock(c))),
+            Db::Sqlite(c) => Some(off_worker(|| f(&mut lock(c)))),
             Db::Postgres(_) => None,
         }
+    }
+}
+
+/// How long a statement waits for another connection's write lock.
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs `f` on the SQLite connection from a runtime's thread. In place when
+/// it answers at once: the connection free and the database not locked (no
+/// busy wait). Else it can wait, for the connection (the audit writer holds
+/// it through a batch) or for SQLite's busy timeout (another process holds
+/// the database's write lock): then it runs again off the worker, so a
+/// locked store never holds up the calls that do not need it (one worker is
+/// `wf serve`'s default over stdio and on two CPUs). A statement that found
+/// the database busy changed nothing, and a transaction that did is rolled
+/// back, so running `f` again is safe.
+fn sqlite_call<T>(c: &Mutex<Connection>, f: impl Fn(&mut Connection) -> Result<T>) -> Result<T> {
+    let free = match c.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    };
+    if let Some(mut conn) = free {
+        let _ = conn.busy_timeout(Duration::ZERO);
+        let r = f(&mut conn);
+        let _ = conn.busy_timeout(BUSY_TIMEOUT);
+        if !is_busy(&r) {
+            return r;
+        }
+    }
+    off_worker(|| f(&mut lock(c)))
+}
+
+/// Whether SQLite answered "busy" or "locked" (another connection's lock).
+fn is_busy<T>(r: &Result<T>) -> bool {
+    use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked};
+    matches!(r, Err(StoreError::Db(rusqlite::Error::SqliteFailure(e, _)))
+        if matches!(e.code, DatabaseBusy | DatabaseLocked))
+}
+
+/// Runs `f`, which can block, on a worker of a multi-threaded runtime with
+/// the worker's other tasks moved to another thread meanwhile.
+fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 

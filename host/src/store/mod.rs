@@ -409,7 +409,7 @@ impl Store {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.busy_timeout(db::BUSY_TIMEOUT)?;
         let store = Self {
             db: Db::Sqlite(Arc::new(Mutex::new(conn))),
             host: default_replica_id(),
