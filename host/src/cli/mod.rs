@@ -250,16 +250,16 @@ pub struct ServeArgs {
     /// Threads that run wf's own work (plugins run theirs); overrides
     /// `[server] workers`. Default: 1 over stdio, whose one client gains
     /// nothing from more while every hand-off of a call between threads
-    /// costs a wake-up; the number of CPUs over HTTP (--http or `[server]
-    /// http`).
+    /// costs a wake-up; one per CPU but one over HTTP (--http or
+    /// `[server] http`), at least 1.
     #[arg(long, value_name = "N", env = "WF_WORKERS",
           value_parser = clap::value_parser!(u16).range(1..=i64::from(MAX_WORKERS)))]
     pub workers: Option<u16>,
 }
 
 impl ServeArgs {
-    /// The runtime's worker threads, or `None` for one per CPU (`main`
-    /// asks `available_parallelism`).
+    /// The runtime's worker threads, or `None` for one per CPU but one
+    /// (`main` asks `available_parallelism`).
     pub fn worker_threads(&self) -> Option<usize> {
         if let Some(n) = self.workers {
             return Some(usize::from(n));
@@ -343,8 +343,12 @@ pub fn main() -> i32 {
     // Multi-threaded even with one worker: blocking waits (`block_in_place`)
     // stay possible.
     if let Command::Serve(a) = &cli.command {
+        // Over HTTP, one worker per CPU but one: every upstream call also
+        // runs on the mcp plugin's I/O thread (and the upstream's own), and
+        // a worker per CPU made calls hop between workers (docs/manual/
+        // commands.md, "Worker threads").
         let workers = a.worker_threads().unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
         });
         builder.worker_threads(workers);
         // tokio starts the workers before any blocking thread: they get a

@@ -268,7 +268,7 @@ pub struct ServerConfig {
     #[serde(default = "default_plugin_threads")]
     pub plugin_threads: usize,
     /// `wf serve`'s own worker threads (1 to 1024; `--workers` wins; unset:
-    /// 1 over stdio, one per CPU over HTTP). Read at start.
+    /// 1 over stdio, one per CPU but one over HTTP). Read at start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<u16>,
     /// How plugins without an `isolation` of their own run (unset: bundled
