@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rmcp::model::{
     CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, ErrorData, GetMeta, JsonRpcMessage,
-    ProgressToken, RequestId, RequestMetaObject, ServerResult,
+    RequestId, RequestMetaObject, ServerResult,
 };
 use rmcp::service::RxJsonRpcMessage;
 use rmcp::{ClientHandler, Peer, RoleClient};
@@ -292,9 +292,10 @@ fn envelope<H: ClientHandler>(peer: &Peer<RoleClient>, handler: &H) -> Option<Re
 
 /// The line of a direct request, as rmcp would write it on this session:
 /// the session's envelope (rmcp's per-request metadata), then the call's
-/// `_meta`, then a progress token (rmcp gives every request one; here the
-/// request's own id, in wf's namespace, so it never names another call's
-/// progress), then the JSON-RPC message as the transport serialises it.
+/// `_meta`, then the JSON-RPC message as the transport serialises it. No
+/// progress token, where rmcp gives every request one: a direct call's
+/// caller asked for no progress (`runtime::direct`), and a token would only
+/// ask the upstream for notifications that wf reads and drops.
 pub fn line(
     request: ClientRequest,
     envelope: Option<&Envelope>,
@@ -329,9 +330,6 @@ pub fn general_line(
     if let Some(meta) = meta {
         request.get_meta_mut().extend(meta);
     }
-    request
-        .get_meta_mut()
-        .set_progress_token(ProgressToken(id.clone()));
     let message = ClientJsonRpcMessage::request(request, id.clone());
     let mut line = serde_json::to_vec(&message)?;
     line.push(b'\n');
@@ -378,7 +376,9 @@ fn call_line(
         Vec::with_capacity(160 + envelope.map_or(0, |e| e.json.len()) + params.name.len());
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     serde_json::to_writer(&mut out, id).ok()?;
-    out.extend_from_slice(br#","method":"tools/call","params":{"_meta":{"#);
+    out.extend_from_slice(br#","method":"tools/call","params":{"#);
+    let meta_at = out.len();
+    out.extend_from_slice(br#""_meta":{"#);
     // The call's own keys (the trace context), the envelope, the forwarded keys.
     let mut first = true;
     for (k, v) in own.into_iter().flatten() {
@@ -391,10 +391,13 @@ fn call_line(
     for (k, v) in meta.into_iter().flat_map(|m| m.0.0.iter()) {
         member(&mut out, &mut first, k, v)?;
     }
-    separate(&mut out, &mut first);
-    out.extend_from_slice(br#""progressToken":"#);
-    serde_json::to_writer(&mut out, id).ok()?;
-    out.extend_from_slice(br#"},"name":"#);
+    if first {
+        // Nothing in it: no `_meta`, as rmcp leaves out an empty one.
+        out.truncate(meta_at);
+    } else {
+        out.extend_from_slice(b"},");
+    }
+    out.extend_from_slice(br#""name":"#);
     serde_json::to_writer(&mut out, &params.name).ok()?;
     if let Some(arguments) = &params.arguments {
         out.extend_from_slice(br#","arguments":"#);
@@ -548,20 +551,23 @@ mod tests {
         assert_eq!(e.kind(), std::io::ErrorKind::NotConnected);
     }
 
-    /// The direct line as it goes out, for a plain call.
+    /// The direct line as it goes out, for a plain call: no progress token
+    /// (its caller asked for none), so no `_meta` at all when nothing else
+    /// goes in it, the same line through rmcp's types.
     #[test]
     fn the_line_of_a_call() {
         let params = CallToolRequestParams::new("echo")
             .with_arguments(json!({"text": "hi"}).as_object().unwrap().clone());
         let request = ClientRequest::CallToolRequest(Request::new(params));
-        let line = line(request, None, None, &RequestId::String("wf-3".into())).unwrap();
+        let id = RequestId::String("wf-3".into());
+        let line = line(request.clone(), None, None, &id).unwrap();
         assert!(line.ends_with(b"\n") && !line[..line.len() - 1].contains(&b'\n'));
+        assert_eq!(line, general_line(request, None, None, &id).unwrap());
         let v: Value = serde_json::from_slice(&line).unwrap();
         assert_eq!(
             v,
             json!({"jsonrpc": "2.0", "id": "wf-3", "method": "tools/call",
-                   "params": {"name": "echo", "arguments": {"text": "hi"},
-                              "_meta": {"progressToken": "wf-3"}}})
+                   "params": {"name": "echo", "arguments": {"text": "hi"}}})
         );
     }
 }
