@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod audit;
+pub mod blocking;
 pub mod catalog;
 pub mod cli;
 pub mod clock;

@@ -137,7 +137,7 @@ impl Db {
     /// SQLite's connection, for what only SQLite has (its old-schema fixups).
     pub fn sqlite<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Option<Result<T>> {
         match self {
-            Db::Sqlite(c) => Some(off_worker(|| f(&mut lock(c)))),
+            Db::Sqlite(c) => Some(crate::blocking::off_worker(|| f(&mut lock(c)))),
             Db::Postgres(_) => None,
         }
     }
@@ -169,7 +169,7 @@ fn sqlite_call<T>(c: &Mutex<Connection>, f: impl Fn(&mut Connection) -> Result<T
             return r;
         }
     }
-    off_worker(|| f(&mut lock(c)))
+    crate::blocking::off_worker(|| f(&mut lock(c)))
 }
 
 /// Whether SQLite answered "busy" or "locked" (another connection's lock).
@@ -177,16 +177,6 @@ fn is_busy<T>(r: &Result<T>) -> bool {
     use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked};
     matches!(r, Err(StoreError::Db(rusqlite::Error::SqliteFailure(e, _)))
         if matches!(e.code, DatabaseBusy | DatabaseLocked))
-}
-
-/// Runs `f`, which can block, on a worker of a multi-threaded runtime with
-/// the worker's other tasks moved to another thread meanwhile.
-fn off_worker<R>(f: impl FnOnce() -> R) -> R {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
-    }
 }
 
 fn lock(c: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {

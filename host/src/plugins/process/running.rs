@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use abi_stable::std_types::{ROption, RStr, RString};
-use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::oneshot;
 use wf_plugin_api::ffi::{CallContextBox, HostContextFfi};
 use wf_plugin_api::{ErrorCode, PluginError};
@@ -111,7 +110,8 @@ impl Child {
             self.pending().remove(&id);
             return Err(error_json(ErrorCode::Internal, e));
         }
-        match wait_blocking(|| rx.recv_timeout(CREATE)) {
+        // Off the worker: its other tasks (the child's reader among them) go on.
+        match crate::blocking::off_worker(|| rx.recv_timeout(CREATE)) {
             Ok(r) => r,
             Err(_) => {
                 self.pending().remove(&id);
@@ -228,15 +228,5 @@ impl Drop for CancelOnDrop<'_> {
         if !self.done && self.child.pending().remove(&self.id).is_some() {
             let _ = self.child.send(&ToChild::Cancel { id: self.id });
         }
-    }
-}
-
-/// Runs `f`, which blocks until the child answers: on a worker of wf's
-/// runtime the worker's other tasks (the reader among them) move elsewhere
-/// meanwhile.
-pub(super) fn wait_blocking<R>(f: impl FnOnce() -> R) -> R {
-    match Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
     }
 }
