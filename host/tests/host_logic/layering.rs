@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 /// Bottom to top; a module may use only modules of a lower layer.
 const LAYERS: &[&[&str]] = &[
     &[
+        "blocking",
         "clock",
         "file_watch",
         "secrets",
