@@ -371,3 +371,27 @@ impl Source for McpSource {
 }
 
 wf_plugin_api::export_plugin!(McpPlugin);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of the future `make` returns, without calling it.
+    fn returned_size<A, F: std::future::Future>(_: &impl Fn(A) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// A call's future is moved whole into its box at the ABI (`reply` in
+    /// wf-plugin-api), and it is as large as every path it may take: rmcp's
+    /// service, the retry after listing the tools and a round of answers are
+    /// boxed where they are taken, so a plain call copies about 5 KiB, not 10
+    /// (docs/performance/call-path.md, "Futures copied whole").
+    #[test]
+    fn a_calls_future_stays_small() {
+        let call = |(source, name, args, ctx): (McpSource, String, Value, CallContext)| async move {
+            source.call_tool(&name, args, ctx).await
+        };
+        let size = returned_size(&call);
+        assert!(size <= 6 * 1024, "a call's future is {size} bytes");
+    }
+}

@@ -40,18 +40,17 @@ impl Runtime {
         request: ClientRequest,
         ctx: &CallContext,
     ) -> Result<(ServerResult, u64), PluginError> {
+        // rmcp's path is boxed where it is taken: inline, its future (kilobytes)
+        // sized every call's, which is moved and boxed whole at the ABI.
         if !matches!(self.config.transport, Transport::Stdio { .. }) || wants_progress(ctx) {
-            return self.request(request, Some(ctx)).await;
+            return Box::pin(self.request(request, Some(ctx))).await;
         }
         let mut request = request;
         let traced = trace::Upstream::start(ctx, &mut request, &self.source);
         let session = self.peer(ctx.scope().expect_epoch).await?;
         match session.1.direct.table() {
             Some(table) => self.send_direct(session, table, request, ctx, traced).await,
-            None => {
-                self.send_on(session, request, Some(ctx), None, traced)
-                    .await
-            }
+            None => Box::pin(self.send_on(session, request, Some(ctx), None, traced)).await,
         }
     }
 

@@ -565,9 +565,13 @@ impl Runtime {
                 let sent = match self.tool_request(req(), ctx).await {
                     // Refused for want of its `Mcp-Param-*` headers: the tools are
                     // listed on this session (see below) and the call goes once more.
+                    // Boxed: inline, this rare path sized every call's future.
                     Err(e) if refused_for_param_headers(&e) => {
-                        self.list_tools_on_session().await?;
-                        self.tool_request(req(), ctx).await
+                        Box::pin(async {
+                            self.list_tools_on_session().await?;
+                            self.tool_request(req(), ctx).await
+                        })
+                        .await
                     }
                     sent => sent,
                 };

@@ -75,7 +75,13 @@ where
     for _ in 0..=MAX_ROUNDS {
         match send(retry.0, retry.1).await? {
             Round::Done(t) => return Ok(t),
-            Round::Input(input) => retry = (Some(answers(ctx, &input).await?), input.request_state),
+            // Boxed: only a call the upstream asks back on waits for answers.
+            Round::Input(input) => {
+                retry = (
+                    Some(Box::pin(answers(ctx, &input)).await?),
+                    input.request_state,
+                )
+            }
         }
     }
     Err(PluginError::failed(format!(
