@@ -55,8 +55,13 @@ pub async fn serve_stdio_at(
     let (read, write) = rmcp::transport::stdio_pipes();
     tracing::debug!("serving MCP on stdio; client messages up to {max_line} bytes");
     let mut signal = std::pin::pin!(shutdown_signal());
+    // Served boxed (`into_dyn`): rmcp runs each request as a task of its own,
+    // and tokio copies a task's future whole as it spawns, polls and finishes
+    // it. Unboxed, that future is the handler's largest (kilobytes), copied
+    // several times a call; boxed, each request's is copied once, into its box.
     let serving = WfServer::new(app, surfaces, false)
         .for_endpoint(endpoint.map(Arc::from))
+        .into_dyn()
         .serve(stdio::StdioTransport::new(read, write, max_line));
     // A signal during the handshake ends wf as cleanly as one after it.
     let service = tokio::select! {

@@ -908,25 +908,31 @@ impl ServerHandler for WfServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let mut counted = observe::Counted::new("resources/subscribe");
-        let source = self.app.resource_route(&request.uri).await;
-        let source = source.as_ref().map_or("", |r| r.source.as_str());
-        let capability = resource_capability(source, &request.uri);
-        let _held = match self.admit(&context, Entry::Subscribe, capability, &Value::Null) {
-            Ok((held, recorded)) => {
-                counted.audited(recorded);
-                held
-            }
-            Err(refused) => return counted.finish(Err(refused)),
-        };
-        let subscribed = match self.session_caller(&context) {
-            Ok(caller) => {
-                forwarding::subscribe(&self.app, &self.client, &caller, context.peer, &request.uri)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
-        counted.finish(subscribed)
+        // Boxed, as the other handlers' bodies: inline, it sized rmcp's
+        // per-request task (every call's), which tokio copies whole several
+        // times as it spawns, polls and finishes it.
+        Box::pin(async move {
+            let mut counted = observe::Counted::new("resources/subscribe");
+            let source = self.app.resource_route(&request.uri).await;
+            let source = source.as_ref().map_or("", |r| r.source.as_str());
+            let capability = resource_capability(source, &request.uri);
+            let _held = match self.admit(&context, Entry::Subscribe, capability, &Value::Null) {
+                Ok((held, recorded)) => {
+                    counted.audited(recorded);
+                    held
+                }
+                Err(refused) => return counted.finish(Err(refused)),
+            };
+            let subscribed = match self.session_caller(&context) {
+                Ok(caller) => {
+                    let (app, client, uri) = (&self.app, &self.client, &request.uri);
+                    forwarding::subscribe(app, client, &caller, context.peer, uri).await
+                }
+                Err(e) => Err(e),
+            };
+            counted.finish(subscribed)
+        })
+        .await
     }
 
     #[allow(deprecated)]
@@ -1063,7 +1069,7 @@ impl ServerHandler for WfServer {
         let params = request.params.as_ref();
         // Each answer boxed: inline, these futures sized rmcp's per-request task.
         let answer = match method {
-            Method::Call => return self.call_2025(request.params, context).await,
+            Method::Call => return Box::pin(self.call_2025(request.params, context)).await,
             Method::Get => {
                 let id = legacy::task_id(params)?;
                 Box::pin(legacy::get(app, surfaces, &owner, &id)).await
