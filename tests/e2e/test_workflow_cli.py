@@ -16,6 +16,17 @@ from planner_support import fx_config
 GREET = REPO / "examples" / "workflows" / "greet.json"
 QUIET = ("--log-level", "error")
 
+# An upstream that says hello and then never lists its tools.
+SLOW_LISTING = """
+import json, sys, time
+hello = json.loads(sys.stdin.readline())
+result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "slow", "version": "1"}}
+print(json.dumps({"jsonrpc": "2.0", "id": hello["id"], "result": result}), flush=True)
+for line in sys.stdin:
+    pass
+time.sleep(60)
+"""
+
 
 def stdout_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     try:
@@ -215,3 +226,22 @@ def test_killed_run_is_interrupted_at_the_next_start(wf: Wf) -> None:
     assert runs[run_id]["status"] == "interrupted"
     assert runs[run_id]["error"] == "the host stopped while the run was in progress"
     assert runs[stdout_json(again)["run_id"]]["status"] == "succeeded"
+
+
+def test_a_source_still_listing_when_the_run_ends_is_not_a_warning(wf: Wf) -> None:
+    """`wf run` of wf.std nodes with a configured upstream that answers
+    `initialize` and never `tools/list`: the run does not wait for it, and its
+    discovery, cut short by the run's own shutdown, is not reported as a
+    failure (it was: "discovery failed: … Transport closed")."""
+    silent = wf.root / "silent.py"
+    silent.write_text(SLOW_LISTING)
+    config = wf.root / "silent.toml"
+    config.write_text(f'[sources.slow]\ncommand = "python3"\nargs = ["{silent}"]\n')
+    proc = wf.run(
+        "run", str(GREET), "--input", "name=Ada", "--config", str(config), *wf.plugin_args(),
+        env={"WF_LOG": "warn"}, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert stdout_json(proc)["outputs"]["greeting"] == "Hello, Ada!"
+    assert "discovery failed" not in proc.stderr, proc.stderr
+    assert " WARN " not in proc.stderr and "ERROR" not in proc.stderr, proc.stderr

@@ -158,6 +158,9 @@ pub struct Sources {
     applying: Mutex<()>,
     /// The tool pins and each source's `on_change`/`screen` (the hold stage).
     guard: RwLock<Arc<Guard>>,
+    /// Set by `shutdown`: a discovery its closing cuts short is not a fault
+    /// (`wf run` ends while a source it never called is still listing).
+    closing: std::sync::atomic::AtomicBool,
 }
 
 /// Every source to run: the configured ones plus each plugin's default
@@ -198,6 +201,7 @@ impl Sources {
             store,
             applying: Mutex::new(()),
             guard: RwLock::default(),
+            closing: Default::default(),
         }
     }
 
@@ -557,6 +561,11 @@ impl Sources {
                     st.discovered_at = Some(now_ms());
                     st.from_snapshot = false;
                 }
+                Err(e) if self.closing.load(std::sync::atomic::Ordering::Relaxed) => {
+                    tracing::debug!(source = %entry.name, "discovery ended by the shutdown: {e}");
+                    changed = false;
+                    st.error = Some(format!("discovery ended by the shutdown: {e}"));
+                }
                 Err(e) => {
                     tracing::warn!(source = %entry.name, "discovery failed: {e}");
                     changed = false;
@@ -745,6 +754,8 @@ impl Sources {
 
     /// Closes every source (child processes, sessions), each bounded in time.
     pub async fn shutdown(&self, timeout: Duration) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         close(self.list(), timeout).await;
     }
 }
