@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::PoisonError;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -160,7 +161,7 @@ pub struct Sources {
     guard: RwLock<Arc<Guard>>,
     /// Set by `shutdown`: a discovery its closing cuts short is not a fault
     /// (`wf run` ends while a source it never called is still listing).
-    closing: std::sync::atomic::AtomicBool,
+    closing: AtomicBool,
 }
 
 /// Every source to run: the configured ones plus each plugin's default
@@ -561,7 +562,7 @@ impl Sources {
                     st.discovered_at = Some(now_ms());
                     st.from_snapshot = false;
                 }
-                Err(e) if self.closing.load(std::sync::atomic::Ordering::Relaxed) => {
+                Err(e) if self.closing.load(Ordering::Relaxed) => {
                     tracing::debug!(source = %entry.name, "discovery ended by the shutdown: {e}");
                     changed = false;
                     st.error = Some(format!("discovery ended by the shutdown: {e}"));
@@ -754,8 +755,7 @@ impl Sources {
 
     /// Closes every source (child processes, sessions), each bounded in time.
     pub async fn shutdown(&self, timeout: Duration) {
-        self.closing
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.closing.store(true, Ordering::Relaxed);
         close(self.list(), timeout).await;
     }
 }
