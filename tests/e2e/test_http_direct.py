@@ -77,6 +77,13 @@ def sse_messages(r: httpx2.Response) -> list[dict[str, Any]]:
     return [json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:") and line[5:].strip()]
 
 
+def assert_sized(r: httpx2.Response) -> None:
+    """A JSON answer goes out with its length, not chunked (the request's slot
+    held until the body ends must not hide the body's size from hyper)."""
+    assert r.headers.get("content-length") == str(len(r.content)), r.headers
+    assert "transfer-encoding" not in r.headers, r.headers
+
+
 async def wait_listed(url: str, tool: str) -> None:
     with anyio.fail_after(OP_TIMEOUT):
         while True:
@@ -99,6 +106,7 @@ async def test_a_plain_stateless_call_is_answered_as_json_and_others_as_rmcp_wou
 
     r = post(server.url, "fix__echo", {"message": "direct"})
     assert r.status_code == 200 and r.headers["content-type"] == "application/json", (r.status_code, r.headers)
+    assert_sized(r)
     reply = r.json()
     assert reply["id"] == 1 and reply["result"]["content"][0]["text"] == "direct", reply
     assert reply["result"].get("resultType") == "complete", reply
@@ -273,6 +281,7 @@ async def test_a_plain_session_call_is_answered_as_json_and_others_as_rmcp_would
 
     r = session.call("fix__echo", {"message": "in place"})
     assert r.status_code == 200 and r.headers["content-type"] == "application/json", (r.status_code, r.headers)
+    assert_sized(r)
     reply = r.json()
     assert reply["id"] == session.next_id and reply["result"]["content"][0]["text"] == "in place", reply
     # A tool error is an answer like any other: 200, in the body.

@@ -16,10 +16,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes, HttpBody};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use hyper::body::{Frame, SizeHint};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -284,16 +287,80 @@ impl PrincipalLimits {
 /// `response`, holding `permit` until its body is finished or dropped.
 pub fn hold(response: Response, permit: OwnedSemaphorePermit) -> Response {
     let (parts, body) = response.into_parts();
-    let body = body.into_data_stream().map(move |chunk| {
-        let _held = &permit;
-        chunk
-    });
-    Response::from_parts(parts, Body::from_stream(body))
+    Response::from_parts(
+        parts,
+        Body::new(Held {
+            body,
+            permit: Some(permit),
+        }),
+    )
+}
+
+/// A response body that holds its request's slot until it ends. It says the
+/// body's size and end as the body does: a JSON answer still goes out with
+/// `Content-Length`, in one write, not chunked (a stream in between hides
+/// both, and every call's answer paid chunked framing on both sides).
+struct Held {
+    body: Body,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl HttpBody for Held {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(frame, Poll::Ready(None | Some(Err(_)))) || self.body.is_end_stream() {
+            self.permit = None;
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_held_answer_keeps_its_length_and_its_slot_until_it_ends() {
+        let slots = Arc::new(Semaphore::new(1));
+        let permit = slots.clone().acquire_owned().await.unwrap();
+        let r = hold((StatusCode::OK, "hello").into_response(), permit);
+        // hyper answers with Content-Length only for an exact size.
+        assert_eq!(r.body().size_hint().exact(), Some(5));
+        assert!(!r.body().is_end_stream());
+        assert_eq!(slots.available_permits(), 0);
+        let body = axum::body::to_bytes(r.into_body(), 64).await.unwrap();
+        assert_eq!(&body[..], b"hello");
+        assert_eq!(slots.available_permits(), 1);
+
+        // A stream (a session's GET) holds its slot while it is open.
+        let (tx, rx) = futures::channel::mpsc::unbounded::<Result<Bytes, std::io::Error>>();
+        let stream = Body::from_stream(rx);
+        let permit = slots.clone().acquire_owned().await.unwrap();
+        let r = hold(Response::new(stream), permit);
+        assert_eq!(r.body().size_hint().exact(), None);
+        let mut body = r.into_body().into_data_stream();
+        tx.unbounded_send(Ok(Bytes::from_static(b"event"))).unwrap();
+        use futures::StreamExt;
+        assert_eq!(&body.next().await.unwrap().unwrap()[..], b"event");
+        assert_eq!(slots.available_permits(), 0);
+        drop(tx);
+        assert!(body.next().await.is_none());
+        assert_eq!(slots.available_permits(), 1);
+    }
 
     fn limits(max_in_progress: usize, max_queued: usize, wait_ms: u64) -> PrincipalLimits {
         PrincipalLimits::new(LimitConfig {
