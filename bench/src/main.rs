@@ -125,6 +125,10 @@ struct Args {
     relay: Option<String>,
     #[arg(last = true, hide = true)]
     relay_command: Vec<String>,
+    /// Internal: drive a running streamable HTTP gateway, `URL,TOOL,SESSIONS,SECONDS`
+    /// (the gateways benchmark's throughput clients), and print its calls/s.
+    #[arg(long, hide = true, value_name = "SPEC")]
+    load: Option<String>,
     /// Internal: serve the OpenAPI benchmark's REST API on 127.0.0.1 and
     /// print its base URL (bench/src/openapi.rs), in a process of its own.
     #[arg(long, hide = true)]
@@ -455,6 +459,23 @@ async fn run(env: &Env, only: &[Bench]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--load URL,TOOL,SESSIONS,SECONDS`.
+async fn load_spec(spec: &str) -> anyhow::Result<f64> {
+    let [url, tool, sessions, seconds] = spec.split(',').collect::<Vec<_>>()[..] else {
+        bail!("expected URL,TOOL,SESSIONS,SECONDS, got {spec:?}");
+    };
+    let span = Duration::from_secs_f64(seconds.parse().context("SECONDS")?);
+    let http = reqwest::Client::new();
+    mcp_proxy::calls_per_second(
+        &http,
+        url,
+        tool,
+        sessions.parse().context("SESSIONS")?,
+        span,
+    )
+    .await
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
@@ -478,6 +499,18 @@ async fn main() -> std::process::ExitCode {
             }
         }
         return record::run(file, rest).await;
+    }
+    if let Some(spec) = &args.load {
+        return match load_spec(spec).await {
+            Ok(rate) => {
+                println!("{rate:.0} calls/s");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("wf-bench --load: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
     }
     if let Some(transport) = &args.relay {
         return match relay::serve(transport, &args.relay_command).await {

@@ -188,21 +188,34 @@ async fn throughput(
     sessions: usize,
     span: Duration,
 ) -> anyhow::Result<f64> {
+    calls_per_second(http, &gw.server.url, gw.tool, sessions, span).await
+}
+
+/// Calls per second of `sessions` concurrent 2025-11-25 clients of `url`, each calling
+/// `tool` in a loop for `span` (also `wf-bench --load`, to profile a running gateway).
+pub async fn calls_per_second(
+    http: &reqwest::Client,
+    url: &str,
+    tool: &str,
+    sessions: usize,
+    span: Duration,
+) -> anyhow::Result<f64> {
     let mut clients = Vec::with_capacity(sessions);
     for _ in 0..sessions {
-        clients.push(WebClient::connect(http, &gw.server.url, Generation::Sessions2025).await?);
+        clients.push(WebClient::connect(http, url, Generation::Sessions2025).await?);
     }
-    let tool = gw.tool;
+    let tool: Arc<str> = tool.into();
     let start = Arc::new(tokio::sync::Barrier::new(sessions + 1));
     let mut set = JoinSet::new();
     for (k, mut c) in clients.into_iter().enumerate() {
         let start = start.clone();
+        let tool = tool.clone();
         set.spawn(async move {
             start.wait().await;
             let until = Instant::now() + span;
             let mut n = 0u64;
             while Instant::now() < until {
-                c.echo(tool, &format!("wf-bench gateways {k} {n}")).await?;
+                c.echo(&tool, &format!("wf-bench gateways {k} {n}")).await?;
                 n += 1;
             }
             anyhow::Ok(n)
