@@ -12,12 +12,11 @@
 //! progress finish.
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
-
-use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::StatusCode;
@@ -335,6 +334,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_held_answer_keeps_its_length_and_its_slot_until_it_ends() {
+        use futures::StreamExt;
+
         let slots = Arc::new(Semaphore::new(1));
         let permit = slots.clone().acquire_owned().await.unwrap();
         let r = hold((StatusCode::OK, "hello").into_response(), permit);
@@ -354,7 +355,6 @@ mod tests {
         assert_eq!(r.body().size_hint().exact(), None);
         let mut body = r.into_body().into_data_stream();
         tx.unbounded_send(Ok(Bytes::from_static(b"event"))).unwrap();
-        use futures::StreamExt;
         assert_eq!(&body.next().await.unwrap().unwrap()[..], b"event");
         assert_eq!(slots.available_permits(), 0);
         drop(tx);
