@@ -20,22 +20,12 @@ import argparse
 import os
 import statistics
 import subprocess
-from pathlib import Path
 
-
-def cpu_us(pid: int) -> float:
-    """On-CPU time of every thread of `pid` so far, in µs."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
-        except FileNotFoundError:
-            pass  # a thread that ended meanwhile
-    return total / 1000
+from drive_stdio import cpu_ns
 
 
 def one_round(bench: str, url: str, tool: str, sessions: int, seconds: float, gw: int, up: int) -> tuple[float, ...]:
-    before = (cpu_us(gw), cpu_us(up))
+    before = (cpu_ns(gw), cpu_ns(up))
     p = subprocess.Popen([bench, "--load", f"{url},{tool},{sessions},{seconds}"], stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None
     out = p.stdout.read()
@@ -45,7 +35,7 @@ def one_round(bench: str, url: str, tool: str, sessions: int, seconds: float, gw
     rate = float(out.split()[0])
     calls = rate * seconds
     client = (usage.ru_utime + usage.ru_stime) * 1e6 / calls
-    return rate, (cpu_us(gw) - before[0]) / calls, (cpu_us(up) - before[1]) / calls, client
+    return rate, (cpu_ns(gw) - before[0]) / 1000 / calls, (cpu_ns(up) - before[1]) / 1000 / calls, client
 
 
 def main() -> None:

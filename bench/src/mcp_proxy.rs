@@ -181,16 +181,6 @@ fn upstreams(pid: u32, fixture: &std::path::Path) -> usize {
     crate::proc::descendants_running(pid, &fixture.display().to_string())
 }
 
-/// Calls per second of `sessions` concurrent clients, each calling in a loop for `span`.
-async fn throughput(
-    http: &reqwest::Client,
-    gw: &Gateway,
-    sessions: usize,
-    span: Duration,
-) -> anyhow::Result<f64> {
-    calls_per_second(http, &gw.server.url, gw.tool, sessions, span).await
-}
-
 /// Calls per second of `sessions` concurrent 2025-11-25 clients of `url`, each calling
 /// `tool` in a loop for `span` (also `wf-bench --load`, to profile a running gateway).
 pub async fn calls_per_second(
@@ -289,7 +279,9 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             let mut order: Vec<usize> = (0..gateways.len()).collect();
             order.rotate_left(round % gateways.len().max(1));
             for k in order {
-                tp[k][s].push(throughput(&http, &gateways[k], sessions, span).await?);
+                let g = &gateways[k];
+                let rate = calls_per_second(&http, &g.server.url, g.tool, sessions, span).await?;
+                tp[k][s].push(rate);
             }
         }
     }
