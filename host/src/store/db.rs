@@ -183,22 +183,24 @@ fn lock(c: &Mutex<Connection>) -> std::sync::MutexGuard<'_, Connection> {
     c.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn sqlite_args(args: &[Arg]) -> Vec<rusqlite::types::Value> {
-    use rusqlite::types::Value as V;
-    args.iter()
-        .map(|a| match a {
-            Arg::Int(Some(n)) => V::Integer(*n),
-            Arg::Text(Some(s)) => V::Text(s.clone()),
-            Arg::Int(None) | Arg::Text(None) => V::Null,
-        })
-        .collect()
+/// An argument bound as it is: text by reference (SQLite copies it as it
+/// binds), not cloned into an owned value first.
+impl rusqlite::ToSql for Arg {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        Ok(ToSqlOutput::Borrowed(match self {
+            Arg::Int(Some(n)) => ValueRef::Integer(*n),
+            Arg::Text(Some(s)) => ValueRef::Text(s.as_bytes()),
+            Arg::Int(None) | Arg::Text(None) => ValueRef::Null,
+        }))
+    }
 }
 
 fn sqlite_query(c: &Connection, sql: &str, args: &[Arg]) -> Result<Vec<Row>> {
     use rusqlite::types::ValueRef;
     let mut st = c.prepare_cached(sql)?;
     let n = st.column_count();
-    let rows = st.query_map(rusqlite::params_from_iter(sqlite_args(args)), |r| {
+    let rows = st.query_map(rusqlite::params_from_iter(args), |r| {
         (0..n)
             .map(|i| {
                 Ok(match r.get_ref(i)? {
@@ -218,7 +220,7 @@ fn sqlite_query(c: &Connection, sql: &str, args: &[Arg]) -> Result<Vec<Row>> {
 
 fn sqlite_execute(c: &Connection, sql: &str, args: &[Arg]) -> Result<u64> {
     let mut st = c.prepare_cached(sql)?;
-    Ok(st.execute(rusqlite::params_from_iter(sqlite_args(args)))? as u64)
+    Ok(st.execute(rusqlite::params_from_iter(args))? as u64)
 }
 
 fn sqlite_batch(c: &mut Connection, stmts: &[Stmt]) -> Result<Vec<u64>> {

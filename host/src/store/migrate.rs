@@ -67,6 +67,12 @@ pub const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("migrations/0008_audit_indexes.sql"),
         postgres: include_str!("migrations/0008_audit_indexes.sql"),
     },
+    Migration {
+        version: 9,
+        name: "audit indexes ascending",
+        sqlite: include_str!("migrations/0009_audit_ascending.sql"),
+        postgres: include_str!("migrations/0009_audit_ascending.sql"),
+    },
 ];
 
 /// The schema version this build writes.

@@ -410,6 +410,10 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(db::BUSY_TIMEOUT)?;
+        // Prepared once, kept: rusqlite's default of 16 is fewer than the
+        // statements a busy host cycles through (the audit writer alone has
+        // six, one per batch size).
+        conn.set_prepared_statement_cache_capacity(64);
         let store = Self {
             db: Db::Sqlite(Arc::new(Mutex::new(conn))),
             host: default_replica_id(),
