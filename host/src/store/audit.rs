@@ -106,7 +106,7 @@ const COLUMNS: &str = "id, at, principal, groups, client, transport, endpoint, k
 /// statement's start and end, its cursors, the cached statement taken and
 /// given back: docs/performance/http-front.md, "The audit writer, row by
 /// row"), and each size is one text, so the connection's statement cache
-/// (16 on SQLite) keeps every one prepared. 32 rows are 800 arguments, far
+/// (64 on SQLite: `Store::init`) keeps every one prepared. 32 rows are 800 arguments, far
 /// below both backends' limits.
 const ROWS_PER_INSERT: [usize; 6] = [32, 16, 8, 4, 2, 1];
 
