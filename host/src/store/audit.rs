@@ -159,34 +159,35 @@ fn json_text(v: &impl Serialize) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".into())
 }
 
-/// One record's arguments, in the order of [`inserts`]' columns.
-fn row_args(r: &AuditRecord) -> Vec<Arg> {
-    args![
-        &r.id,
-        r.at,
-        &r.principal,
-        json_text(&r.groups),
-        r.client.clone(),
-        &r.transport,
-        r.endpoint.clone(),
-        &r.kind,
-        &r.capability,
-        r.source.clone(),
-        r.target.clone(),
-        &r.decision,
-        json_text(&r.policies),
-        r.quota.clone(),
-        &r.outcome,
-        r.error.clone(),
-        r.duration_us,
-        r.bytes_in,
-        r.bytes_out,
-        r.arguments.as_ref().map(json_text),
-        r.result.as_ref().map(json_text),
-        r.trace_id.clone(),
-        r.run_id.clone(),
-        r.node_id.clone(),
-        r.replica.clone(),
+/// One record's arguments, in the order of [`inserts`]' columns: an array,
+/// moved into its statement's arguments without a list of its own.
+fn row_args(r: &AuditRecord) -> [Arg; ARGS_PER_ROW] {
+    [
+        Arg::from(&r.id),
+        Arg::from(r.at),
+        Arg::from(&r.principal),
+        Arg::from(json_text(&r.groups)),
+        Arg::from(r.client.clone()),
+        Arg::from(&r.transport),
+        Arg::from(r.endpoint.clone()),
+        Arg::from(&r.kind),
+        Arg::from(&r.capability),
+        Arg::from(r.source.clone()),
+        Arg::from(r.target.clone()),
+        Arg::from(&r.decision),
+        Arg::from(json_text(&r.policies)),
+        Arg::from(r.quota.clone()),
+        Arg::from(&r.outcome),
+        Arg::from(r.error.clone()),
+        Arg::from(r.duration_us),
+        Arg::from(r.bytes_in),
+        Arg::from(r.bytes_out),
+        Arg::from(r.arguments.as_ref().map(json_text)),
+        Arg::from(r.result.as_ref().map(json_text)),
+        Arg::from(r.trace_id.clone()),
+        Arg::from(r.run_id.clone()),
+        Arg::from(r.node_id.clone()),
+        Arg::from(r.replica.clone()),
     ]
 }
 
