@@ -155,8 +155,9 @@ pub const LISTEN_TASK_IDS_META: &str = "wf/taskIds";
 /// filter's `taskIds` are copied to [`LISTEN_TASK_IDS_META`]. `None` for
 /// anything else.
 pub fn rewritten(bytes: &[u8]) -> Option<Vec<u8>> {
-    // Cheap first: every such message has `"task` in it.
-    if !bytes.windows(5).any(|w| w == b"\"task") {
+    // Cheap first: every such message has `"task` in it (memchr's search: a
+    // byte-window loop cost 10 instructions a byte of every request).
+    if memchr::memmem::find(bytes, b"\"task").is_none() {
         return None;
     }
     let mut v: Value = serde_json::from_slice(bytes).ok()?;

@@ -106,7 +106,7 @@ impl<R: AsyncRead + Unpin> FrameGuard<R> {
                 self.eof = true;
             }
         }
-        self.scan = LineScan::new();
+        self.scan.reset();
         self.state = State::Pass { len: 0 };
     }
 
@@ -117,7 +117,8 @@ impl<R: AsyncRead + Unpin> FrameGuard<R> {
                 return; // injected bytes go first
             }
             let avail = &self.chunk[self.chunk_start..self.chunk_end];
-            let newline = avail.iter().position(|&b| b == b'\n');
+            // memchr, not a byte loop: every byte of every reply is searched.
+            let newline = memchr::memchr(b'\n', avail);
             match self.state {
                 State::Pass { len } => {
                     let line_part = newline.unwrap_or(avail.len());
@@ -146,7 +147,7 @@ impl<R: AsyncRead + Unpin> FrameGuard<R> {
                     dest.put_slice(part);
                     self.chunk_start += take;
                     if ends {
-                        self.scan = LineScan::new();
+                        self.scan.reset();
                         self.state = State::Pass { len: 0 };
                     } else {
                         self.state = State::Pass { len: len + take };
