@@ -16,6 +16,7 @@
 //! With nothing registered, `admit` is a read lock, an empty loop and a
 //! counter: no allocation on the call path.
 
+mod json_len;
 pub mod policy;
 pub mod quota;
 pub mod record;

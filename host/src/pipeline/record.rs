@@ -11,6 +11,7 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+pub use super::json_len::json_len;
 use super::{Call, Entry, Refusal, Stage};
 use crate::audit::{AuditLog, Keep};
 use crate::store::AuditRecord;
@@ -55,23 +56,6 @@ impl Outcome {
 pub struct RunNode<'a> {
     pub run_id: &'a str,
     pub node_id: &'a str,
-}
-
-/// The byte length of `v` as JSON, without keeping the text.
-pub fn json_len<T: Serialize + ?Sized>(v: &T) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len();
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0);
-    let _ = serde_json::to_writer(&mut c, v);
-    c.0
 }
 
 fn kind(call: &Call<'_>) -> &'static str {
