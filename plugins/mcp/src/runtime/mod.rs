@@ -556,12 +556,17 @@ impl Runtime {
                 )));
             }
         };
-        let params = CallToolRequestParams::new(name.to_string()).with_arguments(args);
+        let params = &CallToolRequestParams::new(name.to_string()).with_arguments(args);
         rounds::drive(ctx, |responses, state| {
-            let mut params = params.clone();
-            (params.input_responses, params.request_state) = (responses, state);
             async move {
-                let req = || ClientRequest::CallToolRequest(Request::new(params.clone()));
+                // One copy of the arguments a request sent (they may be
+                // large), not one a round and another a request.
+                let req = || {
+                    let mut params = params.clone();
+                    (params.input_responses, params.request_state) =
+                        (responses.clone(), state.clone());
+                    ClientRequest::CallToolRequest(Request::new(params))
+                };
                 let sent = match self.tool_request(req(), ctx).await {
                     // Refused for want of its `Mcp-Param-*` headers: the tools are
                     // listed on this session (see below) and the call goes once more.
