@@ -157,9 +157,7 @@ pub const LISTEN_TASK_IDS_META: &str = "wf/taskIds";
 pub fn rewritten(bytes: &[u8]) -> Option<Vec<u8>> {
     // Cheap first: every such message has `"task` in it (memchr's search: a
     // byte-window loop cost 10 instructions a byte of every request).
-    if memchr::memmem::find(bytes, b"\"task").is_none() {
-        return None;
-    }
+    memchr::memmem::find(bytes, b"\"task")?;
     let mut v: Value = serde_json::from_slice(bytes).ok()?;
     let method = v.get("method")?.as_str()?;
     if method == <SubscriptionsListenRequestMethod as ConstString>::VALUE {

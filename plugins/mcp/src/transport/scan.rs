@@ -30,7 +30,8 @@ pub enum Frame {
     Unknown,
 }
 
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
+#[cfg_attr(test, derive(PartialEq))]
 pub struct LineScan {
     started: bool,
     not_object: bool,
@@ -93,10 +94,8 @@ impl LineScan {
     /// and not just after a backslash: only a quote or a backslash changes
     /// anything.
     fn skips_string(&self) -> bool {
-        self.in_string
-            && !self.reading_key
-            && !self.escape
-            && !(self.current == Some(Key::Id) && self.depth == 1)
+        let in_id = self.current == Some(Key::Id) && self.depth == 1;
+        self.in_string && !self.reading_key && !self.escape && !in_id
     }
 
     fn capture(&mut self, b: u8) {
