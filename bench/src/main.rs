@@ -169,7 +169,8 @@ enum Bench {
     /// against native, and the memory per instance.
     Wasm,
     /// wf's HTTP front beside mcp-proxy and FastMCP: latency, calls/s, RSS,
-    /// upstream processes (not in the default run; installs mcp-proxy once).
+    /// upstream processes, 64 KiB messages (not in the default run; installs
+    /// mcp-proxy once).
     Gateways,
 }
 

@@ -3,8 +3,9 @@
 //! proxy, each in front of the same stdio upstream (the Rust fixture), in
 //! interleaved rounds: p50 and p99 of one client's echo calls, calls per
 //! second with 16 and 64 concurrent 2025-11-25 sessions, the gateway's
-//! resident memory after the latency rounds (over 1,000 calls), and how many
-//! upstream processes it runs.
+//! resident memory after the latency rounds (over 1,000 calls), how many
+//! upstream processes it runs, and the latency and gateway CPU of calls that
+//! carry 64 KiB each way.
 //!
 //! mcp-proxy is installed on first use with `cargo install --locked` into a
 //! cache (`~/.cache/wf-bench/mcp-proxy-0.6.0`, or `$WF_BENCH_CACHE`), so it
@@ -19,7 +20,7 @@ use serde_json::json;
 use tokio::task::JoinSet;
 
 use crate::Env;
-use crate::proc::{McpProc, echo, rss_kib};
+use crate::proc::{Cpu, McpProc, echo, rss_kib};
 use crate::stats::{delta_us, mib, percentile, us};
 use crate::web::{Generation, HttpWf, WebClient};
 
@@ -220,6 +221,20 @@ pub async fn calls_per_second(
     Ok(calls as f64 / t.elapsed().as_secs_f64())
 }
 
+/// The echo message of the large-message rounds, carried both ways: a tool
+/// result of this size is ordinary (a browser snapshot, a file read).
+const LARGE_BYTES: usize = 64 * 1024;
+
+/// A [`LARGE_BYTES`] message, unique by its head.
+fn large_message(round: usize, i: usize) -> String {
+    let mut m = format!("wf-bench large {round:03} {i:06} ");
+    while m.len() < LARGE_BYTES {
+        m.push_str("lorem ipsum dolor sit amet, ");
+    }
+    m.truncate(LARGE_BYTES);
+    m
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
@@ -285,6 +300,37 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             }
         }
     }
+    // Large messages, after the RSS reading (their buffers would weigh in
+    // it): latency, and each gateway's CPU a call summed over its threads.
+    let (large_rounds, large_batch) = if env.quick { (2, 10) } else { (rounds, 25) };
+    let mut big: Vec<Vec<Duration>> = vec![Vec::new(); n];
+    let mut big_cpu = vec![Cpu::default(); gateways.len()];
+    for i in 0..5 {
+        let msg = large_message(999, i);
+        echo(&direct.peer(), "echo", &msg).await?;
+        for (g, c) in gateways.iter().zip(clients.iter_mut()) {
+            c.echo(g.tool, &msg).await?;
+        }
+    }
+    for round in 0..large_rounds {
+        let mut order: Vec<usize> = (0..n).collect();
+        order.rotate_left(round % n);
+        for k in order {
+            let before = (k > 0).then(|| Cpu::of(gateways[k - 1].pid));
+            for i in 0..large_batch {
+                let msg = large_message(round, i);
+                let t = Instant::now();
+                match k {
+                    0 => echo(&direct.peer(), "echo", &msg).await?,
+                    _ => clients[k - 1].echo(gateways[k - 1].tool, &msg).await?,
+                }
+                big[k].push(t.elapsed());
+            }
+            if let Some(before) = before {
+                big_cpu[k - 1].add(Cpu::of(gateways[k - 1].pid).since(before));
+            }
+        }
+    }
     let procs: Vec<usize> = gateways
         .iter()
         .map(|g| upstreams(g.pid, &env.fixture))
@@ -337,6 +383,43 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             median(tp[w][0].clone()) / median(tp[p][0].clone()).max(1.0),
             median(tp[w][1].clone()) / median(tp[p][1].clone()).max(1.0),
             (rss[w] as f64 - rss[p] as f64) / 1024.0,
+        );
+    }
+    let large_calls = (large_rounds * large_batch) as f64;
+    println!(
+        "Large messages: the same client echoes {} KiB of text (so the call carries it both \
+         ways), {large_rounds} rounds of {large_batch} calls, the paths taking turns. Gateway \
+         CPU: its threads' on-CPU time over its rounds, a call.\n",
+        LARGE_BYTES / 1024
+    );
+    println!("| path | p50 | p50 added over direct | p99 | gateway CPU a call |");
+    println!("|---|---:|---:|---:|---:|");
+    let b50 = percentile(&big[0], 0.5);
+    println!(
+        "| direct (stdio, rmcp client) | {:.0} µs | – | {:.0} µs | – |",
+        us(b50),
+        us(percentile(&big[0], 0.99))
+    );
+    let big_cpu_us = |k: usize| big_cpu[k].ns as f64 / 1000.0 / large_calls;
+    for (k, g) in gateways.iter().enumerate() {
+        let p50 = percentile(&big[k + 1], 0.5);
+        println!(
+            "| {} | {:.0} µs | {} µs | {:.0} µs | {:.0} µs |",
+            g.name,
+            us(p50),
+            delta_us(p50, b50),
+            us(percentile(&big[k + 1], 0.99)),
+            big_cpu_us(k),
+        );
+    }
+    println!();
+    if let (Some(w), Some(p)) = (find("wf"), find("mcp-proxy")) {
+        let added = |k: usize| us(percentile(&big[k + 1], 0.5)) - us(b50);
+        println!(
+            "wf / mcp-proxy with {} KiB messages: p50 added {:.2}×, gateway CPU a call {:.2}×.\n",
+            LARGE_BYTES / 1024,
+            added(w) / added(p).max(1.0),
+            big_cpu_us(w) / big_cpu_us(p).max(1.0),
         );
     }
     for m in &missing {
