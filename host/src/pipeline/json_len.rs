@@ -282,49 +282,27 @@ impl<'a> Compound<'a> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_> {
-    type Ok = ();
-    type Error = GaveUp;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Done {
-        self.element(v)
-    }
-    fn end(self) -> Done {
-        self.close(1)
-    }
+/// The array forms: each element after a comma, `]` (or `]}` for a tuple
+/// variant) at the end.
+macro_rules! array_form {
+    ($form:ident, $add:ident, $closing:expr) => {
+        impl ser::$form for Compound<'_> {
+            type Ok = ();
+            type Error = GaveUp;
+            fn $add<T: Serialize + ?Sized>(&mut self, v: &T) -> Done {
+                self.element(v)
+            }
+            fn end(self) -> Done {
+                self.close($closing)
+            }
+        }
+    };
 }
 
-impl ser::SerializeTuple for Compound<'_> {
-    type Ok = ();
-    type Error = GaveUp;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, v: &T) -> Done {
-        self.element(v)
-    }
-    fn end(self) -> Done {
-        self.close(1)
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_> {
-    type Ok = ();
-    type Error = GaveUp;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Done {
-        self.element(v)
-    }
-    fn end(self) -> Done {
-        self.close(1)
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_> {
-    type Ok = ();
-    type Error = GaveUp;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, v: &T) -> Done {
-        self.element(v)
-    }
-    fn end(self) -> Done {
-        self.close(2)
-    }
-}
+array_form!(SerializeSeq, serialize_element, 1);
+array_form!(SerializeTuple, serialize_element, 1);
+array_form!(SerializeTupleStruct, serialize_field, 1);
+array_form!(SerializeTupleVariant, serialize_field, 2);
 
 impl ser::SerializeMap for Compound<'_> {
     type Ok = ();
@@ -343,27 +321,25 @@ impl ser::SerializeMap for Compound<'_> {
     }
 }
 
-impl ser::SerializeStruct for Compound<'_> {
-    type Ok = ();
-    type Error = GaveUp;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, v: &T) -> Done {
-        self.field(key, v)
-    }
-    fn end(self) -> Done {
-        self.close(1)
-    }
+/// The object forms with named fields: `}` (or `}}` for a struct variant)
+/// at the end.
+macro_rules! object_form {
+    ($form:ident, $closing:expr) => {
+        impl ser::$form for Compound<'_> {
+            type Ok = ();
+            type Error = GaveUp;
+            fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, v: &T) -> Done {
+                self.field(key, v)
+            }
+            fn end(self) -> Done {
+                self.close($closing)
+            }
+        }
+    };
 }
 
-impl ser::SerializeStructVariant for Compound<'_> {
-    type Ok = ();
-    type Error = GaveUp;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, v: &T) -> Done {
-        self.field(key, v)
-    }
-    fn end(self) -> Done {
-        self.close(2)
-    }
-}
+object_form!(SerializeStruct, 1);
+object_form!(SerializeStructVariant, 2);
 
 /// A map key, as serde_json writes one: a string as itself, an integer or a
 /// bool quoted. Anything else gives up (serde_json writes a float key its
