@@ -3,11 +3,8 @@
 //! a principal it does not allow is 403; an allowed request carries the
 //! endpoint's name to the MCP layer. `/mcp` itself passes untouched.
 
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::server::identity::limits::Principal;
@@ -30,19 +27,19 @@ fn refuse(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
-pub async fn gate(
-    State(endpoints): State<Arc<Endpoints>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let Some(name) = endpoint_in(request.uri().path()) else {
-        return next.run(request).await;
-    };
+/// Admits a request to the endpoint its path names (`/mcp` itself passes
+/// untouched), marking it with the endpoint's name; or gives the refusal to
+/// send instead.
+/// Runs after [`guard::admit`](crate::server::identity::guard::admit): it
+/// reads the principal the guard found.
+pub fn admit(endpoints: &Endpoints, request: &mut Request) -> Option<Response> {
+    // `/mcp` itself: nothing to refuse.
+    let name = endpoint_in(request.uri().path())?;
     let Some(endpoint) = endpoints.get(name) else {
-        return refuse(
+        return Some(refuse(
             StatusCode::NOT_FOUND,
             &format!("no endpoint {name:?} is configured"),
-        );
+        ));
     };
     let principal = request
         .extensions()
@@ -55,18 +52,18 @@ pub async fn gate(
             endpoint = name,
             "endpoint refused"
         );
-        return refuse(
+        return Some(refuse(
             StatusCode::FORBIDDEN,
             &format!(
                 "principal {:?} is not allowed on endpoint {name:?}",
                 principal.name()
             ),
-        );
+        ));
     }
     request
         .extensions_mut()
         .insert(EndpointRoute(endpoint.name.clone()));
-    next.run(request).await
+    None
 }
 
 #[cfg(test)]

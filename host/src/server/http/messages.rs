@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -100,11 +100,9 @@ async fn known_session(m: &Messages, headers: &HeaderMap) -> Option<bool> {
     )
 }
 
-pub async fn check_messages(
-    State(m): State<Arc<Messages>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// The message checks, the last step of the HTTP front's middleware
+/// (`server::http::front_door`) before rmcp's service.
+pub async fn check_messages(m: &Messages, request: Request, next: Next) -> Response {
     if let Some(owner) = request
         .headers()
         .get(SESSION_HEADER)
@@ -115,7 +113,7 @@ pub async fn check_messages(
     }
     match *request.method() {
         Method::DELETE => {
-            if known_session(&m, request.headers()).await == Some(false) {
+            if known_session(m, request.headers()).await == Some(false) {
                 return (StatusCode::NOT_FOUND, "Not Found: Session not found\n").into_response();
             }
             // rmcp ends the session and answers 202; clients (the official
@@ -127,7 +125,7 @@ pub async fn check_messages(
             response
         }
         // rmcp answers a wrong content type (415) before reading the body.
-        Method::POST if is_json(request.headers()) => post(&m, request, next).await,
+        Method::POST if is_json(request.headers()) => post(m, request, next).await,
         // A 2025-11-25 session's stream of server messages.
         Method::GET => {
             let (parts, body) = request.into_parts();

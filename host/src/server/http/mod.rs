@@ -1,13 +1,15 @@
 //! The HTTP front: streamable HTTP at `/mcp`, and the one server that also
 //! mounts `/console`, `/metrics` and `/readyz`.
 //!
-//! Streamable HTTP: the rmcp service mounted at `/mcp`, behind (outermost
-//! first) the Host/Origin/token guard and the message checks (which hold each
-//! request to its principal's bounds), served by wf's own accept loop.
+//! Streamable HTTP: the rmcp service mounted at `/mcp`, behind one middleware
+//! (`front_door`: the Host/Origin/token guard, the endpoint gate, and the
+//! message checks, which hold each request to its principal's bounds),
+//! served by wf's own accept loop.
 
 mod connections;
 mod direct;
 mod endpoint_gate;
+mod front_door;
 mod headers;
 mod late;
 mod messages;
@@ -24,13 +26,14 @@ use tokio_util::sync::CancellationToken;
 
 use self::connections::ConnLimits;
 use self::direct::Direct;
-use self::messages::{Messages, check_messages};
+use self::front_door::{FrontDoor, front_door};
+use self::messages::Messages;
 use self::sessions::BoundedSessions;
 use crate::app::App;
 use crate::config::ServerConfig;
 use crate::server::Surfaces;
 use crate::server::identity::guard::guard_host_origin;
-use crate::server::identity::guard::{HttpGuard, check_token, guard};
+use crate::server::identity::guard::{HttpGuard, check_token};
 use crate::server::identity::limits::{LimitConfig, Principal, PrincipalLimits};
 use crate::server::identity::oauth::OAuthVerifier;
 use crate::server::identity::principals::{check_tokens, static_tokens};
@@ -326,14 +329,16 @@ pub async fn serve_http(
         crate::server::metrics_route::router(app.clone(), g.clone(), &app.config.config.telemetry)?;
     let router = axum::Router::new()
         .nest_service("/mcp", service)
-        .layer(from_fn_with_state(messages, check_messages))
-        // `/mcp/NAME`: after the guard (it needs the principal), before
-        // anything answers (the message checks answer stateless calls).
+        // The guard, then `/mcp/NAME`'s gate (it needs the principal), then
+        // the message checks (they answer stateless calls): one layer.
         .layer(from_fn_with_state(
-            endpoints.clone(),
-            endpoint_gate::gate,
+            Arc::new(FrontDoor {
+                guard: g.clone(),
+                endpoints: endpoints.clone(),
+                messages,
+            }),
+            front_door,
         ))
-        .layer(from_fn_with_state(g.clone(), guard))
         .merge(resource_metadata(oauth.as_ref(), &g))
         // Outside the /mcp guard: it has its own token and peer rule.
         .merge(metrics.unwrap_or_default())

@@ -432,21 +432,23 @@ pub async fn guard_host_origin(
     next.run(request).await
 }
 
-pub async fn guard(
-    State(g): State<std::sync::Arc<HttpGuard>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// The `/mcp` guard: `Host`, `Origin`, then who is calling. An admitted
+/// request carries its [`Principal`]; a refused one gives the answer to send
+/// instead. A step of the HTTP front's one middleware
+/// (`server::http::front_door`), not a layer of its own: each axum layer
+/// boxes its future and wraps the next layer again on every request.
+pub async fn admit(g: &HttpGuard, request: &mut Request) -> Option<Response> {
     let headers = request.headers();
-    if let Some(refused) = host_origin_refusal(&g, headers) {
-        return refused;
+    if let Some(refused) = host_origin_refusal(g, headers) {
+        return Some(refused);
     }
-    let principal = match g.identify(headers).await {
-        Ok(p) => p,
-        Err(refused) => return refused,
-    };
-    request.extensions_mut().insert(principal);
-    next.run(request).await
+    match g.identify(headers).await {
+        Ok(principal) => {
+            request.extensions_mut().insert(principal);
+            None
+        }
+        Err(refused) => Some(refused),
+    }
 }
 
 #[cfg(test)]
