@@ -28,10 +28,9 @@ fn refuse(status: StatusCode, message: &str) -> Response {
 }
 
 /// Admits a request to the endpoint its path names (`/mcp` itself passes
-/// untouched), marking it with the endpoint's name; or gives the refusal to
-/// send instead.
-/// Runs after [`guard::admit`](crate::server::identity::guard::admit): it
-/// reads the principal the guard found.
+/// untouched), marking it with the endpoint's name, or gives the refusal to
+/// send instead. It runs after the guard (`identity::guard::admit`), whose
+/// principal it reads.
 pub fn admit(endpoints: &Endpoints, request: &mut Request) -> Option<Response> {
     // `/mcp` itself: nothing to refuse.
     let name = endpoint_in(request.uri().path())?;
