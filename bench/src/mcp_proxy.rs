@@ -75,12 +75,17 @@ struct Gateway {
     pid: u32,
 }
 
-/// An mcp-proxy config: one stdio backend `fx`, tools named `fx/TOOL`.
+/// An mcp-proxy config: one stdio backend `fx`, tools named `fx/TOOL`, and
+/// its log level spelled out. Without an `[observability]` table mcp-proxy
+/// 0.6.0 takes the table's derived default, an empty level, which its log
+/// filter reads as "everything": two debug lines a call on stderr, whatever
+/// `RUST_LOG` says (it builds its filter from the config alone).
 fn proxy_config(env: &Env, addr: &str) -> anyhow::Result<PathBuf> {
     let (host, port) = addr.rsplit_once(':').unwrap_or(("127.0.0.1", addr));
     let path = env.scratch.join("mcp-proxy.toml");
     let text = format!(
         "[proxy]\nname = \"bench\"\nseparator = \"/\"\n\n[proxy.listen]\nhost = \"{host}\"\nport = {port}\n\n\
+         [observability]\nlog_level = \"info\"\n\n\
          [[backends]]\nname = \"fx\"\ntransport = \"stdio\"\ncommand = {:?}\n",
         env.fixture.display().to_string()
     );
@@ -124,9 +129,7 @@ async fn start_gateways(env: &Env, http: &reqwest::Client) -> (Vec<Gateway>, Vec
     let proxy = async {
         let bin = binary()?;
         let log = env.scratch.join("gw-mcp-proxy.stderr");
-        let mut cmd = tokio::process::Command::new(bin);
-        // Its default log level is debug; wf logs at info.
-        cmd.env("RUST_LOG", "info");
+        let cmd = tokio::process::Command::new(bin);
         let mut config = None;
         let mut server = HttpWf::start_with(cmd, &log, |cmd, addr| {
             if let Ok(p) = proxy_config(env, addr) {
@@ -233,6 +236,11 @@ fn large_message(round: usize, i: usize) -> String {
     }
     m.truncate(LARGE_BYTES);
     m
+}
+
+/// Lines in a gateway's stderr log (0 when unreadable).
+fn log_lines(path: &std::path::Path) -> usize {
+    std::fs::read(path).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -385,6 +393,15 @@ pub async fn run(env: &Env) -> anyhow::Result<()> {
             (rss[w] as f64 - rss[p] as f64) / 1024.0,
         );
     }
+    // A gateway that logs every call pays for it in every figure above.
+    let logged: Vec<String> = gateways
+        .iter()
+        .map(|g| format!("{} {}", g.name, log_lines(&g.server.log)))
+        .collect();
+    println!(
+        "Lines each gateway logged over the whole run (start-up included): {}.\n",
+        logged.join(", ")
+    );
     let large_calls = (large_rounds * large_batch) as f64;
     println!(
         "Large messages: the same client echoes {} KiB of text (so the call carries it both \

@@ -3,7 +3,7 @@
 //! client with its session, or a stateless 2026-07-28 client. And `wf serve
 //! --http` as a child process that is always stopped.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -225,6 +225,8 @@ impl WebClient {
 pub struct HttpWf {
     pub pid: u32,
     pub url: String,
+    /// Where its stderr goes.
+    pub log: PathBuf,
     child: Option<Child>,
 }
 
@@ -276,6 +278,7 @@ impl HttpWf {
         Ok(Self {
             pid,
             url: format!("http://127.0.0.1:{port}/mcp"),
+            log: log.to_path_buf(),
             child: Some(child),
         })
     }
