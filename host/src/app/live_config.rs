@@ -85,12 +85,15 @@ impl LiveConfig {
         }
     }
 
-    /// The config now in force.
+    /// The config now in force, a copy of it whole.
     pub fn current(&self) -> LoadedConfig {
-        self.current
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.with(LoadedConfig::clone)
+    }
+
+    /// `f` of the config now in force, without copying it: for what asks
+    /// often (the policy files' watch, at every tick of the host's poll).
+    pub fn with<R>(&self, f: impl FnOnce(&LoadedConfig) -> R) -> R {
+        f(&self.current.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Runs `hook` at every reload from now on (see `ReloadHook`).

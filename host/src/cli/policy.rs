@@ -125,7 +125,9 @@ pub async fn install(app: &Arc<App>) -> anyhow::Result<()> {
         // Changed rules start with fresh budgets.
         let quotas =
             Quotas::from_config(&c.config.quotas, grants(&app)).map_err(|e| e.to_string())?;
-        let same = c.config.quotas == app.live_config.current().config.quotas;
+        let same = app
+            .live_config
+            .with(|now| c.config.quotas == now.config.quotas);
         Ok(Box::new(move || {
             apply(&app, loaded);
             if !same {
@@ -165,7 +167,7 @@ fn watch(app: &Arc<App>, baseline: file_watch::Seen, debounce: std::time::Durati
     app.file_watch.add(Watch::new(
         Some(baseline),
         debounce,
-        move || Some(policy_files(&alive.upgrade()?.live_config.current())),
+        move || Some(alive.upgrade()?.live_config.with(policy_files)),
         move || {
             let app = weak.upgrade()?;
             let config = app.live_config.current();

@@ -156,7 +156,7 @@ impl Admin {
                     ),
                     &format!(
                         "{}: sources.{source}",
-                        self.app.live_config.current().file_label()
+                        self.app.live_config.with(|c| c.file_label())
                     ),
                 );
                 if let Err(e) = checked {
@@ -438,7 +438,7 @@ impl Admin {
             "plugin_api": wf_plugin_api::API_VERSION,
             "supported_plugin_api": supported_api_range(),
             "uptime_ms": self.app.started.elapsed().as_millis() as u64,
-            "config_file": self.app.live_config.current().file_label(),
+            "config_file": self.app.live_config.with(|c| c.file_label()),
             "counts": {
                 "plugins": plugins.loaded.len(), "refused_plugin_files": plugins.refused.len(),
                 "sources": sources.len(), "tools": proj.tools.len(), "prompts": proj.prompts.len(),
