@@ -446,6 +446,12 @@ pub trait Source: Send + Sync + 'static {
         async { Ok(()) }
     }
 
+    /// Since 1.7: the descriptors this source lets the host's reactor watch
+    /// (`io_watch`). None by default: the source reads its own.
+    fn io_watch(&self) -> Option<&crate::io_watch::IoWatch> {
+        None
+    }
+
     /// Closes sessions and child processes. Called once, at shutdown or when
     /// the source is removed or reconfigured.
     fn shutdown(&self) -> impl Future<Output = ()> + Send {

@@ -247,7 +247,25 @@ async fn dispatch<S: Source>(
         SourceRequest::OpenSession { lease } => reply(source.open_session(lease.as_deref())).await,
         SourceRequest::OpenLease => reply(source.open_lease()).await,
         SourceRequest::CloseLease { lease } => reply(source.close_lease(&lease)).await,
+        SourceRequest::NextWatch => match source.io_watch() {
+            Some(watch) => match watch.next().await {
+                Some(offer) => to_json(&offer),
+                None => Err(PluginError::unsupported("no descriptors to watch here")),
+            },
+            None => Err(PluginError::unsupported(
+                "this source offers no descriptors",
+            )),
+        },
+        SourceRequest::Readable { watch } => match source.io_watch() {
+            Some(w) => to_json(&w.readable(watch)),
+            None => to_json(&crate::io_watch::Readiness::Closed),
+        },
     }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, PluginError> {
+    serde_json::to_string(value)
+        .map_err(|e| PluginError::internal(format!("result is not serializable: {e}")))
 }
 
 /// Runs one operation and serialises its result. The operation's future is

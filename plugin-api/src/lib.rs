@@ -64,6 +64,7 @@ pub mod export;
 #[doc(hidden)]
 pub mod ffi;
 mod forwarding;
+pub mod io_watch;
 /// Since 1.5: the call lane a child host hands a plugin (its frames are
 /// shared with the host, which encodes and decodes the other end).
 #[doc(hidden)]

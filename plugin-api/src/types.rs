@@ -663,6 +663,19 @@ pub enum SourceRequest {
         /// The host's id of this source on the lane.
         source: u64,
     },
+    /// Since 1.7: the host watches descriptors for this source in its own
+    /// reactor (`wf_plugin_api::io_watch`). Answered with the next
+    /// descriptor the source offers (`WatchOffer`: a duplicate the host then
+    /// owns), when there is one; a host keeps one outstanding. A source that
+    /// offers none answers `unsupported`, as does an older plugin.
+    NextWatch,
+    /// Since 1.7: watch `watch` is readable: the source reads it now, on the
+    /// caller's thread. Answered with a `Readiness` (`drained`, `more`,
+    /// `closed`).
+    Readable {
+        /// The id from the `WatchOffer`.
+        watch: u64,
+    },
     /// Since 1.2: what an operation this plugin predates decodes to (any
     /// `op` not listed above). A host never sends it; the export glue answers
     /// it `unsupported`, so the host falls back.

@@ -49,6 +49,10 @@ pub struct SourceHandle {
     /// `subscriptions/listen` set-ups under way on this source: its tool
     /// calls wait for them (see `listen_gate`).
     pub listens: super::listen_gate::ListenGate,
+    /// The watch of the descriptors the source offers this host's reactor
+    /// (`io_watch`), stopped with the source.
+    #[cfg(unix)]
+    _io_watch: Option<super::io_watch::Stop>,
 }
 
 /// The mcp plugin's word for "a person must log in" (plugins/mcp/src/oauth.rs).
@@ -66,7 +70,20 @@ impl SourceHandle {
             no_tasks: Default::default(),
             held: Default::default(),
             listens: Default::default(),
+            #[cfg(unix)]
+            _io_watch: None,
         }
+    }
+
+    /// Lets this host's reactor watch the descriptors the source offers
+    /// (`io_watch`): only for a source in this process, whose descriptors
+    /// are this process's.
+    pub fn with_io_watch(mut self) -> Self {
+        #[cfg(unix)]
+        {
+            self._io_watch = super::io_watch::start(self.name.clone(), self.obj.clone());
+        }
+        self
     }
 
     /// Sets the tools whose calls are refused (see `tool_pins`).

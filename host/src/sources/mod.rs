@@ -6,6 +6,8 @@ mod asker;
 mod asks;
 mod call;
 mod handle;
+#[cfg(unix)]
+mod io_watch;
 pub mod listen_gate;
 mod logs;
 pub mod node_schemas;

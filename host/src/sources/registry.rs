@@ -408,6 +408,12 @@ impl Sources {
                     plugin.manifest.name.clone(),
                     obj,
                 );
+                // A plugin child's descriptors are not this process's.
+                let handle = if plugin.child.is_none() {
+                    handle.with_io_watch()
+                } else {
+                    handle
+                };
                 let e = entry(Some(handle), SourceState::Pending, None);
                 self.restore_snapshot(&e);
                 e

@@ -43,6 +43,8 @@ pub struct McpSource {
     host: Host,
     /// The shared persistent runtime every call uses by default.
     runtime: Arc<Runtime>,
+    /// Its stdio sessions' stdout, for the host's reactor (`io_watch`).
+    io_watch: wf_plugin_api::io_watch::IoWatch,
     /// Run-scoped leases: each its own upstream session, closed when released.
     leases: Mutex<HashMap<String, Arc<Runtime>>>,
     next_lease: AtomicU64,
@@ -91,6 +93,7 @@ impl Plugin for McpPlugin {
                 data,
             })
         });
+        let io_watch = wf_plugin_api::io_watch::IoWatch::new();
         let runtime = Arc::new(
             Runtime::new(
                 spec.name.clone(),
@@ -98,7 +101,8 @@ impl Plugin for McpPlugin {
                 Some(on_list_changed.clone()),
             )
             .with_resource_updates(on_resource_updated)
-            .with_on_log(on_log.clone()),
+            .with_on_log(on_log.clone())
+            .with_io_watch(io_watch.clone()),
         );
         Ok(McpSource {
             name: spec.name,
@@ -107,6 +111,7 @@ impl Plugin for McpPlugin {
             on_log,
             host: self.host.clone(),
             runtime,
+            io_watch,
             leases: Mutex::new(HashMap::new()),
             next_lease: AtomicU64::new(1),
         })
@@ -307,7 +312,8 @@ impl Source for McpSource {
                 Some(self.on_list_changed.clone()),
             )
             .with_on_log(self.on_log.clone())
-            .with_resource_updates(self.lease_updates(&id)),
+            .with_resource_updates(self.lease_updates(&id))
+            .with_io_watch(self.io_watch.clone()),
         );
         let epoch = rt.open_session().await?;
         self.leases
@@ -333,6 +339,10 @@ impl Source for McpSource {
             }
             None => Err(PluginError::not_found(format!("no open lease {lease:?}"))),
         }
+    }
+
+    fn io_watch(&self) -> Option<&wf_plugin_api::io_watch::IoWatch> {
+        Some(&self.io_watch)
     }
 
     async fn status(&self) -> Value {

@@ -63,6 +63,8 @@ pub struct Runtime {
     /// The roots the host passed with the last roots change, for a
     /// `roots/list` outside any call (any session of this runtime).
     known_roots: crate::session::client::KnownRoots,
+    /// Where a stdio session's stdout is offered to the host's reactor.
+    io_watch: Option<wf_plugin_api::io_watch::IoWatch>,
     /// Resource URIs subscribed upstream (renewed on a new session).
     subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// A 2026-07-28 session's `subscriptions/listen` stream upstream.
@@ -218,6 +220,7 @@ impl Runtime {
             reopen: AtomicBool::new(false),
             on_resource_updated: None,
             known_roots: Default::default(),
+            io_watch: None,
             subscribed: Default::default(),
             listener: Default::default(),
             tasks: Default::default(),
@@ -230,6 +233,13 @@ impl Runtime {
     /// Where upstream `notifications/resources/updated` go.
     pub fn with_resource_updates(mut self, f: OnResourceUpdated) -> Self {
         self.on_resource_updated = Some(f);
+        self
+    }
+
+    /// A stdio session's stdout goes to the host's reactor when it watches
+    /// `watch`'s descriptors.
+    pub fn with_io_watch(mut self, watch: wf_plugin_api::io_watch::IoWatch) -> Self {
+        self.io_watch = Some(watch);
         self
     }
 
@@ -270,7 +280,8 @@ impl Runtime {
             .with_resource_updates(self.on_resource_updated.clone())
             .with_log(&self.source, self.on_log.clone())
             .with_task_inputs(self.task_inputs.clone())
-            .with_known_roots(self.known_roots.clone());
+            .with_known_roots(self.known_roots.clone())
+            .with_io_watch(self.io_watch.clone());
         // Boxed, as the listen below: inline, opening a session made every
         // call's future (and the copies of it) kilobytes larger.
         let session = Box::pin(open(&self.source, &self.config, client.clone()))

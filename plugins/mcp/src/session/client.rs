@@ -77,6 +77,8 @@ pub struct McpClient {
     one_shot: bool,
     /// The answer to a `roots/list` outside any call.
     known_roots: KnownRoots,
+    /// stdio: where the child's stdout is offered to the host's reactor.
+    pub io_watch: Option<wf_plugin_api::io_watch::IoWatch>,
 }
 
 impl McpClient {
@@ -96,6 +98,7 @@ impl McpClient {
             source: String::new(),
             one_shot: false,
             known_roots: KnownRoots::default(),
+            io_watch: None,
         }
     }
 
@@ -122,6 +125,12 @@ impl McpClient {
     /// Requests tied to these tasks wait for their answer in `inputs`.
     pub fn with_task_inputs(mut self, inputs: TaskInputs) -> Self {
         self.task_inputs = inputs;
+        self
+    }
+    /// A stdio child's stdout is read by the host's reactor when it watches
+    /// `watch`'s descriptors.
+    pub fn with_io_watch(mut self, watch: Option<wf_plugin_api::io_watch::IoWatch>) -> Self {
+        self.io_watch = watch;
         self
     }
     /// A `roots/list` outside any call is answered with `roots`.

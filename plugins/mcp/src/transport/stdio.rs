@@ -91,7 +91,24 @@ pub struct ChildTransport {
     /// wf's direct requests on this process (`direct`): their replies are
     /// taken off the stream here.
     direct: std::sync::Arc<Table>,
-    read: BufReader<FrameGuard<ChildStdout>>,
+    reading: Reading,
+}
+
+/// Who reads the child's stdout.
+enum Reading {
+    /// This transport, on the plugin's runtime (`receive`).
+    Own(Box<Lines<ChildStdout>>),
+    /// The host's reactor (`IoWatch`): its thread reads and routes each
+    /// reply at once; what is rmcp's comes here.
+    Host {
+        rmcp: tokio::sync::mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
+        _watched: wf_plugin_api::io_watch::Watched,
+    },
+}
+
+/// The child's stdout, line by line, and what each line is for.
+struct Lines<R> {
+    read: BufReader<FrameGuard<R>>,
     /// The line read so far. rmcp's serve loop drops `receive()` whenever
     /// another branch of its `select!` wins; `read_until` leaves what it read
     /// here, so the next call goes on with the same line.
@@ -100,6 +117,8 @@ pub struct ChildTransport {
     executions: Executions,
     /// Where each log message is counted as it arrives.
     logs: PendingLogs,
+    direct: std::sync::Arc<Table>,
+    stdin: direct::Stdin,
 }
 
 impl ChildTransport {
@@ -135,42 +154,40 @@ impl ChildTransport {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .insert(pid, instance);
         }
-        // The guard cuts every line at the limit, so `line` stays within it.
-        let guard = FrameGuard::new(stdout, source, max_message_bytes, client.broken.clone());
         let stdin: direct::Stdin = std::sync::Arc::new(tokio::sync::Mutex::new(Some(stdin)));
+        let direct = client.direct.attach(stdin.clone());
+        let parts = LineParts {
+            source,
+            limit: max_message_bytes,
+            client,
+            direct: &direct,
+            stdin: &stdin,
+        };
+        let reading = match client.io_watch.as_ref().filter(|w| w.host_watches()) {
+            Some(watch) => match host_read(watch, stdout, |pipe| parts.lines(pipe)) {
+                Ok(reading) => reading,
+                Err(e) => {
+                    // The child goes with `child` (killed on drop).
+                    forget(pid);
+                    return Err(e);
+                }
+            },
+            None => Reading::Own(Box::new(parts.lines(stdout))),
+        };
         Ok(Self {
             pid,
             child: Some(child),
-            direct: client.direct.attach(stdin.clone()),
+            direct,
             stdin,
-            read: BufReader::new(guard),
-            line: Vec::new(),
-            executions: client.executions.clone(),
-            logs: client.logs.clone(),
+            reading,
         })
     }
 
-    /// Writes `item` as one line, as rmcp's codec would. Serialised before
-    /// the future: rmcp spawns the future of every message sent, and the
-    /// message inside it made each spawn copy kilobytes.
     fn write(
         &self,
         item: &TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = std::io::Result<()>> + Send + 'static + use<> {
-        let line = serde_json::to_vec(item).map(|mut line| {
-            line.push(b'\n');
-            line
-        });
-        let stdin = self.stdin.clone();
-        async move {
-            let line = line?;
-            let mut stdin = stdin.lock().await;
-            let Some(w) = stdin.as_mut() else {
-                return Err(direct::closed());
-            };
-            w.write_all(&line).await?;
-            w.flush().await
-        }
+        write(&self.stdin, item)
     }
 
     /// The MCP stdio shutdown: close stdin, wait; SIGTERM, wait; kill.
@@ -247,15 +264,63 @@ impl Transport<RoleClient> for ChildTransport {
     /// that is no MCP message gets an Invalid Request error back, and the end
     /// of the stream (a trailing line without newline is incomplete) ends it.
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let lines = match &mut self.reading {
+            Reading::Own(lines) => lines,
+            Reading::Host { rmcp, .. } => {
+                return match rmcp.recv().await {
+                    Some(message) => Some(message),
+                    None => self.ended(),
+                };
+            }
+        };
         loop {
-            match self.read.read_until(b'\n', &mut self.line).await {
-                Ok(_) if self.line.ends_with(b"\n") => {}
+            match lines.read.read_until(b'\n', &mut lines.line).await {
+                Ok(_) if lines.line.ends_with(b"\n") => {}
                 Ok(_) => return self.ended(),
                 Err(e) => {
                     tracing::error!("reading the upstream's stdout: {e}");
                     return self.ended();
                 }
             }
+            if let Some(message) = lines.take() {
+                return Some(message);
+            }
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.shutdown()
+    }
+}
+
+/// Writes `item` as one line, as rmcp's codec would. Serialised before the
+/// future: rmcp spawns the future of every message sent, and the message
+/// inside it made each spawn copy kilobytes.
+fn write(
+    stdin: &direct::Stdin,
+    item: &TxJsonRpcMessage<RoleClient>,
+) -> impl Future<Output = std::io::Result<()>> + Send + 'static + use<> {
+    let line = serde_json::to_vec(item).map(|mut line| {
+        line.push(b'\n');
+        line
+    });
+    let stdin = stdin.clone();
+    async move {
+        let line = line?;
+        let mut stdin = stdin.lock().await;
+        let Some(w) = stdin.as_mut() else {
+            return Err(direct::closed());
+        };
+        w.write_all(&line).await?;
+        w.flush().await
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> Lines<R> {
+    /// Handles the complete line read: a reply to one of wf's direct
+    /// requests goes to its caller; what is rmcp's is returned.
+    fn take(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        {
             let parsed = crate::transport::replies::decode(&self.line);
             match &parsed {
                 Ok(Some(JsonRpcMessage::Response(r)))
@@ -281,36 +346,205 @@ impl Transport<RoleClient> for ChildTransport {
             self.line.clear();
             match parsed {
                 // A reply to one of wf's direct requests goes to its caller, not to rmcp.
-                Ok(Some(message)) => {
-                    if let Some(message) = self.direct.route(message) {
-                        return Some(message);
+                Ok(Some(message)) => self.direct.route(message),
+                Ok(None) => None,
+                Err(JsonRpcMessageCodecError::Serde(e)) => {
+                    match e.classify() {
+                        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                            tracing::debug!("ignoring an unparsable upstream message: {e}");
+                        }
+                        serde_json::error::Category::Data | serde_json::error::Category::Io => {
+                            tracing::debug!("protocol error on an upstream message: {e}");
+                            let refusal = TxJsonRpcMessage::<RoleClient>::error(
+                                ErrorData::invalid_request("Invalid request", None),
+                                None,
+                            );
+                            // Written on its own: this future may be dropped at any await.
+                            drop(tokio::spawn(write(&self.stdin, &refusal)));
+                        }
                     }
+                    None
                 }
-                Ok(None) => {}
-                Err(JsonRpcMessageCodecError::Serde(e)) => match e.classify() {
-                    serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                        tracing::debug!("ignoring an unparsable upstream message: {e}");
-                    }
-                    serde_json::error::Category::Data | serde_json::error::Category::Io => {
-                        tracing::debug!("protocol error on an upstream message: {e}");
-                        let refusal = TxJsonRpcMessage::<RoleClient>::error(
-                            ErrorData::invalid_request("Invalid request", None),
-                            None,
-                        );
-                        // Written on its own: this future may be dropped at any await.
-                        drop(tokio::spawn(self.write(&refusal)));
-                    }
-                },
+                // The codec's other errors are I/O, which the line read
+                // already reported; a line in hand is never one.
                 Err(e) => {
-                    tracing::error!("reading the upstream's stdout: {e}");
-                    return self.ended();
+                    tracing::debug!("an upstream line rmcp's codec refused: {e}");
+                    None
                 }
             }
         }
     }
+}
 
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.shutdown()
+/// What every [`Lines`] of a child is made of.
+struct LineParts<'a> {
+    source: &'a str,
+    limit: usize,
+    client: &'a McpClient,
+    direct: &'a std::sync::Arc<Table>,
+    stdin: &'a direct::Stdin,
+}
+
+impl LineParts<'_> {
+    fn lines<R: tokio::io::AsyncRead + Unpin>(&self, reader: R) -> Lines<R> {
+        Lines {
+            // The guard cuts every line at the limit, so `line` stays within it.
+            read: BufReader::new(FrameGuard::new(
+                reader,
+                self.source,
+                self.limit,
+                self.client.broken.clone(),
+            )),
+            line: Vec::new(),
+            executions: self.client.executions.clone(),
+            logs: self.client.logs.clone(),
+            direct: self.direct.clone(),
+            stdin: self.stdin.clone(),
+        }
+    }
+}
+
+/// The most messages for rmcp (requests, notifications, replies to its own
+/// requests) read by the host and not yet taken: past it, the host stops
+/// reading until rmcp catches up.
+const RMCP_BACKLOG: usize = 256;
+
+/// Hands the child's stdout to the host's reactor (`IoWatch`): the host's
+/// thread reads it whenever it is readable ([`HostPump`]). Fails only when
+/// out of descriptors.
+#[cfg(unix)]
+fn host_read(
+    watch: &wf_plugin_api::io_watch::IoWatch,
+    stdout: ChildStdout,
+    lines: impl FnOnce(RawPipe) -> Lines<RawPipe>,
+) -> std::io::Result<Reading> {
+    use std::os::fd::AsFd;
+    // Taken from this runtime's reactor, whose thread would otherwise wake
+    // for every line too.
+    let pipe = RawPipe::new(stdout.into_owned_fd()?)?;
+    let offered = pipe.0.as_fd().try_clone_to_owned()?;
+    let (tx, rx) = tokio::sync::mpsc::channel(RMCP_BACKLOG);
+    let pump = std::sync::Arc::new(HostPump(std::sync::Mutex::new(PumpState {
+        lines: lines(pipe),
+        rmcp: Some(tx),
+    })));
+    let watched = watch.offer(offered.as_fd(), pump)?;
+    Ok(Reading::Host {
+        rmcp: rx,
+        _watched: watched,
+    })
+}
+
+#[cfg(not(unix))]
+fn host_read(
+    _watch: &wf_plugin_api::io_watch::IoWatch,
+    _stdout: ChildStdout,
+    _lines: impl FnOnce(RawPipe) -> Lines<RawPipe>,
+) -> std::io::Result<Reading> {
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
+/// A non-blocking pipe read without a reactor: `Pending` means "nothing
+/// now", and wakes no one. Only [`HostPump`] polls it (with a no-op waker),
+/// when the host says the pipe is readable.
+#[cfg(unix)]
+struct RawPipe(std::fs::File);
+#[cfg(not(unix))]
+struct RawPipe;
+
+#[cfg(unix)]
+impl RawPipe {
+    fn new(fd: std::os::fd::OwnedFd) -> std::io::Result<Self> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fcntl on a descriptor we own; F_GETFL/F_SETFL touch only its flags.
+        unsafe {
+            let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+            if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(Self(std::fs::File::from(fd)))
+    }
+}
+
+impl tokio::io::AsyncRead for RawPipe {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        #[cfg(unix)]
+        loop {
+            use std::io::Read;
+            return match (&self.0).read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    std::task::Poll::Ready(Ok(()))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::task::Poll::Pending,
+                Err(e) => std::task::Poll::Ready(Err(e)),
+            };
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = buf;
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+}
+
+/// What the host's thread runs when the child's stdout is readable.
+struct HostPump(std::sync::Mutex<PumpState>);
+
+struct PumpState {
+    lines: Lines<RawPipe>,
+    /// Where rmcp's messages go; `None` once the stream ended.
+    rmcp: Option<tokio::sync::mpsc::Sender<RxJsonRpcMessage<RoleClient>>>,
+}
+
+impl wf_plugin_api::io_watch::Pump for HostPump {
+    fn readable(&self) -> wf_plugin_api::io_watch::Readiness {
+        use wf_plugin_api::io_watch::Readiness;
+        let mut st = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let st = &mut *st;
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        loop {
+            let Some(rmcp) = st.rmcp.as_ref() else {
+                return Readiness::Closed;
+            };
+            if rmcp.capacity() == 0 {
+                return Readiness::More;
+            }
+            let lines = &mut st.lines;
+            let read = {
+                let fut = lines.read.read_until(b'\n', &mut lines.line);
+                std::pin::pin!(fut).poll(&mut cx)
+            };
+            match read {
+                std::task::Poll::Pending => return Readiness::Drained,
+                std::task::Poll::Ready(Ok(_)) if lines.line.ends_with(b"\n") => {
+                    if let Some(message) = lines.take() {
+                        // Room was checked above; only this thread sends.
+                        let _ = rmcp.try_send(message);
+                    }
+                }
+                std::task::Poll::Ready(end) => {
+                    if let Err(e) = end {
+                        tracing::error!("reading the upstream's stdout: {e}");
+                    }
+                    // As `receive` at the end of the stream: the direct
+                    // requests fail now, rmcp's when it reads the end.
+                    lines.direct.end();
+                    st.rmcp = None;
+                    return Readiness::Closed;
+                }
+            }
+        }
     }
 }
 
@@ -327,6 +561,51 @@ mod tests {
     /// direct requests still waiting.
     #[tokio::test]
     async fn direct_replies_are_taken_off_the_stream() {
+        direct_replies(McpClient::new(None)).await;
+    }
+
+    /// The same when a host's reactor watches the child's stdout
+    /// (`IoWatch`): here a task that does what wf's host does
+    /// (host/src/sources/io_watch.rs) with the offers.
+    #[tokio::test]
+    async fn direct_replies_are_taken_off_the_stream_by_the_host() {
+        let watch = wf_plugin_api::io_watch::IoWatch::new();
+        let host = tokio::spawn(fake_host(watch.clone()));
+        tokio::task::yield_now().await;
+        assert!(watch.host_watches());
+        let client = McpClient::new(None).with_io_watch(Some(watch.clone()));
+        let host_read = tokio::time::timeout(Duration::from_secs(20), direct_replies(client))
+            .await
+            .expect("every reply read within 20 s");
+        assert!(host_read, "the host read it");
+        host.abort();
+    }
+
+    /// Watches each offer in this runtime's reactor and pumps it when readable.
+    async fn fake_host(watch: wf_plugin_api::io_watch::IoWatch) {
+        use std::os::fd::FromRawFd;
+        use wf_plugin_api::io_watch::Readiness;
+        while let Some(offer) = watch.next().await {
+            // SAFETY: the offer's descriptor is a duplicate made for us.
+            let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(offer.fd) };
+            let watch = watch.clone();
+            tokio::spawn(async move {
+                // SAFETY: an OwnedFd stays open, and the same, until dropped.
+                let fd = unsafe { tokio::io::unix::AsyncFd::register(fd) }.unwrap();
+                loop {
+                    let mut ready = fd.readable().await.unwrap();
+                    match watch.readable(offer.watch) {
+                        Readiness::Drained => ready.clear_ready(),
+                        Readiness::More => tokio::task::yield_now().await,
+                        Readiness::Closed => return,
+                    }
+                }
+            });
+        }
+    }
+
+    /// Runs the checks; whether the host read the stream.
+    async fn direct_replies(client: McpClient) -> bool {
         let script = r#"read line
 printf '%s\n' '{"jsonrpc":"2.0","id":"wf-1","result":{"content":[{"type":"text","text":"direct"}]}}'
 printf '%s\n' '{"jsonrpc":"2.0","id":4,"result":{"content":[]}}'
@@ -334,7 +613,6 @@ printf '{"jsonrpc":"2.0","id":"wf-2","result":{"content":[{"type":"text","text":
 "#;
         let mut cmd = tokio::process::Command::new("sh");
         cmd.args(["-c", script]);
-        let client = McpClient::new(None);
         let mut transport =
             ChildTransport::spawn(CommandWrap::from(cmd), "t", 0, 200, &client).unwrap();
         let table = client.direct.table().unwrap();
@@ -365,5 +643,6 @@ printf '{"jsonrpc":"2.0","id":"wf-2","result":{"content":[{"type":"text","text":
         );
         assert_eq!(table.waiting(), 0);
         assert!(table.start().is_err());
+        matches!(transport.reading, Reading::Host { .. })
     }
 }

@@ -1,0 +1,133 @@
+//! The host's side of `wf_plugin_api::io_watch`: descriptors an in-process
+//! source offers (the MCP plugin: each stdio upstream's stdout) are watched
+//! by this runtime's reactor, and read by the source on this thread as soon
+//! as they turn readable. A reply then wakes one thread, this one, instead
+//! of the plugin runtime's and then this one (docs/performance/gateways.md,
+//! "The host's reactor reads the upstream").
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use abi_stable::std_types::RString;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::task::JoinSet;
+use wf_plugin_api::ffi::SourceBox;
+use wf_plugin_api::io_watch::{Readiness, WatchOffer};
+use wf_plugin_api::{ErrorCode, PluginError};
+
+use super::call::CallCtx;
+
+/// How often a quiet descriptor is asked whether its watch still stands: a
+/// session that ended without its pipe closing (a grandchild that kept the
+/// write end) must not keep its descriptor here for ever.
+const QUIET_CHECK: Duration = Duration::from_secs(30);
+
+/// How long to wait before reading again a descriptor whose source could
+/// not take everything (its consumer behind).
+const BACKLOG_PAUSE: Duration = Duration::from_millis(1);
+
+/// Watches what the source `obj` offers, until the returned guard is dropped
+/// (with the source). A source that offers nothing answers at once, and
+/// this ends.
+pub fn start(name: String, obj: Arc<SourceBox>) -> Option<Stop> {
+    let rt = tokio::runtime::Handle::try_current().ok()?;
+    Some(Stop(rt.spawn(offers(name, obj)).abort_handle()))
+}
+
+/// Stops the watch (and every descriptor's) when dropped.
+pub struct Stop(tokio::task::AbortHandle);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Takes the source's offers one at a time; each is watched by a task of
+/// this one's, which ends with it.
+async fn offers(name: String, obj: Arc<SourceBox>) {
+    let mut watches = JoinSet::new();
+    loop {
+        let offer = tokio::select! {
+            offer = request(&obj, r#"{"op":"next_watch"}"#.to_string()) => offer,
+            Some(_) = watches.join_next(), if !watches.is_empty() => continue,
+        };
+        let offer = match offer {
+            Ok(text) => match serde_json::from_str::<WatchOffer>(&text) {
+                Ok(offer) => offer,
+                Err(e) => {
+                    tracing::warn!(source = %name, "a malformed descriptor offer: {e}; the source reads its own");
+                    return;
+                }
+            },
+            Err(e) if e.code == ErrorCode::Unsupported => return,
+            Err(e) => {
+                tracing::warn!(source = %name, "asking for descriptors to watch: {e}");
+                return;
+            }
+        };
+        if offer.fd < 0 {
+            tracing::warn!(source = %name, fd = offer.fd, "a malformed descriptor offer");
+            return;
+        }
+        // SAFETY: the offer passes us a duplicate the source made for us
+        // (`IoWatch::offer`) and will never use again: it is ours to own.
+        let fd = unsafe { OwnedFd::from_raw_fd(offer.fd) };
+        watches.spawn(watch(name.clone(), obj.clone(), offer.watch, fd));
+    }
+}
+
+/// Reads `fd` through its source whenever it is readable, until the source
+/// says the watch has ended.
+async fn watch(name: String, obj: Arc<SourceBox>, watch: u64, fd: OwnedFd) {
+    // SAFETY: an `OwnedFd` is open until dropped, which only the `AsyncFd`
+    // does, and always gives the same descriptor.
+    let fd = match unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) } {
+        Ok(fd) => fd,
+        Err(e) => {
+            // The source never hears of it: its calls would wait in vain.
+            tracing::error!(source = %name, "cannot watch an upstream's descriptor: {e}");
+            return;
+        }
+    };
+    let readable = format!(r#"{{"op":"readable","watch":{watch}}}"#);
+    loop {
+        let ready = match tokio::time::timeout(QUIET_CHECK, fd.readable()).await {
+            Ok(Ok(guard)) => Some(guard),
+            Ok(Err(e)) => {
+                tracing::error!(source = %name, "watching an upstream's descriptor: {e}");
+                return;
+            }
+            Err(_) => None,
+        };
+        let answer = request(&obj, readable.clone()).await.and_then(|text| {
+            serde_json::from_str::<Readiness>(&text)
+                .map_err(|e| PluginError::internal(format!("malformed plugin reply: {e}")))
+        });
+        match answer {
+            Ok(Readiness::Drained) => {
+                if let Some(mut guard) = ready {
+                    guard.clear_ready();
+                }
+            }
+            // Still readable: not cleared, read again after a pause.
+            Ok(Readiness::More) => tokio::time::sleep(BACKLOG_PAUSE).await,
+            Ok(Readiness::Closed) => return,
+            Err(e) => {
+                tracing::error!(source = %name, "reading an upstream's descriptor: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// One source request, outside any call.
+async fn request(obj: &Arc<SourceBox>, text: String) -> Result<String, PluginError> {
+    let (ffi, _call) = CallCtx::new().into_ffi(None, None);
+    match obj.request(RString::from(text), ffi).await.into_result() {
+        Ok(json) => Ok(json.into_string()),
+        Err(e) => Err(PluginError::from_json(e.as_str())),
+    }
+}
