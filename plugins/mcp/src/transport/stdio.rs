@@ -282,8 +282,10 @@ impl Transport<RoleClient> for ChildTransport {
                     return self.ended();
                 }
             }
-            if let Some(message) = lines.take() {
-                return Some(message);
+            match lines.take() {
+                Taken::Rmcp(message) => return Some(message),
+                Taken::Done => {}
+                Taken::End => return self.ended(),
             }
         }
     }
@@ -316,61 +318,67 @@ fn write(
     }
 }
 
+/// What one complete line was for.
+enum Taken {
+    /// A message for rmcp.
+    Rmcp(RxJsonRpcMessage<RoleClient>),
+    /// Nothing more to do: delivered to a direct request, or skipped.
+    Done,
+    /// rmcp's codec refused the stream: it ends, as rmcp's transport ends it.
+    End,
+}
+
 impl<R: tokio::io::AsyncRead + Unpin> Lines<R> {
     /// Handles the complete line read: a reply to one of wf's direct
     /// requests goes to its caller; what is rmcp's is returned.
-    fn take(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        {
-            let parsed = crate::transport::replies::decode(&self.line);
-            match &parsed {
-                Ok(Some(JsonRpcMessage::Response(r)))
-                    if matches!(r.result, ServerResult::ListToolsResult(_)) =>
-                {
-                    crate::transport::executions::note(&self.executions, &self.line);
-                }
-                Ok(Some(JsonRpcMessage::Notification(n)))
-                    if matches!(
-                        n.notification,
-                        ServerNotification::LoggingMessageNotification(_)
-                    ) && crate::session::pending_logs::is_log(&self.line) =>
-                {
-                    self.logs.arrived();
-                }
-                Ok(Some(JsonRpcMessage::Notification(n)))
-                    if matches!(n.notification, ServerNotification::ProgressNotification(_)) =>
-                {
-                    self.logs.arrived();
-                }
-                _ => {}
+    fn take(&mut self) -> Taken {
+        let parsed = crate::transport::replies::decode(&self.line);
+        match &parsed {
+            Ok(Some(JsonRpcMessage::Response(r)))
+                if matches!(r.result, ServerResult::ListToolsResult(_)) =>
+            {
+                crate::transport::executions::note(&self.executions, &self.line);
             }
-            self.line.clear();
-            match parsed {
-                // A reply to one of wf's direct requests goes to its caller, not to rmcp.
-                Ok(Some(message)) => self.direct.route(message),
-                Ok(None) => None,
-                Err(JsonRpcMessageCodecError::Serde(e)) => {
-                    match e.classify() {
-                        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                            tracing::debug!("ignoring an unparsable upstream message: {e}");
-                        }
-                        serde_json::error::Category::Data | serde_json::error::Category::Io => {
-                            tracing::debug!("protocol error on an upstream message: {e}");
-                            let refusal = TxJsonRpcMessage::<RoleClient>::error(
-                                ErrorData::invalid_request("Invalid request", None),
-                                None,
-                            );
-                            // Written on its own: this future may be dropped at any await.
-                            drop(tokio::spawn(write(&self.stdin, &refusal)));
-                        }
+            Ok(Some(JsonRpcMessage::Notification(n)))
+                if matches!(
+                    n.notification,
+                    ServerNotification::LoggingMessageNotification(_)
+                ) && crate::session::pending_logs::is_log(&self.line) =>
+            {
+                self.logs.arrived();
+            }
+            Ok(Some(JsonRpcMessage::Notification(n)))
+                if matches!(n.notification, ServerNotification::ProgressNotification(_)) =>
+            {
+                self.logs.arrived();
+            }
+            _ => {}
+        }
+        self.line.clear();
+        match parsed {
+            // A reply to one of wf's direct requests goes to its caller, not to rmcp.
+            Ok(Some(message)) => self.direct.route(message).map_or(Taken::Done, Taken::Rmcp),
+            Ok(None) => Taken::Done,
+            Err(JsonRpcMessageCodecError::Serde(e)) => {
+                match e.classify() {
+                    serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                        tracing::debug!("ignoring an unparsable upstream message: {e}");
                     }
-                    None
+                    serde_json::error::Category::Data | serde_json::error::Category::Io => {
+                        tracing::debug!("protocol error on an upstream message: {e}");
+                        let refusal = TxJsonRpcMessage::<RoleClient>::error(
+                            ErrorData::invalid_request("Invalid request", None),
+                            None,
+                        );
+                        // Written on its own: this future may be dropped at any await.
+                        drop(tokio::spawn(write(&self.stdin, &refusal)));
+                    }
                 }
-                // The codec's other errors are I/O, which the line read
-                // already reported; a line in hand is never one.
-                Err(e) => {
-                    tracing::debug!("an upstream line rmcp's codec refused: {e}");
-                    None
-                }
+                Taken::Done
+            }
+            Err(e) => {
+                tracing::error!("reading the upstream's stdout: {e}");
+                Taken::End
             }
         }
     }
@@ -528,9 +536,17 @@ impl wf_plugin_api::io_watch::Pump for HostPump {
             match read {
                 std::task::Poll::Pending => return Readiness::Drained,
                 std::task::Poll::Ready(Ok(_)) if lines.line.ends_with(b"\n") => {
-                    if let Some(message) = lines.take() {
+                    match lines.take() {
                         // Room was checked above; only this thread sends.
-                        let _ = rmcp.try_send(message);
+                        Taken::Rmcp(message) => {
+                            let _ = rmcp.try_send(message);
+                        }
+                        Taken::Done => {}
+                        Taken::End => {
+                            lines.direct.end();
+                            st.rmcp = None;
+                            return Readiness::Closed;
+                        }
                     }
                 }
                 std::task::Poll::Ready(end) => {
