@@ -5,7 +5,7 @@ against a frozen copy of its API in tests/compat), in every isolation mode
 
 - tests/compat/plugin-v1_0 is built against wf-plugin-api 1.0.0 (a frozen copy,
   tests/compat/wf-plugin-api-1.0.0) and must load and work in today's host
-  (1.6.x) — including when the host sends it an
+  (1.7.x) — including when the host sends it an
   operation 1.0 does not know, and when it reports a lost session in the
   pre-1.2 words (`upstream` + "upstream session restarted; state lost"), which
   the host must still read as the typed `state_lost`;
@@ -24,11 +24,16 @@ against a frozen copy of its API in tests/compat), in every isolation mode
   its own runtime serves its calls over the call lane; and it meets 1.6's rounds:
   it asks two questions one at a time (it has no `ask_round`), which a 2026-07-28
   client gets as two rounds of wf's own keys and a 2025-11-25 client as two requests;
+- tests/compat/plugin-v1_6 (wf-plugin-api 1.6.0) uses what 1.6 added: it asks two
+  questions as one round (`ask_round`), which a 2026-07-28 client gets as one round
+  under the plugin's keys and a 2025-11-25 client as two requests; and it meets 1.7's
+  descriptor watch (`next_watch`), which its older glue answers unsupported;
 - the bad-version fixture claims 2.0.0 and must be refused with its one line.
 
 tests/run builds the compat plugins into target/compat and sets
 WF_COMPAT_PLUGIN (1.0), WF_COMPAT_PLUGIN_V1_1, WF_COMPAT_PLUGIN_V1_2,
-WF_COMPAT_PLUGIN_V1_3, WF_COMPAT_PLUGIN_V1_4 and WF_COMPAT_PLUGIN_V1_5.
+WF_COMPAT_PLUGIN_V1_3, WF_COMPAT_PLUGIN_V1_4, WF_COMPAT_PLUGIN_V1_5 and
+WF_COMPAT_PLUGIN_V1_6.
 """
 
 from __future__ import annotations
@@ -541,3 +546,67 @@ async def test_a_1_5_plugins_asks_reach_a_2026_client_as_rounds_of_wfs_keys(comp
     assert not isinstance(r, InputRequiredResult), r
     assert seen == COMPAT15_ASKS
     compat15_done(compat15_wf, r)
+
+
+# ---- wf-plugin-api 1.6: asks as one round, in a 1.7 host (which also asks it for descriptors)
+
+
+@pytest.fixture(params=ISOLATIONS)
+def compat16_wf(request: pytest.FixtureRequest, wf: Wf) -> CompatWf:
+    installed = wf.install_file(compat_file("WF_COMPAT_PLUGIN_V1_6", "plugin-v1_6"))
+    return CompatWf(wf, isolate(wf, request.param, [installed], ["compat-v1-6"]), request.param)
+
+
+def test_a_1_6_plugin_loads(compat16_wf: CompatWf) -> None:
+    doc = compat16_wf.plugins_json()
+    ours = [p for p in doc["loaded"] if p["name"] == "compat-v1-6"]
+    assert len(ours) == 1 and ours[0]["api_version"] == "1.6.0", doc
+    major, minor = (int(x) for x in doc["host_api"].split(".")[:2])
+    assert (major, minor) > (1, 6), f"the host must be newer than the plugin: {doc['host_api']}"
+
+
+COMPAT16_ASKS = {"name": "compat 1.6 asks your name", "check": "compat 1.6 asks whether to go on"}
+
+
+def compat16_done(r) -> None:
+    assert not r.is_error, content_text(r.content)
+    got = r.structured_content
+    assert got == {"greeting": f"hello from api 1.6, {ANSWER_NAME}", "check": True}, got
+
+
+async def test_a_1_6_plugins_round_reaches_a_2025_client_one_request_each(compat16_wf: CompatWf) -> None:
+    """A 2025-11-25 client cannot take a round: wf asks it each request in key
+    order (`check`, then `name`)."""
+    a = Answerer()
+    with anyio.fail_after(60):
+        async with Client(compat16_wf.params(), mode="legacy", **a.callbacks()) as c:
+            r = await c.call_tool("compat16__ask", {})
+    compat16_done(r)
+    assert [e.message for e in a.elicitations] == [COMPAT16_ASKS["check"], COMPAT16_ASKS["name"]], a.elicitations
+
+
+async def test_a_1_6_plugins_round_reaches_a_2026_client_as_one_round_of_its_keys(compat16_wf: CompatWf) -> None:
+    """A 2026-07-28 client gets the plugin's round whole: one input-required
+    result with both requests under the plugin's own keys; one answer each
+    goes back with the round's `requestState`."""
+    from mcp_types import InputRequiredResult
+
+    with anyio.fail_after(60):
+        async with Client(compat16_wf.params(), mode="auto", **Answerer().callbacks()) as c:
+            r = await c.session.call_tool("compat16__ask", {}, allow_input_required=True)
+            assert isinstance(r, InputRequiredResult), r
+            assert r.input_requests is not None and r.request_state, r
+            assert {k: req.params.message for k, req in r.input_requests.items()} == COMPAT16_ASKS, r
+            assert all(req.method == "elicitation/create" for req in r.input_requests.values()), r
+            r = await c.session.call_tool(
+                "compat16__ask",
+                {},
+                input_responses={
+                    "name": {"action": "accept", "content": {"name": ANSWER_NAME}},
+                    "check": {"action": "accept", "content": {"check": True}},
+                },
+                request_state=r.request_state,
+                allow_input_required=True,
+            )
+    assert not isinstance(r, InputRequiredResult), r
+    compat16_done(r)
