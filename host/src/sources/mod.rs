@@ -7,7 +7,7 @@ mod asks;
 mod call;
 mod handle;
 #[cfg(unix)]
-mod io_watch;
+pub mod io_watch;
 pub mod listen_gate;
 mod logs;
 pub mod node_schemas;

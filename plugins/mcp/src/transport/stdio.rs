@@ -319,6 +319,9 @@ fn write(
 }
 
 /// What one complete line was for.
+// Only ever returned and matched at once, never stored: boxing the message
+// would cost an allocation for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Taken {
     /// A message for rmcp.
     Rmcp(RxJsonRpcMessage<RoleClient>),
