@@ -247,11 +247,18 @@ async fn dispatch<S: Source>(
         SourceRequest::OpenSession { lease } => reply(source.open_session(lease.as_deref())).await,
         SourceRequest::OpenLease => reply(source.open_lease()).await,
         SourceRequest::CloseLease { lease } => reply(source.close_lease(&lease)).await,
+        // Through `reply`, which boxes it: the long poll's future would
+        // otherwise size every call's.
         SourceRequest::NextWatch => match source.io_watch() {
-            Some(watch) => match watch.next().await {
-                Some(offer) => to_json(&offer),
-                None => Err(PluginError::unsupported("no descriptors to watch here")),
-            },
+            Some(watch) => {
+                reply(async move {
+                    watch
+                        .next()
+                        .await
+                        .ok_or_else(|| PluginError::unsupported("no descriptors to watch here"))
+                })
+                .await
+            }
             None => Err(PluginError::unsupported(
                 "this source offers no descriptors",
             )),
