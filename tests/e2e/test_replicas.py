@@ -273,12 +273,19 @@ def test_the_replicas_example_runs(wf: Wf) -> None:
 
 
 def free_ports_from(n: int) -> int:
-    """A first port such that it and the next n-1 are free on loopback now."""
+    """A first port such that it and the next n-1 are free on loopback now,
+    below the kernel's ephemeral range: the script binds them only after
+    setting up PostgreSQL, and meanwhile another test's outgoing connection
+    could take one from that range (seen: "cannot bind … Address already in use")."""
     import random
     import socket
 
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
     for _ in range(100):
-        base = random.randrange(20000, 40000)
+        base = random.randrange(20000, max(low - n, 20001))
         try:
             socks = []
             for p in range(base, base + n):
