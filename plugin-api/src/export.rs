@@ -145,12 +145,38 @@ struct SourceAdapter<S> {
     lane: Arc<crate::lane::LaneSource>,
 }
 
+impl<S: Source> SourceAdapter<S> {
+    /// `readable`, the host's reactor reading for this source (1.7): done
+    /// now, on the host's thread, without a call's context (no token, no
+    /// asks, nothing to cancel), for it comes with every reply an upstream
+    /// writes.
+    fn readable(&self, watch: u64, ctx: CallContextBox) -> FfiFuture<RResult<RString, RString>> {
+        drop(ctx);
+        let read = catch_unwind(AssertUnwindSafe(|| {
+            // The pump may spawn and send on this plugin's runtime.
+            let _enter = runtime().enter();
+            match self.source.io_watch() {
+                Some(w) => w.readable(watch),
+                None => crate::io_watch::Readiness::Closed,
+            }
+        }));
+        let out = match read {
+            Ok(readiness) => ROk(RString::from(readiness.as_json())),
+            Err(p) => RErr(err_json(panicked(p))),
+        };
+        std::future::ready(out).into_ffi()
+    }
+}
+
 impl<S: Source> SourceFfi for SourceAdapter<S> {
     fn request(
         &self,
         request: RString,
         ctx: CallContextBox,
     ) -> FfiFuture<RResult<RString, RString>> {
+        if let Some(watch) = SourceRequest::readable_watch(request.as_str()) {
+            return self.readable(watch, ctx);
+        }
         let source = self.source.clone();
         let lane = Arc::downgrade(&self.lane);
         let started = catch_unwind(AssertUnwindSafe(|| {

@@ -34,6 +34,17 @@ pub enum Readiness {
     Closed,
 }
 
+impl Readiness {
+    /// As JSON, the answer to `readable`, without serde.
+    pub(crate) fn as_json(self) -> &'static str {
+        match self {
+            Readiness::Drained => r#""drained""#,
+            Readiness::More => r#""more""#,
+            Readiness::Closed => r#""closed""#,
+        }
+    }
+}
+
 /// Reads an offered descriptor when the host says it is readable. Runs on
 /// the host's thread, inside this plugin's runtime context; it must not
 /// block (the descriptor is non-blocking).
@@ -192,6 +203,13 @@ mod tests {
     use super::*;
     use std::os::fd::{AsFd, FromRawFd, OwnedFd};
     use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn readiness_is_written_as_serde_writes_it() {
+        for r in [Readiness::Drained, Readiness::More, Readiness::Closed] {
+            assert_eq!(r.as_json(), serde_json::to_string(&r).unwrap());
+        }
+    }
 
     struct Count(AtomicUsize);
     impl Pump for Count {

@@ -693,6 +693,19 @@ impl SourceRequest {
         }
         serde_json::from_str::<Op>(request_json).ok().map(|o| o.op)
     }
+    /// The watch of a `readable` request as a host writes it
+    /// (`{"op":"readable","watch":N}`), read without serde: it comes with
+    /// every reply an upstream writes. Any other text is `None`, and takes
+    /// [`SourceRequest::parse`].
+    pub(crate) fn readable_watch(text: &str) -> Option<u64> {
+        let digits = text
+            .strip_prefix(r#"{"op":"readable","watch":"#)?
+            .strip_suffix('}')?;
+        if digits.is_empty() || digits.len() > 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse().ok()
+    }
     /// Parses a request. The two per-call operations (`call_tool`,
     /// `run_node`) take a direct path: serde reads an internally tagged enum
     /// by first copying the whole request, arguments included, into a
@@ -839,6 +852,33 @@ mod tests {
             SourceRequest::op_name(r#"{"op":"subscribe_resource","uri":"x://y"}"#).as_deref(),
             Some("subscribe_resource")
         );
+    }
+
+    /// The host's `readable` is read without serde exactly when serde
+    /// would read the same watch from it; any other shape takes the general
+    /// parse (and its answer or error).
+    #[test]
+    fn the_direct_read_of_readable_agrees_with_the_general_one() {
+        for watch in [0u64, 7, 123_456, u64::MAX] {
+            let text = format!(r#"{{"op":"readable","watch":{watch}}}"#);
+            assert_eq!(SourceRequest::readable_watch(&text), Some(watch));
+            assert_eq!(
+                SourceRequest::parse(&text).unwrap(),
+                SourceRequest::Readable { watch }
+            );
+        }
+        for other in [
+            r#"{"watch":7,"op":"readable"}"#,
+            r#"{"op":"readable", "watch":7}"#,
+            r#"{"op":"readable","watch":-7}"#,
+            r#"{"op":"readable","watch":}"#,
+            r#"{"op":"readable","watch":7.5}"#,
+            r#"{"op":"readable","watch":99999999999999999999}"#,
+            r#"{"op":"readable","watch":7}x"#,
+            r#"{"op":"next_watch"}"#,
+        ] {
+            assert_eq!(SourceRequest::readable_watch(other), None, "{other}");
+        }
     }
 
     #[test]

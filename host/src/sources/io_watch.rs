@@ -21,9 +21,9 @@ use wf_plugin_api::{ErrorCode, PluginError};
 
 use super::call::CallCtx;
 
-/// How often a quiet descriptor is asked whether its watch still stands: a
-/// session that ended without its pipe closing (a grandchild that kept the
-/// write end) must not keep its descriptor here for ever.
+/// How often a descriptor is asked whether its watch still stands, readable
+/// or not: a session that ended without its pipe closing (a grandchild that
+/// kept the write end) must not keep its descriptor here for ever.
 const QUIET_CHECK: Duration = Duration::from_secs(30);
 
 /// How long to wait before reading again a descriptor whose source could
@@ -126,17 +126,25 @@ async fn watch(name: String, obj: Arc<SourceBox>, watch: u64, fd: OwnedFd) {
         }
     };
     let readable = format!(r#"{{"op":"readable","watch":{watch}}}"#);
+    // One timer for the watch's life, not one a wait: every reply waits here.
+    let quiet = tokio::time::sleep(QUIET_CHECK);
+    tokio::pin!(quiet);
     loop {
-        let ready = match tokio::time::timeout(QUIET_CHECK, fd.readable()).await {
-            Ok(Ok(guard)) => Some(guard),
-            Ok(Err(e)) => {
-                tracing::error!(source = %name, "watching an upstream's descriptor: {e}");
-                return;
+        let ready = tokio::select! {
+            ready = fd.readable() => match ready {
+                Ok(guard) => Some(guard),
+                Err(e) => {
+                    tracing::error!(source = %name, "watching an upstream's descriptor: {e}");
+                    return;
+                }
+            },
+            () = &mut quiet => {
+                quiet.as_mut().reset(tokio::time::Instant::now() + QUIET_CHECK);
+                None
             }
-            Err(_) => None,
         };
         let answer = request(&obj, readable.clone()).await.and_then(|text| {
-            serde_json::from_str::<Readiness>(&text)
+            readiness(&text)
                 .map_err(|e| PluginError::internal(format!("malformed plugin reply: {e}")))
         });
         match answer {
@@ -156,11 +164,37 @@ async fn watch(name: String, obj: Arc<SourceBox>, watch: u64, fd: OwnedFd) {
     }
 }
 
+/// An answer to `readable`: the three texts the export glue writes read at
+/// once, anything else through serde.
+fn readiness(text: &str) -> serde_json::Result<Readiness> {
+    match text {
+        r#""drained""# => Ok(Readiness::Drained),
+        r#""more""# => Ok(Readiness::More),
+        r#""closed""# => Ok(Readiness::Closed),
+        _ => serde_json::from_str(text),
+    }
+}
+
 /// One source request, outside any call.
 async fn request(obj: &Arc<SourceBox>, text: String) -> Result<String, PluginError> {
     let (ffi, _call) = CallCtx::new().into_ffi(None, None);
     match obj.request(RString::from(text), ffi).await.into_result() {
         Ok(json) => Ok(json.into_string()),
         Err(e) => Err(PluginError::from_json(e.as_str())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_reads_as_serde_does() {
+        for r in [Readiness::Drained, Readiness::More, Readiness::Closed] {
+            let text = serde_json::to_string(&r).unwrap();
+            assert_eq!(readiness(&text).unwrap(), r);
+            assert_eq!(readiness(&format!(" {text} ")).unwrap(), r);
+        }
+        assert!(readiness(r#""later""#).is_err());
     }
 }

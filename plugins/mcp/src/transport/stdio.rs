@@ -433,7 +433,7 @@ fn host_read(
     // Taken from this runtime's reactor, whose thread would otherwise wake
     // for every line too.
     let pipe = RawPipe::new(stdout.into_owned_fd()?)?;
-    let offered = pipe.0.as_fd().try_clone_to_owned()?;
+    let offered = pipe.file.as_fd().try_clone_to_owned()?;
     let (tx, rx) = tokio::sync::mpsc::channel(RMCP_BACKLOG);
     let pump = std::sync::Arc::new(HostPump(std::sync::Mutex::new(PumpState {
         lines: lines(pipe),
@@ -458,8 +458,18 @@ fn host_read(
 /// A non-blocking pipe read without a reactor: `Pending` means "nothing
 /// now", and wakes no one. Only [`HostPump`] polls it (with a no-op waker),
 /// when the host says the pipe is readable.
+///
+/// A read that filled less than it asked for emptied the pipe, so the next
+/// poll answers `Pending` without the system call that would only say so,
+/// as tokio's own readers do: the reply's pump makes one read, not two. A
+/// writer's next bytes are a new edge for the host's `epoll`, so nothing
+/// waits unread.
 #[cfg(unix)]
-struct RawPipe(std::fs::File);
+struct RawPipe {
+    file: std::fs::File,
+    /// The last read was short: the pipe was empty after it.
+    emptied: bool,
+}
 #[cfg(not(unix))]
 struct RawPipe;
 
@@ -475,7 +485,10 @@ impl RawPipe {
                 return Err(std::io::Error::last_os_error());
             }
         }
-        Ok(Self(std::fs::File::from(fd)))
+        Ok(Self {
+            file: std::fs::File::from(fd),
+            emptied: false,
+        })
     }
 }
 
@@ -486,17 +499,27 @@ impl tokio::io::AsyncRead for RawPipe {
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
         #[cfg(unix)]
-        loop {
-            use std::io::Read;
-            return match (&self.0).read(buf.initialize_unfilled()) {
-                Ok(n) => {
-                    buf.advance(n);
-                    std::task::Poll::Ready(Ok(()))
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::task::Poll::Pending,
-                Err(e) => std::task::Poll::Ready(Err(e)),
-            };
+        {
+            let this = self.get_mut();
+            if std::mem::take(&mut this.emptied) {
+                return std::task::Poll::Pending;
+            }
+            loop {
+                use std::io::Read;
+                let room = buf.remaining();
+                return match (&this.file).read(buf.initialize_unfilled()) {
+                    Ok(n) => {
+                        buf.advance(n);
+                        this.emptied = n > 0 && n < room;
+                        std::task::Poll::Ready(Ok(()))
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::task::Poll::Pending
+                    }
+                    Err(e) => std::task::Poll::Ready(Err(e)),
+                };
+            }
         }
         #[cfg(not(unix))]
         {
