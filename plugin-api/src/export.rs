@@ -417,6 +417,108 @@ mod tests {
         wait_for(until).await
     }
 
+    /// A source whose one offered descriptor's pump counts its calls, and
+    /// panics from the third on.
+    #[cfg(unix)]
+    struct Watching {
+        watch: crate::io_watch::IoWatch,
+        _watched: crate::io_watch::Watched,
+        _pipe: std::io::PipeWriter,
+    }
+    #[cfg(unix)]
+    struct Pumped(std::sync::atomic::AtomicUsize);
+    #[cfg(unix)]
+    impl crate::io_watch::Pump for Pumped {
+        fn readable(&self) -> crate::io_watch::Readiness {
+            let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            assert!(n < 2, "the pump fails on its third call");
+            [
+                crate::io_watch::Readiness::Drained,
+                crate::io_watch::Readiness::More,
+            ][n]
+        }
+    }
+    #[cfg(unix)]
+    impl Plugin for Watching {
+        type Source = Watching;
+        fn manifest() -> Manifest {
+            Manifest::new("watching", "0.0.0").kind("watching")
+        }
+        fn new(_host: Host) -> Result<Self, PluginError> {
+            Watching::new()
+        }
+        fn create_source(&self, _spec: SourceSpec) -> Result<Watching, PluginError> {
+            Watching::new()
+        }
+    }
+    #[cfg(unix)]
+    impl Watching {
+        fn new() -> Result<Self, PluginError> {
+            use std::os::fd::AsFd;
+            let watch = crate::io_watch::IoWatch::new();
+            let (r, w) = std::io::pipe().map_err(|e| PluginError::internal(e.to_string()))?;
+            let pump = std::sync::Arc::new(Pumped(Default::default()));
+            let watched = watch
+                .offer(r.as_fd(), pump)
+                .map_err(|e| PluginError::internal(e.to_string()))?;
+            Ok(Self {
+                watch,
+                _watched: watched,
+                _pipe: w,
+            })
+        }
+    }
+    #[cfg(unix)]
+    impl Source for Watching {
+        async fn catalog(&self) -> Result<Catalog, PluginError> {
+            Ok(Catalog::default())
+        }
+        async fn call_tool(
+            &self,
+            _name: &str,
+            _arguments: Value,
+            _ctx: CallContext,
+        ) -> Result<CallResult, PluginError> {
+            Ok(CallResult::text("none"))
+        }
+        fn io_watch(&self) -> Option<&crate::io_watch::IoWatch> {
+            Some(&self.watch)
+        }
+    }
+
+    /// `readable`, as a host sends it, reaches the watch's pump through the
+    /// export glue and answers what the pump said; an unknown watch, or a
+    /// source that offers none, answers `closed`; a pump that panics is an
+    /// error, and the source goes on answering.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn readable_reaches_the_pump_through_the_glue() {
+        use crate::io_watch::Readiness;
+        use crate::types::SourceRequest;
+        let h = Harness::start::<Watching>().unwrap();
+        let src = h.source("w", "watching", json!({})).unwrap();
+        let offer: crate::io_watch::WatchOffer =
+            src.request(&SourceRequest::NextWatch).await.unwrap();
+        // SAFETY: the offer's descriptor is a duplicate made for the host (us).
+        drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(offer.fd) });
+        let readable = |watch| SourceRequest::Readable { watch };
+        let r: Readiness = src.request(&readable(offer.watch)).await.unwrap();
+        assert_eq!(r, Readiness::Drained);
+        let r: Readiness = src.request(&readable(offer.watch)).await.unwrap();
+        assert_eq!(r, Readiness::More);
+        let e = src
+            .request::<Readiness>(&readable(offer.watch))
+            .await
+            .unwrap_err();
+        assert!(e.message.contains("panicked"), "{e:?}");
+        let r: Readiness = src.request(&readable(offer.watch + 1)).await.unwrap();
+        assert_eq!(r, Readiness::Closed);
+        let trail = Harness::start::<Trail>().unwrap();
+        let t = trail.source("t", "trail", json!({})).unwrap();
+        let r: Readiness = t.request(&readable(1)).await.unwrap();
+        assert_eq!(r, Readiness::Closed);
+    }
+
     #[tokio::test]
     async fn cancellation_signals_then_drops() {
         let _one = SERIAL.lock().await;
