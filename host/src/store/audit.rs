@@ -113,37 +113,53 @@ const ROWS_PER_INSERT: [usize; 6] = [32, 16, 8, 4, 2, 1];
 /// Arguments of one row, in the order of [`inserts`]' columns.
 const ARGS_PER_ROW: usize = 25;
 
-/// The `INSERT` of each size in [`ROWS_PER_INSERT`], in that order.
-fn inserts() -> &'static [String; 6] {
-    static TEXTS: std::sync::LazyLock<[String; 6]> = std::sync::LazyLock::new(|| {
-        ROWS_PER_INSERT.map(|rows| {
-            let values = (0..rows)
-                .map(|r| {
-                    let first = r * ARGS_PER_ROW + 1;
-                    let slots = (first..first + ARGS_PER_ROW)
-                        .map(|i| format!("?{i}"))
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    format!("({slots})")
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            format!(
-                "INSERT INTO audit_records (id, at, principal, groups, client, transport, \
-                 endpoint, kind, capability, source, target, decision, policies, quota, outcome, \
-                 error, duration_us, bytes_in, bytes_out, arguments, result, trace_id, run_id, \
-                 node_id, replica) VALUES {values} ON CONFLICT (id) DO NOTHING"
-            )
-        })
-    });
-    &TEXTS
+/// The `INSERT` of each size in [`ROWS_PER_INSERT`], in that order, for
+/// `backend`. A record already written (its id) is skipped on both.
+///
+/// On SQLite the statement says `OR IGNORE` rather than only `ON CONFLICT
+/// (id) DO NOTHING`: a statement of many rows that could abort halfway (a
+/// `NOT NULL` column's default is to abort) needs a statement journal inside
+/// the batch's transaction, and past 64 KiB of changed pages SQLite writes
+/// it to a new temporary file in `/var/tmp`, a `pwrite` for every page: 70%
+/// of the writer's `pwrite`s under 16 sessions (docs/performance/gateways.md,
+/// "The audit batch's statement journal"). With `OR IGNORE` nothing can
+/// abort, so there is no journal. No record breaks a column's rule (the
+/// writer fills each one), and one that did would be skipped, not fail its
+/// batch.
+fn inserts(backend: &str) -> &'static [String; 6] {
+    static SQLITE: std::sync::LazyLock<[String; 6]> =
+        std::sync::LazyLock::new(|| insert_texts("INSERT OR IGNORE INTO", ""));
+    static POSTGRES: std::sync::LazyLock<[String; 6]> =
+        std::sync::LazyLock::new(|| insert_texts("INSERT INTO", " ON CONFLICT (id) DO NOTHING"));
+    if backend == "sqlite" {
+        &SQLITE
+    } else {
+        &POSTGRES
+    }
+}
+
+fn insert_texts(insert: &str, on_conflict: &str) -> [String; 6] {
+    ROWS_PER_INSERT.map(|rows| {
+        let values = (0..rows)
+            .map(|r| {
+                let first = r * ARGS_PER_ROW + 1;
+                let slots = (first..first + ARGS_PER_ROW)
+                    .map(|i| format!("?{i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                format!("({slots})")
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!("{insert} audit_records ({COLUMNS}) VALUES {values}{on_conflict}")
+    })
 }
 
 /// `records` as the fewest `INSERT`s of [`ROWS_PER_INSERT`]'s sizes.
-fn insert_all(records: &[AuditRecord]) -> Vec<Stmt> {
+fn insert_all(backend: &str, records: &[AuditRecord]) -> Vec<Stmt> {
     let mut out = Vec::new();
     let mut rest = records;
-    for (rows, sql) in ROWS_PER_INSERT.iter().zip(inserts().iter()) {
+    for (rows, sql) in ROWS_PER_INSERT.iter().zip(inserts(backend).iter()) {
         while rest.len() >= *rows {
             let (these, after) = rest.split_at(*rows);
             let mut values = Vec::with_capacity(rows * ARGS_PER_ROW);
@@ -279,7 +295,7 @@ impl Store {
         if records.is_empty() {
             return Ok(());
         }
-        self.db.bulk(insert_all(records)).await?;
+        self.db.bulk(insert_all(self.db.backend(), records)).await?;
         Ok(())
     }
 
@@ -397,7 +413,7 @@ mod tests {
             let records: Vec<_> = (0..n)
                 .map(|i| record(&format!("r{i}"), i as i64, "alice", "fs__read", "ok"))
                 .collect();
-            insert_all(&records)
+            insert_all("sqlite", &records)
                 .iter()
                 .map(|(sql, values)| {
                     let rows = values.len() / ARGS_PER_ROW;
@@ -569,6 +585,78 @@ mod tests {
             .map(|r| r.id)
             .collect();
         assert_eq!(kept, ["b4", "m3", "a2"]);
+    }
+
+    /// A batch's statements write nothing but the database's own pages on
+    /// SQLite: no statement journal. A statement of many rows that may abort
+    /// halfway needs one inside a transaction, and past 64 KiB of changed
+    /// pages SQLite writes it to a temporary file (a new one in `/var/tmp`
+    /// each batch, a `pwrite` for every page). Here each row lands on a
+    /// different page of `audit_by_principal`, so 32 rows change far more
+    /// than 64 KiB; the writes are counted on this thread alone, before the
+    /// commit writes the WAL.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_batch_takes_no_statement_journal_on_sqlite() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        let earlier: Vec<AuditRecord> = (0..4_000)
+            .map(|i| {
+                record(
+                    &format!("e{i:05}"),
+                    i,
+                    &format!("p{i:05}"),
+                    "fs__read",
+                    "ok",
+                )
+            })
+            .collect();
+        s.put_audit(&earlier).await.unwrap();
+        let batch: Vec<AuditRecord> = (0..32)
+            .map(|i| {
+                record(
+                    &format!("n{i:05}"),
+                    9_000 + i,
+                    &format!("p{:05}a", i * 125),
+                    "fs__read",
+                    "ok",
+                )
+            })
+            .collect();
+        let stmts = insert_all(s.db.backend(), &batch);
+        assert_eq!(stmts.len(), 1);
+        let mut c = rusqlite::Connection::open(dir.path().join("wf.db")).unwrap();
+        let tx = c.transaction().unwrap();
+        let writes = || {
+            let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+            io.lines()
+                .find_map(|l| l.strip_prefix("syscw: "))
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        };
+        let before = writes();
+        let (sql, args) = &stmts[0];
+        assert_eq!(
+            super::super::db::sqlite_execute(&tx, sql, args).unwrap(),
+            32
+        );
+        let during = writes() - before;
+        tx.commit().unwrap();
+        assert_eq!(during, 0, "writes while the statement ran: {during}");
+        assert_eq!(s.audit_rows().await.unwrap(), 4_032);
+        // A row a column's rule refuses (no principal) is skipped, and the
+        // rest of its statement goes in.
+        let two = [
+            record("x1", 9_500, "alice", "fs__read", "ok"),
+            record("x2", 9_501, "bob", "fs__read", "ok"),
+        ];
+        let (sql, mut args) = insert_all(s.db.backend(), &two).remove(0);
+        args[2] = Arg::from(None::<String>);
+        assert_eq!(super::super::db::sqlite_execute(&c, sql, &args).unwrap(), 1);
+        let kept = s.audit(&AuditFilter::default()).await.unwrap();
+        assert_eq!(kept[0].id, "x2");
+        assert!(kept.iter().all(|r| r.id != "x1"));
     }
 
     /// Which index SQLite walks for each filter the operator manual names,

@@ -218,7 +218,7 @@ fn sqlite_query(c: &Connection, sql: &str, args: &[Arg]) -> Result<Vec<Row>> {
     Ok(rows.collect::<std::result::Result<_, _>>()?)
 }
 
-fn sqlite_execute(c: &Connection, sql: &str, args: &[Arg]) -> Result<u64> {
+pub(super) fn sqlite_execute(c: &Connection, sql: &str, args: &[Arg]) -> Result<u64> {
     let mut st = c.prepare_cached(sql)?;
     Ok(st.execute(rusqlite::params_from_iter(args))? as u64)
 }
