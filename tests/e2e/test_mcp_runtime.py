@@ -139,6 +139,32 @@ async def test_progress_notifications_are_forwarded(
     assert seen == [(float(i), 4.0, f"step {i}") for i in range(1, 5)]
 
 
+async def test_a_call_that_asks_for_progress_takes_wfs_own_path(
+    wf: Wf, fixture_upstream_bin: Path, front: tuple[str, str], upstream_events: UpstreamEvents
+) -> None:
+    """A call whose client asked for progress skips rmcp's client service, as one that did
+    not ask does (plugins/mcp/src/runtime/direct.rs): the upstream sees wf's own request id,
+    `wf-<n>`, where rmcp's client numbers its requests. Progress still arrives
+    (test_progress_notifications_are_forwarded, test_mcp_everything.py)."""
+    source = {"command": str(fixture_upstream_bin), "args": upstream_events.args()}
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    async with fx_client(wf, fixture_upstream_bin, front, **source) as c:
+        with anyio.fail_after(OP_TIMEOUT):
+            assert await structured(c, "fx__slow", {"ms": 1}) == {"slept_ms": 1}
+            result = await c.call_tool("fx__slow", {"ms": 2}, progress_callback=on_progress)
+            assert result.structured_content == {"slept_ms": 2}
+            result = await c.call_tool("fx__progress", {"steps": 2, "interval_ms": 20}, progress_callback=on_progress)
+            assert result.structured_content == {"steps": 2}
+    ids = [e["request_id"] for e in upstream_events.read() if e["event"] == "call" and e.get("tool") == "slow"]
+    assert len(ids) == 2, ids
+    assert all(isinstance(i, str) and i.startswith("wf-") for i in ids), ids
+    assert seen == [1.0, 2.0]
+
+
 async def test_prompt_and_resource_through_wf(wf: Wf, fixture_upstream_bin: Path, front: tuple[str, str]) -> None:
     async with fx_client(wf, fixture_upstream_bin, front) as c:
         with anyio.fail_after(OP_TIMEOUT):

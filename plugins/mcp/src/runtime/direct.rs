@@ -6,25 +6,30 @@
 //! through its responder pool: a task wake-up and a thread hand-off more each
 //! way, and about 100 K instructions a call (docs/performance/call-path.md).
 //!
-//! Which calls take it: a `tools/call` (every round of one) whose caller sent
-//! no progress token, to a stdio upstream. Everything else goes through rmcp:
-//! a caller that wants progress (its subscription is keyed by rmcp's token),
-//! an HTTP upstream (rmcp's streamable HTTP client owns the exchange), tasks,
-//! and every other request. The rest is what rmcp's path does: the same
-//! `_meta` (the session's envelope, the call's forwarded keys, the trace
-//! context, a progress token), the caller registered for what the upstream
-//! asks back, the call timeout, `notifications/cancelled` when the call is
-//! dropped or times out, log settling, and errors through `failure`.
+//! Which calls take it: a `tools/call` (every round of one) to a stdio
+//! upstream. Everything else goes through rmcp: an HTTP upstream (rmcp's
+//! streamable HTTP client owns the exchange), tasks, and every other request.
+//! The rest is what rmcp's path does: the same `_meta` (the session's
+//! envelope, the call's forwarded keys, the trace context, a progress token
+//! when the caller asked for progress: the request's own id), progress
+//! forwarded (the upstream's notifications still come through rmcp's service
+//! to the session's `Progress`, keyed by that token), the caller registered
+//! for what the upstream asks back, the call timeout,
+//! `notifications/cancelled` when the call is dropped or times out, log
+//! settling, and errors through `failure`.
 
 use std::sync::Arc;
 
-use rmcp::model::{ClientRequest, ServerResult};
+use rmcp::model::{ClientRequest, ProgressToken, ServerResult};
 use rmcp::service::ServiceError;
 use rmcp::transport::DynamicTransportError;
 use rmcp::{Peer, RoleClient};
 use wf_plugin_api::{CallContext, PluginError};
 
-use super::{CancelOnDrop, InFlight, LOG_GRACE, Runtime, listen, request_meta, wants_progress};
+use super::{
+    CancelOnDrop, InFlight, LOG_GRACE, PROGRESS_GRACE, Runtime, listen, request_meta,
+    wants_progress,
+};
 use crate::config::Transport;
 use crate::runtime::deadlines::Deadline;
 use crate::session::client::McpClient;
@@ -42,7 +47,7 @@ impl Runtime {
     ) -> Result<(ServerResult, u64), PluginError> {
         // rmcp's path is boxed where it is taken: inline, its future (kilobytes)
         // sized every call's, which is moved and boxed whole at the ABI.
-        if !matches!(self.config.transport, Transport::Stdio { .. }) || wants_progress(ctx) {
+        if !matches!(self.config.transport, Transport::Stdio { .. }) {
             return Box::pin(self.request(request, Some(ctx))).await;
         }
         let mut request = request;
@@ -74,11 +79,25 @@ impl Runtime {
         };
         let id = pending.id().clone();
         caller.set_id(id.clone());
-        let line = direct::line(request, table.envelope(&peer, &client), meta, &id)
+        let wants = wants_progress(ctx);
+        let line = direct::line(request, table.envelope(&peer, &client), meta, &id, wants)
             .map_err(|e| PluginError::internal(format!("serialising the request: {e}")))?;
+        // Subscribed before the line goes out; a call without a token
+        // subscribes to nothing (no channel, no registry entry).
+        let mut progress = wants.then(|| client.progress.subscribe(ProgressToken(id.clone())));
         let mut guard = CancelOnDrop {
             peer: peer.clone(),
             id: Some(id.clone()),
+        };
+        let mut reported = false;
+        let forward = async {
+            if let Some(progress) = progress.as_mut() {
+                while let Some(p) = progress.next().await {
+                    reported = true;
+                    ctx.progress(p.progress, p.total, p.message.as_deref());
+                }
+            }
+            std::future::pending::<()>().await
         };
         let exchange = async {
             table.write(line).await.map_err(|e| {
@@ -95,6 +114,7 @@ impl Runtime {
         let timeout = self.config.call_timeout;
         let result = tokio::select! {
             r = exchange => r,
+            () = forward => unreachable!("progress forwarding never ends on its own"),
             () = deadline.expired() => Err(ServiceError::Timeout { timeout }),
         };
         // A request that timed out keeps its guard armed: the upstream is
@@ -103,9 +123,24 @@ impl Runtime {
             guard.id = None;
         }
         drop(pending);
+        // As rmcp's path: progress reports come through rmcp's notification
+        // task, the reply straight here, so reports sent just before it may
+        // still be on their way; when the upstream reported, collect them
+        // until quiet (a call without progress never waits).
+        if let Some(progress) = progress.as_mut().filter(|_| reported) {
+            while let Ok(Some(p)) = tokio::time::timeout(PROGRESS_GRACE, progress.next()).await {
+                ctx.progress(p.progress, p.total, p.message.as_deref());
+            }
+        }
         // Log lines and progress reports that came before the reply, while
-        // the caller is still registered (as rmcp's path).
+        // the caller is still registered (as rmcp's path); then the reports
+        // not forwarded yet.
         client.logs.settle(LOG_GRACE).await;
+        if let Some(progress) = progress.as_mut() {
+            while let Some(p) = progress.try_next() {
+                ctx.progress(p.progress, p.total, p.message.as_deref());
+            }
+        }
         drop(caller);
         if let Some(t) = &mut traced {
             t.outcome(&result);
@@ -204,6 +239,15 @@ mod tests {
         v.to_string()
     }
 
+    /// A line with its request id and its progress token blanked, the token
+    /// left where it is.
+    fn tokened(line: &str) -> String {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        v["id"] = json!("ID");
+        v["params"]["_meta"]["progressToken"] = json!("TOKEN");
+        v.to_string()
+    }
+
     /// The direct path's line for a call is, but for its id and rmcp's
     /// progress token, the line rmcp writes for the same call on the same
     /// session: 2025-11-25 (no envelope) and 2026-07-28 (rmcp's per-request
@@ -262,10 +306,22 @@ mod tests {
                 let id = RequestId::String("wf-1".into());
                 let envelope = table.envelope(&peer, &client);
                 // The line written by hand, and through rmcp's types: both as rmcp's.
-                let fast =
-                    direct::line(request.clone(), envelope, Some(forwarded.clone()), &id).unwrap();
-                let general =
-                    direct::general_line(request, envelope, Some(forwarded), &id).unwrap();
+                let fast = direct::line(
+                    request.clone(),
+                    envelope,
+                    Some(forwarded.clone()),
+                    &id,
+                    false,
+                )
+                .unwrap();
+                let general = direct::general_line(
+                    request.clone(),
+                    envelope,
+                    Some(forwarded.clone()),
+                    &id,
+                    false,
+                )
+                .unwrap();
                 assert_eq!(fast, general, "{protocol:?}");
                 let direct = std::str::from_utf8(&fast).unwrap().trim_end().to_string();
                 assert_eq!(blanked(&direct), blanked(&rmcp_line), "{protocol:?}");
@@ -282,6 +338,23 @@ mod tests {
                     modern,
                     "{direct}"
                 );
+                // A caller that asked for progress: rmcp's line, token and
+                // all, in its place, the token being the request's own id.
+                let with = direct::line(
+                    request.clone(),
+                    envelope,
+                    Some(forwarded.clone()),
+                    &id,
+                    true,
+                )
+                .unwrap();
+                let with_general =
+                    direct::general_line(request, envelope, Some(forwarded), &id, true).unwrap();
+                assert_eq!(with, with_general, "{protocol:?}");
+                let with = std::str::from_utf8(&with).unwrap().trim_end();
+                let v: Value = serde_json::from_str(with).unwrap();
+                assert_eq!(v["params"]["_meta"]["progressToken"], json!("wf-1"));
+                assert_eq!(tokened(with), tokened(&rmcp_line), "{protocol:?}");
             }
             let _ = session.cancel().await;
         }

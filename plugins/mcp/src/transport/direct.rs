@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rmcp::model::{
     CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, ErrorData, GetMeta, JsonRpcMessage,
-    RequestId, RequestMetaObject, ServerResult,
+    ProgressToken, RequestId, RequestMetaObject, ServerResult,
 };
 use rmcp::service::RxJsonRpcMessage;
 use rmcp::{ClientHandler, Peer, RoleClient};
@@ -292,15 +292,18 @@ fn envelope<H: ClientHandler>(peer: &Peer<RoleClient>, handler: &H) -> Option<Re
 
 /// The line of a direct request, as rmcp would write it on this session:
 /// the session's envelope (rmcp's per-request metadata), then the call's
-/// `_meta`, then the JSON-RPC message as the transport serialises it. No
-/// progress token, where rmcp gives every request one: a direct call's
-/// caller asked for no progress (`runtime::direct`), and a token would only
-/// ask the upstream for notifications that wf reads and drops.
+/// `_meta`, then the JSON-RPC message as the transport serialises it. A
+/// progress token only when `progress` (its caller asked for progress: the
+/// token is the request's own id, where rmcp numbers its tokens, so the two
+/// never collide); rmcp gives every request one, which for a caller that
+/// asked for none would only ask the upstream for notifications that wf
+/// reads and drops.
 pub fn line(
     request: ClientRequest,
     envelope: Option<&Envelope>,
     meta: Option<RequestMetaObject>,
     id: &RequestId,
+    progress: bool,
 ) -> serde_json::Result<Vec<u8>> {
     if let ClientRequest::CallToolRequest(call) = &request
         && let Some(line) = call_line(
@@ -309,11 +312,12 @@ pub fn line(
             envelope,
             meta.as_ref(),
             id,
+            progress,
         )
     {
         return Ok(line);
     }
-    general_line(request, envelope, meta, id)
+    general_line(request, envelope, meta, id, progress)
 }
 
 /// [`line`] through rmcp's own types: the request's `_meta` built as rmcp
@@ -323,12 +327,19 @@ pub fn general_line(
     envelope: Option<&Envelope>,
     meta: Option<RequestMetaObject>,
     id: &RequestId,
+    progress: bool,
 ) -> serde_json::Result<Vec<u8>> {
     if let Some(envelope) = envelope {
         request.get_meta_mut().extend(envelope.meta.clone());
     }
     if let Some(meta) = meta {
         request.get_meta_mut().extend(meta);
+    }
+    if progress {
+        // Last, as rmcp sets its own.
+        request
+            .get_meta_mut()
+            .set_progress_token(ProgressToken(id.clone()));
     }
     let message = ClientJsonRpcMessage::request(request, id.clone());
     let mut line = serde_json::to_vec(&message)?;
@@ -348,6 +359,7 @@ fn call_line(
     envelope: Option<&Envelope>,
     meta: Option<&RequestMetaObject>,
     id: &RequestId,
+    progress: bool,
 ) -> Option<Vec<u8>> {
     // rmcp merges a `_meta` of the params' own with the request's: not here.
     if params.meta.is_some() {
@@ -390,6 +402,11 @@ fn call_line(
     }
     for (k, v) in meta.into_iter().flat_map(|m| m.0.0.iter()) {
         member(&mut out, &mut first, k, v)?;
+    }
+    if progress {
+        separate(&mut out, &mut first);
+        out.extend_from_slice(br#""progressToken":"#);
+        serde_json::to_writer(&mut out, id).ok()?;
     }
     if first {
         // Nothing in it: no `_meta`, as rmcp leaves out an empty one.
@@ -560,14 +577,27 @@ mod tests {
             .with_arguments(json!({"text": "hi"}).as_object().unwrap().clone());
         let request = ClientRequest::CallToolRequest(Request::new(params));
         let id = RequestId::String("wf-3".into());
-        let line = line(request.clone(), None, None, &id).unwrap();
+        let line = line(request.clone(), None, None, &id, false).unwrap();
         assert!(line.ends_with(b"\n") && !line[..line.len() - 1].contains(&b'\n'));
-        assert_eq!(line, general_line(request, None, None, &id).unwrap());
+        assert_eq!(
+            line,
+            general_line(request.clone(), None, None, &id, false).unwrap()
+        );
         let v: Value = serde_json::from_slice(&line).unwrap();
         assert_eq!(
             v,
             json!({"jsonrpc": "2.0", "id": "wf-3", "method": "tools/call",
                    "params": {"name": "echo", "arguments": {"text": "hi"}}})
+        );
+        // A caller that asked for progress: the id is the token.
+        let with = super::line(request.clone(), None, None, &id, true).unwrap();
+        assert_eq!(with, general_line(request, None, None, &id, true).unwrap());
+        let v: Value = serde_json::from_slice(&with).unwrap();
+        assert_eq!(
+            v,
+            json!({"jsonrpc": "2.0", "id": "wf-3", "method": "tools/call",
+                   "params": {"_meta": {"progressToken": "wf-3"},
+                              "name": "echo", "arguments": {"text": "hi"}}})
         );
     }
 }
