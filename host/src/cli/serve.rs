@@ -89,10 +89,9 @@ pub async fn run(args: ServeArgs, log_level: &str) -> anyhow::Result<i32> {
         surfaces.semantic = Some(semantic);
     }
     let http = args.http.clone().or_else(|| server.http.clone());
+    // Over either front: a reply then wakes the host's thread alone.
     #[cfg(unix)]
-    if http.is_some() {
-        crate::sources::io_watch::enable();
-    }
+    crate::sources::io_watch::enable();
     if let (Some(name), Some(_)) = (&args.endpoint, &http) {
         anyhow::bail!(
             "--endpoint {name} is for stdio: over HTTP every endpoint is served at /mcp/NAME"
